@@ -1,0 +1,1 @@
+"""mcpfleet operator: the kopf controller that runs EvalRuns as pods."""

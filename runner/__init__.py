@@ -1,0 +1,1 @@
+"""mcpfleet runner: the trial engine (spec, tasks, agent, verifier, results, local launcher)."""

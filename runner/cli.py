@@ -1,0 +1,176 @@
+"""The ``mcpfleet`` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from .spec import SpecError, load_evalrun
+from .tasks import TaskError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Run MCP tool-use benchmarks at scale: locally or as a Kubernetes operator.")
+tasks_app = typer.Typer(no_args_is_help=True, help="Inspect and validate task packs.")
+app.add_typer(tasks_app, name="tasks")
+console = Console()
+err = Console(stderr=True)
+
+DEFAULT_TASKS = Path(__file__).resolve().parents[1] / "tasks"
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+@app.command()
+def run(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")],
+        concurrency: Annotated[Optional[int], typer.Option(help="Override spec.concurrency.total.")] = None,
+        new_run: Annotated[bool, typer.Option("--new-run", help="Write under a fresh run name if one exists.")] = False,
+        no_progress: Annotated[bool, typer.Option("--no-progress", help="No live progress bar.")] = False) -> None:
+    """Run an EvalRun on this machine (resumes if it was run before)."""
+    from .launcher import RunRefused, execute
+    from .summary_table import summary_table
+
+    try:
+        spec = load_evalrun(evalrun)
+        summary, root = execute(spec, evalrun.resolve().parent, new_run=new_run, concurrency=concurrency,
+                                show_progress=not no_progress and sys.stderr.isatty())
+    except (SpecError, TaskError, RunRefused) as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted:[/] finished trials are recorded; run the same command again to resume.")
+        raise typer.Exit(130) from None
+    console.print(summary_table(summary))
+    console.print(f"records: {root}/trials   summary: {root}/summary.json")
+
+
+@app.command()
+def trial(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")],
+          model: Annotated[str, typer.Option(help="spec.models[].name")],
+          task: Annotated[str, typer.Option(help="Task id <service>/<difficulty>/<category>/<task>.")],
+          attempt: Annotated[int, typer.Option(min=1)] = 1,
+          mcp_url: Annotated[Optional[str], typer.Option(help="Streamable-HTTP MCP endpoint (a sidecar).")] = None,
+          state_dir: Annotated[Optional[Path], typer.Option(help="Already materialised initial state.")] = None,
+          scripted_url: Annotated[Optional[str], typer.Option(envvar="MCPFLEET_SCRIPTED_URL",
+                                                              help="Scripted model server base URL.")] = None,
+          ) -> None:
+    """Run exactly one trial and write its record (the command a trial pod runs)."""
+    from .plan import plan
+    from .store import open_store
+    from .trial import TrialContext, run_trial
+
+    try:
+        spec = load_evalrun(evalrun)
+        trials = [t for t in plan(spec, evalrun.resolve().parent)
+                  if t.model.name == model and t.task_id == task and t.attempt == attempt]
+    except (SpecError, TaskError) as exc:
+        _fail(str(exc))
+    if not trials:
+        _fail(f"no trial (model={model}, task={task}, attempt={attempt}) in the plan of {evalrun}")
+    store = open_store(spec.spec.output.uri, spec.name, evalrun.resolve().parent)
+    ctx = TrialContext(scripted_base_url=scripted_url, mcp_url=mcp_url, state_dir=state_dir)
+    result = asyncio.run(run_trial(trials[0], store, ctx))
+    # One short JSON line: the pod's termination message and a script's parseable output.
+    print(json.dumps({"trial_id": result.trial_id, "passed": result.passed, "failure": result.failure}))
+
+
+@app.command()
+def crd() -> None:
+    """Print the EvalRun CustomResourceDefinition generated from the pydantic spec."""
+    from .crd import render_crd_yaml
+
+    sys.stdout.write(render_crd_yaml())
+
+
+@app.command()
+def validate(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")]) -> None:
+    """Validate an EvalRun and print its plan size, without running anything."""
+    from .plan import plan
+
+    try:
+        spec = load_evalrun(evalrun)
+        trials = plan(spec, evalrun.resolve().parent)
+    except (SpecError, TaskError) as exc:
+        _fail(str(exc))
+    tasks = len({t.task_id for t in trials})
+    console.print(f"{evalrun}: valid; {len(spec.spec.models)} model(s) x {tasks} task(s) x "
+                  f"{spec.spec.attempts} attempt(s) = {len(trials)} trials")
+
+
+@app.command("scripted-server")
+def scripted_server(tasks: Annotated[list[Path], typer.Option("--tasks", help="Task pack root(s).")] = [DEFAULT_TASKS],  # noqa: B006
+                    host: str = "127.0.0.1", port: int = 0,
+                    latency: Annotated[float, typer.Option(help="Seconds per LLM call.")] = 0.0) -> None:
+    """Serve the scripted OpenAI-compatible model (oracle, noop, malformed, ... policies)."""
+    from .scripted_model import serve
+
+    serve(tasks, host=host, port=port, latency=latency)
+
+
+@tasks_app.command("list")
+def tasks_list(path: Annotated[Path, typer.Argument(help="Task pack root.")] = DEFAULT_TASKS) -> None:
+    """List the tasks of a pack."""
+    from rich.table import Table
+
+    from .tasks import discover
+
+    try:
+        found = discover(path)
+    except TaskError as exc:
+        _fail(str(exc))
+    table = Table(title=f"{len(found)} tasks in {path}")
+    for col in ("id", "difficulty", "oracle", "words"):
+        table.add_column(col)
+    for t in found:
+        table.add_row(t.id, str(t.meta.get("difficulty", "")), "yes" if t.has_oracle else "no",
+                      str(len(t.description.split())))
+    console.print(table)
+
+
+@tasks_app.command("validate")
+def tasks_validate(path: Annotated[Path, typer.Argument(help="Task pack root or one task folder.")] = DEFAULT_TASKS,
+                   states: Annotated[Optional[Path], typer.Option(help="States folder for foreign packs.")] = None,
+                   concurrency: int = 2) -> None:
+    """Check files and meta.json, then that the oracle passes and the no-op agent fails every task."""
+    from .taskcheck import validate as run_validation
+    from .tasks import discover
+
+    path = path.resolve()
+    root, only = path, None
+    if (path / "description.md").is_file():
+        root, only = path.parents[3], path
+    try:
+        found = [t for t in discover(root, states) if only is None or t.path == only]
+    except TaskError as exc:
+        _fail(str(exc))
+    if not found:
+        _fail(f"no task found at {path}")
+    reports = asyncio.run(run_validation(found, root, states, concurrency))
+    bad = 0
+    for r in reports:
+        status = "[green]ok[/]" if r.ok else "[red]FAIL[/]"
+        console.print(f"{status} {r.task.id}  oracle={'-' if r.oracle_passed is None else r.oracle_passed} "
+                      f"noop_fails={r.noop_failed}", highlight=False)
+        for p in r.problems:
+            console.print(f"    [red]{p}[/]", highlight=False)
+        for w in r.warnings:
+            console.print(f"    [yellow]{w}[/]", highlight=False)
+        bad += not r.ok
+    console.print(f"{len(reports) - bad}/{len(reports)} tasks valid")
+    if bad:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""``mcpfleet run``: an EvalRun on one machine, processes instead of pods, a folder instead of S3.
+
+Trials run concurrently in warm worker processes under the spec's total and per-model limits, models
+interleaved. Re-running the same file resumes: a trial whose result.json carries the same spec hash
+is never run again, and a spec change that would contradict recorded trials is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import signal
+import time
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .outcome import INFRA_ERROR
+from .plan import TrialSpec, plan
+from .records import now_iso
+from .scoring import summarize
+from .spec import EvalRun, SpecError, spec_hash
+from .store import LocalStore, open_store
+from .worker import TrialCancelled, WorkItem, init_worker, make_context, run_item
+
+
+class RunRefused(RuntimeError):
+    """The run cannot start as asked (changed spec, missing key); the message says how to proceed."""
+
+
+@dataclass
+class RunState:
+    todo: list[TrialSpec]
+    skipped: int
+    done: dict[str, dict[str, Any]] = field(default_factory=dict)
+    retries: int = 0
+
+
+def check_credentials(run: EvalRun, env: dict[str, str] | os._Environ[str]) -> None:
+    problems = []
+    for i, m in enumerate(run.spec.models):
+        if m.is_scripted:
+            continue
+        if m.api_key_env and not env.get(m.api_key_env):
+            problems.append(f"spec.models[{i}].apiKeyEnv: environment variable {m.api_key_env} is not set; "
+                            f"export it before running")
+        if m.api_key_secret_ref and not m.api_key_env:
+            problems.append(f"spec.models[{i}].apiKeySecretRef: Kubernetes Secrets are only read by the operator; "
+                            "locally use apiKeyEnv")
+    if problems:
+        raise SpecError(problems)
+
+
+def reconcile_records(run: EvalRun, trials: list[TrialSpec], store: LocalStore) -> RunState:
+    """Decide what to run: skip finished trials, refuse contradictions, rerun infra errors and leftovers."""
+    discarded = store.discard_unfinished()
+    previous = store.read_json("run.json")
+    conflicts = []
+    todo, skipped = [], 0
+    for t in trials:
+        rec = store.read_result(t.trial_id)
+        if rec is None:
+            todo.append(t)
+        elif rec.get("spec_hash") != t.spec_hash:
+            conflicts.append(t.trial_id)
+        elif rec.get("failure") == INFRA_ERROR:
+            todo.append(t)  # infrastructure failures are not outcomes: a resumed run tries them again
+        else:
+            skipped += 1
+    if conflicts:
+        before = f" (was {previous['spec_hash']}, now {spec_hash(run)})" if previous else ""
+        raise RunRefused(
+            f"run '{run.name}' in {store.location()} was recorded with a different spec{before}: "
+            f"{len(conflicts)} recorded trial(s) would mean something else now, e.g. {conflicts[0]}.\n"
+            f"Give the changed EvalRun a new metadata.name, pass --new-run to write it under a fresh name, "
+            f"or move the old folder away. (Adding models or attempts is fine; changing a model, limits, "
+            f"the agent or a task is not.)")
+    if discarded:
+        print(f"discarded {discarded} unfinished trial folder(s) from an interrupted run")
+    return RunState(todo=todo, skipped=skipped)
+
+
+def fresh_name(base: str, output_root: Path) -> str:
+    n = 2
+    while (output_root / f"{base}-{n}").exists():
+        n += 1
+    return f"{base}-{n}"
+
+
+class Scheduler:
+    """Feeds trials to workers under the total and per-model caps; infra errors go back in the queue."""
+
+    def __init__(self, run: EvalRun, state: RunState, pool: ProcessPoolExecutor, store_root: Path,
+                 scripted_url: str | None, on_done: Any):
+        self.run, self.state, self.pool = run, state, pool
+        self.store_root, self.scripted_url, self.on_done = store_root, scripted_url, on_done
+        self.queue: collections.deque[tuple[TrialSpec, int]] = collections.deque((t, 1) for t in state.todo)
+        self.delayed: list[tuple[float, TrialSpec, int]] = []
+        self.in_flight: dict[str, int] = collections.defaultdict(int)
+        self.total = run.spec.concurrency.total
+
+    def model_cap(self, model: str) -> int:
+        m = next(m for m in self.run.spec.models if m.name == model)
+        return m.concurrency or self.run.spec.concurrency.per_model or self.total
+
+    def _next(self) -> tuple[TrialSpec, int] | None:
+        for i, (t, n) in enumerate(self.queue):
+            if self.in_flight[t.model.name] < self.model_cap(t.model.name):
+                del self.queue[i]
+                return t, n
+        return None
+
+    async def run_all(self) -> None:
+        loop = asyncio.get_running_loop()
+        running: dict[asyncio.Future[Any], tuple[TrialSpec, int]] = {}
+        while self.queue or self.delayed or running:
+            now = time.monotonic()
+            for item in [d for d in self.delayed if d[0] <= now]:
+                self.delayed.remove(item)
+                self.queue.appendleft((item[1], item[2]))
+            while sum(self.in_flight.values()) < self.total and (nxt := self._next()):
+                t, n = nxt
+                work = WorkItem(t.model_dump_json(), str(self.store_root), self.scripted_url, n)
+                fut = asyncio.wrap_future(self.pool.submit(run_item, work), loop=loop)
+                running[fut] = (t, n)
+                self.in_flight[t.model.name] += 1
+            wait_for = min((d[0] for d in self.delayed), default=now + 3600) - now
+            if not running:
+                await asyncio.sleep(max(0.0, wait_for))
+                continue
+            finished, _ = await asyncio.wait(running, timeout=max(0.05, wait_for),
+                                             return_when=asyncio.FIRST_COMPLETED)
+            for fut in finished:
+                t, n = running.pop(fut)
+                self.in_flight[t.model.name] -= 1
+                try:
+                    out = fut.result()
+                except TrialCancelled:
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a worker died: infrastructure, retried like one
+                    out = {"trial_id": t.trial_id, "model": t.model.name, "passed": False,
+                           "failure": INFRA_ERROR, "error": f"worker failed: {type(exc).__name__}: {exc}"}
+                if out["failure"] == INFRA_ERROR and n <= self.run.spec.retries.limit:
+                    self.state.retries += 1
+                    delay = self.run.spec.retries.backoff_seconds * (2 ** (n - 1))
+                    self.delayed.append((time.monotonic() + delay, t, n + 1))
+                    continue
+                self.state.done[t.trial_id] = out
+                self.on_done(out)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    for p in list((pool._processes or {}).values()):  # noqa: SLF001 - no public way to signal workers
+        try:
+            os.kill(p.pid, signal.SIGTERM)
+        except (ProcessLookupError, TypeError):
+            pass
+
+
+def write_summary(run: EvalRun, trials: list[TrialSpec], store: LocalStore) -> dict[str, Any]:
+    wanted = {t.trial_id for t in trials}
+    results = [r for r in store.iter_results() if r.get("trial_id") in wanted]
+    summary = {
+        "run": run.name,
+        "spec_hash": spec_hash(run),
+        "generated_at": now_iso(),
+        "trials_planned": len(trials),
+        "trials_recorded": len(results),
+        "complete": len(results) == len(trials),
+        "rows": summarize(results, run.spec.attempts),
+    }
+    store.write_json("summary.json", summary)
+    return summary
+
+
+def execute(run: EvalRun, base_dir: Path, *, new_run: bool = False, concurrency: int | None = None,
+            show_progress: bool = True) -> tuple[dict[str, Any], Path]:
+    """Run (or resume) an EvalRun locally; returns (summary, run folder). Raises KeyboardInterrupt on Ctrl-C."""
+    from .progress import Progress
+
+    if concurrency:
+        run = run.model_copy(update={"spec": run.spec.model_copy(
+            update={"concurrency": run.spec.concurrency.model_copy(update={"total": concurrency})})})
+    check_credentials(run, os.environ)
+    trials = plan(run, base_dir)
+    if new_run:
+        root = Path(run.spec.output.uri)
+        root = root if root.is_absolute() else base_dir / root
+        if (root / run.name).exists():
+            run = run.model_copy(update={"metadata": run.metadata.model_copy(
+                update={"name": fresh_name(run.name, root)})})
+            trials = plan(run, base_dir)
+    store = open_store(run.spec.output.uri, run.name, base_dir)
+    assert isinstance(store, LocalStore)
+    state = reconcile_records(run, trials, store)
+    store.write_json("run.json", {"run": run.name, "spec_hash": spec_hash(run), "updated_at": now_iso(),
+                                  "trials": len(trials), "evalrun": run.model_dump(mode="json", by_alias=True)})
+    progress = Progress(total=len(trials), already=state.skipped, enabled=show_progress)
+    if state.todo:
+        with ExitStack() as stack:
+            scripted_url = None
+            if any(m.is_scripted for m in run.spec.models):
+                from .scripted_model import ScriptedServerProcess
+                roots = sorted({Path(t.tasks_root) for t in trials})
+                scripted_url = stack.enter_context(ScriptedServerProcess(roots))
+            workers = min(run.spec.concurrency.total, len(state.todo))
+            pool = stack.enter_context(ProcessPoolExecutor(workers, mp_context=make_context(),
+                                                           initializer=init_worker))
+            stack.enter_context(progress)
+            scheduler = Scheduler(run, state, pool, store.root, scripted_url, progress.advance)
+            try:
+                asyncio.run(scheduler.run_all())
+            except KeyboardInterrupt:
+                _stop_workers(pool)
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+    summary = write_summary(run, trials, store)
+    return summary, store.root

@@ -1,0 +1,64 @@
+"""Connect to an MCP server over stdio (local) or streamable HTTP (a pod's sidecar) with one API."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from .services import ServerCommand
+
+# The only variables an MCP server inherits: never API keys or cloud credentials.
+SAFE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "NODE_PATH", "SYSTEMROOT")
+
+
+def server_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: os.environ[k] for k in SAFE_ENV if k in os.environ}
+    env.update(extra)
+    return env
+
+
+@asynccontextmanager
+async def connect_stdio(cmd: ServerCommand, errlog: IO[Any], cwd: Path | None = None) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(command=cmd.command, args=cmd.args, env=server_env(cmd.env),
+                                   cwd=str(cwd) if cwd else None)
+    async with stdio_client(params, errlog=errlog) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+@asynccontextmanager
+async def connect_http(url: str) -> AsyncIterator[ClientSession]:
+    async with streamable_http_client(url) as streams:
+        read, write = streams[0], streams[1]
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+def tool_to_openai(tool: Any) -> dict[str, Any]:
+    """MCP tool -> OpenAI function tool; '$schema' is dropped since some providers reject it."""
+    schema = {k: v for k, v in (tool.input_schema or {}).items() if k != "$schema"}
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    return {"type": "function",
+            "function": {"name": tool.name, "description": tool.description or "", "parameters": schema}}
+
+
+def result_text(result: Any) -> str:
+    """Flatten a CallToolResult's content blocks to text, never truncated (MCPMark does not truncate)."""
+    parts = []
+    for block in getattr(result, "content", None) or []:
+        text = getattr(block, "text", None)
+        if text is not None:
+            parts.append(text)
+        else:
+            parts.append(f"[{getattr(block, 'type', 'content')} omitted]")
+    return "\n".join(parts)

@@ -1,0 +1,66 @@
+"""Expand an EvalRun into trials: pure, deterministic, and the same for the launcher and the operator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from .spec import AgentKind, EvalRun, Limits, ModelSpec, canonical_hash
+from .tasks import Task, load_selection, resolve_pack
+
+
+class TrialSpec(BaseModel):
+    """Everything one trial needs, serialisable: a worker process or a pod runs it from this alone."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run: str
+    trial_id: str
+    spec_hash: str
+    model: ModelSpec
+    task_id: str
+    tasks_root: str
+    states_path: str | None = None
+    attempt: int
+    agent: AgentKind
+    limits: Limits
+
+    @property
+    def service(self) -> str:
+        return self.task_id.split("/", 1)[0]
+
+
+def trial_id(model: str, task: Task, attempt: int) -> str:
+    """Readable and unique: model names are DNS labels, task path parts match [A-Za-z0-9_-]."""
+    return f"{model}.{task.service}.{task.difficulty}.{task.category}.{task.name}.{attempt}"
+
+
+def trial_hash(run: EvalRun, model: ModelSpec, task: Task, attempt: int) -> str:
+    return canonical_hash({
+        "model": model.model_dump(mode="json", include={"name", "model", "api_base", "params"}),
+        "agent": run.spec.agent,
+        "limits": run.spec.limits.model_dump(mode="json"),
+        "task": task.id,
+        "task_digest": task.digest,
+        "attempt": attempt,
+    })
+
+
+def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path | None = None) -> list[TrialSpec]:
+    """models x tasks x attempts, attempt-major and models interleaved so rate limits spread out."""
+    out = []
+    for attempt in range(1, run.spec.attempts + 1):
+        for task in tasks:
+            for model in run.spec.models:
+                out.append(TrialSpec(
+                    run=run.name, trial_id=trial_id(model.name, task, attempt),
+                    spec_hash=trial_hash(run, model, task, attempt), model=model, task_id=task.id,
+                    tasks_root=str(tasks_root), states_path=str(states_path) if states_path else None,
+                    attempt=attempt, agent=run.spec.agent, limits=run.spec.limits))
+    return out
+
+
+def plan(run: EvalRun, base_dir: Path) -> list[TrialSpec]:
+    root, states = resolve_pack(run.spec.tasks, base_dir)
+    return expand(run, load_selection(run.spec.tasks, base_dir), root, states)

@@ -1,0 +1,109 @@
+"""Aggregates from trial results: pass@1 (mean and std over attempts), pass@k, pass^k, costs, failures.
+
+Definitions follow the MCPMark paper: pass@1 is the mean over attempts of each attempt's success rate
+across tasks (std is the population std over attempts); pass@k counts a task if any of its k attempts
+passed, pass^k if all did. Besides those plain counts, the unbiased estimators (Chen et al. 2021 for
+pass@k; C(c,k)/C(n,k) for pass^k) are given for every k up to the attempts actually recorded.
+Infrastructure errors count as not passed (a conservative, fixed denominator) and are listed apart.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from math import comb
+from typing import Any
+
+ALL = "all"
+
+
+def pass_at_k_unbiased(n: int, c: int, k: int) -> float:
+    """Probability that at least one of k draws without replacement from n attempts (c passed) passes."""
+    if k > n:
+        raise ValueError(f"k={k} exceeds the {n} attempts recorded")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def pass_hat_k_unbiased(n: int, c: int, k: int) -> float:
+    """Probability that all of k draws without replacement from n attempts (c passed) pass."""
+    if k > n:
+        raise ValueError(f"k={k} exceeds the {n} attempts recorded")
+    return comb(c, k) / comb(n, k)
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def score_group(results: list[dict[str, Any]], attempts: int) -> dict[str, Any]:
+    """Aggregate one (model, service) group of trial results."""
+    by_task: dict[str, dict[int, bool]] = defaultdict(dict)
+    by_attempt: dict[int, list[bool]] = defaultdict(list)
+    failures: dict[str, int] = defaultdict(int)
+    for r in results:
+        by_task[r["task_id"]][r["attempt"]] = bool(r["passed"])
+        by_attempt[r["attempt"]].append(bool(r["passed"]))
+        if not r["passed"]:
+            failures[r.get("failure") or "verifier_failed"] += 1
+    rates = [sum(v) / len(v) for _, v in sorted(by_attempt.items())]
+    complete = [t for t, runs in by_task.items() if len(runs) >= attempts]
+    any_k = [any(by_task[t].values()) for t in complete]
+    all_k = [all(by_task[t].values()) for t in complete]
+    curve_at: dict[str, float] = {}
+    curve_hat: dict[str, float] = {}
+    for k in range(1, attempts + 1):
+        eligible = [runs for runs in by_task.values() if len(runs) >= k]
+        if eligible:
+            curve_at[str(k)] = _mean([pass_at_k_unbiased(len(r), sum(r.values()), k) for r in eligible]) or 0.0
+            curve_hat[str(k)] = _mean([pass_hat_k_unbiased(len(r), sum(r.values()), k) for r in eligible]) or 0.0
+
+    def total(key: str) -> float:
+        return sum(float((r.get("totals") or {}).get(key) or 0) for r in results)
+
+    costs = [(r.get("totals") or {}).get("cost_usd") for r in results]
+    known_costs = [c for c in costs if c is not None]
+    n = len(results)
+    return {
+        "trials": n,
+        "tasks": len(by_task),
+        "attempts": attempts,
+        "passed": sum(1 for r in results if r["passed"]),
+        "pass_at_1": _mean(rates),
+        "pass_at_1_std": statistics.pstdev(rates) if len(rates) > 1 else (0.0 if rates else None),
+        "pass_at_k": _mean([float(x) for x in any_k]),
+        "pass_hat_k": _mean([float(x) for x in all_k]),
+        "pass_at_k_unbiased": curve_at.get(str(attempts)),
+        "pass_hat_k_unbiased": curve_hat.get(str(attempts)),
+        "pass_at_k_curve": curve_at,
+        "pass_hat_k_curve": curve_hat,
+        "tasks_with_all_attempts": len(complete),
+        "avg_turns": total("turns") / n if n else None,
+        "avg_tool_calls": total("tool_calls") / n if n else None,
+        "input_tokens": int(total("input_tokens")),
+        "output_tokens": int(total("output_tokens")),
+        "reasoning_tokens": int(total("reasoning_tokens")),
+        "avg_tokens": (total("input_tokens") + total("output_tokens")) / n if n else None,
+        "cost_usd": sum(known_costs) if known_costs else None,
+        "avg_cost_usd": sum(known_costs) / len(known_costs) if known_costs else None,
+        "avg_agent_seconds": _mean([float((r.get("timings") or {}).get("agent") or 0) for r in results]),
+        "failures": dict(sorted(failures.items())),
+    }
+
+
+def summarize(results: Iterable[dict[str, Any]], attempts: int) -> list[dict[str, Any]]:
+    """Rows per (model, service), plus one 'all' row per model when it spans several services."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        groups[(r["model"], r["service"])].append(r)
+        groups[(r["model"], ALL)].append(r)
+    rows = []
+    models = sorted({m for m, _ in groups}, key=lambda m: m)
+    for model in models:
+        services = sorted(s for m, s in groups if m == model and s != ALL)
+        keys = [(model, s) for s in services] + ([(model, ALL)] if len(services) > 1 else [])
+        for key in keys:
+            rows.append({"model": key[0], "service": key[1], **score_group(groups[key], attempts)})
+    return rows

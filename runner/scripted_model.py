@@ -1,0 +1,506 @@
+"""A scripted, OpenAI-compatible model server for tests, the quickstart and overhead benchmarks.
+
+The harness reaches it through LiteLLM over real HTTP exactly like a provider
+(``model="openai/<policy>", api_base="http://127.0.0.1:PORT/v1"``), so the whole client path
+(serialisation, streaming, error mapping, retries) is exercised without a paid model. Every
+answer is derived statelessly from the request's messages, so concurrent trials never interfere.
+
+The model string picks a policy and options: ``<policy>[?opt=val&opt=val]``, e.g.
+``oracle?latency=0.5&fail=2&fail_status=503``. LiteLLM's ``openai/`` provider strips only the
+provider prefix and forwards the rest verbatim, so ``?`` survives (``+`` works as an alternative
+separator for places where ``?`` is awkward, e.g. shells or URLs: ``oracle+latency=0.5+fail=2``).
+
+Policies: ``oracle`` (plays the task's oracle.json), ``noop``, ``malformed``, ``overflow``,
+``loop`` and ``script=<path.json>``. Options: ``latency`` (seconds before each answer),
+``fail``/``fail_status`` (the first N calls of each conversation answer HTTP S).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import hashlib
+import itertools
+import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterator, NoReturn
+
+from aiohttp import web
+
+from .tasks import OracleStep, Task, TaskError, discover
+
+LISTEN_PREFIX = "mcpfleet-scripted-model listening on "
+POLICIES = ("oracle", "noop", "malformed", "overflow", "loop", "script")
+LIST_DIRS = "list_allowed_directories"
+DONE = "Done."
+NOOP_TEXT = "I have reviewed the request."
+OVERFLOW_MESSAGE = ("This model's maximum context length is 8192 tokens. However, your messages resulted "
+                    "in more tokens than that. Please reduce the length of the messages.")
+MALFORMED_ARGUMENTS = '{"path": "'
+_OPTION_SPLIT = re.compile(r"[+&]")
+
+
+class ModelError(Exception):
+    """An answer that is an OpenAI-style HTTP error rather than a completion."""
+
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
+                 code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.code = status, message, type_, code
+
+    def response(self) -> web.Response:
+        body = {"error": {"message": self.message, "type": self.type, "param": None, "code": self.code}}
+        return web.json_response(body, status=self.status)
+
+
+@dataclass(frozen=True)
+class Options:
+    """A parsed model string: policy, its argument (the script path) and per-call options."""
+
+    policy: str
+    arg: str | None
+    latency: float
+    fail: int
+    fail_status: int
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One assistant turn: text and/or tool calls as (name, arguments string)."""
+
+    content: str | None = None
+    tool_calls: tuple[tuple[str, str], ...] = ()
+
+
+@functools.lru_cache(maxsize=1024)
+def parse_model(model: str, default_latency: float) -> Options:
+    """Split ``policy[?k=v&k=v]`` (``+`` also separates); raises ModelError on anything unknown.
+
+    Cached: a benchmark sends the same few model strings thousands of times.
+    """
+    if "?" in model:  # a script path may contain '+' only when '?' starts the options
+        head, _, rest = model.partition("?")
+        opts = [o for o in _OPTION_SPLIT.split(rest) if o]
+    else:
+        head, *opts = model.split("+")
+    policy, _, arg = head.partition("=")
+    if policy not in POLICIES:
+        raise ModelError(404, f"unknown scripted model '{model}'; policies: {', '.join(POLICIES)} "
+                              "(options: ?latency=S&fail=N&fail_status=CODE)", code="model_not_found")
+    if (policy == "script") != bool(arg):
+        raise ModelError(400, f"'{model}': only the script policy takes '=<path>' (script=/path/to.json)")
+    values: dict[str, str] = {}
+    for opt in opts:
+        key, eq, val = opt.partition("=")
+        if not eq or key not in ("latency", "fail", "fail_status"):
+            raise ModelError(400, f"'{model}': unknown option '{opt}'; use latency=S, fail=N, fail_status=CODE")
+        values[key] = val
+    try:
+        latency = float(values.get("latency", default_latency))
+        fail = int(values.get("fail", 0))
+        fail_status = int(values.get("fail_status", 503))
+    except ValueError as exc:
+        raise ModelError(400, f"'{model}': bad option value: {exc}") from None
+    if latency < 0 or fail < 0 or not 400 <= fail_status <= 599:
+        raise ModelError(400, f"'{model}': latency and fail must be >= 0, fail_status in 400..599")
+    return Options(policy, arg or None, latency, fail, fail_status)
+
+
+def _text(content: Any) -> str:
+    """Message content as text: a string, or the text parts of a content list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _first_user(messages: list[dict[str, Any]]) -> str:
+    return next((_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
+
+
+def _tool_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [c for m in messages if m.get("role") == "assistant" for c in (m.get("tool_calls") or [])]
+
+
+def _find_root(messages: list[dict[str, Any]]) -> str | None:
+    """The first absolute path in the result of the first list_allowed_directories call."""
+    ids = [c.get("id") for c in _tool_calls(messages) if (c.get("function") or {}).get("name") == LIST_DIRS]
+    if not ids:
+        return None
+    for m in messages:
+        if m.get("role") == "tool" and m.get("tool_call_id") == ids[0]:
+            for line in _text(m.get("content")).splitlines():
+                if line.strip().startswith("/"):
+                    return line.strip()
+    return None
+
+
+def _usage_chars(messages: list[dict[str, Any]]) -> int:
+    n = 0
+    for m in messages:
+        n += len(_text(m.get("content")))
+        for c in m.get("tool_calls") or []:
+            fn = c.get("function") or {}
+            n += len(fn.get("name") or "") + len(fn.get("arguments") or "")
+    return n
+
+
+def _call(name: str, arguments: Any) -> tuple[str, str]:
+    return name, arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+class ScriptedModel:
+    """Request handling; tasks are indexed once at start so a request does no file or CPU-heavy work."""
+
+    def __init__(self, tasks_roots: list[Path], latency: float = 0.0) -> None:
+        self.latency = latency
+        self.tasks: dict[str, Task] = {}
+        for root in tasks_roots:
+            for task in discover(Path(root)):
+                self.tasks.setdefault(task.description.strip(), task)
+        self._by_length = sorted(self.tasks.items(), key=lambda kv: -len(kv[0]))
+        self._oracles: dict[str, list[OracleStep] | str] = {}
+        for task in self.tasks.values():
+            try:
+                self._oracles[task.id] = task.oracle
+            except (TaskError, json.JSONDecodeError) as exc:
+                self._oracles[task.id] = str(exc)
+        self._match_cache: dict[str, Task | None] = {}
+        self._scripts: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self._calls: dict[str, int] = {}
+        self._ids = itertools.count(1)
+
+    # -- policies ---------------------------------------------------------------------------
+    def match(self, message: str) -> Task | None:
+        """Exact description match after strip, else the longest description contained in the message."""
+        if message not in self._match_cache:
+            key = message.strip()
+            task = self.tasks.get(key) or next((t for d, t in self._by_length if d and d in key), None)
+            if len(self._match_cache) > 10_000:
+                self._match_cache.clear()
+            self._match_cache[message] = task
+        return self._match_cache[message]
+
+    def reply(self, opts: Options, body: dict[str, Any]) -> Reply:
+        messages: list[dict[str, Any]] = body.get("messages") or []
+        if opts.policy == "noop":
+            return Reply(NOOP_TEXT)
+        if opts.policy == "overflow":
+            raise ModelError(400, OVERFLOW_MESSAGE, code="context_length_exceeded")
+        if opts.policy == "loop":
+            return Reply(tool_calls=(_call(LIST_DIRS, {}),))
+        if opts.policy == "malformed":
+            return self._malformed(body, messages)
+        if opts.policy == "script":
+            return self._script(opts.arg or "", messages)
+        return self._oracle(messages)
+
+    def _oracle(self, messages: list[dict[str, Any]]) -> Reply:
+        task = self.match(_first_user(messages))
+        if task is None:
+            return Reply("No oracle is known for this request: its first user message matches none of the "
+                         f"{len(self.tasks)} loaded task descriptions.")
+        steps = self._oracles[task.id]
+        if isinstance(steps, str):
+            return Reply(f"No oracle is known for task {task.id}: {steps}")
+        done = len(_tool_calls(messages))
+        if done == 0:
+            return Reply(tool_calls=(_call(LIST_DIRS, {}),))
+        if done > len(steps):
+            return Reply(DONE)
+        root = _find_root(messages)
+        if root is None:
+            return Reply(f"Cannot play the oracle of {task.id}: no absolute path found in the "
+                         f"{LIST_DIRS} result.")
+        step = steps[done - 1]
+        return Reply(tool_calls=(_call(step.tool, step.resolve(root)),))
+
+    def _malformed(self, body: dict[str, Any], messages: list[dict[str, Any]]) -> Reply:
+        if any(m.get("role") == "assistant" for m in messages):
+            return Reply(DONE)
+        fns = [t.get("function") or {} for t in body.get("tools") or [] if isinstance(t, dict)]
+        names: list[str] = [f["name"] for f in fns if isinstance(f.get("name"), str)]
+        if not names:
+            return Reply("The malformed policy needs at least one tool in the request.")
+        with_path = [f["name"] for f in fns if f.get("name") in names
+                     and "path" in ((f.get("parameters") or {}).get("properties") or {})]
+        return Reply(tool_calls=(((with_path or names)[0], MALFORMED_ARGUMENTS),))
+
+    def _script(self, path: str, messages: list[dict[str, Any]]) -> Reply:
+        turns = self._load_script(path)
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        if turn >= len(turns):
+            return Reply(DONE)
+        spec = turns[turn]
+        root = _find_root(messages)
+        calls = []
+        for c in spec.get("tool_calls") or []:
+            args = c.get("arguments", {})
+            if root is not None:  # reuse the oracle's {root} substitution for str/list/dict arguments
+                args = OracleStep(c["name"], {"value": args}).resolve(root)["value"]
+            calls.append(_call(c["name"], args))
+        return Reply(spec.get("content"), tuple(calls))
+
+    def _load_script(self, path: str) -> list[dict[str, Any]]:
+        """Cached by (path, mtime) so an edited script is picked up without restarting."""
+        try:
+            key = (path, os.stat(path).st_mtime_ns)
+        except OSError as exc:
+            raise ModelError(400, f"script {path}: {exc.strerror}") from None
+        if key not in self._scripts:
+            try:
+                turns = json.loads(Path(path).read_text(encoding="utf-8"))["turns"]
+                if not isinstance(turns, list) or not all(
+                        isinstance(t, dict) and all(isinstance(c, dict) and isinstance(c.get("name"), str)
+                                                    for c in t.get("tool_calls") or []) for t in turns):
+                    raise ValueError("turns must be objects with 'content' and/or 'tool_calls' [{name, arguments}]")
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ModelError(400, f"script {path}: expected {{\"turns\": [...]}}: {exc}") from None
+            self._scripts[key] = turns
+        return self._scripts[key]
+
+    # -- HTTP ---------------------------------------------------------------------------------
+    def _fail_now(self, model: str, opts: Options, messages: list[dict[str, Any]]) -> bool:
+        """Count calls per conversation (model string + first user message) for the fail option."""
+        if not opts.fail:
+            return False
+        key = hashlib.sha256(f"{model}\0{_first_user(messages)}".encode()).hexdigest()
+        n = self._calls.get(key, 0)
+        self._calls[key] = n + 1
+        return n < opts.fail
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json()
+            if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+                raise ModelError(400, "request body must be a JSON object with a 'messages' list")
+        except (ValueError, UnicodeDecodeError):
+            return ModelError(400, "request body is not valid JSON").response()
+        except ModelError as exc:
+            return exc.response()
+        model = str(body.get("model", ""))
+        try:
+            opts = parse_model(model, self.latency)
+        except ModelError as exc:
+            return exc.response()
+        if opts.latency:
+            await asyncio.sleep(opts.latency)
+        try:
+            if self._fail_now(model, opts, body["messages"]):
+                kind = "rate_limit_error" if opts.fail_status == 429 else (
+                    "server_error" if opts.fail_status >= 500 else "invalid_request_error")
+                raise ModelError(opts.fail_status, f"scripted failure (fail={opts.fail}, status "
+                                                   f"{opts.fail_status}); retry the request", kind)
+            reply = self.reply(opts, body)
+        except ModelError as exc:
+            return exc.response()
+        rid, created = f"chatcmpl-{next(self._ids)}", int(time.time())
+        calls = [{"id": f"call_{rid[9:]}_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+                 for i, (n, a) in enumerate(reply.tool_calls)]
+        out_chars = len(reply.content or "") + sum(len(n) + len(a) for n, a in reply.tool_calls)
+        prompt = _usage_chars(body["messages"]) // 4
+        completion = max(1, out_chars // 4)
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                 "completion_tokens_details": {"reasoning_tokens": 0},
+                 "prompt_tokens_details": {"cached_tokens": 0}}
+        finish = "tool_calls" if calls else "stop"
+        base = {"id": rid, "created": created, "model": model, "system_fingerprint": None}
+        if not body.get("stream"):
+            message = {"role": "assistant", "content": reply.content, "tool_calls": calls or None}
+            return web.json_response({**base, "object": "chat.completion", "usage": usage, "choices": [
+                {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}]})
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        async for chunk in _chunks(base, reply, calls, finish, usage if include_usage else None):
+            await resp.write(chunk)
+        await resp.write_eof()
+        return resp
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [
+            {"id": p, "object": "model", "created": 0, "owned_by": "mcpfleet"} for p in POLICIES]})
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "tasks": len(self.tasks)})
+
+
+def _split(s: str, parts: int = 3) -> Iterator[str]:
+    """Argument fragments, as real providers stream them (a client must concatenate)."""
+    size = max(1, -(-len(s) // parts))
+    return (s[i:i + size] for i in range(0, len(s), size))
+
+
+async def _chunks(base: dict[str, Any], reply: Reply, calls: list[dict[str, Any]], finish: str,
+                  usage: dict[str, Any] | None) -> AsyncIterator[bytes]:
+    """SSE frames in OpenAI's order: role, content, tool-call deltas, finish, optional usage, [DONE]."""
+
+    def frame(delta: dict[str, Any] | None, finish_reason: str | None = None, **extra: Any) -> bytes:
+        choices = [] if delta is None else [
+            {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]
+        payload = {**base, "object": "chat.completion.chunk", "choices": choices, **extra}
+        if usage is not None and "usage" not in extra:
+            payload["usage"] = None
+        return f"data: {json.dumps(payload)}\n\n".encode()
+
+    yield frame({"role": "assistant", "content": "" if calls else None})
+    if reply.content:
+        for piece in _split(reply.content, 2):
+            yield frame({"content": piece})
+    for i, call in enumerate(calls):
+        fn = call["function"]
+        yield frame({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                     "function": {"name": fn["name"], "arguments": ""}}]})
+        for piece in _split(fn["arguments"]):
+            yield frame({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+    yield frame({}, finish)
+    if usage is not None:
+        yield frame(None, usage=usage)
+    yield b"data: [DONE]\n\n"
+
+
+def build_app(tasks_roots: list[Path], latency: float = 0.0) -> web.Application:
+    """The aiohttp application; task packs are loaded here, once."""
+    model = ScriptedModel(tasks_roots, latency)
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_post("/v1/chat/completions", model.chat)
+    app.router.add_post("/chat/completions", model.chat)
+    app.router.add_get("/v1/models", model.models)
+    app.router.add_get("/healthz", model.healthz)
+    return app
+
+
+def serve(tasks_roots: list[Path], host: str = "127.0.0.1", port: int = 0, latency: float = 0.0) -> None:
+    """Bind, print the one listening line (callers parse it to learn the port), serve until SIGTERM/SIGINT."""
+
+    async def main() -> None:
+        runner = web.AppRunner(build_app(tasks_roots, latency), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound = runner.addresses[0][1]
+        shown = f"[{host}]" if ":" in host else host
+        print(f"{LISTEN_PREFIX}http://{shown}:{bound}/v1", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+class ScriptedServerProcess:
+    """Run the server as a subprocess; ``with ScriptedServerProcess(roots) as url:`` yields its base URL.
+
+    The child gets its own session so a terminal Ctrl-C aimed at the parent (e.g. a benchmark)
+    does not kill the model mid-run; the parent stops it on exit.
+    """
+
+    def __init__(self, tasks_roots: list[Path], latency: float = 0.0, startup_timeout: float = 30.0) -> None:
+        self.tasks_roots = [Path(r) for r in tasks_roots]
+        self.latency = latency
+        self.startup_timeout = startup_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url: str | None = None
+        self._stderr: Any = None
+
+    def __enter__(self) -> str:
+        cmd = [sys.executable, "-m", "mcpfleet.runner.scripted_model", "--port", "0", "--latency", str(self.latency)]
+        for root in self.tasks_roots:
+            cmd += ["--tasks", str(root)]
+        # stderr goes to a file, not a pipe nobody reads, so a chatty server can never block on it.
+        self._stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        try:
+            line = self._read_line()
+            port = int(line.rsplit(":", 1)[1].split("/", 1)[0])
+        except Exception:
+            self._stop()
+            raise
+        self.url = f"http://127.0.0.1:{port}/v1"
+        return self.url
+
+    def _read_line(self) -> str:
+        assert self.proc is not None and self.proc.stdout is not None
+        deadline = time.monotonic() + self.startup_timeout
+        buf = b""
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            while b"\n" not in buf:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._fail(f"did not report listening within {self.startup_timeout:.0f}s")
+                if sel.select(left):
+                    data = os.read(self.proc.stdout.fileno(), 4096)
+                    if not data:
+                        self.proc.wait(timeout=5)
+                        self._fail(f"exited with code {self.proc.returncode} before listening")
+                    buf += data
+        line = buf.split(b"\n", 1)[0].decode(errors="replace").strip()
+        if not line.startswith(LISTEN_PREFIX):
+            self._fail(f"printed an unexpected first line {line!r}")
+        return line
+
+    def _fail(self, why: str) -> NoReturn:
+        self._stop()
+        raise RuntimeError(f"scripted model server {why}; stderr:\n{self._stderr_text() or '(empty)'}")
+
+    def _stderr_text(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        data: bytes = self._stderr.read()
+        return data.decode(errors="replace")[-4000:].strip()
+
+    def _stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m mcpfleet.runner.scripted_model",
+                                     description="OpenAI-compatible scripted model server (policies: "
+                                                 + ", ".join(POLICIES) + ").")
+    parser.add_argument("--tasks", action="append", type=Path, default=[],
+                        help="task pack root in MCPMark layout (repeatable); the oracle policy plays its oracles")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed on stdout)")
+    parser.add_argument("--latency", type=float, default=0.0, help="default seconds to wait before each answer")
+    args = parser.parse_args(argv)
+    try:
+        serve(args.tasks, args.host, args.port, args.latency)
+    except TaskError as exc:
+        sys.exit(f"scripted model: {exc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,343 @@
+"""The EvalRun resource: the single source of truth for CLI validation, the CRD schema and docs.
+
+Keys follow the Kubernetes API conventions (camelCase) because the same object is applied with
+``kubectl`` as a custom resource and run locally with ``mcpfleet run``. Unknown fields are errors
+everywhere: a typo such as ``maxTurn`` must never be silently ignored in a 10,000-trial sweep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+API_GROUP = "mcpfleet.io"
+API_VERSION = "v1alpha1"
+KIND = "EvalRun"
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+ENV_VAR_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class SpecModel(BaseModel):
+    """Base for every spec object: camelCase aliases, unknown fields forbidden."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_enum_values=True,
+    )
+
+
+class SecretKeyRef(SpecModel):
+    """A key in a Kubernetes Secret in the EvalRun's namespace."""
+
+    name: str = Field(pattern=DNS_LABEL.replace("[-a-z0-9]", "[-.a-z0-9]"), max_length=253,
+                      description="Secret name.")
+    key: str = Field(min_length=1, description="Key inside the Secret.")
+
+
+class ReasoningEffort(str, Enum):
+    minimal = "minimal"
+    low = "low"
+    medium = "medium"
+    high = "high"
+
+
+class ModelParams(SpecModel):
+    """Sampling parameters passed to LiteLLM; unset ones are not sent at all."""
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1, description="Max output tokens per LLM call.")
+    reasoning_effort: ReasoningEffort | None = None
+    seed: int | None = None
+
+    def litellm_kwargs(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump(by_alias=False).items() if v is not None}
+
+
+class ModelSpec(SpecModel):
+    """One model under test. Secrets are referenced, never inlined."""
+
+    name: str = Field(pattern=DNS_LABEL, max_length=40,
+                      description="Short DNS-label name used in trial ids, pod labels and reports.")
+    model: str = Field(min_length=1, description=(
+        "LiteLLM model string, e.g. 'openai/gpt-5' or 'anthropic/claude-sonnet-4'. "
+        "'scripted/<policy>' uses mcpfleet's scripted model server (oracle, noop, malformed)."))
+    api_base: str | None = Field(default=None, description="OpenAI-compatible base URL override.")
+    api_key_env: str | None = Field(default=None, pattern=ENV_VAR_NAME,
+                                    description="Name of the environment variable holding the API key.")
+    api_key_secret_ref: SecretKeyRef | None = Field(
+        default=None, description="Kubernetes Secret key holding the API key (operator only).")
+    params: ModelParams = Field(default_factory=ModelParams)
+    concurrency: int | None = Field(default=None, ge=1,
+                                    description="Max trials of this model in flight; overrides concurrency.perModel.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_inline_secrets(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for bad in ("apiKey", "api_key", "key", "token"):
+                if bad in data:
+                    raise ValueError(
+                        f"inline secret field '{bad}' is not allowed; reference it with "
+                        "apiKeyEnv (an environment variable name) or apiKeySecretRef {name, key}")
+        return data
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> ModelSpec:
+        if self.api_key_env and self.api_key_secret_ref:
+            raise ValueError("set at most one of apiKeyEnv and apiKeySecretRef")
+        return self
+
+    @property
+    def is_scripted(self) -> bool:
+        return self.model.startswith("scripted/")
+
+
+class TaskSelection(SpecModel):
+    """Which tasks to run: a task pack and filters on it. Empty filters select everything."""
+
+    path: str = Field(default="tasks", description=(
+        "Task-pack root in MCPMark layout (<service>/<difficulty>/<category>/<task>/). Relative paths "
+        "resolve against the EvalRun file's folder locally, and against the runner image's bundled tasks."))
+    states_path: str | None = Field(default=None, description=(
+        "Folder holding initial states as <service>/<category>/ for packs that do not bundle them "
+        "(e.g. MCPMark's own tasks). Defaults to <path>/<service>/states."))
+    services: list[str] = Field(default_factory=list, description="e.g. [filesystem, postgres]")
+    difficulties: list[str] = Field(default_factory=list, description="e.g. [standard, easy]")
+    categories: list[str] = Field(default_factory=list)
+    include: list[str] = Field(default_factory=list, description=(
+        "Glob patterns over task ids '<service>/<difficulty>/<category>/<task>'."))
+    exclude: list[str] = Field(default_factory=list, description="Glob patterns over task ids.")
+
+
+class AgentKind(str, Enum):
+    mcpfleet = "mcpfleet"
+    oracle = "oracle"
+    noop = "noop"
+
+
+class Limits(SpecModel):
+    """Per-trial limits; defaults are MCPMark's."""
+
+    max_turns: int = Field(default=100, ge=1, le=10_000)
+    timeout_seconds: int = Field(default=3600, ge=1, description="Whole agent run.")
+    tool_call_timeout_seconds: int = Field(default=60, ge=1)
+    verifier_timeout_seconds: int = Field(default=300, ge=1)
+    llm_retries: int = Field(default=5, ge=0, le=20,
+                             description="Retries of one LLM call on 429/5xx/timeouts, with exponential backoff.")
+    llm_timeout_seconds: int = Field(default=600, ge=1, description="One LLM call.")
+
+
+class Concurrency(SpecModel):
+    total: int = Field(default=4, ge=1, le=10_000, description="Max trials in flight for the run.")
+    per_model: int | None = Field(default=None, ge=1, description="Max trials in flight per model.")
+
+
+class Retries(SpecModel):
+    """Retries of infrastructure errors only; agent outcomes are never retried."""
+
+    limit: int = Field(default=2, ge=0, le=20)
+    backoff_seconds: float = Field(default=10, ge=0)
+
+
+class Output(SpecModel):
+    """Where records go: a local folder, or s3://bucket/prefix."""
+
+    uri: str = Field(default="runs", min_length=1, description="Local path or s3://bucket/prefix.")
+    endpoint_url: str | None = Field(default=None, description="S3 endpoint for non-AWS stores.")
+    region: str | None = None
+    credentials_secret_ref: str | None = Field(
+        default=None, description="Secret with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (operator only).")
+
+    @field_validator("uri")
+    @classmethod
+    def _uri(cls, v: str) -> str:
+        if "://" in v and not v.startswith("s3://"):
+            raise ValueError("must be a local path or s3://bucket/prefix")
+        if v.startswith("s3://") and not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", v):
+            raise ValueError("s3 URI must be s3://<bucket>/<prefix> with a valid bucket name")
+        return v
+
+
+class EvalRunSpec(SpecModel):
+    models: list[ModelSpec] = Field(min_length=1)
+    tasks: TaskSelection = Field(default_factory=TaskSelection)
+    attempts: int = Field(default=1, ge=1, le=100, description="k: independent attempts per (model, task).")
+    agent: AgentKind = Field(default=AgentKind.mcpfleet, validate_default=True)  # -> "mcpfleet", like parsed values
+    limits: Limits = Field(default_factory=Limits)
+    concurrency: Concurrency = Field(default_factory=Concurrency)
+    retries: Retries = Field(default_factory=Retries)
+    output: Output = Field(default_factory=Output)
+    suspend: bool = Field(default=False, description="Operator: stop launching new trials while true.")
+
+    @field_validator("models")
+    @classmethod
+    def _unique_names(cls, v: list[ModelSpec]) -> list[ModelSpec]:
+        seen: set[str] = set()
+        for m in v:
+            if m.name in seen:
+                raise ValueError(f"model names must be unique; '{m.name}' appears twice")
+            seen.add(m.name)
+        return v
+
+    def results_view(self) -> dict[str, Any]:
+        """The part of the spec that changes what a trial measures (not how fast or where)."""
+        models = [m.model_dump(mode="json", include={"name", "model", "api_base", "params"}) for m in self.models]
+        return {
+            "models": models,
+            "tasks": self.tasks.model_dump(mode="json"),
+            "attempts": self.attempts,
+            "agent": self.agent,
+            "limits": self.limits.model_dump(mode="json"),
+        }
+
+
+class ObjectMeta(BaseModel):
+    """The subset of Kubernetes ObjectMeta we read; the rest is allowed but ignored (it is the API server's)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str = Field(pattern=DNS_LABEL, max_length=63)
+    namespace: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class EvalRun(SpecModel):
+    api_version: Literal["mcpfleet.io/v1alpha1"]
+    kind: Literal["EvalRun"]
+    metadata: ObjectMeta
+    spec: EvalRunSpec
+    status: dict[str, Any] | None = Field(default=None, exclude=True)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+class SpecError(ValueError):
+    """An invalid EvalRun, with one human line per problem: '<field path>: <what is allowed>'."""
+
+    def __init__(self, problems: list[str], source: str | None = None):
+        self.problems = problems
+        self.source = source
+        head = f"invalid EvalRun{f' in {source}' if source else ''}:"
+        super().__init__("\n".join([head, *(f"  {p}" for p in problems)]))
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("function-after", "function-before") or str(part).startswith(("function-", "literal[")):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(root)"
+
+
+def _allowed_fields(model: type[BaseModel]) -> str:
+    return ", ".join(sorted(f.alias or n for n, f in model.model_fields.items()))
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """Walk the pydantic model tree along a location to find the object an unknown field sits in."""
+    model: Any = EvalRun
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        fields = {f.alias or n: f for n, f in model.model_fields.items()}
+        field = fields.get(part)
+        if field is None:
+            return None
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        cand = [a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not cand:
+            return None
+        model = cand[0]
+    return model
+
+
+def _explain(err: dict[str, Any]) -> str:
+    kind, ctx, msg = err["type"], err.get("ctx") or {}, err["msg"]
+    if kind == "extra_forbidden":
+        model = _model_at(err["loc"])
+        allowed = f"; allowed fields: {_allowed_fields(model)}" if model else ""
+        return f"unknown field{allowed}"
+    if kind == "missing":
+        return "required field is missing"
+    table = {
+        "greater_than_equal": "must be >= {ge}",
+        "greater_than": "must be > {gt}",
+        "less_than_equal": "must be <= {le}",
+        "less_than": "must be < {lt}",
+        "too_short": "must have at least {min_length} item(s)",
+        "string_too_short": "must not be empty",
+        "string_too_long": "must be at most {max_length} characters",
+        "string_pattern_mismatch": "must match {pattern}",
+        "literal_error": "must be {expected}",
+        "enum": "must be one of {expected}",
+    }
+    if kind in table:
+        try:
+            text = table[kind].format(**ctx)
+        except KeyError:
+            text = msg
+        if kind == "string_pattern_mismatch" and ctx.get("pattern") == DNS_LABEL:
+            text = "must be a DNS label: lowercase letters, digits and '-', starting and ending alphanumeric"
+        return text
+    if kind == "value_error":
+        return str(ctx.get("error", msg)).removeprefix("Value error, ")
+    return msg[0].lower() + msg[1:] if msg else kind
+
+
+def format_validation_error(exc: ValidationError) -> list[str]:
+    return [f"{_path(e['loc'])}: {_explain(e)}" for e in exc.errors()]
+
+
+def parse_evalrun(data: Any, source: str | None = None) -> EvalRun:
+    """Validate a decoded EvalRun document; raise SpecError naming every bad field."""
+    if not isinstance(data, dict):
+        raise SpecError(["(root): must be a mapping with apiVersion, kind, metadata and spec"], source)
+    try:
+        return EvalRun.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(exc), source) from None
+
+
+def load_evalrun(path: str | Path) -> EvalRun:
+    path = Path(path)
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except yaml.YAMLError as exc:
+        raise SpecError([f"(file): not valid YAML: {exc}"], str(path)) from None
+    except OSError as exc:
+        raise SpecError([f"(file): cannot read: {exc.strerror}"], str(path)) from None
+    runs = [d for d in docs if isinstance(d, dict) and d.get("kind") == KIND]
+    if len(runs) != 1:
+        raise SpecError([f"(file): expected exactly one document of kind EvalRun, found {len(runs)}"], str(path))
+    return parse_evalrun(runs[0], str(path))
+
+
+def canonical_hash(obj: Any, length: int = 16) -> str:
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:length]
+
+
+def spec_hash(run: EvalRun) -> str:
+    """Hash of what the run measures; concurrency, retries, output and suspend do not change it."""
+    return canonical_hash(run.spec.results_view())

@@ -1,0 +1,178 @@
+"""Run exactly one trial: state -> MCP server -> agent -> verifier -> record.
+
+This is what ``mcpfleet trial`` runs in a pod and what each warm worker of ``mcpfleet run`` runs
+locally. A trial owns everything it touches (its folder, its server process, its environment passed
+explicitly, its API key as a value), so any number can run side by side. Cancellation (Ctrl-C, pod
+deletion) writes no record: a trial is either recorded whole or not at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import agent as agents
+from .mcp_client import connect_http, connect_stdio
+from .outcome import classify
+from .plan import TrialSpec
+from .records import Timings, Totals, TrialResult, VerifierRecord, dumps, mcpmark_meta, now_iso, redact, \
+    to_mcpmark_messages
+from .services import get_service
+from .spec import AgentKind, ModelSpec
+from .states import materialise
+from .store import ResultStore
+from .tasks import Task, find_task
+from .verifier import run_verifier
+
+SCRIPTED_PREFIX = "scripted/"
+LOG_LIMIT = 64 * 1024
+
+
+@dataclass
+class TrialContext:
+    """Where the trial's outside world is: set by the launcher or the pod, not by global state."""
+
+    scripted_base_url: str | None = None
+    mcp_url: str | None = None           # a sidecar's streamable-HTTP endpoint; None = spawn stdio locally
+    state_dir: Path | None = None        # pre-materialised state (init container); None = materialise here
+    env: dict[str, str] | None = None    # where API keys are looked up; defaults to the process environment
+    backoff_initial: float = 1.0
+
+
+def llm_target(model: ModelSpec, spec: TrialSpec, ctx: TrialContext) -> Any:
+    from .llm import LLMTarget
+
+    env = ctx.env if ctx.env is not None else os.environ
+    params = model.params.litellm_kwargs()
+    if model.is_scripted:
+        if not ctx.scripted_base_url:
+            raise RuntimeError(f"model '{model.name}' uses the scripted server but no scripted server URL was given")
+        return LLMTarget(model="openai/" + model.model[len(SCRIPTED_PREFIX):], api_base=ctx.scripted_base_url,
+                         api_key="scripted", params=params, timeout=spec.limits.llm_timeout_seconds,
+                         retries=spec.limits.llm_retries, backoff_initial=ctx.backoff_initial)
+    key = env.get(model.api_key_env) if model.api_key_env else None
+    return LLMTarget(model=model.model, api_base=model.api_base, api_key=key, params=params,
+                     timeout=spec.limits.llm_timeout_seconds, retries=spec.limits.llm_retries,
+                     backoff_initial=ctx.backoff_initial)
+
+
+def _totals(run: agents.AgentRun) -> Totals:
+    calls = run.tool_calls
+    costs = [t.cost_usd for t in run.turns if t.cost_usd is not None]
+    return Totals(
+        turns=len(run.turns), tool_calls=len(calls), tool_errors=sum(c.is_error for c in calls),
+        malformed_tool_calls=sum(c.malformed for c in calls), llm_retries=sum(t.retries for t in run.turns),
+        input_tokens=sum(t.input_tokens for t in run.turns), output_tokens=sum(t.output_tokens for t in run.turns),
+        reasoning_tokens=sum(t.reasoning_tokens for t in run.turns),
+        cached_tokens=sum(t.cached_tokens for t in run.turns), cost_usd=sum(costs) if costs else None)
+
+
+async def _run_agent(spec: TrialSpec, task: Task, state_dir: Path, ctx: TrialContext, log: Any,
+                     timings: Timings) -> agents.AgentRun:
+    if spec.agent == AgentKind.noop:
+        return agents.run_noop_agent(task)
+    service = get_service(task.service)
+    async with AsyncExitStack() as stack:
+        t = time.perf_counter()
+        if ctx.mcp_url:
+            session = await stack.enter_async_context(connect_http(ctx.mcp_url))
+        else:
+            cmd = service.server_command(state_dir)
+            session = await stack.enter_async_context(connect_stdio(cmd, log, cwd=state_dir))
+        timings.mcp_start = time.perf_counter() - t
+        t = time.perf_counter()
+        try:
+            if spec.agent == AgentKind.oracle:
+                return await agents.run_oracle_agent(session, task, str(state_dir),
+                                                     tool_timeout_s=spec.limits.tool_call_timeout_seconds)
+            return await agents.run_llm_agent(
+                session, task, llm_target(spec.model, spec, ctx), max_turns=spec.limits.max_turns,
+                timeout_s=spec.limits.timeout_seconds, tool_timeout_s=spec.limits.tool_call_timeout_seconds)
+        finally:
+            timings.agent = time.perf_counter() - t
+
+
+async def run_trial(spec: TrialSpec, store: ResultStore, ctx: TrialContext | None = None,
+                    infra_attempt: int = 1) -> TrialResult:
+    """Run one trial and store its record. Infrastructure failures become an ``infra_error`` record."""
+    ctx = ctx or TrialContext()
+    started, t_total = now_iso(), time.perf_counter()
+    timings = Timings()
+    workdir = Path(tempfile.mkdtemp(prefix="mcpfleet-trial-"))
+    secrets = []
+    if spec.model.api_key_env:
+        secrets.append((ctx.env if ctx.env is not None else os.environ).get(spec.model.api_key_env, ""))
+    run: agents.AgentRun | None = None
+    infra: str | None = None
+    verifier = VerifierRecord()
+    task: Task | None = None
+    try:
+        log = open(workdir / "mcp_server.log", "w+b")  # noqa: SIM115 - closed in finally
+        try:
+            task = find_task(Path(spec.tasks_root), spec.task_id, Path(spec.states_path) if spec.states_path else None)
+            state_dir = ctx.state_dir or workdir / "state"
+            t = time.perf_counter()
+            if ctx.state_dir is None:
+                await asyncio.to_thread(materialise, task, state_dir)
+            timings.state = time.perf_counter() - t
+            run = await _run_agent(spec, task, state_dir, ctx, log, timings)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - anything outside the agent's control is infrastructure
+            infra = f"{type(exc).__name__}: {exc}"
+        if task is not None and run is not None:
+            messages_path = workdir / "messages.json"
+            messages_path.write_bytes(dumps(to_mcpmark_messages(run.messages)))
+            env = get_service(task.service).verifier_env(state_dir)
+            env["MCP_MESSAGES"] = str(messages_path)
+            try:
+                v = await run_verifier(task.verifier, env, [], spec.limits.verifier_timeout_seconds)
+            except OSError as exc:
+                infra = f"verifier could not start: {exc}"
+            else:
+                timings.verify = v.duration_s
+                verifier = VerifierRecord(exit_code=v.exit_code, timed_out=v.timed_out, duration_s=v.duration_s,
+                                          stdout=v.stdout, stderr=v.stderr)
+        run = run or agents.AgentRun(messages=[])
+        calls = run.tool_calls
+        passed = infra is None and verifier.exit_code == 0
+        failure = classify(passed=passed, stop_reason=run.stop_reason, tool_calls=len(calls),
+                           malformed_calls=sum(c.malformed for c in calls),
+                           last_call_malformed=bool(calls and calls[-1].malformed), final_text=run.final_text,
+                           infra_error=infra is not None)
+        timings.llm_wait = run.llm_seconds
+        result = TrialResult(
+            run=spec.run, trial_id=spec.trial_id, spec_hash=spec.spec_hash, model=spec.model.name,
+            litellm_model=spec.model.model, service=spec.service, task_id=spec.task_id, attempt=spec.attempt,
+            agent=str(spec.agent), passed=passed, failure=failure,
+            stop_reason=None if infra else run.stop_reason, error=infra or run.error, verifier=verifier,
+            totals=_totals(run), turns=run.turns_json(), infra_attempts=infra_attempt, started_at=started)
+        t = time.perf_counter()
+        log.seek(0)
+        server_log = log.read(LOG_LIMIT)
+        files = {"messages.json": dumps(to_mcpmark_messages(run.messages)),
+                 "meta.json": dumps(mcpmark_meta(result, task.name if task else spec.task_id,
+                                                 spec.model.params.litellm_kwargs()))}
+        if server_log:
+            files["mcp_server.log"] = server_log
+        files = {k: redact(v, secrets) for k, v in files.items()}
+        await asyncio.to_thread(store.write_files, spec.trial_id, files)
+        # result.json carries the record phase's time up to its own (single, small) write.
+        timings.record = time.perf_counter() - t
+        timings.total = time.perf_counter() - t_total
+        result.timings, result.finished_at = timings, now_iso()
+        await asyncio.to_thread(store.commit, spec.trial_id, redact(dumps(result.model_dump(mode="json")), secrets))
+        return result
+    finally:
+        try:
+            log.close()
+        except NameError:
+            pass
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,80 @@
+"""Warm worker processes for the local launcher.
+
+Workers fork from a forkserver that has already imported LiteLLM and the MCP SDK, so the seconds of
+imports are paid once per ``mcpfleet run``, not per worker or per trial. Each worker keeps one event
+loop for its life (LiteLLM's HTTP clients are cached per loop) and runs one trial at a time. A
+terminal Ctrl-C is handled by the parent, which sends SIGTERM: the running trial is cancelled and,
+being cancelled, writes no record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PRELOAD = ["mcpfleet.runner.llm", "mcpfleet.runner.trial", "mcp.client.stdio"]
+
+_loop: asyncio.AbstractEventLoop | None = None
+_current: asyncio.Task[Any] | None = None
+_stopping = False
+
+
+class TrialCancelled(Exception):
+    """The trial was stopped from outside (Ctrl-C); nothing was recorded."""
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    spec_json: str
+    store_root: str
+    scripted_base_url: str | None
+    infra_attempt: int
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    global _stopping
+    _stopping = True
+    if _loop is not None and _current is not None and not _current.done():
+        _loop.call_soon_threadsafe(_current.cancel)
+
+
+def init_worker() -> None:
+    global _loop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    _loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(_loop)
+    import mcpfleet.runner.llm  # noqa: F401 - warm (already imported in the forkserver)
+
+
+def run_item(item: WorkItem) -> dict[str, Any]:
+    """Run one trial in this worker; returns the small part of the result the parent needs."""
+    global _current
+    from .plan import TrialSpec
+    from .store import LocalStore
+    from .trial import TrialContext, run_trial
+
+    if _stopping:
+        raise TrialCancelled(item.spec_json[:80])
+    assert _loop is not None, "init_worker was not run"
+    spec = TrialSpec.model_validate_json(item.spec_json)
+    ctx = TrialContext(scripted_base_url=item.scripted_base_url)
+    _current = _loop.create_task(run_trial(spec, LocalStore(Path(item.store_root)), ctx, item.infra_attempt))
+    try:
+        result = _loop.run_until_complete(_current)
+    except asyncio.CancelledError:
+        raise TrialCancelled(spec.trial_id) from None
+    finally:
+        _current = None
+    return {"trial_id": result.trial_id, "model": result.model, "passed": result.passed,
+            "failure": result.failure, "error": result.error}
+
+
+def make_context() -> multiprocessing.context.BaseContext:
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
