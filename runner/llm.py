@@ -78,7 +78,7 @@ async def complete(target: LLMTarget, messages: list[dict[str, Any]], tools: lis
                    ) -> tuple[Any, float, int]:
     """Call the model; returns (response, seconds spent, retries used). Raises after retries run out."""
     kwargs: dict[str, Any] = dict(target.params or {})
-    kwargs.update(model=target.model, messages=messages, timeout=target.timeout, num_retries=0)
+    kwargs.update(model=target.model, messages=messages, timeout=target.timeout, num_retries=0, max_retries=0)
     if tools:
         kwargs["tools"] = tools
     if target.api_base:
