@@ -18,7 +18,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Run MCP tool-use benchmarks at scale: locally or as a Kubernetes operator.")
 tasks_app = typer.Typer(no_args_is_help=True, help="Inspect and validate task packs.")
 app.add_typer(tasks_app, name="tasks")
-console = Console()
+# Piped output gets a wide fixed width: the summary table is for reading in logs, not for wrapping.
+console = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
 
 DEFAULT_TASKS = Path(__file__).resolve().parents[1] / "tasks"

@@ -67,6 +67,11 @@ def usage_of(response: Any, target: LLMTarget) -> Usage:
         reasoning_tokens=_detail(getattr(u, "completion_tokens_details", None), "reasoning_tokens"),
         cached_tokens=_detail(getattr(u, "prompt_tokens_details", None), "cached_tokens"),
     )
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if "response_cost" in hidden:  # LiteLLM prices every response once already; do not do it twice
+        cost = hidden["response_cost"]
+        usage.cost_usd = float(cost) if cost is not None else None
+        return usage
     try:
         usage.cost_usd = float(litellm.completion_cost(completion_response=response))
     except Exception:  # noqa: BLE001 - models missing from the cost map have no price, not an error

@@ -47,11 +47,25 @@ def trial_hash(run: EvalRun, model: ModelSpec, task: Task, attempt: int) -> str:
     })
 
 
+def task_weight(task: Task) -> int:
+    """Expected size of a task: its oracle's length when it has one (a fair proxy for agent turns)."""
+    try:
+        return len(task.oracle) if task.has_oracle else 0
+    except Exception:  # noqa: BLE001 - a broken oracle is reported by `tasks validate`, not here
+        return 0
+
+
 def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path | None = None) -> list[TrialSpec]:
-    """models x tasks x attempts, attempt-major and models interleaved so rate limits spread out."""
+    """models x tasks x attempts in launch order.
+
+    Attempt-major, so a run stopped early still has whole attempts; within an attempt the largest tasks
+    first (longest-processing-time first keeps the tail of a concurrent run short); models interleaved
+    for every task so provider rate limits spread out.
+    """
+    ordered = sorted(tasks, key=lambda t: (-task_weight(t), t.id))
     out = []
     for attempt in range(1, run.spec.attempts + 1):
-        for task in tasks:
+        for task in ordered:
             for model in run.spec.models:
                 out.append(TrialSpec(
                     run=run.name, trial_id=trial_id(model.name, task, attempt),

@@ -30,6 +30,7 @@ from .states import materialise
 from .store import ResultStore
 from .tasks import Task, find_task
 from .verifier import run_verifier
+from .warm import PREFIX, WarmServer
 
 SCRIPTED_PREFIX = "scripted/"
 LOG_LIMIT = 64 * 1024
@@ -44,6 +45,7 @@ class TrialContext:
     state_dir: Path | None = None        # pre-materialised state (init container); None = materialise here
     env: dict[str, str] | None = None    # where API keys are looked up; defaults to the process environment
     backoff_initial: float = 1.0
+    warm: WarmServer | None = None       # a server already started on an empty state folder (workers)
 
 
 def llm_target(model: ModelSpec, spec: TrialSpec, ctx: TrialContext) -> Any:
@@ -54,7 +56,9 @@ def llm_target(model: ModelSpec, spec: TrialSpec, ctx: TrialContext) -> Any:
     if model.is_scripted:
         if not ctx.scripted_base_url:
             raise RuntimeError(f"model '{model.name}' uses the scripted server but no scripted server URL was given")
-        return LLMTarget(model="openai/" + model.model[len(SCRIPTED_PREFIX):], api_base=ctx.scripted_base_url,
+        # The scripted server is a self-hosted OpenAI-compatible endpoint; LiteLLM's provider for those
+        # (hosted_vllm) speaks HTTP directly instead of through the OpenAI SDK: ~5 ms less per call here.
+        return LLMTarget(model="hosted_vllm/" + model.model[len(SCRIPTED_PREFIX):], api_base=ctx.scripted_base_url,
                          api_key="scripted", params=params, timeout=spec.limits.llm_timeout_seconds,
                          retries=spec.limits.llm_retries, backoff_initial=ctx.backoff_initial)
     key = env.get(model.api_key_env) if model.api_key_env else None
@@ -83,6 +87,9 @@ async def _run_agent(spec: TrialSpec, task: Task, state_dir: Path, ctx: TrialCon
         t = time.perf_counter()
         if ctx.mcp_url:
             session = await stack.enter_async_context(connect_http(ctx.mcp_url))
+        elif ctx.warm is not None:
+            stack.push_async_callback(ctx.warm.stop)
+            session = await ctx.warm.session()
         else:
             cmd = service.server_command(state_dir)
             session = await stack.enter_async_context(connect_stdio(cmd, log, cwd=state_dir))
@@ -105,7 +112,10 @@ async def run_trial(spec: TrialSpec, store: ResultStore, ctx: TrialContext | Non
     ctx = ctx or TrialContext()
     started, t_total = now_iso(), time.perf_counter()
     timings = Timings()
-    workdir = Path(tempfile.mkdtemp(prefix="mcpfleet-trial-"))
+    if ctx.warm is not None and (ctx.warm.service != spec.service or ctx.mcp_url or ctx.state_dir):
+        await ctx.warm.close()
+        ctx = TrialContext(**{**ctx.__dict__, "warm": None})
+    workdir = ctx.warm.workdir if ctx.warm else Path(tempfile.mkdtemp(prefix=PREFIX))
     secrets = []
     if spec.model.api_key_env:
         secrets.append((ctx.env if ctx.env is not None else os.environ).get(spec.model.api_key_env, ""))
@@ -114,7 +124,7 @@ async def run_trial(spec: TrialSpec, store: ResultStore, ctx: TrialContext | Non
     verifier = VerifierRecord()
     task: Task | None = None
     try:
-        log = open(workdir / "mcp_server.log", "w+b")  # noqa: SIM115 - closed in finally
+        log = ctx.warm.log if ctx.warm else open(workdir / "mcp_server.log", "w+b")  # noqa: SIM115 - closed below
         try:
             task = find_task(Path(spec.tasks_root), spec.task_id, Path(spec.states_path) if spec.states_path else None)
             state_dir = ctx.state_dir or workdir / "state"
@@ -171,6 +181,8 @@ async def run_trial(spec: TrialSpec, store: ResultStore, ctx: TrialContext | Non
         await asyncio.to_thread(store.commit, spec.trial_id, redact(dumps(result.model_dump(mode="json")), secrets))
         return result
     finally:
+        if ctx.warm is not None:
+            await ctx.warm.close()
         try:
             log.close()
         except NameError:

@@ -10,6 +10,7 @@ being cancelled, writes no record.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import multiprocessing
 import signal
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ PRELOAD = ["mcpfleet.runner.llm", "mcpfleet.runner.trial", "mcp.client.stdio"]
 
 _loop: asyncio.AbstractEventLoop | None = None
 _current: asyncio.Task[Any] | None = None
+_spare: Any = None  # WarmServer for the next trial, started while the current one runs
 _stopping = False
 
 
@@ -48,7 +50,32 @@ def init_worker() -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
     _loop = asyncio.new_event_loop()
     asyncio.set_event_loop(_loop)
+    atexit.register(_close_spare)
     import mcpfleet.runner.llm  # noqa: F401 - warm (already imported in the forkserver)
+
+
+def _close_spare() -> None:
+    global _spare
+    if _spare is not None and _loop is not None and not _loop.is_closed():
+        _loop.run_until_complete(_spare.close())
+    _spare = None
+
+
+async def _run(spec: Any, store: Any, item: WorkItem) -> Any:
+    """Claim the spare server if it fits, start the next spare, run the trial."""
+    global _spare
+    from .spec import AgentKind
+    from .trial import TrialContext, run_trial
+    from .warm import WarmServer
+
+    warm, _spare = _spare, None
+    if warm is not None and warm.service != spec.service:
+        await warm.close()
+        warm = None
+    if spec.agent != AgentKind.noop and WarmServer.supports(spec.service):
+        _spare = WarmServer(spec.service)
+    ctx = TrialContext(scripted_base_url=item.scripted_base_url, warm=warm)
+    return await run_trial(spec, store, ctx, item.infra_attempt)
 
 
 def run_item(item: WorkItem) -> dict[str, Any]:
@@ -56,14 +83,12 @@ def run_item(item: WorkItem) -> dict[str, Any]:
     global _current
     from .plan import TrialSpec
     from .store import LocalStore
-    from .trial import TrialContext, run_trial
 
     if _stopping:
         raise TrialCancelled(item.spec_json[:80])
     assert _loop is not None, "init_worker was not run"
     spec = TrialSpec.model_validate_json(item.spec_json)
-    ctx = TrialContext(scripted_base_url=item.scripted_base_url)
-    _current = _loop.create_task(run_trial(spec, LocalStore(Path(item.store_root)), ctx, item.infra_attempt))
+    _current = _loop.create_task(_run(spec, LocalStore(Path(item.store_root)), item))
     try:
         result = _loop.run_until_complete(_current)
     except asyncio.CancelledError:

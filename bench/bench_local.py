@@ -1,0 +1,119 @@
+"""Local launcher benchmark: a serial one-process loop (MCPMark's way) against `mcpfleet run` at 1, 2, 4, 8.
+
+Every mode runs the bundled filesystem suite with the scripted oracle model at a fixed latency per LLM
+call (0.5 s by default), so the model's time is known exactly and everything else is harness. Printed:
+wall time, speedup over the serial loop, the median per-trial time outside the model's latency split by
+phase, and the harness time per LLM round trip (LiteLLM + HTTP + our loop, minus the fixed latency).
+
+    .venv/bin/python bench/bench_local.py [--attempts 2] [--latency 0.5] [--concurrency 1 2 4 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+MCPFLEET = Path(sys.executable).with_name("mcpfleet")
+
+
+def evalrun(name: str, out: Path, attempts: int, latency: float, concurrency: int) -> dict:
+    return {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": name},
+            "spec": {"models": [{"name": "oracle", "model": f"scripted/oracle?latency={latency:g}"}],
+                     "tasks": {"path": str(REPO / "tasks"), "services": ["filesystem"]},
+                     "attempts": attempts, "concurrency": {"total": concurrency}, "output": {"uri": str(out)}}}
+
+
+def serial_main(path: Path) -> None:
+    """The baseline: one process, one trial after another, a fresh MCP server each (no warm workers)."""
+    from mcpfleet.runner.plan import plan
+    from mcpfleet.runner.scripted_model import ScriptedServerProcess
+    from mcpfleet.runner.spec import load_evalrun
+    from mcpfleet.runner.store import open_store
+    from mcpfleet.runner.trial import TrialContext, run_trial
+
+    run = load_evalrun(path)
+    trials = plan(run, path.parent)
+    store = open_store(run.spec.output.uri, run.name, path.parent)
+    with ScriptedServerProcess([REPO / "tasks"]) as url:
+        for t in trials:
+            asyncio.run(run_trial(t, store, TrialContext(scripted_base_url=url)))
+
+
+def timed(cmd: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd="/")
+    return time.perf_counter() - start
+
+
+def phases(run_dir: Path, latency: float) -> dict[str, float]:
+    rows = [json.loads(p.read_text()) for p in sorted(run_dir.glob("trials/*/result.json"))]
+    assert rows and all(r["passed"] for r in rows), f"{run_dir}: every oracle trial must pass"
+    med = lambda xs: statistics.median(xs)  # noqa: E731
+    model_time = [len(r["turns"]) * latency for r in rows]
+    return {
+        "trials": len(rows),
+        "outside": med([r["timings"]["total"] - m for r, m in zip(rows, model_time)]),
+        "state": med([r["timings"]["state"] for r in rows]),
+        "mcp_start": med([r["timings"]["mcp_start"] for r in rows]),
+        "agent_x": med([r["timings"]["agent"] - m for r, m in zip(rows, model_time)]),
+        "verify": med([r["timings"]["verify"] for r in rows]),
+        "record": med([r["timings"]["record"] for r in rows]),
+        "rt_ms": med([(r["timings"]["llm_wait"] - m) / len(r["turns"]) * 1000 for r, m in zip(rows, model_time)]),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--attempts", type=int, default=2)
+    ap.add_argument("--latency", type=float, default=0.5)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--skip-serial", action="store_true")
+    ap.add_argument("--serial-worker", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.serial_worker:
+        serial_main(args.serial_worker)
+        return
+
+    work = Path(tempfile.mkdtemp(prefix="mcpfleet-bench-"))
+    results: list[tuple[str, int | None, float, dict[str, float]]] = []
+    modes: list[tuple[str, int]] = ([] if args.skip_serial else [("serial loop", 1)]) + \
+        [("mcpfleet run", c) for c in args.concurrency]
+    for label, conc in modes:
+        name = "serial" if label == "serial loop" else f"c{conc}"
+        spec_path = work / f"{name}.yaml"
+        spec_path.write_text(yaml.safe_dump(evalrun(name, work / "runs", args.attempts, args.latency, conc)))
+        if label == "serial loop":
+            wall = timed([sys.executable, __file__, "--serial-worker", str(spec_path)])
+        else:
+            wall = timed([str(MCPFLEET), "run", str(spec_path), "--no-progress"])
+        results.append((label, None if label == "serial loop" else conc, wall, phases(work / "runs" / name,
+                                                                                         args.latency)))
+        print(f"  {label} c={conc}: {wall:.1f} s", file=sys.stderr)
+
+    base = results[0][2] if not args.skip_serial else None
+    print(f"\nfilesystem suite, scripted oracle at {args.latency:g} s per LLM call, attempts={args.attempts}, "
+          f"{results[0][3]['trials']} trials per mode; medians per trial, seconds unless marked\n")
+    head = ("mode", "conc", "wall", "speedup", "eff.", "outside LLM", "state", "mcp_start", "agent-LLM",
+            "verify", "record", "ms/round trip")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "|".join("---" for _ in head) + "|")
+    for label, conc, wall, p in results:
+        speed = f"{base / wall:.2f}x" if base else "-"
+        eff = f"{base / wall / conc:.2f}" if base and conc else "-"
+        print(f"| {label} | {conc or 1} | {wall:.1f} | {speed} | {eff} | {p['outside']:.3f} | {p['state']:.3f} | "
+              f"{p['mcp_start']:.3f} | {p['agent_x']:.3f} | {p['verify']:.3f} | {p['record']:.3f} | {p['rt_ms']:.1f} |")
+    print(f"\nrecords under {work}")
+
+
+if __name__ == "__main__":
+    main()

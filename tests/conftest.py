@@ -1,0 +1,87 @@
+"""Shared fixtures: the repo's task pack, a tiny task pack, and a scripted model server per session."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import pytest
+
+from mcpfleet.runner.scripted_model import ScriptedServerProcess
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = REPO / "tasks"
+
+TINY_DESCRIPTION = (
+    "In the working directory, read notes/todo.txt. Create a folder named done. Write done/summary.txt "
+    "containing the number of lines of notes/todo.txt followed by a newline, then move notes/todo.txt into "
+    "done/todo.txt. Leave every other file untouched.\n")
+TINY_VERIFY = '''
+import os, sys
+from pathlib import Path
+root = Path(os.environ["FILESYSTEM_TEST_DIR"])
+problems = []
+if (root / "notes" / "todo.txt").exists():
+    problems.append("notes/todo.txt still in place")
+moved = root / "done" / "todo.txt"
+if not moved.is_file() or moved.read_text() != "a\\nb\\nc\\n":
+    problems.append("done/todo.txt missing or changed")
+summary = root / "done" / "summary.txt"
+if not summary.is_file() or summary.read_text().strip() != "3":
+    problems.append("done/summary.txt must hold 3")
+if (root / "keep.txt").read_text() != "keep me\\n":
+    problems.append("keep.txt was damaged")
+print("\\n".join(problems) or "all good")
+sys.exit(1 if problems else 0)
+'''
+TINY_ORACLE = {"steps": [
+    {"tool": "read_text_file", "arguments": {"path": "{root}/notes/todo.txt"}},
+    {"tool": "create_directory", "arguments": {"path": "{root}/done"}},
+    {"tool": "write_file", "arguments": {"path": "{root}/done/summary.txt", "content": "3\n"}},
+    {"tool": "move_file", "arguments": {"source": "{root}/notes/todo.txt", "destination": "{root}/done/todo.txt"}},
+]}
+
+
+def make_tiny_pack(root: Path, tasks: int = 1) -> Path:
+    """A pack in MCPMark layout with ``tasks`` copies of one small, real filesystem task."""
+    state = root / "filesystem" / "states" / "tiny"
+    (state / "notes").mkdir(parents=True, exist_ok=True)
+    (state / "notes" / "todo.txt").write_text("a\nb\nc\n")
+    (state / "keep.txt").write_text("keep me\n")
+    (root / "filesystem" / "states" / "tiny.times.json").write_text(
+        json.dumps({"notes/todo.txt": "2024-03-05T09:12:00Z"}))
+    for i in range(tasks):
+        name = f"move_todo_{i}"
+        d = root / "filesystem" / "standard" / "tiny" / name
+        d.mkdir(parents=True, exist_ok=True)
+        # Each copy gets a distinct description so the scripted oracle can tell them apart.
+        (d / "description.md").write_text(TINY_DESCRIPTION + ("" if i == 0 else f"(variant {i})\n"))
+        (d / "verify.py").write_text(TINY_VERIFY)
+        (d / "oracle.json").write_text(json.dumps(TINY_ORACLE))
+        (d / "meta.json").write_text(json.dumps({
+            "task_id": name, "task_name": "Move Todo", "category_id": "tiny", "category_name": "Tiny",
+            "description": "Move a todo file and summarise it.", "author": "tests", "created_at": "2026-11-22",
+            "difficulty": "L1", "tags": [], "mcp": ["filesystem"],
+            "meta_data": {"stateType": "text", "stateContent": "", "stateUrl": ""}}))
+    return root
+
+
+@pytest.fixture
+def tiny_pack(tmp_path: Path) -> Path:
+    return make_tiny_pack(tmp_path / "pack")
+
+
+@pytest.fixture(scope="session")
+def session_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_pack(tmp_path_factory.mktemp("session") / "pack", tasks=3)
+
+
+@pytest.fixture(scope="session")
+def scripted_url(session_pack: Path) -> Iterator[str]:
+    """One scripted model server for the session, knowing the repo's tasks and the session's tiny pack."""
+    with ScriptedServerProcess([TASKS, session_pack]) as url:
+        yield url

@@ -1,0 +1,100 @@
+"""The shipped filesystem suite: every task is well-formed, solvable, not solved by doing nothing, and its
+verifier checks the whole end state independently of the timezone."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from mcpfleet.runner.agent import run_oracle_agent
+from mcpfleet.runner.mcp_client import connect_stdio
+from mcpfleet.runner.services import get_service
+from mcpfleet.runner.states import DEFAULT_TIME, copy_state, load_times, materialise
+from mcpfleet.runner.taskcheck import validate
+from mcpfleet.runner.tasks import Task, check_task, discover
+from mcpfleet.runner.verifier import run_verifier
+
+from conftest import TASKS
+
+SUITE = discover(TASKS)
+IDS = [t.id for t in SUITE]
+
+
+def test_suite_size_and_depth() -> None:
+    fs = [t for t in SUITE if t.service == "filesystem"]
+    assert len(fs) >= 12
+    assert len({t.category for t in fs}) >= 3
+    for t in fs:
+        words = len(t.description.split())
+        assert 200 <= words <= 400, f"{t.id}: {words} words; MCPMark's instructions average ~290"
+        assert len(t.oracle) >= 8, f"{t.id}: an oracle of {len(t.oracle)} calls is a toy task"
+        assert len(t.verifier.read_text().splitlines()) >= 100, f"{t.id}: verifier too shallow"
+
+
+@pytest.mark.parametrize("task", SUITE, ids=IDS)
+def test_task_folder_is_well_formed(task: Task) -> None:
+    assert check_task(task) == []
+
+
+async def test_oracle_passes_and_noop_fails_every_task() -> None:
+    reports = await validate(SUITE, TASKS, concurrency=2)
+    bad = {r.task.id: r.problems for r in reports if not r.ok}
+    assert bad == {}
+    assert all(r.oracle_passed and r.noop_failed for r in reports)
+
+
+def test_materialised_state_keeps_times_in_utc(tmp_path: Path) -> None:
+    task = next(t for t in SUITE if t.state_times.is_file() and load_times(t.state_times))
+    times = load_times(task.state_times)
+    copy_state(task.state_dir, tmp_path / "s", task.state_times)
+    rel, ts = next(iter(times.items()))
+    assert os.stat(tmp_path / "s" / rel).st_mtime == ts
+    unlisted = [p for p in (tmp_path / "s").rglob("*") if p.is_file()
+                and p.relative_to(tmp_path / "s").as_posix() not in times]
+    for p in unlisted:
+        assert p.stat().st_mtime == DEFAULT_TIME
+    assert os.stat(tmp_path / "s").st_mtime == DEFAULT_TIME
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+async def _oracle_end_state(task: Task, dest: Path) -> None:
+    materialise(task, dest)
+    with tempfile.TemporaryFile() as log:
+        async with connect_stdio(get_service("filesystem").server_command(dest), log) as session:
+            run = await run_oracle_agent(session, task, str(dest), tool_timeout_s=60)
+    assert not [c for c in run.tool_calls if c.is_error]
+
+
+@pytest.mark.parametrize("task", SUITE, ids=IDS)
+async def test_verifier_is_timezone_independent_and_checks_collateral_damage(task: Task, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    await _oracle_end_state(task, state)
+    env = get_service("filesystem").verifier_env(state)
+    for tz in ("UTC", "Pacific/Kiritimati", "America/Los_Angeles"):
+        v = await run_verifier(task.verifier, {**env, "TZ": tz}, [], 120)
+        assert v.passed, f"{task.id} fails its own oracle under TZ={tz}:\n{v.stdout[-1500:]}{v.stderr[-1500:]}"
+
+    # Collateral damage: change one file the task had no reason to touch -> must fail.
+    initial = _digest(task.state_dir)
+    final = _digest(state)
+    untouched = sorted(p for p, h in initial.items() if final.get(p) == h and initial[p] != hashlib.sha256(b"").hexdigest())
+    assert untouched, f"{task.id}: the oracle touched every file"
+    victim = state / untouched[len(untouched) // 2]
+    original = victim.read_bytes()
+    victim.write_bytes(original + b"\nedited by mistake\n")
+    v = await run_verifier(task.verifier, env, [], 120)
+    assert not v.passed, f"{task.id}: verifier accepts damage to {victim.relative_to(state)}"
+    victim.write_bytes(original)
+
+    # A stray file anywhere in the working directory is also a wrong end state.
+    (state / "scratch_notes.txt").write_text("temporary\n")
+    v = await run_verifier(task.verifier, env, [], 120)
+    assert not v.passed, f"{task.id}: verifier accepts a stray file"
