@@ -5,15 +5,11 @@ Imported once per worker process: LiteLLM's import costs seconds, so workers are
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the cost map at import
-os.environ.setdefault("LITELLM_LOG", "ERROR")
-
-import litellm  # noqa: E402
+import litellm  # noqa: E402 - the package __init__ configured LiteLLM's environment first
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter  # noqa: E402
 
 litellm.suppress_debug_info = True
