@@ -171,6 +171,42 @@ class Output(SpecModel):
         return v
 
 
+QUANTITY = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
+
+
+class Resources(SpecModel):
+    """Kubernetes resource requests and limits for a container (cpu, memory, ephemeral-storage)."""
+
+    requests: dict[Literal["cpu", "memory", "ephemeral-storage"], str] = Field(default_factory=dict)
+    limits: dict[Literal["cpu", "memory", "ephemeral-storage"], str] = Field(default_factory=dict)
+
+    @field_validator("requests", "limits")
+    @classmethod
+    def _quantities(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, q in v.items():
+            if not re.match(QUANTITY, str(q)):
+                raise ValueError(f"{key}: '{q}' is not a Kubernetes quantity (e.g. 500m, 2, 1Gi)")
+        return v
+
+
+class PodSettings(SpecModel):
+    """How trial pods are built (operator only; ignored by ``mcpfleet run``)."""
+
+    runner_image: str | None = Field(default=None, description="Overrides the operator's default runner image.")
+    sidecar_images: dict[str, str] = Field(default_factory=dict,
+                                           description="MCP sidecar image per service, e.g. {filesystem: ...}.")
+    resources: Resources = Field(default_factory=lambda: Resources(
+        requests={"cpu": "250m", "memory": "512Mi"}, limits={"memory": "2Gi"}),
+        description="Runner container (agent loop and verifier).")
+    sidecar_resources: Resources = Field(default_factory=lambda: Resources(
+        requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "1Gi"}))
+    service_account_name: str | None = Field(default=None, pattern=DNS_LABEL)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    pending_timeout_seconds: int = Field(default=600, ge=10, description=(
+        "A trial pod still Pending after this long (unschedulable, image pull failure) is an infrastructure "
+        "error and is retried."))
+
+
 class EvalRunSpec(SpecModel):
     models: list[ModelSpec] = Field(min_length=1)
     tasks: TaskSelection = Field(default_factory=TaskSelection)
@@ -181,6 +217,7 @@ class EvalRunSpec(SpecModel):
     retries: Retries = Field(default_factory=Retries)
     output: Output = Field(default_factory=Output)
     suspend: bool = Field(default=False, description="Operator: stop launching new trials while true.")
+    pod: PodSettings = Field(default_factory=PodSettings)
 
     @field_validator("models")
     @classmethod
@@ -242,7 +279,7 @@ def _path(loc: tuple[Any, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("function-after", "function-before") or str(part).startswith(("function-", "literal[")):
+        elif part == "[key]" or str(part).startswith(("function-", "literal[")):
             continue
         else:
             out += ("." if out else "") + str(part)

@@ -44,7 +44,7 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
      ["extra: unknown field; allowed fields: apiVersion, kind, metadata, spec, status"]),
     ("unknown-in-spec", lambda d: spec(d).update(attempt=2),
      ["spec.attempt: unknown field; allowed fields: agent, attempts, concurrency, limits, models, output, "
-      "retries, suspend, tasks"]),
+      "pod, retries, suspend, tasks"]),
     ("unknown-in-limits", lambda d: spec(d).update(limits={"maxTurn": 5}),
      ["spec.limits.maxTurn: unknown field; allowed fields: llmRetries, llmTimeoutSeconds, maxTurns, "
       "timeoutSeconds, toolCallTimeoutSeconds, verifierTimeoutSeconds"]),
@@ -87,7 +87,7 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
     ("many-at-once", lambda d: (spec(d).update(attempts=0, bogus=True), model(d).update(name="A")),
      [f"spec.models[0].name: {DNS_MSG}", "spec.attempts: must be >= 1",
       "spec.bogus: unknown field; allowed fields: agent, attempts, concurrency, limits, models, output, "
-      "retries, suspend, tasks"]),
+      "pod, retries, suspend, tasks"]),
 ]
 
 
