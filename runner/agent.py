@@ -122,13 +122,13 @@ async def run_llm_agent(session: ClientSession, task: Task, target: Any, *, max_
                 run.turns.append(turn)
                 try:
                     response, seconds, retries = await llm.complete(target, run.messages, tools)
-                except llm.ContextWindowExceededError as exc:
-                    run.stop_reason, run.error = STOP_CONTEXT, _short(exc)
-                    return run
                 except Exception as exc:  # noqa: BLE001 - after retries: the provider failed this trial
-                    if isinstance(exc, (TimeoutError, asyncio.CancelledError)):
+                    if isinstance(exc, TimeoutError):
                         raise
-                    run.stop_reason, run.error = STOP_LLM_ERROR, _short(exc)
+                    turn.retries = getattr(exc, "mcpfleet_retries", 0)
+                    turn.latency_s = getattr(exc, "mcpfleet_seconds", 0.0)
+                    overflow = isinstance(exc, llm.ContextWindowExceededError)
+                    run.stop_reason, run.error = (STOP_CONTEXT if overflow else STOP_LLM_ERROR), _short(exc)
                     return run
                 turn.latency_s, turn.retries = seconds, retries
                 u = llm.usage_of(response, target)

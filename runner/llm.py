@@ -88,13 +88,20 @@ async def complete(target: LLMTarget, messages: list[dict[str, Any]], tools: lis
         kwargs["api_key"] = target.api_key
     attempts = 0
     start = time.perf_counter()
-    async for attempt in AsyncRetrying(
-        stop=stop_after_attempt(target.retries + 1),
-        wait=wait_exponential_jitter(initial=target.backoff_initial, max=target.backoff_max),
-        retry=retry_if_exception_type(RETRYABLE),
-        reraise=True,
-    ):
-        with attempt:
-            attempts += 1
-            response = await litellm.acompletion(**kwargs)
+    try:
+        async for attempt in AsyncRetrying(
+            stop=stop_after_attempt(target.retries + 1),
+            wait=wait_exponential_jitter(multiplier=target.backoff_initial, max=target.backoff_max,
+                                         jitter=target.backoff_initial),
+            retry=retry_if_exception_type(RETRYABLE),
+            reraise=True,
+        ):
+            with attempt:
+                attempts += 1
+                response = await litellm.acompletion(**kwargs)
+    except Exception as exc:
+        # The caller records what the failed call cost: its retries and the time spent waiting.
+        exc.mcpfleet_retries = attempts - 1  # type: ignore[attr-defined]
+        exc.mcpfleet_seconds = time.perf_counter() - start  # type: ignore[attr-defined]
+        raise
     return response, time.perf_counter() - start, attempts - 1

@@ -22,7 +22,7 @@ CATEGORIES = (VERIFIER_FAILED, CONTEXT_OVERFLOW, TURN_LIMIT, ABANDONED, PREMATUR
               MALFORMED_TOOL_CALL, TIMEOUT, LLM_API_ERROR, INFRA_ERROR)
 
 _GIVE_UP = re.compile(
-    r"\b(i\s+(can(?:no|')t|am\s+unable\s+to|am\s+not\s+able\s+to|could\s+not|couldn't)|unable\s+to\s+(complete|"
+    r"\b(i\s+(can(?:no|['’])t|am\s+unable\s+to|am\s+not\s+able\s+to|could\s+not|couldn['’]t)|unable\s+to\s+(complete|"
     r"proceed|perform|access)|not\s+possible|impossible|infeasible|cannot\s+be\s+(done|completed))\b", re.I)
 _ASKS_USER = re.compile(r"(\?\s*$|\b(would you like|shall i|should i|do you want|let me know|please confirm)\b)",
                         re.I)

@@ -127,6 +127,10 @@ class AgentKind(str, Enum):
     oracle = "oracle"
     noop = "noop"
 
+    def __str__(self) -> str:
+        return self.value
+
+
 
 class Limits(SpecModel):
     """Per-trial limits; defaults are MCPMark's."""
@@ -248,6 +252,7 @@ class ObjectMeta(BaseModel):
 
     name: str = Field(pattern=DNS_LABEL, max_length=63)
     namespace: str | None = None
+    uid: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
 

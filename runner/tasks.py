@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -157,11 +158,19 @@ def select(tasks: list[Task], sel: TaskSelection) -> list[Task]:
     return [t for t in tasks if keep(t)]
 
 
+def bundled_root() -> Path:
+    """The folder holding mcpfleet's bundled packs: ``tasks/`` lives there (the repo, or the image's app dir)."""
+    env = os.environ.get("MCPFLEET_APP_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[1]
+
+
 def resolve_pack(sel: TaskSelection, base_dir: Path) -> tuple[Path, Path | None]:
-    """Resolve the pack and states paths of a selection relative to the EvalRun file's folder."""
+    """Resolve the pack and states paths of a selection: relative to the EvalRun file's folder, falling
+    back to mcpfleet's bundled packs (so the default ``tasks`` works from any folder and in the cluster)."""
     root = Path(sel.path)
     if not root.is_absolute():
-        root = (base_dir / root).resolve()
+        candidate = (base_dir / root).resolve()
+        root = candidate if candidate.exists() else (bundled_root() / root).resolve()
     states = None
     if sel.states_path:
         states = Path(sel.states_path)

@@ -48,6 +48,17 @@ class TrialContext:
     warm: WarmServer | None = None       # a server already started on an empty state folder (workers)
 
 
+POD_API_KEY_ENV = "MCPFLEET_MODEL_API_KEY"  # where a trial pod receives the key of apiKeySecretRef
+
+
+def api_key(model: ModelSpec, env: Any) -> str | None:
+    if model.api_key_env:
+        return env.get(model.api_key_env)
+    if model.api_key_secret_ref:
+        return env.get(POD_API_KEY_ENV)
+    return None
+
+
 def llm_target(model: ModelSpec, spec: TrialSpec, ctx: TrialContext) -> Any:
     from .llm import LLMTarget
 
@@ -61,7 +72,7 @@ def llm_target(model: ModelSpec, spec: TrialSpec, ctx: TrialContext) -> Any:
         return LLMTarget(model="hosted_vllm/" + model.model[len(SCRIPTED_PREFIX):], api_base=ctx.scripted_base_url,
                          api_key="scripted", params=params, timeout=spec.limits.llm_timeout_seconds,
                          retries=spec.limits.llm_retries, backoff_initial=ctx.backoff_initial)
-    key = env.get(model.api_key_env) if model.api_key_env else None
+    key = api_key(model, env)
     return LLMTarget(model=model.model, api_base=model.api_base, api_key=key, params=params,
                      timeout=spec.limits.llm_timeout_seconds, retries=spec.limits.llm_retries,
                      backoff_initial=ctx.backoff_initial)
@@ -116,9 +127,7 @@ async def run_trial(spec: TrialSpec, store: ResultStore, ctx: TrialContext | Non
         await ctx.warm.close()
         ctx = TrialContext(**{**ctx.__dict__, "warm": None})
     workdir = ctx.warm.workdir if ctx.warm else Path(tempfile.mkdtemp(prefix=PREFIX))
-    secrets = []
-    if spec.model.api_key_env:
-        secrets.append((ctx.env if ctx.env is not None else os.environ).get(spec.model.api_key_env, ""))
+    secrets = [api_key(spec.model, ctx.env if ctx.env is not None else os.environ) or ""]
     run: agents.AgentRun | None = None
     infra: str | None = None
     verifier = VerifierRecord()
@@ -165,6 +174,8 @@ async def run_trial(spec: TrialSpec, store: ResultStore, ctx: TrialContext | Non
             stop_reason=None if infra else run.stop_reason, error=infra or run.error, verifier=verifier,
             totals=_totals(run), turns=run.turns_json(), infra_attempts=infra_attempt, started_at=started)
         t = time.perf_counter()
+        timings.total = time.perf_counter() - t_total  # provisional, for meta.json; final value below
+        result.timings, result.finished_at = timings, now_iso()
         log.seek(0)
         server_log = log.read(LOG_LIMIT)
         files = {"messages.json": dumps(to_mcpmark_messages(run.messages)),

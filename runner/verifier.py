@@ -45,17 +45,20 @@ async def run_verifier(script: Path, env: dict[str, str], args: list[str], timeo
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         start_new_session=True)
     timed_out = False
+    # communicate() keeps reading after a timeout, so what the verifier printed before it hung survives.
+    comm = asyncio.ensure_future(proc.communicate())
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+        out, err = await asyncio.wait_for(asyncio.shield(comm), timeout_s)
     except (TimeoutError, asyncio.CancelledError) as exc:
         timed_out = isinstance(exc, TimeoutError)
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        out, err = await proc.communicate()
         if not timed_out:
+            comm.cancel()
             raise
+        out, err = await comm
     code = None if timed_out else proc.returncode
     stderr = _clip(err) + (f"\n[mcpfleet: verifier killed after {timeout_s:g} s]" if timed_out else "")
     return VerifierResult(code, code == 0, _clip(out), stderr, timed_out, time.perf_counter() - start)
