@@ -37,13 +37,14 @@ def run(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")],
         no_progress: Annotated[bool, typer.Option("--no-progress", help="No live progress bar.")] = False) -> None:
     """Run an EvalRun on this machine (resumes if it was run before)."""
     from .launcher import RunRefused, execute
+    from .store import StoreError
     from .summary_table import summary_table
 
     try:
         spec = load_evalrun(evalrun)
         summary, root = execute(spec, evalrun.resolve().parent, new_run=new_run, concurrency=concurrency,
                                 show_progress=not no_progress and sys.stderr.isatty())
-    except (SpecError, TaskError, RunRefused) as exc:
+    except (SpecError, TaskError, RunRefused, StoreError) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
         err.print("[yellow]interrupted:[/] finished trials are recorded; run the same command again to resume.")
@@ -53,33 +54,95 @@ def run(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")],
 
 
 @app.command()
-def trial(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")],
-          model: Annotated[str, typer.Option(help="spec.models[].name")],
-          task: Annotated[str, typer.Option(help="Task id <service>/<difficulty>/<category>/<task>.")],
+def trial(evalrun: Annotated[Optional[Path], typer.Argument(
+              help="EvalRun YAML file. Without it the trial comes from $MCPFLEET_TRIAL (a pod).")] = None,
+          model: Annotated[Optional[str], typer.Option(help="spec.models[].name")] = None,
+          task: Annotated[Optional[str], typer.Option(help="Task id <service>/<difficulty>/<category>/<task>.")] = None,
           attempt: Annotated[int, typer.Option(min=1)] = 1,
           mcp_url: Annotated[Optional[str], typer.Option(help="Streamable-HTTP MCP endpoint (a sidecar).")] = None,
           state_dir: Annotated[Optional[Path], typer.Option(help="Already materialised initial state.")] = None,
           scripted_url: Annotated[Optional[str], typer.Option(envvar="MCPFLEET_SCRIPTED_URL",
                                                               help="Scripted model server base URL.")] = None,
+          termination_log: Annotated[Optional[Path], typer.Option(help="Where to write the JSON outcome.")] = None,
           ) -> None:
-    """Run exactly one trial and write its record (the command a trial pod runs)."""
-    from .plan import plan
+    """Run exactly one trial and write its record (the command a trial pod runs).
+
+    Exit code 0 means the record was stored (whatever the outcome); non-zero means it was not."""
+    import os
+
+    from .plan import TrialSpec, plan
+    from .spec import Output
     from .store import open_store
     from .trial import TrialContext, run_trial
 
-    try:
-        spec = load_evalrun(evalrun)
-        trials = [t for t in plan(spec, evalrun.resolve().parent)
-                  if t.model.name == model and t.task_id == task and t.attempt == attempt]
-    except (SpecError, TaskError) as exc:
-        _fail(str(exc))
-    if not trials:
-        _fail(f"no trial (model={model}, task={task}, attempt={attempt}) in the plan of {evalrun}")
-    store = open_store(spec.spec.output.uri, spec.name, evalrun.resolve().parent)
+    if evalrun is None:
+        raw = os.environ.get("MCPFLEET_TRIAL")
+        if not raw:
+            _fail("give an EvalRun file with --model/--task/--attempt, or set MCPFLEET_TRIAL (pods)")
+        chosen = TrialSpec.model_validate_json(raw)
+        output = Output(uri=os.environ.get("MCPFLEET_OUTPUT_URI", "runs"),
+                        endpoint_url=os.environ.get("MCPFLEET_OUTPUT_ENDPOINT_URL") or None)
+        store = open_store(output, chosen.run, Path.cwd(), run_uid=os.environ.get("MCPFLEET_RUN_UID") or None)
+    else:
+        if not model or not task:
+            _fail("--model and --task are required with an EvalRun file")
+        try:
+            spec = load_evalrun(evalrun)
+            trials = [t for t in plan(spec, evalrun.resolve().parent)
+                      if t.model.name == model and t.task_id == task and t.attempt == attempt]
+        except (SpecError, TaskError) as exc:
+            _fail(str(exc))
+        if not trials:
+            _fail(f"no trial (model={model}, task={task}, attempt={attempt}) in the plan of {evalrun}")
+        chosen = trials[0]
+        store = open_store(spec.spec.output, spec.name, evalrun.resolve().parent)
+    infra_attempt = int(os.environ.get("MCPFLEET_INFRA_ATTEMPT", "1"))
     ctx = TrialContext(scripted_base_url=scripted_url, mcp_url=mcp_url, state_dir=state_dir)
-    result = asyncio.run(run_trial(trials[0], store, ctx))
+    result = asyncio.run(run_trial(chosen, store, ctx, infra_attempt))
     # One short JSON line: the pod's termination message and a script's parseable output.
-    print(json.dumps({"trial_id": result.trial_id, "passed": result.passed, "failure": result.failure}))
+    line = json.dumps({"trial_id": result.trial_id, "passed": result.passed, "failure": result.failure})
+    print(line)
+    if termination_log is not None:
+        try:
+            termination_log.write_text(line)
+        except OSError as exc:
+            err.print(f"could not write the termination message to {termination_log}: {exc}")
+
+
+@app.command()
+def materialise(task: Annotated[str, typer.Option(help="Task id <service>/<difficulty>/<category>/<task>.")],
+                dest: Annotated[Path, typer.Option(help="Empty folder to fill (a pod's state volume).")],
+                tasks_root: Annotated[Path, typer.Option(help="Task pack root.")] = DEFAULT_TASKS,
+                states: Annotated[Optional[Path], typer.Option(help="States folder for foreign packs.")] = None,
+                ) -> None:
+    """Materialise a task's initial state (a trial pod's init container runs this)."""
+    from .states import materialise as fill
+    from .tasks import find_task
+
+    try:
+        n = fill(find_task(tasks_root, task, states), dest)
+    except TaskError as exc:
+        _fail(str(exc))
+    print(json.dumps({"task": task, "files": n, "dest": str(dest)}))
+
+
+@app.command("operator")
+def run_operator(namespace: Annotated[list[str], typer.Option(
+                     "--namespace", "-n", help="Namespace(s) to watch; default $POD_NAMESPACE or 'default'.")] = [],  # noqa: B006
+                 all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A")] = False,
+                 liveness: Annotated[Optional[str], typer.Option(
+                     help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz")] = None,
+                 ) -> None:
+    """Run the Kubernetes operator (EvalRun custom resources -> one pod per trial)."""
+    import os
+
+    import kopf
+
+    import mcpfleet.operator  # noqa: F401 - registers the handlers
+
+    namespaces = namespace or [os.environ.get("POD_NAMESPACE", "default")]
+    kopf.run(standalone=True, clusterwide=all_namespaces, namespaces=[] if all_namespaces else namespaces,
+             liveness_endpoint=liveness)
 
 
 @app.command()

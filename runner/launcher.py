@@ -21,9 +21,9 @@ from typing import Any
 from .outcome import INFRA_ERROR
 from .plan import TrialSpec, plan
 from .records import now_iso
-from .scoring import summarize
+from .summary import build_summary
 from .spec import EvalRun, SpecError, spec_hash
-from .store import LocalStore, open_store
+from .store import LocalStore, ResultStore, StoreConfig, store_config
 from .worker import TrialCancelled, WorkItem, init_worker, make_context, run_item
 
 
@@ -54,14 +54,15 @@ def check_credentials(run: EvalRun, env: dict[str, str] | os._Environ[str]) -> N
         raise SpecError(problems)
 
 
-def reconcile_records(run: EvalRun, trials: list[TrialSpec], store: LocalStore) -> RunState:
+def reconcile_records(run: EvalRun, trials: list[TrialSpec], store: ResultStore) -> RunState:
     """Decide what to run: skip finished trials, refuse contradictions, rerun infra errors and leftovers."""
     discarded = store.discard_unfinished()
     previous = store.read_json("run.json")
     conflicts = []
     todo, skipped = [], 0
+    records = {r.get("trial_id"): r for r in store.iter_results()}  # one listing, not a GET per trial
     for t in trials:
-        rec = store.read_result(t.trial_id)
+        rec = records.get(t.trial_id)
         if rec is None:
             todo.append(t)
         elif rec.get("spec_hash") != t.spec_hash:
@@ -83,9 +84,9 @@ def reconcile_records(run: EvalRun, trials: list[TrialSpec], store: LocalStore) 
     return RunState(todo=todo, skipped=skipped)
 
 
-def fresh_name(base: str, output_root: Path) -> str:
+def fresh_name(base: str, config: StoreConfig) -> str:
     n = 2
-    while (output_root / f"{base}-{n}").exists():
+    while config.with_name(f"{base}-{n}").open().exists():
         n += 1
     return f"{base}-{n}"
 
@@ -93,10 +94,10 @@ def fresh_name(base: str, output_root: Path) -> str:
 class Scheduler:
     """Feeds trials to workers under the total and per-model caps; infra errors go back in the queue."""
 
-    def __init__(self, run: EvalRun, state: RunState, pool: ProcessPoolExecutor, store_root: Path,
+    def __init__(self, run: EvalRun, state: RunState, pool: ProcessPoolExecutor, store: StoreConfig,
                  scripted_url: str | None, on_done: Any):
         self.run, self.state, self.pool = run, state, pool
-        self.store_root, self.scripted_url, self.on_done = store_root, scripted_url, on_done
+        self.store, self.scripted_url, self.on_done = store, scripted_url, on_done
         self.queue: collections.deque[tuple[TrialSpec, int]] = collections.deque((t, 1) for t in state.todo)
         self.delayed: list[tuple[float, TrialSpec, int]] = []
         self.in_flight: dict[str, int] = collections.defaultdict(int)
@@ -123,7 +124,7 @@ class Scheduler:
                 self.queue.appendleft((item[1], item[2]))
             while sum(self.in_flight.values()) < self.total and (nxt := self._next()):
                 t, n = nxt
-                work = WorkItem(t.model_dump_json(), str(self.store_root), self.scripted_url, n)
+                work = WorkItem(t.model_dump_json(), self.store, self.scripted_url, n)
                 fut = asyncio.wrap_future(self.pool.submit(run_item, work), loop=loop)
                 running[fut] = (t, n)
                 self.in_flight[t.model.name] += 1
@@ -160,25 +161,17 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
             pass
 
 
-def write_summary(run: EvalRun, trials: list[TrialSpec], store: LocalStore) -> dict[str, Any]:
-    wanted = {t.trial_id for t in trials}
-    results = [r for r in store.iter_results() if r.get("trial_id") in wanted]
-    summary = {
-        "run": run.name,
-        "spec_hash": spec_hash(run),
-        "generated_at": now_iso(),
-        "trials_planned": len(trials),
-        "trials_recorded": len(results),
-        "complete": len(results) == len(trials),
-        "rows": summarize(results, run.spec.attempts),
-    }
+def write_summary(run: EvalRun, trials: list[TrialSpec], store: ResultStore) -> dict[str, Any]:
+    summary = build_summary(run, trials, store)
     store.write_json("summary.json", summary)
     return summary
 
 
 def execute(run: EvalRun, base_dir: Path, *, new_run: bool = False, concurrency: int | None = None,
-            show_progress: bool = True) -> tuple[dict[str, Any], Path]:
-    """Run (or resume) an EvalRun locally; returns (summary, run folder). Raises KeyboardInterrupt on Ctrl-C."""
+            show_progress: bool = True) -> tuple[dict[str, Any], Path | str]:
+    """Run (or resume) an EvalRun locally; returns (summary, run folder or s3:// URI of the run root).
+
+    Raises KeyboardInterrupt on Ctrl-C."""
     from .progress import Progress
 
     if concurrency:
@@ -186,15 +179,14 @@ def execute(run: EvalRun, base_dir: Path, *, new_run: bool = False, concurrency:
             update={"concurrency": run.spec.concurrency.model_copy(update={"total": concurrency})})})
     check_credentials(run, os.environ)
     trials = plan(run, base_dir)
-    if new_run:
-        root = Path(run.spec.output.uri)
-        root = root if root.is_absolute() else base_dir / root
-        if (root / run.name).exists():
-            run = run.model_copy(update={"metadata": run.metadata.model_copy(
-                update={"name": fresh_name(run.name, root)})})
-            trials = plan(run, base_dir)
-    store = open_store(run.spec.output.uri, run.name, base_dir)
-    assert isinstance(store, LocalStore)
+    config = store_config(run.spec.output, run.name, base_dir)  # what workers reopen: picklable
+    store = config.open()
+    if new_run and store.exists():
+        run = run.model_copy(update={"metadata": run.metadata.model_copy(
+            update={"name": fresh_name(run.name, config)})})
+        trials = plan(run, base_dir)
+        config = config.with_name(run.name)
+        store = config.open()
     state = reconcile_records(run, trials, store)
     store.write_json("run.json", {"run": run.name, "spec_hash": spec_hash(run), "updated_at": now_iso(),
                                   "trials": len(trials), "evalrun": run.model_dump(mode="json", by_alias=True)})
@@ -210,7 +202,7 @@ def execute(run: EvalRun, base_dir: Path, *, new_run: bool = False, concurrency:
             pool = stack.enter_context(ProcessPoolExecutor(workers, mp_context=make_context(),
                                                            initializer=init_worker))
             stack.enter_context(progress)
-            scheduler = Scheduler(run, state, pool, store.root, scripted_url, progress.advance)
+            scheduler = Scheduler(run, state, pool, config, scripted_url, progress.advance)
             try:
                 asyncio.run(scheduler.run_all())
             except KeyboardInterrupt:
@@ -218,4 +210,4 @@ def execute(run: EvalRun, base_dir: Path, *, new_run: bool = False, concurrency:
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
     summary = write_summary(run, trials, store)
-    return summary, store.root
+    return summary, store.root if isinstance(store, LocalStore) else store.location()

@@ -1,19 +1,27 @@
-"""Where a run's records live. One interface; the local folder now, S3 with the same layout next.
+"""Where a run's records live. One interface, two backends: a local folder and S3 (any S3-protocol endpoint).
 
-Layout under a run root: ``trials/<trial-id>/{messages.json, meta.json, ..., result.json}``,
-``run.json`` (what the run is) and ``summary.json`` (its aggregates). Writing a trial is idempotent:
-the same trial id writes the same keys, and ``commit`` writes result.json after all of them.
+Layout under a run root (``<output>/<run-name>[/<run-uid>]``): ``trials/<trial-id>/{messages.json,
+meta.json, ..., result.json}``, ``run.json`` (what the run is) and ``summary.json`` (its aggregates).
+Writing a trial is idempotent: the same trial id writes the same keys, and ``commit`` writes result.json,
+the completion marker, after all of them. A store that cannot write raises (``StoreError`` for S3): the
+trial then has no record and is never counted, let alone as passed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from .spec import Output
 
 RESULT = "result.json"
 
@@ -25,6 +33,8 @@ class ResultStore(Protocol):
     def iter_results(self) -> Iterator[dict[str, Any]]: ...
     def write_json(self, name: str, obj: Any) -> None: ...
     def read_json(self, name: str) -> Any | None: ...
+    def discard_unfinished(self) -> int: ...
+    def exists(self) -> bool: ...
     def location(self) -> str: ...
 
 
@@ -49,6 +59,10 @@ class LocalStore:
 
     def location(self) -> str:
         return str(self.root)
+
+    def exists(self) -> bool:
+        """Whether anything was ever written under this run root."""
+        return self.root.exists()
 
     def trial_dir(self, trial_id: str) -> Path:
         return self.root / "trials" / trial_id
@@ -106,11 +120,302 @@ class LocalStore:
             return None
 
 
-def open_store(output_uri: str, run_name: str, base_dir: Path) -> ResultStore:
-    """The store for a run: ``<output>/<run-name>/``."""
-    if output_uri.startswith("s3://"):
-        raise NotImplementedError("the S3 results store arrives with the operator; use a local output.uri")
-    root = Path(output_uri)
-    if not root.is_absolute():
-        root = base_dir / root
-    return LocalStore(root / run_name)
+
+# ------------------------------------------------------------------------------------------------ S3
+
+class StoreError(RuntimeError):
+    """A store operation failed for good (after retries). The message names the object and the cause,
+    never a credential."""
+
+
+#: The AWS variables of the standard credential chain that a store built elsewhere (a worker process)
+#: must see as the launching process saw them.
+AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION",
+           "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CA_BUNDLE")
+_THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "ServiceUnavailable",
+              "InternalError"}
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class S3Tuning:
+    """Timeouts and retries of an S3 store. Defaults suit a real endpoint; tests shrink them."""
+
+    max_attempts: int = 5        # botocore "standard" retry mode, total tries per request (5xx, throttling, conn. errors)
+    op_attempts: int = 3         # whole operation again on connection errors / 5xx left after botocore's retries
+    backoff_s: float = 1.0       # first wait between whole-operation attempts; doubles, capped at 30 s
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    read_concurrency: int = 8    # parallel GETs in iter_results
+
+
+S3_DEFAULTS = S3Tuning()
+
+
+def _join(*parts: str | None) -> str:
+    """Key path from parts: no empty segments, so no ``//`` and no leading or trailing ``/``."""
+    return "/".join(seg for part in parts if part for seg in part.split("/") if seg)
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/some/prefix`` -> ("bucket", "some/prefix")."""
+    m = re.match(r"^s3://([^/]+)/?(.*)$", uri)
+    if not m:
+        raise ValueError(f"not an s3://bucket/prefix URI: {uri!r}")
+    return m.group(1), _join(m.group(2))
+
+
+def _transient(exc: BaseException) -> bool:
+    from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
+
+    if isinstance(exc, ConnectionError | HTTPClientError):  # EndpointConnectionError, ConnectTimeout, ReadTimeout...
+        return True
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return status >= 500 or exc.response.get("Error", {}).get("Code") in _THROTTLED
+    return False
+
+
+class S3Store:
+    """A run root in an S3 bucket: ``s3://<bucket>/<prefix>/<run-name>[/<run-uid>]/...``.
+
+    Path-style addressing, so any S3-protocol endpoint works (MinIO, Ceph, moto, R2...). Credentials come
+    from the standard chain only: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (the operator puts a Secret's
+    keys there), a profile or the config files. ``env`` is where those variables are read (default: the
+    process environment); a worker process gets the launcher's through ``StoreConfig``.
+    """
+
+    def __init__(self, bucket: str, prefix: str, run_name: str, run_uid: str | None = None,
+                 endpoint_url: str | None = None, region: str | None = None, *,
+                 tuning: S3Tuning | None = None, env: Mapping[str, str] | None = None):
+        if not _join(run_name):
+            raise ValueError("run_name must not be empty")
+        self.bucket = bucket
+        self.root = _join(prefix, run_name, run_uid)
+        self.endpoint_url, self.region = endpoint_url, region
+        self.tuning = tuning or S3_DEFAULTS
+        src = os.environ if env is None else env
+        self._env = {k: src[k] for k in AWS_ENV if src.get(k)}
+        self.client = self._make_client()
+
+    def __repr__(self) -> str:
+        return f"S3Store({self.location()!r}, endpoint_url={self.endpoint_url!r})"
+
+    def _make_client(self) -> Any:
+        import boto3
+        import botocore.session
+        from botocore.config import Config
+
+        env, t = self._env, self.tuning
+        core = botocore.session.Session()
+        for var, name in (("AWS_CONFIG_FILE", "config_file"), ("AWS_SHARED_CREDENTIALS_FILE", "credentials_file")):
+            if var in env:
+                core.set_config_variable(name, env[var])
+        creds: dict[str, Any] = {}
+        if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+            creds = {"aws_access_key_id": env["AWS_ACCESS_KEY_ID"],
+                     "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"],
+                     "aws_session_token": env.get("AWS_SESSION_TOKEN")}
+        elif env.get("AWS_PROFILE"):
+            creds = {"profile_name": env["AWS_PROFILE"]}
+        session = boto3.session.Session(botocore_session=core, region_name=self.region or env.get("AWS_REGION")
+                                        or env.get("AWS_DEFAULT_REGION"), **creds)
+        extra: dict[str, Any] = {}
+        if self.endpoint_url:
+            # Non-AWS endpoints often reject botocore's newer default (CRC trailers on every request).
+            extra = {"request_checksum_calculation": "when_required", "response_checksum_validation": "when_required"}
+        config = Config(s3={"addressing_style": "path"},
+                        retries={"mode": "standard", "total_max_attempts": t.max_attempts},
+                        connect_timeout=t.connect_timeout, read_timeout=t.read_timeout,
+                        max_pool_connections=max(10, 2 * t.read_concurrency), **extra)
+        return session.client("s3", endpoint_url=self.endpoint_url, config=config,
+                              verify=env.get("AWS_CA_BUNDLE") or None)
+
+    # -- plumbing
+
+    def location(self) -> str:
+        return f"s3://{self.bucket}/{self.root}"
+
+    def key(self, *parts: str) -> str:
+        return _join(self.root, *parts)
+
+    def _trial_key(self, trial_id: str, name: str) -> str:
+        if not trial_id or "/" in trial_id or "/" in name or not name:
+            raise ValueError(f"bad trial id or file name: {trial_id!r}, {name!r}")
+        return self.key("trials", trial_id, name)
+
+    def _redact(self, text: str) -> str:
+        for k in ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN"):
+            if len(self._env.get(k, "")) >= 4:
+                text = text.replace(self._env[k], "***")
+        return text
+
+    def _op(self, what: str, key: str, fn: Callable[[], _T]) -> _T:
+        """Run one S3 operation with whole-operation retries on transient errors; StoreError when it gives up."""
+        from botocore.exceptions import BotoCoreError, ClientError
+        from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+        t = self.tuning
+        try:
+            for attempt in Retrying(stop=stop_after_attempt(max(1, t.op_attempts)), reraise=True,
+                                    wait=wait_exponential(multiplier=t.backoff_s, max=30),
+                                    retry=retry_if_exception(_transient)):
+                with attempt:
+                    return fn()
+        except (BotoCoreError, ClientError) as exc:
+            raise StoreError(self._redact(f"could not {what} s3://{self.bucket}/{key}"
+                                          f"{' at ' + self.endpoint_url if self.endpoint_url else ''}: "
+                                          f"{type(exc).__name__}: {exc}")) from None
+        raise AssertionError("unreachable")  # pragma: no cover - Retrying either returns or raises
+
+    def _put(self, key: str, data: bytes) -> None:
+        ctype = "application/json" if key.endswith(".json") else "application/octet-stream"
+        self._op("write", key, lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=data,
+                                                              ContentType=ctype))
+
+    def _get(self, key: str) -> bytes | None:
+        from botocore.exceptions import ClientError
+
+        def get() -> bytes | None:
+            try:
+                return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                    return None
+                raise
+        return self._op("read", key, get)
+
+    def _get_json(self, key: str) -> Any | None:
+        data = self._get(key)
+        if data is None:
+            return None
+        try:
+            return json.loads(data)
+        except json.JSONDecodeError:
+            return None  # a PUT is atomic; treat garbage as unfinished rather than crash
+
+    def _list(self, prefix: str) -> list[str]:
+        def listing() -> list[str]:
+            keys: list[str] = []
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                keys.extend(o["Key"] for o in page.get("Contents", []))
+            return keys
+        return self._op("list", prefix, listing)
+
+    def _delete(self, keys: list[str]) -> None:
+        for i in range(0, len(keys), 1000):
+            batch = keys[i:i + 1000]
+            out = self._op("delete", batch[0], lambda b=batch: self.client.delete_objects(  # type: ignore[misc]
+                Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in b], "Quiet": True}))
+            if out.get("Errors"):
+                e = out["Errors"][0]
+                raise StoreError(f"could not delete s3://{self.bucket}/{e.get('Key')}: {e.get('Code')}: "
+                                 f"{e.get('Message')} ({len(out['Errors'])} object(s) not deleted)")
+
+    # -- the ResultStore interface
+
+    def exists(self) -> bool:
+        prefix = self.root + "/"
+        out = self._op("list", prefix, lambda: self.client.list_objects_v2(Bucket=self.bucket, Prefix=prefix,
+                                                                          MaxKeys=1))
+        return bool(out.get("KeyCount") or out.get("Contents"))
+
+    def write_files(self, trial_id: str, files: dict[str, bytes]) -> None:
+        """The trial's record files; not yet visible as finished."""
+        for name, data in files.items():
+            self._put(self._trial_key(trial_id, name), data)
+
+    def commit(self, trial_id: str, result: bytes) -> None:
+        """Write result.json, the completion marker, after every other file of the trial."""
+        self._put(self._trial_key(trial_id, RESULT), result)
+
+    def read_result(self, trial_id: str) -> dict[str, Any] | None:
+        return self._get_json(self._trial_key(trial_id, RESULT))
+
+    def _result_keys(self) -> list[str]:
+        base = self.key("trials") + "/"
+        keys = [k for k in self._list(base) if k.endswith("/" + RESULT) and k[len(base):].count("/") == 1]
+        return sorted(keys)
+
+    def iter_results(self) -> Iterator[dict[str, Any]]:
+        keys = self._result_keys()
+        if not keys:
+            return
+        with ThreadPoolExecutor(max(1, min(self.tuning.read_concurrency, len(keys)))) as pool:
+            for rec in pool.map(self._get_json, keys):
+                if rec is not None:
+                    yield rec
+
+    def discard_unfinished(self) -> int:
+        """Delete trial prefixes without result.json (left by a crash or a failed commit); they will run again."""
+        base = self.key("trials") + "/"
+        by_trial: dict[str, list[str]] = {}
+        for k in self._list(base):
+            trial, sep, _ = k[len(base):].partition("/")
+            if sep:  # like the local store, only trial "folders" count; a stray object beside them stays
+                by_trial.setdefault(trial, []).append(k)
+        doomed = {t: ks for t, ks in by_trial.items() if self._trial_key(t, RESULT) not in ks}
+        self._delete([k for ks in doomed.values() for k in ks])
+        return len(doomed)
+
+    def write_json(self, name: str, obj: Any) -> None:
+        self._put(self.key(name), (json.dumps(obj, indent=2) + "\n").encode())
+
+    def read_json(self, name: str) -> Any | None:
+        return self._get_json(self.key(name))
+
+
+# ------------------------------------------------------------------------------------------ opening
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Everything needed to open the same store in another process (picklable, hashable).
+
+    ``uri`` is an absolute folder or ``s3://bucket/prefix``. ``aws_env`` is the launching process's
+    AWS_* variables (see ``AWS_ENV``), so a worker forked from a long-lived forkserver uses the
+    credentials the launcher saw; it never appears in ``repr``.
+    """
+
+    uri: str
+    run_name: str
+    run_uid: str | None = None
+    endpoint_url: str | None = None
+    region: str | None = None
+    tuning: S3Tuning = field(default_factory=lambda: S3_DEFAULTS)
+    aws_env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    @property
+    def is_s3(self) -> bool:
+        return self.uri.startswith("s3://")
+
+    def with_name(self, run_name: str) -> StoreConfig:
+        return replace(self, run_name=run_name)
+
+    def open(self) -> ResultStore:
+        if self.is_s3:
+            bucket, prefix = parse_s3_uri(self.uri)
+            return S3Store(bucket, prefix, self.run_name, self.run_uid, self.endpoint_url, self.region,
+                           tuning=self.tuning, env=dict(self.aws_env))
+        root = Path(self.uri) / self.run_name
+        return LocalStore(root / self.run_uid if self.run_uid else root)
+
+
+def store_config(output: Output | str, run_name: str, base_dir: Path, run_uid: str | None = None,
+                 env: Mapping[str, str] | None = None) -> StoreConfig:
+    """Resolve an EvalRun's output (or a bare URI) into a ``StoreConfig``; relative folders are under base_dir."""
+    uri, endpoint_url, region = (output, None, None) if isinstance(output, str) else \
+        (output.uri, output.endpoint_url, output.region)
+    if uri.startswith("s3://"):
+        src = os.environ if env is None else env
+        return StoreConfig(uri, run_name, run_uid, endpoint_url, region,
+                           aws_env=tuple((k, src[k]) for k in AWS_ENV if src.get(k)))
+    root = Path(uri)
+    return StoreConfig(str(root if root.is_absolute() else base_dir / root), run_name, run_uid)
+
+
+def open_store(output: Output | str, run_name: str, base_dir: Path, run_uid: str | None = None) -> ResultStore:
+    """The store for a run: ``<output>/<run-name>[/<run-uid>]/``, a folder or an S3 prefix.
+
+    ``output`` is the EvalRun's ``spec.output`` (S3 endpoint and region are taken from it) or a bare URI.
+    """
+    return store_config(output, run_name, base_dir, run_uid).open()

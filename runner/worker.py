@@ -14,14 +14,16 @@ import atexit
 import multiprocessing
 import signal
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from .store import StoreConfig
 
 PRELOAD = ["mcpfleet.runner.llm", "mcpfleet.runner.trial", "mcp.client.stdio"]
 
 _loop: asyncio.AbstractEventLoop | None = None
 _current: asyncio.Task[Any] | None = None
 _spare: Any = None  # WarmServer for the next trial, started while the current one runs
+_store: tuple[StoreConfig, Any] | None = None  # the last store opened (an S3 client is worth reusing)
 _stopping = False
 
 
@@ -32,7 +34,7 @@ class TrialCancelled(Exception):
 @dataclass(frozen=True)
 class WorkItem:
     spec_json: str
-    store_root: str
+    store: StoreConfig
     scripted_base_url: str | None
     infra_attempt: int
 
@@ -80,15 +82,16 @@ async def _run(spec: Any, store: Any, item: WorkItem) -> Any:
 
 def run_item(item: WorkItem) -> dict[str, Any]:
     """Run one trial in this worker; returns the small part of the result the parent needs."""
-    global _current
+    global _current, _store
     from .plan import TrialSpec
-    from .store import LocalStore
 
     if _stopping:
         raise TrialCancelled(item.spec_json[:80])
     assert _loop is not None, "init_worker was not run"
     spec = TrialSpec.model_validate_json(item.spec_json)
-    _current = _loop.create_task(_run(spec, LocalStore(Path(item.store_root)), item))
+    if _store is None or _store[0] != item.store:
+        _store = (item.store, item.store.open())
+    _current = _loop.create_task(_run(spec, _store[1], item))
     try:
         result = _loop.run_until_complete(_current)
     except asyncio.CancelledError:

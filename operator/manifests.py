@@ -1,0 +1,183 @@
+"""Trial pod manifests: a pure function of (EvalRun, trial, settings), so they are easy to validate.
+
+One pod per trial: an init container materialises the initial state into an emptyDir, the MCP server
+runs as a native sidecar (init container with ``restartPolicy: Always``) serving streamable HTTP on
+localhost, and the runner container runs ``mcpfleet trial`` against it. Secrets arrive only through
+``secretKeyRef``; the pod has no service-account token and runs as non-root with no privilege escalation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from mcpfleet.runner.plan import TrialSpec
+from mcpfleet.runner.spec import EvalRun
+
+from .settings import OperatorSettings
+
+GROUP = "mcpfleet.io"
+LABEL_RUN = f"{GROUP}/run"
+LABEL_RUN_UID = f"{GROUP}/run-uid"
+LABEL_MODEL = f"{GROUP}/model"
+LABEL_SERVICE = f"{GROUP}/service"
+LABEL_TASK = f"{GROUP}/task"
+LABEL_ATTEMPT = f"{GROUP}/attempt"
+LABEL_RETRY = f"{GROUP}/retry"
+ANN_TRIAL = f"{GROUP}/trial-id"
+ANN_SPEC_HASH = f"{GROUP}/spec-hash"
+STATE_MOUNT = "/state"
+RUNNER_UID = 10001
+TERMINATION_LOG = "/dev/termination-log"
+API_KEY_ENV = "MCPFLEET_MODEL_API_KEY"
+
+
+def _label_value(value: str) -> str:
+    """Kubernetes label values: <= 63 chars of [A-Za-z0-9_.-], alphanumeric at both ends."""
+    v = re.sub(r"[^A-Za-z0-9_.-]", "-", value)[:63].strip("-_.")
+    return v or "x"
+
+
+def pod_name(run: str, trial_id: str, retry: int = 0) -> str:
+    """Deterministic per (run, model, task, attempt) and retry: creating it twice is a 409, not a duplicate."""
+    model, attempt = trial_id.split(".")[0], trial_id.rsplit(".", 1)[-1]
+    digest = hashlib.sha256(f"{run}/{trial_id}".encode()).hexdigest()[:10]
+    head = f"{run}-{model}"[:36].rstrip("-")
+    return f"{head}-{digest}-{attempt}" + (f"-r{retry}" if retry else "")
+
+
+def pod_labels(run: EvalRun, trial: TrialSpec, retry: int) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/managed-by": "mcpfleet",
+        "app.kubernetes.io/component": "trial",
+        LABEL_RUN: _label_value(run.name),
+        LABEL_RUN_UID: _label_value(run.metadata.uid or "none"),
+        LABEL_MODEL: _label_value(trial.model.name),
+        LABEL_SERVICE: _label_value(trial.service),
+        LABEL_TASK: _label_value(trial.task_id.rsplit("/", 1)[-1]),
+        LABEL_ATTEMPT: str(trial.attempt),
+        LABEL_RETRY: str(retry),
+    }
+
+
+def _container_security() -> dict[str, Any]:
+    return {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]}}
+
+
+def _resources(res: Any) -> dict[str, Any]:
+    out = {}
+    if res.requests:
+        out["requests"] = dict(res.requests)
+    if res.limits:
+        out["limits"] = dict(res.limits)
+    return out
+
+
+def runner_env(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry: int = 0) -> list[dict[str, Any]]:
+    out = run.spec.output
+    env: list[dict[str, Any]] = [
+        {"name": "MCPFLEET_TRIAL", "value": trial.model_dump_json()},
+        {"name": "MCPFLEET_INFRA_ATTEMPT", "value": str(retry + 1)},
+        {"name": "MCPFLEET_OUTPUT_URI", "value": out.uri},
+        {"name": "MCPFLEET_RUN_UID", "value": run.metadata.uid or ""},
+        {"name": "MCP_PORT", "value": str(settings.mcp_port)},
+        {"name": "TZ", "value": "UTC"},
+        {"name": "HOME", "value": "/tmp"},
+    ]
+    if out.endpoint_url:
+        env.append({"name": "MCPFLEET_OUTPUT_ENDPOINT_URL", "value": out.endpoint_url})
+    if out.region:
+        env.append({"name": "AWS_DEFAULT_REGION", "value": out.region})
+    if out.credentials_secret_ref:
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": out.credentials_secret_ref, "key": key}}})
+    model = trial.model
+    if model.api_key_secret_ref:
+        env.append({"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {
+            "name": model.api_key_secret_ref.name, "key": model.api_key_secret_ref.key}}})
+    if model.is_scripted and settings.scripted_url:
+        env.append({"name": "MCPFLEET_SCRIPTED_URL", "value": settings.scripted_url})
+    return env
+
+
+def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry: int = 0) -> dict[str, Any]:
+    """The Pod for one trial (one try of it)."""
+    pod = run.spec.pod
+    service = trial.service
+    runner_image = pod.runner_image or settings.runner_image
+    sidecar_image = pod.sidecar_images.get(service) or settings.sidecar_images.get(service)
+    if not sidecar_image:
+        raise ValueError(f"no MCP sidecar image for service '{service}'; set spec.pod.sidecarImages.{service}")
+    limits = trial.limits
+    deadline = limits.timeout_seconds + limits.verifier_timeout_seconds + settings.pod_grace_seconds
+    state_mount = {"name": "state", "mountPath": STATE_MOUNT}
+    port = str(settings.mcp_port)
+    meta: dict[str, Any] = {
+        "name": pod_name(run.name, trial.trial_id, retry),
+        "labels": pod_labels(run, trial, retry),
+        "annotations": {ANN_TRIAL: trial.trial_id, ANN_SPEC_HASH: trial.spec_hash},
+    }
+    if run.metadata.namespace:
+        meta["namespace"] = run.metadata.namespace
+    if run.metadata.uid:
+        meta["ownerReferences"] = [{"apiVersion": f"{GROUP}/v1alpha1", "kind": "EvalRun", "name": run.name,
+                                    "uid": run.metadata.uid, "controller": True, "blockOwnerDeletion": True}]
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": deadline,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 30,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": RUNNER_UID, "runAsGroup": RUNNER_UID,
+                            "fsGroup": RUNNER_UID, "seccompProfile": {"type": "RuntimeDefault"}},
+        "volumes": [{"name": "state", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+        "initContainers": [
+            {
+                "name": "state",
+                "image": runner_image,
+                "command": ["mcpfleet", "materialise"],
+                "args": ["--task", trial.task_id, "--tasks-root", trial.tasks_root, "--dest", STATE_MOUNT],
+                "env": [{"name": "HOME", "value": "/tmp"}],
+                "volumeMounts": [state_mount, {"name": "tmp", "mountPath": "/tmp"}],
+                "resources": _resources(pod.sidecar_resources),
+                "securityContext": _container_security(),
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+            },
+            {
+                "name": f"mcp-{service}",
+                "image": sidecar_image,
+                "restartPolicy": "Always",
+                "command": ["supergateway"],
+                "args": ["--stdio", f"mcp-server-{service} {STATE_MOUNT}", "--outputTransport", "streamableHttp",
+                         "--stateful", "--port", "$(MCP_PORT)", "--healthEndpoint", "/healthz"],
+                "env": [{"name": "MCP_PORT", "value": port}, {"name": "TZ", "value": "UTC"},
+                        {"name": "HOME", "value": "/tmp"}],
+                "ports": [{"name": "mcp", "containerPort": settings.mcp_port, "protocol": "TCP"}],
+                "startupProbe": {"httpGet": {"path": "/healthz", "port": "mcp"}, "periodSeconds": 1,
+                                 "failureThreshold": 120},
+                "volumeMounts": [state_mount, {"name": "tmp", "mountPath": "/tmp"}],
+                "resources": _resources(pod.sidecar_resources),
+                "securityContext": _container_security(),
+            },
+        ],
+        "containers": [{
+            "name": "runner",
+            "image": runner_image,
+            "command": ["mcpfleet", "trial"],
+            "args": ["--mcp-url", "http://localhost:$(MCP_PORT)/mcp", "--state-dir", STATE_MOUNT,
+                     "--termination-log", TERMINATION_LOG],
+            "env": runner_env(run, trial, settings, retry),
+            "volumeMounts": [state_mount, {"name": "tmp", "mountPath": "/tmp"}],
+            "resources": _resources(pod.resources),
+            "securityContext": _container_security(),
+            "terminationMessagePath": TERMINATION_LOG,
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+        }],
+    }
+    if pod.service_account_name:
+        spec["serviceAccountName"] = pod.service_account_name
+    if pod.node_selector:
+        spec["nodeSelector"] = dict(pod.node_selector)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}

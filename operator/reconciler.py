@@ -1,0 +1,387 @@
+"""The per-EvalRun reconciler: one task per run owns its state, launches pods, takes outcomes, writes status.
+
+Pod events reach it through a queue, so every count changes in one place and none is lost under
+concurrent events. It is restart-safe: on start it rebuilds from the stored records and the run's pods,
+so no trial is launched twice (pod names are deterministic) and none is forgotten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import kopf
+
+from mcpfleet.runner.summary import build_summary
+from mcpfleet.runner.outcome import INFRA_ERROR
+from mcpfleet.runner.plan import TrialSpec, plan
+from mcpfleet.runner.records import TrialResult, dumps, now_iso
+from mcpfleet.runner.spec import EvalRun, SpecError, parse_evalrun
+from mcpfleet.runner.store import ResultStore, open_store
+from mcpfleet.runner.tasks import TaskError, bundled_root
+
+from .kube import Kube
+from .manifests import ANN_TRIAL, LABEL_RUN_UID, trial_pod
+from .runstate import RunState
+from .settings import OperatorSettings
+
+TERMINAL = ("Succeeded", "Failed")
+IMAGE_FAILURES = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
+                  "CreateContainerError"}
+
+
+@dataclass
+class Shared:
+    """Operator-wide objects, created once at startup (kopf gives each object a shallow copy of memo)."""
+
+    settings: OperatorSettings
+    kube: Kube
+    runs: dict[str, asyncio.Queue[tuple[str, dict[str, Any]]]] = field(default_factory=dict)
+    inflight: int = 0
+    tokens: float = 0.0
+    last_refill: float = field(default_factory=time.monotonic)
+
+    def take_tokens(self, want: int) -> int:
+        """Client-side rate limit on pod creation, shared by all runs."""
+        now = time.monotonic()
+        rate = self.settings.create_rate
+        self.tokens = min(rate, self.tokens + rate * (now - self.last_refill))
+        self.last_refill = now
+        grant = min(want, int(self.tokens), max(0, self.settings.max_pods - self.inflight))
+        self.tokens -= grant
+        return grant
+
+
+def _ts(value: str | None) -> float:
+    if not value:
+        return time.time()
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def condition(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
+    return {"type": type_, "status": "True" if ok else "False", "reason": reason, "message": message[:4000],
+            "lastTransitionTime": now_iso()}
+
+
+class Reconciler:
+    def __init__(self, shared: Shared, body: kopf.Body, logger: logging.Logger | logging.LoggerAdapter[Any]):
+        self.shared, self.body, self.logger = shared, body, logger
+        self.ns: str = body.metadata.namespace or "default"
+        self.name: str = body.metadata.name or ""
+        self.uid: str = body.metadata.uid or ""
+        self.queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+        self.state: RunState | None = None
+        self.run: EvalRun | None = None
+        self.store: ResultStore | None = None
+        self.generation: int | None = None
+        self.dirty = True
+        self.last_status = 0.0
+        self.phase = "Pending"
+        self.started_at = (body.status or {}).get("startedAt")
+        self.conditions: dict[str, dict[str, Any]] = {}
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    async def main(self, stopped: kopf.DaemonStopped) -> None:
+        self.shared.runs[self.uid] = self.queue
+        try:
+            if not await self.load():
+                return
+            await self.rebuild()
+            while not stopped:
+                await self.step()
+                if self.state is not None and self.state.complete and self.phase == "Succeeded":
+                    break
+                try:
+                    item = await asyncio.wait_for(self.queue.get(), timeout=1.0)
+                    self.queue.put_nowait(item)  # handled in the next step with the rest
+                except TimeoutError:
+                    pass
+        finally:
+            self.shared.runs.pop(self.uid, None)
+            if self.state is not None:
+                self.shared.inflight -= len(self.state.in_flight)
+                self.state.in_flight.clear()
+
+    async def load(self) -> bool:
+        """Validate and plan; an invalid run gets a Failed status naming the field, never a retry loop."""
+        raw = {k: v for k, v in dict(self.body).items() if k in ("apiVersion", "kind", "metadata", "spec")}
+        self.generation = self.body.metadata.get("generation")
+        try:
+            run = parse_evalrun(raw, f"EvalRun {self.ns}/{self.name}")
+            trials = plan(run, bundled_root())
+            trials = [t.model_copy(update={"tasks_root": str(Path(t.tasks_root))}) for t in trials]
+            store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
+        except (SpecError, TaskError, ValueError) as exc:
+            problems = exc.problems if isinstance(exc, SpecError) else [str(exc)]
+            await self.fail("InvalidSpec", "; ".join(problems))
+            kopf.warn(self.body, reason="InvalidSpec", message="; ".join(problems)[:1000])
+            return False
+        self.run, self.store = run, store
+        self.state = RunState.plan(trials, run.spec.retries.limit)
+        self.conditions["Valid"] = condition("Valid", True, "Planned", f"{len(trials)} trials planned")
+        return True
+
+    async def fail(self, reason: str, message: str) -> None:
+        self.phase = "Failed"
+        self.conditions["Valid"] = condition("Valid", False, reason, message)
+        await self.write_status(force=True)
+
+    async def rebuild(self) -> None:
+        assert self.state is not None and self.store is not None
+        records = await asyncio.to_thread(lambda: list(self.store.iter_results()))  # type: ignore[union-attr]
+        conflicts = [r["trial_id"] for r in records
+                     if r.get("trial_id") in self.state.trials
+                     and r.get("spec_hash") != self.state.trials[r["trial_id"]].spec_hash]
+        if conflicts:
+            await self.fail("SpecConflict", f"{len(conflicts)} stored trial(s) were recorded with a different "
+                                            f"spec (e.g. {conflicts[0]}); create a new EvalRun instead of editing")
+            self.state = None
+            return
+        for r in records:
+            self.state.adopt_record(r)
+        pods = await self.shared.kube.list_pods(self.ns, f"{LABEL_RUN_UID}={self.uid}")
+        for pod in pods:
+            tid = (pod["metadata"].get("annotations") or {}).get(ANN_TRIAL, "")
+            retry = int((pod["metadata"].get("labels") or {}).get("mcpfleet.io/retry", "0"))
+            if tid in self.state.trials and tid not in self.state.done and tid not in self.state.in_flight:
+                self.state.launched(self.state.trials[tid], pod["metadata"]["name"], retry,
+                                    _ts(pod["metadata"].get("creationTimestamp")))
+                self.shared.inflight += 1
+                self.queue.put_nowait(("MODIFIED", pod))
+            else:
+                await self.shared.kube.delete_pod(self.ns, pod["metadata"]["name"])
+        self.state.finish_rebuild()
+        if self.started_at is None:
+            self.started_at = now_iso()
+            kopf.info(self.body, reason="Started", message=f"{len(self.state.trials)} trials planned")
+        self.phase = "Running"
+
+    # -- one step ---------------------------------------------------------------------------------
+    async def step(self) -> None:
+        if self.state is None or self.run is None:
+            return
+        await self.check_spec()
+        while not self.queue.empty():
+            kind, pod = self.queue.get_nowait()
+            await self.on_pod(kind, pod)
+        await self.check_deadlines()
+        if not self.run.spec.suspend:
+            await self.launch()
+        if self.state.complete and self.phase != "Succeeded":
+            await self.finish()
+        await self.write_status()
+
+    async def check_spec(self) -> None:
+        """Spec edits: suspend and concurrency apply at once; more trials are added; others conflict."""
+        gen = self.body.metadata.get("generation")
+        if gen == self.generation or self.state is None:
+            return
+        self.generation = gen
+        raw = {k: v for k, v in dict(self.body).items() if k in ("apiVersion", "kind", "metadata", "spec")}
+        try:
+            run = parse_evalrun(raw)
+            trials = plan(run, bundled_root())
+        except (SpecError, TaskError) as exc:
+            await self.fail("InvalidSpec", str(exc))
+            self.state = None
+            return
+        old = self.state.trials
+        changed = [t.trial_id for t in trials if t.trial_id in old and t.spec_hash != old[t.trial_id].spec_hash
+                   and (t.trial_id in self.state.done or t.trial_id in self.state.in_flight)]
+        if changed:
+            await self.fail("SpecConflict", f"the edit changes {len(changed)} finished or running trial(s) "
+                                            f"(e.g. {changed[0]}); create a new EvalRun instead")
+            self.state = None
+            return
+        self.run = run
+        self.state.trials = {t.trial_id: t for t in trials}
+        self.state.order = [t.trial_id for t in trials]
+        self.state.retry_limit = run.spec.retries.limit
+        self.state.done = {k: v for k, v in self.state.done.items() if k in self.state.trials}
+        self.state.finish_rebuild()
+        if self.phase == "Succeeded" and not self.state.complete:
+            self.phase = "Running"
+        self.dirty = True
+
+    def per_model_free(self) -> dict[str, int]:
+        assert self.run is not None and self.state is not None
+        busy = self.state.in_flight_by_model()
+        free = {}
+        for m in self.run.spec.models:
+            cap = m.concurrency or self.run.spec.concurrency.per_model or self.run.spec.concurrency.total
+            free[m.name] = cap - busy.get(m.name, 0)
+        return free
+
+    async def launch(self) -> None:
+        assert self.run is not None and self.state is not None
+        room = self.run.spec.concurrency.total - len(self.state.in_flight)
+        if room <= 0 or not self.state.waiting:
+            return
+        grant = self.shared.take_tokens(room)
+        if grant <= 0:
+            return
+        picks = self.state.next_launches(grant, self.per_model_free(), time.time())
+        self.shared.tokens += grant - len(picks)  # give back what was not used
+        if not picks:
+            return
+        for trial, retry in picks:
+            pod = trial_pod(self.run, trial, self.shared.settings, retry)
+            self.state.launched(trial, pod["metadata"]["name"], retry, time.time())
+            self.shared.inflight += 1
+        results = await asyncio.gather(*(self.create(trial, retry) for trial, retry in picks), return_exceptions=True)
+        for (trial, _), res in zip(picks, results):
+            if isinstance(res, BaseException):
+                self.logger.warning("creating the pod of %s failed: %s", trial.trial_id, res)
+                self.state.unlaunch(trial.trial_id)
+                self.shared.inflight -= 1
+        self.dirty = True
+
+    async def create(self, trial: TrialSpec, retry: int) -> None:
+        assert self.run is not None
+        await self.shared.kube.create_pod(self.ns, trial_pod(self.run, trial, self.shared.settings, retry))
+
+    # -- outcomes ---------------------------------------------------------------------------------
+    async def on_pod(self, kind: str, pod: dict[str, Any]) -> None:
+        assert self.state is not None
+        meta = pod.get("metadata") or {}
+        tid = (meta.get("annotations") or {}).get(ANN_TRIAL, "")
+        inf = self.state.in_flight.get(tid)
+        if inf is None or inf.pod != meta.get("name"):
+            return  # a pod we already handled (or a stale try): nothing to count
+        status = pod.get("status") or {}
+        phase = status.get("phase")
+        if kind == "DELETED" and phase not in TERMINAL:
+            await self.outcome(tid, pod, "pod deleted before it finished")
+        elif phase in TERMINAL:
+            await self.outcome(tid, pod, None)
+        else:
+            if phase == "Running" and inf.started is None:
+                inf.started = time.time()
+            reason = _waiting_reason(status)
+            if reason in IMAGE_FAILURES:
+                await self.outcome(tid, pod, f"pod cannot start: {reason}")
+
+    async def outcome(self, tid: str, pod: dict[str, Any], infra_reason: str | None) -> None:
+        """Take a finished try: the stored record decides; a try without one is an infrastructure error."""
+        assert self.state is not None and self.store is not None and self.run is not None
+        trial = self.state.trials[tid]
+        record = await asyncio.to_thread(self.store.read_result, tid)
+        tries = self.state.retries.get(tid, 0) + 1
+        if record is not None and record.get("failure") == INFRA_ERROR and record.get("infra_attempts") != tries:
+            record = None  # the operator's own record of an earlier try, not this try's outcome
+        ok = record is not None and record.get("spec_hash") == trial.spec_hash and record.get("failure") != INFRA_ERROR
+        said = termination_message(pod)
+        if ok and said is not None and bool(said.get("passed")) != bool(record.get("passed")):  # type: ignore[union-attr]
+            self.logger.warning("%s: termination message %s disagrees with the stored record; the record wins",
+                                tid, said)
+        if ok and infra_reason is None:
+            self.state.finished(tid, record)  # type: ignore[arg-type]
+        else:
+            reason = infra_reason or _failure_reason(pod, record)
+            retry = self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds)
+            infra = infra_record(self.run, trial, tries, reason)
+            await asyncio.to_thread(self.store.write_files, tid, {})
+            await asyncio.to_thread(self.store.commit, tid, dumps(infra.model_dump(mode="json")))
+            if not retry:
+                self.state.finished(tid, infra.model_dump(mode="json"))
+                kopf.warn(self.body, reason="InfraError", message=f"{tid}: {reason} (gave up after {tries} tries)")
+        self.shared.inflight -= 1
+        await self.shared.kube.delete_pod(self.ns, pod["metadata"]["name"])
+        self.dirty = True
+
+    async def check_deadlines(self) -> None:
+        assert self.state is not None and self.run is not None
+        limit = self.run.spec.pod.pending_timeout_seconds
+        now = time.time()
+        for tid, inf in list(self.state.in_flight.items()):
+            if inf.started is None and now - inf.created > limit:
+                pod = {"metadata": {"name": inf.pod, "annotations": {ANN_TRIAL: tid}}, "status": {}}
+                await self.outcome(tid, pod, f"pod still Pending after {limit} s")
+
+    async def finish(self) -> None:
+        assert self.run is not None and self.state is not None and self.store is not None
+        trials = list(self.state.trials.values())
+        summary = await asyncio.to_thread(build_summary, self.run, trials, self.store)
+        await asyncio.to_thread(self.store.write_json, "summary.json", summary)
+        self.phase = "Succeeded"
+        self.conditions["Complete"] = condition("Complete", True, "AllTrialsRecorded",
+                                                f"{len(trials)} trials recorded; summary.json written")
+        kopf.info(self.body, reason="Completed", message=f"{len(trials)} trials, pass@1 {self.state.pass_at_1()}")
+        await self.write_status(force=True)
+
+    # -- status -----------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        st = self.state
+        phase = self.phase
+        if st is not None and self.run is not None and self.run.spec.suspend and not st.complete:
+            phase = "Suspended"
+        out: dict[str, Any] = {"phase": phase, "observedGeneration": self.generation,
+                               "conditions": list(self.conditions.values())}
+        if self.started_at:
+            out["startedAt"] = self.started_at
+        if st is not None:
+            counts = st.counts()
+            out.update(counts=counts, progress=f"{counts['finished']}/{counts['total']}",
+                       passAt1=st.pass_at_1(), results=st.results())
+            if phase == "Succeeded":
+                out["finishedAt"] = now_iso()
+        return out
+
+    async def write_status(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and (not self.dirty or now - self.last_status < self.shared.settings.status_interval):
+            return
+        self.dirty, self.last_status = False, now
+        await self.shared.kube.patch_status(self.ns, self.name, self.status())
+
+
+def _waiting_reason(status: dict[str, Any]) -> str | None:
+    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (cs.get("state") or {}).get("waiting")
+        if waiting and waiting.get("reason"):
+            return str(waiting["reason"])
+    return None
+
+
+def _failure_reason(pod: dict[str, Any], record: dict[str, Any] | None) -> str:
+    status = pod.get("status") or {}
+    if record is not None and record.get("failure") == INFRA_ERROR:
+        return f"runner reported: {record.get('error')}"
+    parts = [f"pod {status.get('phase', 'gone')}"]
+    if status.get("reason"):
+        parts.append(str(status["reason"]))
+    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        term = (cs.get("state") or {}).get("terminated")
+        if term:
+            parts.append(f"{cs.get('name')} exit {term.get('exitCode')}")
+            msg = (term.get("message") or "").strip()
+            if msg:
+                parts.append(msg[-300:])
+    parts.append("no stored record" if record is None else "record does not match the trial")
+    return "; ".join(parts)
+
+
+def infra_record(run: EvalRun, trial: TrialSpec, tries: int, reason: str) -> TrialResult:
+    """The operator's own record of an infrastructure failure: it also carries the durable retry count."""
+    now = now_iso()
+    return TrialResult(run=run.name, trial_id=trial.trial_id, spec_hash=trial.spec_hash, model=trial.model.name,
+                       litellm_model=trial.model.model, service=trial.service, task_id=trial.task_id,
+                       attempt=trial.attempt, agent=str(trial.agent), passed=False, failure=INFRA_ERROR,
+                       error=reason, infra_attempts=tries, started_at=now, finished_at=now)
+
+
+def termination_message(pod: dict[str, Any]) -> dict[str, Any] | None:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == "runner":
+            msg = ((cs.get("state") or {}).get("terminated") or {}).get("message")
+            try:
+                return json.loads(msg) if msg else None
+            except json.JSONDecodeError:
+                return None
+    return None

@@ -1,0 +1,150 @@
+"""One EvalRun's progress as the operator sees it: a pure state machine, rebuilt from truth on start.
+
+Truth is the store (trial records) and the pods (trials in flight). Only the run's reconciler task
+mutates this object, so counting is race-free however many pod events arrive at once; status is a
+bounded projection of it (counts and per model x service figures, never per-trial lists).
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpfleet.runner.outcome import INFRA_ERROR
+from mcpfleet.runner.plan import TrialSpec
+
+
+@dataclass
+class InFlight:
+    trial: TrialSpec
+    pod: str
+    retry: int
+    created: float                 # wall seconds, for the Pending deadline
+    started: float | None = None   # when the pod was first seen running
+
+
+@dataclass
+class RunState:
+    trials: dict[str, TrialSpec]
+    retry_limit: int
+    order: list[str] = field(default_factory=list)
+    done: dict[str, dict[str, Any]] = field(default_factory=dict)   # trial id -> compact outcome
+    in_flight: dict[str, InFlight] = field(default_factory=dict)   # trial id -> pod
+    retries: dict[str, int] = field(default_factory=dict)          # trial id -> infra tries so far
+    waiting: collections.deque[str] = field(default_factory=collections.deque)
+    delayed: dict[str, float] = field(default_factory=dict)        # trial id -> not before (wall seconds)
+    retries_total: int = 0
+
+    @classmethod
+    def plan(cls, trials: list[TrialSpec], retry_limit: int) -> RunState:
+        st = cls(trials={t.trial_id: t for t in trials}, retry_limit=retry_limit, order=[t.trial_id for t in trials])
+        return st
+
+    # -- rebuilding -------------------------------------------------------------------------------
+    def adopt_record(self, record: dict[str, Any]) -> bool:
+        """Take a stored result. Returns True if it finishes its trial (False: retry it, or not ours)."""
+        tid = record.get("trial_id")
+        trial = self.trials.get(tid or "")
+        if trial is None or record.get("spec_hash") != trial.spec_hash:
+            return False
+        tries = int(record.get("infra_attempts") or 1)
+        if record.get("failure") == INFRA_ERROR and tries <= self.retry_limit:
+            self.retries[tid] = max(self.retries.get(tid, 0), tries)
+            return False
+        self.done[tid] = compact(record)
+        return True
+
+    def finish_rebuild(self) -> None:
+        self.waiting = collections.deque(t for t in self.order if t not in self.done and t not in self.in_flight)
+
+    # -- launching --------------------------------------------------------------------------------
+    def next_launches(self, n: int, per_model_free: dict[str, int], now: float) -> list[tuple[TrialSpec, int]]:
+        """Up to n trials to launch now, honouring per-model capacity and retry backoff; models interleave
+        because the plan order does."""
+        out: list[tuple[TrialSpec, int]] = []
+        skipped: list[str] = []
+        free = dict(per_model_free)
+        while self.waiting and len(out) < n:
+            tid = self.waiting.popleft()
+            if tid in self.done or tid in self.in_flight:
+                continue
+            trial = self.trials[tid]
+            if self.delayed.get(tid, 0) > now or free.get(trial.model.name, 0) <= 0:
+                skipped.append(tid)
+                continue
+            free[trial.model.name] -= 1
+            self.delayed.pop(tid, None)
+            out.append((trial, self.retries.get(tid, 0)))
+        self.waiting.extendleft(reversed(skipped))
+        return out
+
+    def launched(self, trial: TrialSpec, pod: str, retry: int, now: float) -> None:
+        self.in_flight[trial.trial_id] = InFlight(trial, pod, retry, now)
+
+    def unlaunch(self, trial_id: str) -> None:
+        """A create that failed: back to the front of the queue."""
+        self.in_flight.pop(trial_id, None)
+        if trial_id not in self.done:
+            self.waiting.appendleft(trial_id)
+
+    # -- completion -------------------------------------------------------------------------------
+    def finished(self, trial_id: str, record: dict[str, Any]) -> None:
+        self.in_flight.pop(trial_id, None)
+        self.done[trial_id] = compact(record)
+
+    def infra_failed(self, trial_id: str, now: float, backoff: float) -> bool:
+        """An infrastructure failure of the trial's current try. True if it will be retried."""
+        self.in_flight.pop(trial_id, None)
+        tries = self.retries.get(trial_id, 0) + 1
+        self.retries[trial_id] = tries
+        if tries <= self.retry_limit:
+            self.retries_total += 1
+            self.delayed[trial_id] = now + backoff * (2 ** (tries - 1))
+            self.waiting.append(trial_id)
+            return True
+        return False
+
+    # -- projections ------------------------------------------------------------------------------
+    @property
+    def complete(self) -> bool:
+        return len(self.done) == len(self.trials)
+
+    def in_flight_by_model(self) -> dict[str, int]:
+        c: dict[str, int] = collections.Counter(f.trial.model.name for f in self.in_flight.values())
+        return dict(c)
+
+    def counts(self) -> dict[str, int]:
+        passed = sum(1 for d in self.done.values() if d["passed"])
+        infra = sum(1 for d in self.done.values() if d["failure"] == INFRA_ERROR)
+        return {"total": len(self.trials), "pending": len(self.trials) - len(self.done) - len(self.in_flight),
+                "running": len(self.in_flight), "finished": len(self.done), "passed": passed,
+                "failed": len(self.done) - passed - infra, "infraErrors": infra, "retries": self.retries_total}
+
+    def results(self) -> list[dict[str, Any]]:
+        """pass@1 so far per model x service: mean over attempts of the per-attempt rate, like the summary."""
+        groups: dict[tuple[str, str], dict[int, list[bool]]] = collections.defaultdict(
+            lambda: collections.defaultdict(list))
+        for d in self.done.values():
+            groups[(d["model"], d["service"])][d["attempt"]].append(d["passed"])
+        rows = []
+        for (model, service), by_attempt in sorted(groups.items()):
+            rates = [sum(v) / len(v) for v in by_attempt.values()]
+            n = sum(len(v) for v in by_attempt.values())
+            rows.append({"model": model, "service": service, "finished": n,
+                         "passed": sum(sum(v) for v in by_attempt.values()),
+                         "passAt1": f"{sum(rates) / len(rates):.4f}"})
+        return rows
+
+    def pass_at_1(self) -> str:
+        """The headline number for the printer column: mean of the rows' pass@1."""
+        rows = self.results()
+        if not rows:
+            return "-"
+        return f"{sum(float(r['passAt1']) for r in rows) / len(rows):.2f}"
+
+
+def compact(record: dict[str, Any]) -> dict[str, Any]:
+    """What the operator keeps per finished trial: a few bytes, so 100k trials fit in memory."""
+    return {"passed": bool(record.get("passed")), "failure": record.get("failure"),
+            "model": record.get("model"), "service": record.get("service"), "attempt": record.get("attempt")}

@@ -1,0 +1,37 @@
+"""Operator-wide settings, from ``MCPFLEET_*`` environment variables (the Helm chart sets them)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+ENV_PREFIX = "MCPFLEET_"
+
+
+class OperatorSettings(BaseModel):
+    runner_image: str = "ghcr.io/mcpfleet/runner:0.1.0"
+    sidecar_images: dict[str, str] = Field(default_factory=lambda: {
+        "filesystem": "ghcr.io/mcpfleet/mcp-filesystem:0.1.0"})
+    tasks_root: str = Field(default="/opt/mcpfleet/tasks",
+                            description="Where the task packs are bundled, in the operator's and runner's images.")
+    mcp_port: int = 8000
+    max_pods: int = Field(default=200, ge=1, description="Trial pods in flight across all EvalRuns.")
+    create_rate: float = Field(default=20.0, gt=0, description="Pod creations per second, per operator.")
+    status_interval: float = Field(default=2.0, gt=0, description="Seconds between status writes of a run.")
+    scripted_url: str | None = Field(default=None, description="Scripted model server, for demos and tests.")
+    pod_grace_seconds: int = Field(default=300, ge=0,
+                                   description="Added to the agent and verifier timeouts for activeDeadlineSeconds.")
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> OperatorSettings:
+        env = dict(os.environ if env is None else env)
+        values: dict[str, Any] = {}
+        for name, field in cls.model_fields.items():
+            key = ENV_PREFIX + name.upper()
+            if key in env:
+                raw = env[key]
+                values[name] = (dict(kv.split("=", 1) for kv in raw.split(",") if kv)
+                                if field.annotation == dict[str, str] else raw)
+        return cls.model_validate(values)

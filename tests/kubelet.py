@@ -1,0 +1,346 @@
+"""A test kubelet: runs each pod's containers as local processes against an (emulated) API server.
+
+It does what a node does for the operator's trial pods, honestly enough that the e2e exercises the real
+trial code: init containers in order, native sidecars (``restartPolicy: Always``) kept running and gated
+on their HTTP startupProbe, the main container, ``$(VAR)`` expansion, Secrets resolved from the API,
+termination messages, ``activeDeadlineSeconds``, image-pull failures on demand, and pod deletion.
+
+What a node gives for free is emulated with host resources: an emptyDir is a temporary folder and its
+mountPath is rewritten to it (whole values and space-separated tokens), and since all pods share the host
+network, every containerPort gets a free host port and env values equal to that port number are rewritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+REPO = Path(__file__).resolve().parents[1]
+BIN_PATH = os.pathsep.join([str(REPO / ".venv" / "bin"), str(REPO / "servers" / "node_modules" / ".bin"),
+                            os.environ.get("PATH", "/usr/bin:/bin")])
+VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PodFailed(Exception):
+    def __init__(self, reason: str, message: str = ""):
+        super().__init__(reason)
+        self.reason, self.message = reason, message
+
+
+class Kubelet:
+    def __init__(self, url: str, *, pull_failures: set[str] | None = None, max_pods: int = 64,
+                 extra_env: dict[str, str] | None = None, workdir: Path | None = None):
+        self.url = url.rstrip("/")
+        self.pull_failures = pull_failures or set()
+        self.extra_env = extra_env or {}
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="kubelet-"))
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.handled: set[str] = set()
+        self.ended: set[str] = set()  # pod uids ever started: a pod runs once, whatever events lag behind
+        self.sem = asyncio.Semaphore(max_pods)
+        self.max_seen = 0
+        self.running = 0
+        self.started: list[str] = []
+        self.timeline: list[tuple[float, str, str]] = []  # (time, pod, "start"|"end")
+        self.session: aiohttp.ClientSession | None = None
+        self._watch: asyncio.Task[None] | None = None
+
+    # -- API --------------------------------------------------------------------------------------
+    async def _patch_status(self, ns: str, name: str, status: dict[str, Any]) -> None:
+        assert self.session is not None
+        async with self.session.patch(f"{self.url}/api/v1/namespaces/{ns}/pods/{name}/status",
+                                      data=json.dumps({"status": status}),
+                                      headers={"Content-Type": "application/merge-patch+json"}) as r:
+            if r.status == 404:
+                raise asyncio.CancelledError  # the pod is gone: stop working on it
+            r.raise_for_status()
+
+    async def _secret_value(self, ns: str, name: str, key: str) -> str:
+        assert self.session is not None
+        import base64
+
+        async with self.session.get(f"{self.url}/api/v1/namespaces/{ns}/secrets/{name}") as r:
+            if r.status == 404:
+                raise PodFailed("CreateContainerConfigError", f'secret "{name}" not found')
+            data = (await r.json()).get("data") or {}
+        if key not in data:
+            raise PodFailed("CreateContainerConfigError", f"couldn't find key {key} in Secret {ns}/{name}")
+        return base64.b64decode(data[key]).decode()
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    async def __aenter__(self) -> Kubelet:
+        self.session = aiohttp.ClientSession()
+        self._watch = asyncio.create_task(self._watch_pods())
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._watch:
+            self._watch.cancel()
+            with contextlib.suppress(BaseException):
+                await self._watch
+        for t in list(self.tasks.values()):
+            t.cancel()
+        for t in list(self.tasks.values()):
+            with contextlib.suppress(BaseException):
+                await t
+        if self.session:
+            await self.session.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    async def _watch_pods(self) -> None:
+        assert self.session is not None
+        rv = ""
+        while True:
+            try:
+                params = {"watch": "true", "timeoutSeconds": "60"}
+                if rv:
+                    params["resourceVersion"] = rv
+                async with self.session.get(f"{self.url}/api/v1/pods", params=params,
+                                            timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as r:
+                    async for line in r.content:
+                        if not line.strip():
+                            continue
+                        ev = json.loads(line)
+                        obj = ev.get("object") or {}
+                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                        self._on_event(ev.get("type", ""), obj)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - reconnect like a kubelet would
+                await asyncio.sleep(0.2)
+
+    def _on_event(self, kind: str, pod: dict[str, Any]) -> None:
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}/{meta.get('uid')}"
+        if kind == "DELETED" or meta.get("deletionTimestamp"):
+            task = self.tasks.pop(key, None)
+            if task is not None:
+                task.cancel()
+            return
+        if key not in self.handled and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            self.handled.add(key)
+            self.tasks[key] = asyncio.create_task(self._run_pod(pod, key))
+
+    # -- one pod ----------------------------------------------------------------------------------
+    async def _run_pod(self, pod: dict[str, Any], key: str) -> None:
+        async with self.sem:
+            self.running += 1
+            self.max_seen = max(self.max_seen, self.running)
+            self.started.append(pod["metadata"]["name"])
+            self.timeline.append((time.monotonic(), pod["metadata"]["name"], "start"))
+            procs: list[asyncio.subprocess.Process] = []
+            poddir = Path(tempfile.mkdtemp(prefix="pod-", dir=self.workdir))
+            try:
+                deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+                coro = self._execute(pod, poddir, procs)
+                await (asyncio.wait_for(coro, deadline) if deadline else coro)
+            except TimeoutError:
+                await self._finish(pod, "Failed", [], reason="DeadlineExceeded",
+                                   message=f"Pod was active on the node longer than {deadline} s")
+            except asyncio.CancelledError:
+                pass
+            finally:
+                # Bookkeeping first: a second cancellation (the pod's deletion) may interrupt the awaits below.
+                self._end(pod)
+                self.tasks.pop(key, None)
+                for p in procs:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(p.pid, signal.SIGKILL)
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(asyncio.gather(*(p.wait() for p in procs), return_exceptions=True))
+                shutil.rmtree(poddir, ignore_errors=True)
+
+    def _end(self, pod: dict[str, Any]) -> None:
+        """The pod stops counting as running: before its terminal status is visible to anyone."""
+        uid = pod["metadata"].get("uid")
+        if uid in self.ended:
+            return
+        self.ended.add(uid)
+        self.running -= 1
+        self.timeline.append((time.monotonic(), pod["metadata"]["name"], "end"))
+
+    async def _finish(self, pod: dict[str, Any], phase: str, statuses: list[dict[str, Any]], reason: str = "",
+                      message: str = "") -> None:
+        self._end(pod)
+        status: dict[str, Any] = {"phase": phase, "containerStatuses": statuses}
+        if reason:
+            status["reason"], status["message"] = reason, message
+        with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
+            await self._patch_status(pod["metadata"]["namespace"], pod["metadata"]["name"], status)
+
+    async def _execute(self, pod: dict[str, Any], poddir: Path, procs: list[asyncio.subprocess.Process]) -> None:
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        ns, name = meta["namespace"], meta["name"]
+        mounts = {}
+        for vol in spec.get("volumes") or []:
+            if "emptyDir" in vol:
+                d = poddir / "volumes" / vol["name"]
+                d.mkdir(parents=True)
+                mounts[vol["name"]] = d
+        ports = {str(p["containerPort"]): str(free_port())
+                 for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+                 for p in c.get("ports") or []}
+        images = [c.get("image", "") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
+        bad = [i for i in images if i in self.pull_failures]
+        if bad:
+            await self._patch_status(ns, name, {"phase": "Pending", "containerStatuses": [{
+                "name": c["name"], "ready": False, "restartCount": 0, "image": c.get("image", ""),
+                "state": {"waiting": {"reason": "ImagePullBackOff",
+                                      "message": f'Back-off pulling image "{bad[0]}"'}}}
+                for c in spec.get("containers") or []]})
+            await asyncio.Event().wait()  # stays Pending until deleted, like a real node
+        await self._patch_status(ns, name, {"phase": "Pending", "startTime": now()})
+        init_statuses: list[dict[str, Any]] = []
+        try:
+            for c in spec.get("initContainers") or []:
+                argv, env, term_file = await self._prepare(ns, c, mounts, ports, poddir)
+                if c.get("restartPolicy") == "Always":
+                    procs.append(await self._spawn(argv, env, poddir, c["name"]))
+                    await self._wait_startup(c, ports, procs[-1])
+                    init_statuses.append({"name": c["name"], "ready": True, "restartCount": 0, "started": True,
+                                          "image": c.get("image", ""), "state": {"running": {"startedAt": now()}}})
+                else:
+                    proc = await self._spawn(argv, env, poddir, c["name"])
+                    procs.append(proc)
+                    code = await proc.wait()
+                    init_statuses.append(self._terminated(c, code, term_file, poddir))
+                    if code != 0:
+                        self._end(pod)
+                        await self._patch_status(ns, name, {"phase": "Failed", "initContainerStatuses": init_statuses})
+                        return
+        except PodFailed as exc:
+            await self._patch_status(ns, name, {"phase": "Pending", "containerStatuses": [{
+                "name": "runner", "ready": False, "restartCount": 0,
+                "state": {"waiting": {"reason": exc.reason, "message": exc.message}}}]})
+            await asyncio.Event().wait()
+        mains = spec.get("containers") or []
+        prepared = []
+        try:
+            for c in mains:
+                prepared.append((c, *await self._prepare(ns, c, mounts, ports, poddir)))
+        except PodFailed as exc:
+            await self._patch_status(ns, name, {"phase": "Pending", "containerStatuses": [{
+                "name": c["name"], "ready": False, "restartCount": 0,
+                "state": {"waiting": {"reason": exc.reason, "message": exc.message}}} for c in mains]})
+            await asyncio.Event().wait()
+        running = [(c, await self._spawn(argv, env, poddir, c["name"]), term) for c, argv, env, term in prepared]
+        procs.extend(p for _, p, _ in running)
+        await self._patch_status(ns, name, {"phase": "Running", "initContainerStatuses": init_statuses,
+                                            "containerStatuses": [{
+                                                "name": c["name"], "ready": True, "restartCount": 0, "started": True,
+                                                "image": c.get("image", ""), "state": {"running": {"startedAt": now()}}}
+                                                for c, _, _ in running]})
+        statuses = []
+        for c, proc, term in running:
+            code = await proc.wait()
+            statuses.append(self._terminated(c, code, term, poddir))
+        phase = "Succeeded" if all(s["state"]["terminated"]["exitCode"] == 0 for s in statuses) else "Failed"
+        for p in procs:  # sidecars stop when the main containers are done
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+        await self._finish(pod, phase, statuses)
+
+    def _terminated(self, c: dict[str, Any], code: int, term_file: Path | None, poddir: Path) -> dict[str, Any]:
+        message = ""
+        if term_file is not None and term_file.exists():
+            message = term_file.read_text()[:4096]
+        if not message and code != 0 and c.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            log = poddir / f"{c['name']}.log"
+            message = "\n".join(log.read_text(errors="replace").splitlines()[-80:])[-2048:] if log.exists() else ""
+        state = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "finishedAt": now()}
+        if message:
+            state["message"] = message
+        return {"name": c["name"], "ready": False, "restartCount": 0, "image": c.get("image", ""),
+                "imageID": "", "state": {"terminated": state}}
+
+    async def _prepare(self, ns: str, c: dict[str, Any], mounts: dict[str, Path], ports: dict[str, str],
+                       poddir: Path) -> tuple[list[str], dict[str, str], Path | None]:
+        paths = {m["mountPath"]: str(mounts[m["name"]]) for m in c.get("volumeMounts") or [] if m["name"] in mounts}
+        term_path = c.get("terminationMessagePath", "/dev/termination-log")
+        term_file = poddir / f"{c['name']}.termination-log"
+        paths[term_path] = str(term_file)
+
+        def rewrite(value: str) -> str:
+            def one(tok: str) -> str:
+                for mount, host in sorted(paths.items(), key=lambda kv: -len(kv[0])):
+                    if tok == mount or tok.startswith(mount.rstrip("/") + "/"):
+                        return host + tok[len(mount):]
+                return tok
+            return " ".join(one(t) for t in value.split(" "))
+
+        env: dict[str, str] = {}
+        for e in c.get("env") or []:
+            if "value" in e:
+                v = str(e["value"])
+            else:
+                ref = (e.get("valueFrom") or {}).get("secretKeyRef") or {}
+                v = await self._secret_value(ns, ref.get("name", ""), ref.get("key", ""))
+            v = ports.get(v, v)
+            env[e["name"]] = rewrite(VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), v))
+        argv = [rewrite(VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), a))
+                for a in (c.get("command") or []) + (c.get("args") or [])]
+        full_env = {"PATH": BIN_PATH, "LANG": "C.UTF-8", **self.extra_env, **env}
+        return argv, full_env, term_file
+
+    async def _spawn(self, argv: list[str], env: dict[str, str], poddir: Path, name: str
+                     ) -> asyncio.subprocess.Process:
+        log = open(poddir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        try:
+            exe = shutil.which(argv[0], path=env["PATH"]) or argv[0]
+            return await asyncio.create_subprocess_exec(exe, *argv[1:], env=env, cwd=str(poddir), stdout=log,
+                                                        stderr=asyncio.subprocess.STDOUT,
+                                                        stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
+        finally:
+            log.close()
+
+    async def _wait_startup(self, c: dict[str, Any], ports: dict[str, str], proc: asyncio.subprocess.Process) -> None:
+        probe = c.get("startupProbe") or {}
+        http = probe.get("httpGet")
+        if not http:
+            return
+        port = http["port"]
+        if not str(port).isdigit():
+            port = next(p["containerPort"] for p in c.get("ports") or [] if p.get("name") == port)
+        url = f"http://127.0.0.1:{ports.get(str(port), port)}{http.get('path', '/')}"
+        limit = probe.get("failureThreshold", 3) * probe.get("periodSeconds", 10)
+        start = time.monotonic()
+        assert self.session is not None
+        while time.monotonic() - start < limit:
+            if proc.returncode is not None:
+                raise PodFailed("CrashLoopBackOff", f"sidecar {c['name']} exited {proc.returncode}")
+            with contextlib.suppress(aiohttp.ClientError, OSError):
+                async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=1)) as r:
+                    if r.status < 400:
+                        return
+            await asyncio.sleep(0.05)
+        raise PodFailed("StartupProbeFailed", f"{url} never answered")
+
+
+@contextlib.asynccontextmanager
+async def kubelet(url: str, **kw: Any) -> AsyncIterator[Kubelet]:
+    async with Kubelet(url, **kw) as k:
+        yield k

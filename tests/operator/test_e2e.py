@@ -1,0 +1,155 @@
+"""End to end: an EvalRun applied with kubectl -> the operator -> one pod per trial run by a test kubelet
+(the real `mcpfleet materialise`, the real filesystem MCP server behind supergateway as a native sidecar,
+the real `mcpfleet trial`) -> records in S3 (moto) -> status -> pods deleted."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+
+from conftest import make_tiny_pack
+from kubeemu import RunningEmulator, run_kopf_in_thread
+from kubelet import Kubelet
+from s3server import moto_endpoint
+
+NS = "default"
+CREDS = {"AWS_ACCESS_KEY_ID": "AKIAMCPFLEETTEST", "AWS_SECRET_ACCESS_KEY": "mcpfleet-test-secret-key-123",
+         "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[str]:
+    with moto_endpoint() as url:
+        yield url
+
+
+@pytest.fixture
+def bucket(s3: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    for k, v in CREDS.items():
+        monkeypatch.setenv(k, v)
+    name = f"runs-{int(time.time() * 1000) % 10**9}"
+    boto3.client("s3", endpoint_url=s3, region_name="us-east-1").create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def operator_env(kube: RunningEmulator, scripted_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig_path))
+    monkeypatch.setenv("MCPFLEET_SCRIPTED_URL", scripted_url)
+    monkeypatch.setenv("MCPFLEET_STATUS_INTERVAL", "0.3")
+    monkeypatch.setenv("MCPFLEET_CREATE_RATE", "50")
+    kube.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s3-credentials", "namespace": NS},
+                 "data": {k: base64.b64encode(v.encode()).decode() for k, v in CREDS.items()}})
+
+
+@pytest.fixture
+def image_pack() -> Iterator[Path]:
+    """A task pack "in the image": outside /tmp, which trial pods mount over with an emptyDir."""
+    import shutil
+    import tempfile
+
+    base = Path(__file__).resolve().parents[2] / ".test-image"
+    base.mkdir(exist_ok=True)
+    root = Path(tempfile.mkdtemp(dir=base))
+    yield make_tiny_pack(root / "pack", tasks=3)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def evalrun(name: str, pack: Path, s3: str, bucket: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "models": [{"name": "oracle", "model": "scripted/oracle"}, {"name": "idle", "model": "scripted/noop"}],
+        "tasks": {"path": str(pack)},
+        "attempts": 2,
+        "concurrency": {"total": 3},
+        "retries": {"limit": 1, "backoffSeconds": 0},
+        "output": {"uri": f"s3://{bucket}/runs", "endpointUrl": s3, "credentialsSecretRef": "s3-credentials"},
+    }
+    body.update(spec)
+    return {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": name, "namespace": NS},
+            "spec": body}
+
+
+async def wait_until(pred: Any, timeout: float, what: str) -> Any:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        value = pred()
+        if value:
+            return value
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def status_of(kube: RunningEmulator, name: str) -> dict[str, Any]:
+    obj = kube.get("evalruns", NS, name) if hasattr(kube, "get") else None
+    return (obj or {}).get("status") or {}
+
+
+def s3_keys(s3: str, bucket: str) -> list[str]:
+    client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
+    keys: list[str] = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        keys += [o["Key"] for o in page.get("Contents", [])]
+    return keys
+
+
+def infra_errors(s3: str, bucket: str) -> list[str]:
+    client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
+    out = []
+    for key in s3_keys(s3, bucket):
+        if key.endswith("/result.json"):
+            rec = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+            if rec.get("failure") == "infra_error":
+                out.append(f"{rec['trial_id']}: {rec.get('error')}")
+    return out
+
+
+async def test_evalrun_end_to_end(kube: RunningEmulator, operator_env: None, s3: str, bucket: str,
+                                  image_pack: Path, tmp_path: Path) -> None:
+    pack = image_pack
+    manifest = tmp_path / "run.yaml"
+    manifest.write_text(yaml.safe_dump(evalrun("e2e", pack, s3, bucket)))
+    async with Kubelet(kube.url) as kubelet:
+        with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
+            out = kube.kubectl("apply", "--validate=false", "-f", str(manifest))
+            assert "evalrun.mcpfleet.io/e2e created" in str(out)
+            status = await wait_until(lambda: status_of(kube, "e2e").get("phase") == "Succeeded"
+                                      and status_of(kube, "e2e"), 240, "the run to succeed")
+            await wait_until(lambda: not kube.objects("pods", NS), 30, "every pod to be deleted")
+            table = str(kube.kubectl("get", "evalruns"))
+    counts = status["counts"]
+    errors = infra_errors(s3, bucket)
+    assert not errors, f"infrastructure errors: {errors[:3]}"
+    assert counts == {"total": 12, "pending": 0, "running": 0, "finished": 12, "passed": 6, "failed": 6,
+                      "infraErrors": 0, "retries": 0}
+    assert status["progress"] == "12/12"
+    rows = {(r["model"], r["service"]): r for r in status["results"]}
+    assert rows[("oracle", "filesystem")]["passAt1"] == "1.0000"
+    assert rows[("idle", "filesystem")]["passAt1"] == "0.0000"
+    assert status["observedGeneration"] == 1 and status["startedAt"] and status["finishedAt"]
+    assert "Succeeded" in table and "12/12" in table
+    # Never more than the run's concurrency in flight, and the limit was actually used.
+    assert kubelet.max_seen == 3, "\n".join(f"{t:.2f} {p} {e}" for t, p, e in kubelet.timeline)
+    assert len(kubelet.started) == 12  # one pod per trial, none twice
+    keys = s3_keys(s3, bucket)
+    uid = kube.get("evalruns", NS, "e2e")["metadata"]["uid"]
+    results = [k for k in keys if k.endswith("/result.json")]
+    assert len(results) == 12 and all(k.startswith(f"runs/e2e/{uid}/trials/") for k in results)
+    assert f"runs/e2e/{uid}/summary.json" in keys
+    client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
+    summary = json.loads(client.get_object(Bucket=bucket, Key=f"runs/e2e/{uid}/summary.json")["Body"].read())
+    assert summary["complete"] and {r["model"]: r["pass_at_1"] for r in summary["rows"]} == {"idle": 0.0, "oracle": 1.0}
+    # Secrets never leak into what the run leaves behind.
+    for key in keys:
+        body = client.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8", "replace")
+        assert CREDS["AWS_SECRET_ACCESS_KEY"] not in body
+    assert CREDS["AWS_SECRET_ACCESS_KEY"] not in json.dumps(kube.objects("events", NS))
+    assert CREDS["AWS_SECRET_ACCESS_KEY"] not in json.dumps(status)
