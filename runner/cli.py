@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from .spec import SpecError, load_evalrun
 from .tasks import TaskError
@@ -26,7 +27,7 @@ DEFAULT_TASKS = Path(__file__).resolve().parents[1] / "tasks"
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[red]error:[/] {message}", highlight=False)
+    err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -223,9 +224,9 @@ def tasks_validate(path: Annotated[Path, typer.Argument(help="Task pack root or 
         console.print(f"{status} {r.task.id}  oracle={'-' if r.oracle_passed is None else r.oracle_passed} "
                       f"noop_fails={r.noop_failed}", highlight=False)
         for p in r.problems:
-            console.print(f"    [red]{p}[/]", highlight=False)
+            console.print(f"    [red]{escape(p)}[/]", highlight=False)
         for w in r.warnings:
-            console.print(f"    [yellow]{w}[/]", highlight=False)
+            console.print(f"    [yellow]{escape(w)}[/]", highlight=False)
         bad += not r.ok
     console.print(f"{len(reports) - bad}/{len(reports)} tasks valid")
     if bad:

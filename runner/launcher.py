@@ -12,7 +12,9 @@ import collections
 import os
 import signal
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,10 +67,12 @@ def reconcile_records(run: EvalRun, trials: list[TrialSpec], store: ResultStore)
         rec = records.get(t.trial_id)
         if rec is None:
             todo.append(t)
+        elif rec.get("failure") == INFRA_ERROR:
+            # Infrastructure failures measured nothing, so they neither count nor conflict (fixing their
+            # cause, e.g. adding a missing state, may well change the trial's hash): run them again.
+            todo.append(t)
         elif rec.get("spec_hash") != t.spec_hash:
             conflicts.append(t.trial_id)
-        elif rec.get("failure") == INFRA_ERROR:
-            todo.append(t)  # infrastructure failures are not outcomes: a resumed run tries them again
         else:
             skipped += 1
     if conflicts:
@@ -94,10 +98,12 @@ def fresh_name(base: str, config: StoreConfig) -> str:
 class Scheduler:
     """Feeds trials to workers under the total and per-model caps; infra errors go back in the queue."""
 
-    def __init__(self, run: EvalRun, state: RunState, pool: ProcessPoolExecutor, store: StoreConfig,
-                 scripted_url: str | None, on_done: Any):
-        self.run, self.state, self.pool = run, state, pool
+    def __init__(self, run: EvalRun, state: RunState, make_pool: Callable[[], ProcessPoolExecutor],
+                 store: StoreConfig, scripted_url: str | None, on_done: Any, env: dict[str, str] | None = None):
+        self.run, self.state, self.make_pool = run, state, make_pool
+        self.pool = make_pool()
         self.store, self.scripted_url, self.on_done = store, scripted_url, on_done
+        self.env = env or {}
         self.queue: collections.deque[tuple[TrialSpec, int]] = collections.deque((t, 1) for t in state.todo)
         self.delayed: list[tuple[float, TrialSpec, int]] = []
         self.in_flight: dict[str, int] = collections.defaultdict(int)
@@ -124,8 +130,8 @@ class Scheduler:
                 self.queue.appendleft((item[1], item[2]))
             while sum(self.in_flight.values()) < self.total and (nxt := self._next()):
                 t, n = nxt
-                work = WorkItem(t.model_dump_json(), self.store, self.scripted_url, n)
-                fut = asyncio.wrap_future(self.pool.submit(run_item, work), loop=loop)
+                work = WorkItem(t.model_dump_json(), self.store, self.scripted_url, n, self.env)
+                fut = asyncio.wrap_future(self.submit(work), loop=loop)
                 running[fut] = (t, n)
                 self.in_flight[t.model.name] += 1
             wait_for = min((d[0] for d in self.delayed), default=now + 3600) - now
@@ -151,6 +157,21 @@ class Scheduler:
                     continue
                 self.state.done[t.trial_id] = out
                 self.on_done(out)
+
+
+    def submit(self, work: WorkItem) -> Any:
+        """Submit to the pool; a pool broken by a dead worker is replaced (its trials were infra errors)."""
+        try:
+            return self.pool.submit(run_item, work)
+        except BrokenProcessPool:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = self.make_pool()
+            return self.pool.submit(run_item, work)
+
+    def close(self, interrupted: bool = False) -> None:
+        if interrupted:
+            _stop_workers(self.pool)
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
@@ -199,15 +220,19 @@ def execute(run: EvalRun, base_dir: Path, *, new_run: bool = False, concurrency:
                 roots = sorted({Path(t.tasks_root) for t in trials})
                 scripted_url = stack.enter_context(ScriptedServerProcess(roots))
             workers = min(run.spec.concurrency.total, len(state.todo))
-            pool = stack.enter_context(ProcessPoolExecutor(workers, mp_context=make_context(),
-                                                           initializer=init_worker))
+
+            def make_pool() -> ProcessPoolExecutor:
+                return ProcessPoolExecutor(workers, mp_context=make_context(), initializer=init_worker)
+
+            keys = {m.api_key_env: os.environ[m.api_key_env] for m in run.spec.models
+                    if m.api_key_env and m.api_key_env in os.environ}
             stack.enter_context(progress)
-            scheduler = Scheduler(run, state, pool, config, scripted_url, progress.advance)
+            scheduler = Scheduler(run, state, make_pool, config, scripted_url, progress.advance, keys)
             try:
                 asyncio.run(scheduler.run_all())
             except KeyboardInterrupt:
-                _stop_workers(pool)
-                pool.shutdown(wait=True, cancel_futures=True)
+                scheduler.close(interrupted=True)
                 raise
+            scheduler.close()
     summary = write_summary(run, trials, store)
     return summary, store.root if isinstance(store, LocalStore) else store.location()

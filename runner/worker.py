@@ -10,10 +10,10 @@ being cancelled, writes no record.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import multiprocessing
+import multiprocessing.util
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .store import StoreConfig
@@ -37,6 +37,9 @@ class WorkItem:
     store: StoreConfig
     scripted_base_url: str | None
     infra_attempt: int
+    # The models' API keys, passed explicitly: workers fork from a long-lived forkserver whose environment
+    # is from when it started, and a trial must never depend on process-global state anyway.
+    env: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -52,7 +55,8 @@ def init_worker() -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
     _loop = asyncio.new_event_loop()
     asyncio.set_event_loop(_loop)
-    atexit.register(_close_spare)
+    # Pool workers leave through os._exit, so atexit never runs; multiprocessing's own exit finalizers do.
+    multiprocessing.util.Finalize(None, _close_spare, exitpriority=10)
     import mcpfleet.runner.llm  # noqa: F401 - warm (already imported in the forkserver)
 
 
@@ -76,7 +80,7 @@ async def _run(spec: Any, store: Any, item: WorkItem) -> Any:
         warm = None
     if spec.agent != AgentKind.noop and WarmServer.supports(spec.service):
         _spare = WarmServer(spec.service)
-    ctx = TrialContext(scripted_base_url=item.scripted_base_url, warm=warm)
+    ctx = TrialContext(scripted_base_url=item.scripted_base_url, warm=warm, env=item.env)
     return await run_trial(spec, store, ctx, item.infra_attempt)
 
 

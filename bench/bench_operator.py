@@ -1,0 +1,207 @@
+"""Operator benchmark: a 10,000-trial EvalRun through the real operator against the API emulator.
+
+The operator runs as its own process (`mcpfleet operator`), exactly as in a cluster; the API server is
+tests/kubeemu.py's emulator; an *instant kubelet* stands in for the nodes: for every new trial pod it
+writes the trial's record to the store (as the runner would) and marks the pod Succeeded with the
+runner's termination message. So the numbers are the operator's own costs: planning, API traffic,
+memory, status size and trials per second.
+
+    .venv/bin/python bench/bench_operator.py [--tasks 100 --models 2 --attempts 50] [--concurrency 500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from conftest import make_tiny_pack  # noqa: E402
+from kubeemu import EVALRUN_CRD_PATH, running_emulator  # noqa: E402
+
+from mcpfleet.runner.plan import TrialSpec, plan  # noqa: E402
+from mcpfleet.runner.records import TrialResult, dumps, now_iso  # noqa: E402
+from mcpfleet.runner.spec import parse_evalrun  # noqa: E402
+from mcpfleet.runner.store import LocalStore  # noqa: E402
+
+NS = "default"
+
+
+def spec(name: str, pack: Path, out: Path, models: int, attempts: int, concurrency: int) -> dict[str, Any]:
+    return {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": name, "namespace": NS},
+            "spec": {"models": [{"name": f"m{i}", "model": "scripted/oracle"} for i in range(models)],
+                     "tasks": {"path": str(pack)}, "attempts": attempts,
+                     "concurrency": {"total": concurrency}, "output": {"uri": str(out)}}}
+
+
+class InstantKubelet:
+    """Finishes every new trial pod at once: record first (like the runner), then the pod's status."""
+
+    def __init__(self, url: str, out: Path):
+        self.url, self.out = url, out
+        self.seen: set[str] = set()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.stores: dict[tuple[str, str], LocalStore] = {}
+
+    def store(self, run: str, uid: str) -> LocalStore:
+        if (run, uid) not in self.stores:
+            self.stores[(run, uid)] = LocalStore(self.out / run / uid)
+        return self.stores[(run, uid)]
+
+    async def run(self) -> None:
+        async with aiohttp.ClientSession() as session:
+            self.session = session
+            pending: set[asyncio.Task[None]] = set()
+            rv = ""
+            while True:
+                params = {"watch": "true", "timeoutSeconds": "300"}
+                if rv:
+                    params["resourceVersion"] = rv
+                async with session.get(f"{self.url}/api/v1/namespaces/{NS}/pods", params=params,
+                                       timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as r:
+                    async for line in r.content:
+                        ev = json.loads(line)
+                        pod = ev["object"]
+                        rv = pod["metadata"].get("resourceVersion", rv)
+                        if ev["type"] == "DELETED":
+                            if pod["metadata"]["uid"] in self.seen:
+                                self.in_flight -= 1
+                            continue
+                        if ev["type"] == "ADDED" and pod["metadata"]["uid"] not in self.seen:
+                            self.seen.add(pod["metadata"]["uid"])
+                            self.in_flight += 1
+                            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+                            t = asyncio.create_task(self.finish(pod))
+                            pending.add(t)
+                            t.add_done_callback(pending.discard)
+
+    async def finish(self, pod: dict[str, Any]) -> None:
+        runner = pod["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in runner["env"]}
+        trial = TrialSpec.model_validate_json(env["MCPFLEET_TRIAL"])
+        passed = int(hashlib.sha256(trial.trial_id.encode()).hexdigest(), 16) % 3 != 0
+        now = now_iso()
+        result = TrialResult(run=trial.run, trial_id=trial.trial_id, spec_hash=trial.spec_hash,
+                             model=trial.model.name, litellm_model=trial.model.model, service=trial.service,
+                             task_id=trial.task_id, attempt=trial.attempt, agent=str(trial.agent), passed=passed,
+                             failure=None if passed else "verifier_failed", started_at=now, finished_at=now)
+        store = self.store(trial.run, env["MCPFLEET_RUN_UID"])
+        await asyncio.to_thread(store.commit, trial.trial_id, dumps(result.model_dump(mode="json")))
+        message = json.dumps({"trial_id": trial.trial_id, "passed": passed, "failure": result.failure})
+        status = {"status": {"phase": "Succeeded", "containerStatuses": [{
+            "name": "runner", "ready": False, "restartCount": 0, "image": runner["image"], "imageID": "",
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": message}}}]}}
+        async with self.session.patch(f"{self.url}/api/v1/namespaces/{NS}/pods/{pod['metadata']['name']}/status",
+                                      data=json.dumps(status),
+                                      headers={"Content-Type": "application/merge-patch+json"}) as r:
+            if r.status not in (200, 404):
+                raise RuntimeError(f"status patch failed: {r.status} {await r.text()}")
+
+
+def rss_kib(pid: int) -> tuple[int, int]:
+    """(current RSS, peak RSS) in KiB from /proc."""
+    cur = peak = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                cur = int(line.split()[1])
+            elif line.startswith("VmHWM:"):
+                peak = int(line.split()[1])
+    return cur, peak
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", type=int, default=100)
+    ap.add_argument("--models", type=int, default=2)
+    ap.add_argument("--attempts", type=int, default=50)
+    ap.add_argument("--concurrency", type=int, default=500)
+    ap.add_argument("--create-rate", type=float, default=1000.0)
+    ap.add_argument("--timeout", type=float, default=1800.0)
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="mcpfleet-opbench-"))
+    pack = make_tiny_pack(work / "pack", tasks=args.tasks)
+    out = work / "out"
+    body = spec("sweep", pack, out, args.models, args.attempts, args.concurrency)
+    n = args.tasks * args.models * args.attempts
+
+    t = time.perf_counter()
+    trials = plan(parse_evalrun(body), work)
+    plan_s = time.perf_counter() - t
+    assert len(trials) == n
+
+    with running_emulator(crds=[EVALRUN_CRD_PATH]) as kube:
+        env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig_path), "MCPFLEET_CREATE_RATE": str(args.create_rate),
+               "MCPFLEET_MAX_PODS": str(args.concurrency), "MCPFLEET_STATUS_INTERVAL": "2"}
+        op = subprocess.Popen([str(Path(sys.executable).with_name("mcpfleet")), "operator", "-n", NS], env=env,
+                              stdout=subprocess.DEVNULL, stderr=open(work / "operator.log", "wb"), cwd="/")
+        kubelet = InstantKubelet(kube.url, out)
+        ktask = asyncio.create_task(kubelet.run())
+        try:
+            await asyncio.sleep(3)  # operator up and watching
+            base_rss = rss_kib(op.pid)[0]
+            kube.emulator.reset_counts()
+            start = time.perf_counter()
+            kube.create(body)
+            max_status, samples = 0, []
+            while time.perf_counter() - start < args.timeout:
+                await asyncio.sleep(0.5)
+                obj = kube.get("evalruns", NS, "sweep") or {}
+                status = obj.get("status") or {}
+                size = len(json.dumps(status).encode())
+                max_status = max(max_status, size)
+                samples.append(rss_kib(op.pid)[0])
+                if status.get("phase") in ("Succeeded", "Failed"):
+                    break
+                if op.poll() is not None:
+                    raise RuntimeError(f"operator exited: see {work / 'operator.log'}")
+            wall = time.perf_counter() - start
+            peak = rss_kib(op.pid)[1]
+            counts = dict(kube.emulator.request_counts)
+            final = (kube.get("evalruns", NS, "sweep") or {}).get("status") or {}
+        finally:
+            ktask.cancel()
+            op.terminate()
+            op.wait(timeout=30)
+
+    by_verb: dict[str, float] = collections.defaultdict(float)
+    writes = 0
+    for (verb, resource), c in counts.items():
+        if resource == "pods/status" or verb in ("watch",):
+            continue  # the kubelet's own traffic, and long-lived watches
+        by_verb[f"{verb} {resource}"] += c
+        if verb in ("create", "patch", "update", "delete", "deletecollection"):
+            writes += c
+    print(f"\n{n} trials ({args.tasks} tasks x {args.models} models x {args.attempts} attempts), "
+          f"concurrency {args.concurrency}, create rate {args.create_rate:g}/s; phase {final.get('phase')}, "
+          f"progress {final.get('progress')}, kubelet max in flight {kubelet.max_in_flight}\n")
+    print("| metric | value | target |")
+    print("|---|---|---|")
+    print(f"| time to plan {n} trials | {plan_s:.2f} s | < 1 s |")
+    print(f"| operator API writes per trial | {writes / n:.2f} | <= 3 |")
+    for k, v in sorted(by_verb.items()):
+        print(f"| &nbsp; {k} per trial | {v / n:.3f} | |")
+    print(f"| largest status | {max_status / 1024:.1f} KiB | < 64 KiB |")
+    print(f"| operator peak RSS | {peak / 1024:.0f} MB (idle {base_rss / 1024:.0f} MB) | < 300 MB |")
+    print(f"| wall time | {wall:.1f} s | |")
+    print(f"| trials per second | {n / wall:.1f} | |")
+    print(f"\nwork folder {work}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,119 @@
+"""The ``mcpfleet`` console script as a user runs it: a subprocess, its exit code, stdout and stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from conftest import REPO, TASKS
+from mcpfleet.runner.tasks import discover
+
+MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
+BUNDLED = discover(TASKS)
+
+
+def cli(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # a pipe, as in CI or `| grep`
+    return subprocess.run([str(MCPFLEET), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env=env, stdin=subprocess.DEVNULL)
+
+
+def flat(text: str) -> str:
+    """Rich wraps at 80 columns off a terminal; compare with whitespace folded."""
+    return " ".join(text.split())
+
+
+def evalrun(tmp_path: Path, spec: dict, name: str = "cli") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun",
+                                    "metadata": {"name": name}, "spec": spec}))
+    return path
+
+
+def test_validate_quickstart_prints_the_plan_size() -> None:
+    n = len([t for t in BUNDLED if t.service == "filesystem"])
+    assert n == 15
+    out = cli("validate", "examples/quickstart.yaml")
+    assert out.returncode == 0, out.stderr
+    assert f"examples/quickstart.yaml: valid; 2 model(s) x {n} task(s) x 1 attempt(s) = {2 * n} trials" \
+        in flat(out.stdout)
+
+
+def test_validate_invalid_file_names_the_field_and_exits_2(tmp_path: Path) -> None:
+    path = evalrun(tmp_path, {"models": [{"name": "m", "model": "scripted/oracle"}], "attempts": 0})
+    out = cli("validate", str(path))
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr + out.stdout
+    assert out.stdout == ""
+    assert f"error: invalid EvalRun in {path}:" in flat(out.stderr)
+    assert "spec.attempts: must be >= 1" in [line.strip() for line in out.stderr.splitlines()]
+
+
+def test_validate_missing_file_is_a_clean_error(tmp_path: Path) -> None:
+    out = cli("validate", str(tmp_path / "nope.yaml"))
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert "(file): cannot read: No such file or directory" in out.stderr
+
+
+def test_error_messages_are_printed_verbatim_not_as_rich_markup(tmp_path: Path) -> None:
+    """BUG: cli._fail interpolates the message into rich markup, so '[a-z0-9]' in a pattern is eaten as a
+    style tag and the user is told the wrong pattern ('^([-.a-z0-9]*)?$')."""
+    path = evalrun(tmp_path, {"models": [{"name": "m", "model": "openai/gpt-5",
+                                          "apiKeySecretRef": {"name": "Bad_Name", "key": "k"}}]})
+    out = cli("validate", str(path))
+    assert out.returncode == 2
+    assert "spec.models[0].apiKeySecretRef.name: must match ^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$" in out.stderr
+
+
+def test_tasks_list_counts_all_bundled_tasks() -> None:
+    out = cli("tasks", "list")
+    assert out.returncode == 0, out.stderr
+    assert f"15 tasks in {TASKS}" in out.stdout
+    rows = [line for line in out.stdout.splitlines() if line.startswith("│ filesystem/standard/")]
+    assert len(rows) == 15
+
+
+def test_tasks_list_prints_whole_task_ids_off_a_terminal() -> None:
+    """At rich's default 80 columns (any pipe) the id column used to be cut ('.../apply_late…')."""
+    out = cli("tasks", "list")
+    missing = [t.id for t in BUNDLED if t.id not in out.stdout]
+    assert not missing, out.stdout
+
+
+def test_trial_prints_one_json_line_and_writes_the_record(tmp_path: Path, session_pack: Path,
+                                                          scripted_url: str) -> None:
+    path = evalrun(tmp_path, {"models": [{"name": "oracle", "model": "scripted/oracle"}],
+                              "tasks": {"path": str(session_pack)}, "output": {"uri": str(tmp_path / "runs")}})
+    task = "filesystem/standard/tiny/move_todo_1"
+    out = cli("trial", str(path), "--model", "oracle", "--task", task, "--scripted-url", scripted_url)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 1, out.stdout
+    trial_id = "oracle.filesystem.standard.tiny.move_todo_1.1"
+    assert json.loads(lines[0]) == {"trial_id": trial_id, "passed": True, "failure": None}
+    record = tmp_path / "runs" / "cli" / "trials" / trial_id
+    result = json.loads((record / "result.json").read_text())
+    assert (result["passed"], result["task_id"], result["attempt"], result["run"]) == (True, task, 1, "cli")
+    assert result["verifier"]["exit_code"] == 0
+    assert (record / "messages.json").is_file() and (record / "meta.json").is_file()
+    assert [p.name for p in (tmp_path / "runs" / "cli" / "trials").iterdir()] == [trial_id]  # only that trial
+
+
+def test_trial_not_in_the_plan_exits_2(tmp_path: Path, session_pack: Path) -> None:
+    path = evalrun(tmp_path, {"models": [{"name": "oracle", "model": "scripted/oracle"}],
+                              "tasks": {"path": str(session_pack)}, "output": {"uri": str(tmp_path / "runs")}})
+    out = cli("trial", str(path), "--model", "other", "--task", "filesystem/standard/tiny/move_todo_0")
+    assert out.returncode == 2
+    assert "no trial (model=other, task=filesystem/standard/tiny/move_todo_0, attempt=1)" in flat(out.stderr)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_crd_output_is_the_committed_crd() -> None:
+    out = cli("crd")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == (REPO / "crds" / "evalrun.yaml").read_text()
