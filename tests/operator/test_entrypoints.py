@@ -1,0 +1,45 @@
+"""Both documented ways to start the operator work as processes: `mcpfleet operator` and
+`kopf run -m mcpfleet.operator` (each validates an EvalRun it is given and writes its status)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kubeemu import RunningEmulator
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.mark.parametrize("argv", [
+    [str(BIN / "mcpfleet"), "operator", "-n", "default"],
+    [str(BIN / "kopf"), "run", "--standalone", "-n", "default", "-m", "mcpfleet.operator"],
+], ids=["mcpfleet-operator", "kopf-run-module"])
+def test_operator_process_handles_an_evalrun(kube: RunningEmulator, argv: list[str], tmp_path: Path) -> None:
+    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig_path)}
+    log = open(tmp_path / "operator.log", "wb")
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd="/")
+    try:
+        kube.create({"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun",
+                     "metadata": {"name": "dup", "namespace": "default"},
+                     "spec": {"models": [{"name": "a", "model": "scripted/noop"},
+                                         {"name": "a", "model": "scripted/oracle"}]}})
+        deadline = time.monotonic() + 30
+        status: dict = {}
+        while time.monotonic() < deadline and status.get("phase") != "Failed":
+            assert proc.poll() is None, (tmp_path / "operator.log").read_text()[-3000:]
+            time.sleep(0.2)
+            status = (kube.get("evalruns", "default", "dup") or {}).get("status") or {}
+        assert status.get("phase") == "Failed", (tmp_path / "operator.log").read_text()[-3000:]
+        (valid,) = [c for c in status["conditions"] if c["type"] == "Valid"]
+        assert valid["status"] == "False" and valid["reason"] == "InvalidSpec"
+        assert "spec.models: model names must be unique; 'a' appears twice" in valid["message"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
