@@ -83,6 +83,7 @@ def runner_env(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry
         {"name": "MCPFLEET_OUTPUT_URI", "value": out.uri},
         {"name": "MCPFLEET_RUN_UID", "value": run.metadata.uid or ""},
         {"name": "MCP_PORT", "value": str(settings.mcp_port)},
+        {"name": "METRICS_PORT", "value": str(settings.metrics_port)},
         {"name": "TZ", "value": "UTC"},
         {"name": "HOME", "value": "/tmp"},
     ]
@@ -167,7 +168,8 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
             "image": runner_image,
             "command": ["mcpfleet", "trial"],
             "args": ["--mcp-url", "http://localhost:$(MCP_PORT)/mcp", "--state-dir", STATE_MOUNT,
-                     "--termination-log", TERMINATION_LOG],
+                     "--termination-log", TERMINATION_LOG, "--metrics-port", "$(METRICS_PORT)"],
+            "ports": [{"name": "metrics", "containerPort": settings.metrics_port, "protocol": "TCP"}],
             "env": runner_env(run, trial, settings, retry),
             "volumeMounts": [state_mount, {"name": "tmp", "mountPath": "/tmp"}],
             "resources": _resources(pod.resources),

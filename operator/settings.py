@@ -17,6 +17,8 @@ class OperatorSettings(BaseModel):
     tasks_root: str = Field(default="/opt/mcpfleet/tasks",
                             description="Where the task packs are bundled, in the operator's and runner's images.")
     mcp_port: int = 8000
+    metrics_port: int = Field(default=9100, description="Trial pods serve /metrics here (PodMonitor port 'metrics').")
+    operator_metrics_port: int = Field(default=9090, description="The operator serves /metrics here.")
     max_pods: int = Field(default=200, ge=1, description="Trial pods in flight across all EvalRuns.")
     create_rate: float = Field(default=20.0, gt=0, description="Pod creations per second, per operator.")
     status_interval: float = Field(default=2.0, gt=0, description="Seconds between status writes of a run.")

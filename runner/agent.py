@@ -15,6 +15,7 @@ from typing import Any
 from mcp import ClientSession
 
 from .mcp_client import result_text, tool_to_openai
+from .metrics import TrialMetrics
 from .tasks import Task
 
 # Why the agent stopped. "completed" means the model ended with a message and no tool calls.
@@ -107,7 +108,7 @@ async def call_tool(session: ClientSession, known: set[str], name: str, raw_args
 
 
 async def run_llm_agent(session: ClientSession, task: Task, target: Any, *, max_turns: int,
-                        timeout_s: float, tool_timeout_s: float) -> AgentRun:
+                        timeout_s: float, tool_timeout_s: float, metrics: TrialMetrics | None = None) -> AgentRun:
     """The tool-calling loop: ask, execute every tool call, repeat until the model stops or a limit hits."""
     from . import llm  # heavy import, paid once per warm worker
 
@@ -134,6 +135,9 @@ async def run_llm_agent(session: ClientSession, task: Task, target: Any, *, max_
                 u = llm.usage_of(response, target)
                 turn.input_tokens, turn.output_tokens = u.input_tokens, u.output_tokens
                 turn.reasoning_tokens, turn.cached_tokens, turn.cost_usd = u.reasoning_tokens, u.cached_tokens, u.cost_usd
+                if metrics is not None:
+                    metrics.turn(seconds, retries, {"input": u.input_tokens, "output": u.output_tokens,
+                                                    "reasoning": u.reasoning_tokens, "cached": u.cached_tokens})
                 choice = response.choices[0]
                 turn.finish_reason = getattr(choice, "finish_reason", None)
                 message = choice.message
@@ -156,6 +160,8 @@ async def run_llm_agent(session: ClientSession, task: Task, target: Any, *, max_
                     text, rec = await call_tool(session, known, c.function.name or "", c.function.arguments or "",
                                                 c.id, tool_timeout_s)
                     turn.tool_calls.append(rec)
+                    if metrics is not None:
+                        metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)
                     run.messages.append({"role": "tool", "tool_call_id": c.id, "content": text})
             run.stop_reason = STOP_TURN_LIMIT
     except TimeoutError:
@@ -163,7 +169,8 @@ async def run_llm_agent(session: ClientSession, task: Task, target: Any, *, max_
     return run
 
 
-async def run_oracle_agent(session: ClientSession, task: Task, root: str, *, tool_timeout_s: float) -> AgentRun:
+async def run_oracle_agent(session: ClientSession, task: Task, root: str, *, tool_timeout_s: float,
+                           metrics: TrialMetrics | None = None) -> AgentRun:
     """Replay the task's oracle directly on the MCP session (no LLM): proves the task is solvable."""
     listed = await session.list_tools()
     known = {t.name for t in listed.tools}
@@ -175,6 +182,8 @@ async def run_oracle_agent(session: ClientSession, task: Task, root: str, *, too
             {"id": call_id, "type": "function", "function": {"name": step.tool, "arguments": raw}}]})
         text, rec = await call_tool(session, known, step.tool, raw, call_id, tool_timeout_s)
         run.turns.append(TurnRecord(index=index, tool_calls=[rec]))
+        if metrics is not None:
+            metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)
         run.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
     run.final_text = "Oracle solution applied."
     run.messages.append({"role": "assistant", "content": run.final_text})

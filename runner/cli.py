@@ -65,6 +65,7 @@ def trial(evalrun: Annotated[Optional[Path], typer.Argument(
           scripted_url: Annotated[Optional[str], typer.Option(envvar="MCPFLEET_SCRIPTED_URL",
                                                               help="Scripted model server base URL.")] = None,
           termination_log: Annotated[Optional[Path], typer.Option(help="Where to write the JSON outcome.")] = None,
+          metrics_port: Annotated[Optional[int], typer.Option(help="Serve Prometheus /metrics on this port.")] = None,
           ) -> None:
     """Run exactly one trial and write its record (the command a trial pod runs).
 
@@ -98,7 +99,12 @@ def trial(evalrun: Annotated[Optional[Path], typer.Argument(
         chosen = trials[0]
         store = open_store(spec.spec.output, spec.name, evalrun.resolve().parent)
     infra_attempt = int(os.environ.get("MCPFLEET_INFRA_ATTEMPT", "1"))
-    ctx = TrialContext(scripted_base_url=scripted_url, mcp_url=mcp_url, state_dir=state_dir)
+    if metrics_port:
+        from .metrics import serve
+
+        serve(metrics_port)
+    ctx = TrialContext(scripted_base_url=scripted_url, mcp_url=mcp_url, state_dir=state_dir,
+                       metrics=bool(metrics_port))
     result = asyncio.run(run_trial(chosen, store, ctx, infra_attempt))
     # One short JSON line: the pod's termination message and a script's parseable output.
     line = json.dumps({"trial_id": result.trial_id, "passed": result.passed, "failure": result.failure})

@@ -20,6 +20,7 @@ from typing import Any
 
 from . import agent as agents
 from .mcp_client import connect_http, connect_stdio
+from .metrics import TrialMetrics
 from .outcome import classify
 from .plan import TrialSpec
 from .records import Timings, Totals, TrialResult, VerifierRecord, dumps, mcpmark_meta, now_iso, redact, \
@@ -46,6 +47,7 @@ class TrialContext:
     env: dict[str, str] | None = None    # where API keys are looked up; defaults to the process environment
     backoff_initial: float = 1.0
     warm: WarmServer | None = None       # a server already started on an empty state folder (workers)
+    metrics: bool = False                # record Prometheus metrics (a pod serving /metrics)
 
 
 POD_API_KEY_ENV = "MCPFLEET_MODEL_API_KEY"  # where a trial pod receives the key of apiKeySecretRef
@@ -106,13 +108,15 @@ async def _run_agent(spec: TrialSpec, task: Task, state_dir: Path, ctx: TrialCon
             session = await stack.enter_async_context(connect_stdio(cmd, log, cwd=state_dir))
         timings.mcp_start = time.perf_counter() - t
         t = time.perf_counter()
+        metrics = TrialMetrics(spec.run, spec.model.name, spec.service) if ctx.metrics else None
         try:
             if spec.agent == AgentKind.oracle:
-                return await agents.run_oracle_agent(session, task, str(state_dir),
+                return await agents.run_oracle_agent(session, task, str(state_dir), metrics=metrics,
                                                      tool_timeout_s=spec.limits.tool_call_timeout_seconds)
             return await agents.run_llm_agent(
                 session, task, llm_target(spec.model, spec, ctx), max_turns=spec.limits.max_turns,
-                timeout_s=spec.limits.timeout_seconds, tool_timeout_s=spec.limits.tool_call_timeout_seconds)
+                timeout_s=spec.limits.timeout_seconds, tool_timeout_s=spec.limits.tool_call_timeout_seconds,
+                metrics=metrics)
         finally:
             timings.agent = time.perf_counter() - t
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install everything mcpfleet needs on a fresh Debian 12 machine, idempotently:
+# Install everything mcpfleet needs on a fresh Debian 12 machine, idempotently (`--test`: also what the
+# tests need: Debian's chromium and prometheus):
 #   - Node.js (for the pinned MCP servers) from Debian if missing,
 #   - the MCP servers at the versions pinned in servers/package-lock.json (npm ci; never fetched at run time),
 #   - a project virtualenv in .venv with mcpfleet and its test dependencies.
@@ -14,6 +15,11 @@ need_apt=()
 command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+if [ "${1:-}" = "--test" ]; then
+  # The tests also render reports in a real browser and scrape metrics with a real Prometheus.
+  command -v chromium >/dev/null || need_apt+=(chromium)
+  command -v prometheus >/dev/null || need_apt+=(prometheus)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: apt-get install ${need_apt[*]}"
   $SUDO apt-get update -qq
