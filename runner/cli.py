@@ -185,6 +185,33 @@ def scripted_server(tasks: Annotated[list[Path], typer.Option("--tasks", help="T
     serve(tasks, host=host, port=port, latency=latency)
 
 
+@app.command()
+def report(runs: Annotated[list[str], typer.Argument(
+               help="Run roots: a local run folder (holding summary.json and trials/), or s3://bucket/prefix/RUN "
+                    "(s3://bucket/prefix/RUN/UID for an operator run).")],
+           output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write.")] = Path("report.html"),
+           endpoint_url: Annotated[Optional[str], typer.Option(help="S3 endpoint for non-AWS stores.")] = None,
+           region: Annotated[Optional[str], typer.Option(help="S3 region.")] = None,
+           title: Annotated[Optional[str], typer.Option(help="Page title.")] = None) -> None:
+    """Write one self-contained HTML report (leaderboard and plots) over one or more runs."""
+    from .report import ReportError, write_report
+    from .store import StoreError
+    from .summary_table import summary_table
+
+    try:
+        loaded = write_report(runs, output, endpoint_url=endpoint_url, region=region, title=title)
+    except (ReportError, StoreError, ValueError) as exc:
+        _fail(str(exc))
+    for run in loaded:
+        summary = dict(run.summary)
+        if summary.get("trials_planned") is None:
+            summary["trials_planned"] = "?"
+        console.print(summary_table(summary))
+        for note in run.notes:
+            console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+    console.print(f"report: {output}")
+
+
 @tasks_app.command("list")
 def tasks_list(path: Annotated[Path, typer.Argument(help="Task pack root.")] = DEFAULT_TASKS) -> None:
     """List the tasks of a pack."""
