@@ -41,6 +41,10 @@ def run(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")],
     from .store import StoreError
     from .summary_table import summary_table
 
+    import signal
+
+    # SIGTERM (kill, timeout, CI cancellation) takes the same clean path as Ctrl-C: no orphaned servers.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         spec = load_evalrun(evalrun)
         summary, root = execute(spec, evalrun.resolve().parent, new_run=new_run, concurrency=concurrency,

@@ -76,9 +76,13 @@ def reconcile_records(run: EvalRun, trials: list[TrialSpec], store: ResultStore)
         else:
             skipped += 1
     if conflicts:
-        before = f" (was {previous['spec_hash']}, now {spec_hash(run)})" if previous else ""
+        now = spec_hash(run)
+        if previous and previous.get("spec_hash") != now:
+            what = f"a different spec (was {previous['spec_hash']}, now {now})"
+        else:
+            what = "different task content (a task's files or initial state changed since)"
         raise RunRefused(
-            f"run '{run.name}' in {store.location()} was recorded with a different spec{before}: "
+            f"run '{run.name}' in {store.location()} was recorded with {what}: "
             f"{len(conflicts)} recorded trial(s) would mean something else now, e.g. {conflicts[0]}.\n"
             f"Give the changed EvalRun a new metadata.name, pass --new-run to write it under a fresh name, "
             f"or move the old folder away. (Adding models or attempts is fine; changing a model, limits, "

@@ -188,12 +188,24 @@ async def run_trial(spec: TrialSpec, store: ResultStore, ctx: TrialContext | Non
         if server_log:
             files["mcp_server.log"] = server_log
         files = {k: redact(v, secrets) for k, v in files.items()}
-        await asyncio.to_thread(store.write_files, spec.trial_id, files)
-        # result.json carries the record phase's time up to its own (single, small) write.
-        timings.record = time.perf_counter() - t
-        timings.total = time.perf_counter() - t_total
-        result.timings, result.finished_at = timings, now_iso()
-        await asyncio.to_thread(store.commit, spec.trial_id, redact(dumps(result.model_dump(mode="json")), secrets))
+
+        async def write() -> None:
+            await asyncio.to_thread(store.write_files, spec.trial_id, files)
+            # result.json carries the record phase's time up to its own (single, small) write.
+            timings.record = time.perf_counter() - t
+            timings.total = time.perf_counter() - t_total
+            result.timings, result.finished_at = timings, now_iso()
+            await asyncio.to_thread(store.commit, spec.trial_id,
+                                    redact(dumps(result.model_dump(mode="json")), secrets))
+
+        # A finished trial is recorded whole: a cancellation arriving now waits for the (short) writes,
+        # so no folder is ever left with files but no result.json.
+        writing = asyncio.ensure_future(write())
+        try:
+            await asyncio.shield(writing)
+        except asyncio.CancelledError:
+            await writing
+            raise
         return result
     finally:
         if ctx.warm is not None:

@@ -61,13 +61,13 @@ def test_validate_missing_file_is_a_clean_error(tmp_path: Path) -> None:
 
 
 def test_error_messages_are_printed_verbatim_not_as_rich_markup(tmp_path: Path) -> None:
-    """BUG: cli._fail interpolates the message into rich markup, so '[a-z0-9]' in a pattern is eaten as a
-    style tag and the user is told the wrong pattern ('^([-.a-z0-9]*)?$')."""
+    """Messages go through rich: unescaped, '[a-z0-9]' in a pattern was eaten as a style tag and the user
+    was told the wrong pattern ('^([-.a-z0-9]*)?$') before 5204db7."""
     path = evalrun(tmp_path, {"models": [{"name": "m", "model": "openai/gpt-5",
                                           "apiKeySecretRef": {"name": "Bad_Name", "key": "k"}}]})
     out = cli("validate", str(path))
     assert out.returncode == 2
-    assert "spec.models[0].apiKeySecretRef.name: must match ^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$" in out.stderr
+    assert "spec.models[0].apiKeySecretRef.name: must match ^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$" in flat(out.stderr)
 
 
 def test_tasks_list_counts_all_bundled_tasks() -> None:

@@ -1,6 +1,6 @@
 """``mcpfleet run`` end to end: real warm workers, the real scripted model server, the real filesystem MCP
 server and real verifiers. Scores, concurrency caps, interleaving, resume, refusals, infra retries,
-Ctrl-C and credentials.
+Ctrl-C, SIGTERM and credentials.
 """
 
 from __future__ import annotations
@@ -249,8 +249,16 @@ def test_changed_spec_is_refused_new_run_and_more_attempts_are_not(tmp_path: Pat
     err = flat(out.stderr)
     assert "run 'change'" in err and "new metadata.name" in err and "--new-run" in err
 
-    out = cli("run", str(changed), "--no-progress", "--new-run")
-    assert out.returncode == 0, out.stderr
+    # A finished CLI run leaves nothing in $TMPDIR: each worker's spare MCP server (started in a fresh
+    # mcpfleet-trial-* folder for its next trial) is closed at worker exit. An atexit hook never ran in
+    # forkserver children, which leave through os._exit: one folder per worker leaked before 5204db7.
+    tmpdir = Path(tempfile.mkdtemp(prefix="mcpf-"))
+    try:
+        out = cli("run", str(changed), "--no-progress", "--new-run", env={**os.environ, "TMPDIR": str(tmpdir)})
+        assert out.returncode == 0, out.stderr
+        assert not sorted(p.name for p in tmpdir.iterdir())
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
     fresh = tmp_path / "runs" / "change-2"
     recs = results(fresh)
     assert list(recs) == ["oracle.filesystem.standard.tiny.move_todo_0.1"]
@@ -263,10 +271,26 @@ def test_changed_spec_is_refused_new_run_and_more_attempts_are_not(tmp_path: Pat
     more = write_run(tmp_path, "change", [ORACLE], file="more.yaml", attempts=2, **base)
     summary, _ = run_file(more)
     assert (summary["trials_planned"], summary["trials_recorded"], summary["complete"]) == (2, 2, True)
-    now = mtimes(root)
-    assert now["oracle.filesystem.standard.tiny.move_todo_0.1"] == first["oracle.filesystem.standard.tiny.move_todo_0.1"]
-    assert results(root)["oracle.filesystem.standard.tiny.move_todo_0.2"]["passed"] is True
+    one, two = "oracle.filesystem.standard.tiny.move_todo_0.1", "oracle.filesystem.standard.tiny.move_todo_0.2"
+    assert mtimes(root)[one] == first[one]
+    assert results(root)[two]["passed"] is True
     assert row(summary, "oracle")["pass_hat_k"] == 1.0
+
+
+def test_edited_task_refusal_does_not_claim_a_spec_change(tmp_path: Path) -> None:
+    """A task edited after its trials were recorded (here its verifier) changes their hashes but not the
+    run's spec hash; the refusal then claimed a 'different spec (was H, now H)' with the same H twice."""
+    path = write_run(tmp_path, "edited", [ORACLE], tasks={"include": ["*/move_todo_0"]})
+    summary, root = run_file(path)
+    assert summary["complete"]
+    verify = tmp_path / "pack" / TASK0 / "verify.py"
+    verify.write_text(verify.read_text() + "# stricter now\n")
+    with pytest.raises(RunRefused) as info:
+        run_file(path)
+    msg = str(info.value)
+    assert "oracle.filesystem.standard.tiny.move_todo_0.1" in msg
+    h = summary["spec_hash"]
+    assert f"(was {h}, now {h})" not in msg
 
 
 # ------------------------------------------------------------------------------------- infra retries
@@ -294,8 +318,8 @@ def test_infra_errors_are_retried_up_to_the_limit_and_again_on_rerun(tmp_path: P
 
 
 def test_rerun_after_fixing_the_infra_cause_retries_instead_of_refusing(tmp_path: Path) -> None:
-    """BUG: the fix (providing the missing state) changes the task digest, so resume calls the
-    infra_error record a conflicting outcome and refuses the run, although it measured nothing."""
+    """Providing the missing state changes the task digest; an infra_error record measured nothing, so it
+    must be rerun, not reported as a conflicting outcome (which refused the run before 5204db7)."""
     states = tmp_path / "states"
     states.mkdir()
     tasks = {"statesPath": str(states), "include": ["*/move_todo_0"]}
@@ -311,8 +335,8 @@ def test_rerun_after_fixing_the_infra_cause_retries_instead_of_refusing(tmp_path
 
 
 def test_a_worker_killed_mid_run_is_an_infra_error_not_a_crash(tmp_path: Path) -> None:
-    """BUG: any abrupt worker death breaks the ProcessPoolExecutor; the retry's submit raises
-    BrokenProcessPool out of execute() (a traceback from `mcpfleet run`) instead of retrying."""
+    """An abrupt worker death breaks the ProcessPoolExecutor; the launcher must replace the pool and retry
+    the lost trials as infra errors (before 5204db7 BrokenProcessPool escaped execute() as a traceback)."""
     forkserver = ensure_forkserver()
     slow = {"name": "slow", "model": "scripted/oracle?latency=0.3"}
     path = write_run(tmp_path, "killed", [slow], tasks={"include": ["*/move_todo_[01]"]},
@@ -341,84 +365,121 @@ def test_a_worker_killed_mid_run_is_an_infra_error_not_a_crash(tmp_path: Path) -
     assert max(r["infra_attempts"] for r in results(root).values()) == 2
 
 
-def test_a_finished_run_leaves_no_temp_folders_behind(tmp_path: Path) -> None:
-    """BUG: each worker starts a spare MCP server in a fresh mcpfleet-trial-* folder for its next trial and
-    closes it in an atexit hook; forkserver children leave through os._exit, so atexit never runs and
-    every `mcpfleet run` leaves one folder per worker in $TMPDIR."""
-    path = write_run(tmp_path, "tidy", [ORACLE], tasks={"exclude": ["*/move_todo_2"]}, concurrency={"total": 2})
-    tmpdir = Path(tempfile.mkdtemp(prefix="mcpf-"))
-    try:
-        out = cli("run", str(path), "--no-progress", env={**os.environ, "TMPDIR": str(tmpdir)})
-        assert out.returncode == 0, out.stderr
-        assert json.loads((tmp_path / "runs" / "tidy" / "summary.json").read_text())["complete"] is True
-        left = sorted(p.name for p in tmpdir.glob("mcpfleet-*"))
-        assert not left
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+# ------------------------------------------------------------------------------------- signals (CLI)
 
+class SlowCliRun:
+    """`mcpfleet run --no-progress` of 3 slow tiny tasks x 2 attempts at concurrency 2, as a process group
+    of its own (like a shell job), with output in files (leftover children must not hold a pipe open)
+    and a private short TMPDIR that every trial folder, and so every MCP server's argv, carries."""
 
-# ----------------------------------------------------------------------------------------------- Ctrl-C
+    def __init__(self, tmp_path: Path, name: str):
+        slow = {"name": "slow", "model": "scripted/oracle?latency=0.5"}
+        self.path = write_run(tmp_path, name, [slow], attempts=2, concurrency={"total": 2})
+        self.root = tmp_path / "runs" / name
+        self.tmpdir = tempfile.mkdtemp(prefix="mcpf-")
+        self.marks = (self.tmpdir, str(tmp_path))
+        self.out, self.err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+        with open(self.out, "w") as out, open(self.err, "w") as err:
+            self.proc = subprocess.Popen([str(MCPFLEET), "run", str(self.path), "--no-progress"], stdout=out,
+                                         stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
+                                         env={**os.environ, "TMPDIR": self.tmpdir})
 
-def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path: Path) -> None:
-    slow = {"name": "slow", "model": "scripted/oracle?latency=0.5"}
-    path = write_run(tmp_path, "ctrlc", [slow], attempts=2, concurrency={"total": 2})
-    root = tmp_path / "runs" / "ctrlc"
-    # A short private TMPDIR: every trial's workdir (and so its MCP server's argv) carries it.
-    tmpdir = tempfile.mkdtemp(prefix="mcpf-")
-    env = {**os.environ, "TMPDIR": tmpdir}
-    marks = (tmpdir, str(tmp_path))
-    proc = subprocess.Popen([str(MCPFLEET), "run", str(path), "--no-progress"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env,
-                            start_new_session=True)
+    def ours(self) -> list[tuple[int, int, int, str]]:
+        """Live processes of this run: its session (forkserver, workers) or naming its folders."""
+        return [p for p in proc_table() if p[0] != self.proc.pid
+                and (p[2] == self.proc.pid or any(m in p[3] for m in self.marks))]
 
-    def ours() -> list[tuple[int, int, int, str]]:
-        return [p for p in proc_table()
-                if p[0] != proc.pid and (p[2] == proc.pid or any(m in p[3] for m in marks))]
-
-    try:
+    def wait_for_first_record(self) -> None:
         seen_servers = seen_model = False
         deadline = time.monotonic() + 60
-        while not list((root / "trials").glob("*/result.json")):
-            assert proc.poll() is None, proc.communicate()
+        while not list((self.root / "trials").glob("*/result.json")):
+            assert self.proc.poll() is None, self.err.read_text()
             assert time.monotonic() < deadline, "no trial finished within 60 s"
-            procs = ours()
+            procs = self.ours()
             seen_servers |= any("mcp-server-filesystem" in p[3] for p in procs)
             seen_model |= any("scripted_model" in p[3] for p in procs)
             time.sleep(0.05)
-        assert seen_servers and seen_model  # the leftover scan below can see what it looks for
-        os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
-        t0 = time.monotonic()
-        out, err = proc.communicate(timeout=20)
-        assert time.monotonic() - t0 < 10
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        assert seen_servers and seen_model  # the leftover scan can see what it looks for
+
+    def leftovers(self, grace: float = 5.0) -> list[tuple[int, int, int, str]]:
+        deadline = time.monotonic() + grace
+        while (left := self.ours()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return left
+
+    def cleanup(self) -> None:
+        """Kill whatever this run left behind (by pid), so a failing test does not leak processes."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        for pid, *_ in self.ours():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def check_interrupted_records(root: Path) -> set[str]:
+    """Records after an interruption: whole, all passed (no trial failed because the signal killed its
+    MCP server or verifier), some trials not run, and no folder without its result.json (the record
+    phase finishes even when the cancellation arrives in the middle of it)."""
+    folders = {p.name for p in (root / "trials").iterdir()}
+    recs = results(root)
+    unfinished = folders - set(recs)
+    assert not unfinished, unfinished
+    assert 1 <= len(recs) < 6  # it really was interrupted
+    assert all(r["passed"] for r in recs.values()), {k: r["failure"] for k, r in recs.items()}
+    return unfinished
+
+
+def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = SlowCliRun(tmp_path, "ctrlc")
     try:
-        assert proc.returncode == 130, (out, err)
+        run.wait_for_first_record()
+        os.killpg(run.proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+        t0 = time.monotonic()
+        code = run.proc.wait(timeout=20)
+        assert time.monotonic() - t0 < 10
+        err = run.err.read_text()
+        assert code == 130, err
         assert "Traceback" not in err
         assert "run the same command again to resume" in flat(err)
 
-        folders = list((root / "trials").iterdir())
-        recs = results(root)
-        assert sorted(recs) == sorted(p.name for p in folders)  # no half-written trial folder
-        assert 1 <= len(recs) < 6  # it really was interrupted
-        assert all(r["passed"] for r in recs.values()), {k: r["failure"] for k, r in recs.items()}
-
-        leftovers = ours()
-        deadline = time.monotonic() + 5
-        while leftovers and time.monotonic() < deadline:
-            time.sleep(0.1)
-            leftovers = ours()
-        assert not leftovers
+        unfinished = check_interrupted_records(run.root)
+        assert not run.leftovers()
+        assert not [p.name for p in Path(run.tmpdir).glob("mcpfleet-*")]  # no trial or spare-server folder
     finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+        run.cleanup()
 
-    interrupted = mtimes(root)
-    summary, _ = run_file(path, concurrency=4)  # the concurrency override does not change the spec hash
+    interrupted = mtimes(run.root)
+    capsys.readouterr()
+    summary, _ = run_file(run.path, concurrency=4)  # the concurrency override does not change the spec hash
+    discarded = "discarded 1 unfinished trial folder(s)" in capsys.readouterr().out
+    assert discarded == bool(unfinished)
     assert (summary["trials_planned"], summary["trials_recorded"], summary["complete"]) == (6, 6, True)
+    assert sorted(results(run.root)) == sorted(p.name for p in (run.root / "trials").iterdir())
     assert row(summary, "slow")["pass_at_1"] == 1.0
-    assert {k: v for k, v in mtimes(root).items() if k in interrupted} == interrupted
+    assert {k: v for k, v in mtimes(run.root).items() if k in interrupted} == interrupted
+
+
+def test_sigterm_stops_the_run_without_orphans(tmp_path: Path) -> None:
+    """BUG: `kill <pid>` (also `timeout`, CI cancellation, `docker stop`) kills the launcher without any
+    cleanup: the scripted model server (own session), the forkserver and the workers (blocked on the
+    pool's queue, SIGTERM only sets a flag) stay alive for good."""
+    run = SlowCliRun(tmp_path, "term")
+    try:
+        run.wait_for_first_record()
+        run.proc.send_signal(signal.SIGTERM)  # the launcher process only, as `kill <pid>` does
+        t0 = time.monotonic()
+        code = run.proc.wait(timeout=20)
+        assert time.monotonic() - t0 < 10
+        assert code != 0
+        check_interrupted_records(run.root)
+        left = run.leftovers()
+        assert not left, [p[3][:100] for p in left]
+    finally:
+        run.cleanup()
 
 
 # -------------------------------------------------------------------------------------------- credentials
@@ -452,9 +513,9 @@ def test_secret_ref_alone_is_refused_locally(tmp_path: Path) -> None:
 
 def test_api_key_exported_after_an_earlier_run_reaches_the_workers(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripted_url: str, session_pack: Path) -> None:
-    """BUG: workers fork from a forkserver that lives for the whole process and holds the environment of
-    its start. execute() checks the key in os.environ, but a worker of a later execute() in the same
-    process (a notebook, a test session, a sweep script) never sees it: the LLM call goes out without it."""
+    """Workers fork from a forkserver that lives for the whole process and keeps the environment of its
+    start: a key exported after an earlier run (a notebook, a test session, a sweep script) passes
+    check_credentials, so it must reach the workers too (before 5204db7 the call went out without it)."""
     ensure_forkserver()  # an earlier run in this process started it
     monkeypatch.setenv("MCPFLEET_TEST_LATE_KEY", "sk-test-late-123456")
     keyed = {"name": "keyed", "model": "openai/oracle", "apiBase": scripted_url, "apiKeyEnv": "MCPFLEET_TEST_LATE_KEY"}
