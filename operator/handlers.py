@@ -7,6 +7,7 @@ from typing import Any
 
 import kopf
 
+from . import metrics
 from .kube import PLURAL, VERSION, Kube, api_client
 from .manifests import GROUP, LABEL_RUN_UID
 from .reconciler import Reconciler, Shared
@@ -17,6 +18,11 @@ from .settings import OperatorSettings
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     cfg = OperatorSettings.from_env()
     memo["shared"] = Shared(settings=cfg, kube=Kube(await api_client()))
+    if cfg.operator_metrics_port:
+        try:
+            memo["metrics_server"] = metrics.serve(cfg.operator_metrics_port)
+        except OSError as exc:  # metrics must never keep the operator from running
+            logging.getLogger(__name__).warning("metrics port %s unavailable: %s", cfg.operator_metrics_port, exc)
     settings.persistence.finalizer = f"{GROUP}/finalizer"
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 600
@@ -28,6 +34,10 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     shared: Shared | None = memo.get("shared")
     if shared is not None:
         await shared.kube.api.close()
+    server = memo.get("metrics_server")
+    if server is not None:
+        server[0].shutdown()
+        server[0].server_close()
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)

@@ -11,6 +11,7 @@ from typing import Any
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from . import metrics
 from .manifests import GROUP
 
 VERSION = "v1alpha1"
@@ -39,8 +40,10 @@ class Kube:
         try:
             resp = await self.core.create_namespaced_pod(namespace, pod, _preload_content=False)
             resp.release()
+            _count("create", "pods", 201)
             return True
         except ApiException as exc:
+            _count("create", "pods", exc.status)
             if exc.status == 409:
                 return False
             raise
@@ -50,12 +53,15 @@ class Kube:
             resp = await self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0,
                                                          _preload_content=False)
             resp.release()
+            _count("delete", "pods", 200)
         except ApiException as exc:
+            _count("delete", "pods", exc.status)
             if exc.status != 404:
                 raise
 
     async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         resp = await self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
+        _count("list", "pods", resp.status)
         data = await resp.json()
         return list(data.get("items") or [])
 
@@ -63,4 +69,9 @@ class Kube:
         resp = await self.custom.patch_namespaced_custom_object_status(
             GROUP, VERSION, namespace, PLURAL, name, {"status": status}, _content_type=MERGE,
             _preload_content=False)
+        _count("patch", "evalruns/status", resp.status)
         resp.release()
+
+
+def _count(verb: str, resource: str, code: int | None) -> None:
+    metrics.API_REQUESTS.labels(verb, resource, str(code or 0)).inc()

@@ -1,0 +1,75 @@
+"""The operator's Prometheus metrics: the source of truth for dashboards (trial pods are short-lived).
+
+Names follow Prometheus conventions (``mcpfleet_`` prefix, base units, ``_total`` on counters); labels are
+bounded to run, model, service, outcome/category, phase, verb/resource — never a trial id. Counters move
+only on outcomes observed live; after a restart, gauges are rebuilt from the stored records while counters
+start again from zero, which ``rate()``/``increase()`` read as the reset they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+PHASES = ("state", "mcp_start", "agent", "verify", "record")
+DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+
+TRIALS = Counter("mcpfleet_trials_total", "Finished trials by outcome (passed, failed, infra_error) and category.",
+                 ["run", "model", "service", "outcome", "category"], registry=REGISTRY)
+IN_FLIGHT = Gauge("mcpfleet_trials_in_flight", "Trial pods in flight.", ["run", "model"], registry=REGISTRY)
+PENDING = Gauge("mcpfleet_trials_pending", "Trials not started yet.", ["run"], registry=REGISTRY)
+RUN_TRIALS = Gauge("mcpfleet_run_trials", "Trials of a run by state (total, finished, passed).",
+                   ["run", "state"], registry=REGISTRY)
+PASS_RATE = Gauge("mcpfleet_pass_rate", "pass@1 so far per model and service.", ["run", "model", "service"],
+                  registry=REGISTRY)
+PHASE_SECONDS = Histogram("mcpfleet_trial_phase_duration_seconds",
+                          "Trial time by phase: state, mcp_start, agent, verify, record, and pod scheduling.",
+                          ["run", "model", "service", "phase"], buckets=DURATION_BUCKETS, registry=REGISTRY)
+TRIAL_SECONDS = Histogram("mcpfleet_trial_duration_seconds", "Whole trial, from the record.",
+                          ["run", "model", "service"], buckets=DURATION_BUCKETS, registry=REGISTRY)
+INFRA_RETRIES = Counter("mcpfleet_infra_retries_total", "Trials retried after an infrastructure failure.",
+                        ["run", "model"], registry=REGISTRY)
+TOKENS = Counter("mcpfleet_tokens_total", "LLM tokens of finished trials by kind (input, output, reasoning).",
+                 ["run", "model", "service", "kind"], registry=REGISTRY)
+COST = Counter("mcpfleet_cost_usd_total", "LLM cost of finished trials in US dollars (known prices only).",
+               ["run", "model", "service"], registry=REGISTRY)
+RECONCILE_ERRORS = Counter("mcpfleet_reconcile_errors_total", "Errors in a run's reconcile loop.", ["run"],
+                           registry=REGISTRY)
+API_REQUESTS = Counter("mcpfleet_api_requests_total", "Kubernetes API requests made by the operator itself.",
+                       ["verb", "resource", "code"], registry=REGISTRY)
+
+
+def serve(port: int, addr: str = "0.0.0.0") -> Any:  # noqa: S104 - the operator's metrics port
+    """Serve /metrics; returns (server, thread) so the operator can stop it on cleanup."""
+    return start_http_server(port, addr=addr, registry=REGISTRY)
+
+
+def observe_record(run: str, record: dict[str, Any], scheduling_s: float | None = None) -> None:
+    """Count one finished trial from its full record (tokens, cost and phase times live there)."""
+    model, service = str(record.get("model")), str(record.get("service"))
+    category = record.get("failure") or "none"
+    outcome = "passed" if record.get("passed") else "infra_error" if category == "infra_error" else "failed"
+    TRIALS.labels(run, model, service, outcome, category).inc()
+    totals = record.get("totals") or {}
+    for kind, key in (("input", "input_tokens"), ("output", "output_tokens"), ("reasoning", "reasoning_tokens")):
+        if totals.get(key):
+            TOKENS.labels(run, model, service, kind).inc(totals[key])
+    # Unknown prices add 0: the series exists (dashboards show 0, not "no data"); its help says "known prices".
+    COST.labels(run, model, service).inc(float(totals.get("cost_usd") or 0.0))
+    timings = record.get("timings") or {}
+    if timings.get("total"):
+        TRIAL_SECONDS.labels(run, model, service).observe(timings["total"])
+        for phase in PHASES:
+            PHASE_SECONDS.labels(run, model, service, phase).observe(float(timings.get(phase) or 0.0))
+    if scheduling_s is not None:
+        PHASE_SECONDS.labels(run, model, service, "scheduling").observe(max(0.0, scheduling_s))
+
+
+def forget_run(run: str) -> None:
+    """Drop a finished or deleted run's gauges, so dashboards do not show stale in-flight numbers."""
+    for gauge in (IN_FLIGHT, PENDING, RUN_TRIALS, PASS_RATE):
+        for labels in list(gauge._metrics):  # noqa: SLF001 - prometheus_client has no public label listing
+            if labels and labels[0] == run:
+                gauge.remove(*labels)
