@@ -46,6 +46,25 @@ def serve(port: int, addr: str = "0.0.0.0") -> Any:  # noqa: S104 - the operator
     return start_http_server(port, addr=addr, registry=REGISTRY)
 
 
+def init_run(run: str, model_services: list[tuple[str, str]]) -> None:
+    """Create a run's counter series at zero, so rate()/increase() see the first trial of each kind
+    (a labelled series that first appears at 1 hides that step) and dashboards show 0, not "no data"."""
+    from mcpfleet.runner.outcome import CATEGORIES, INFRA_ERROR
+
+    RECONCILE_ERRORS.labels(run)
+    for model in {m for m, _ in model_services}:
+        INFRA_RETRIES.labels(run, model)
+    for model, service in model_services:
+        TRIALS.labels(run, model, service, "passed", "none")
+        TRIALS.labels(run, model, service, "infra_error", INFRA_ERROR)
+        for category in CATEGORIES:
+            if category != INFRA_ERROR:
+                TRIALS.labels(run, model, service, "failed", category)
+        for kind in ("input", "output", "reasoning"):
+            TOKENS.labels(run, model, service, kind)
+        COST.labels(run, model, service)
+
+
 def observe_record(run: str, record: dict[str, Any], scheduling_s: float | None = None) -> None:
     """Count one finished trial from its full record (tokens, cost and phase times live there)."""
     model, service = str(record.get("model")), str(record.get("service"))

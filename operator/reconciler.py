@@ -23,9 +23,10 @@ from mcpfleet.runner.outcome import INFRA_ERROR
 from mcpfleet.runner.plan import TrialSpec, plan
 from mcpfleet.runner.records import TrialResult, dumps, now_iso
 from mcpfleet.runner.spec import EvalRun, SpecError, parse_evalrun
-from mcpfleet.runner.store import ResultStore, open_store
+from mcpfleet.runner.store import ResultStore, StoreError, open_store
 from mcpfleet.runner.tasks import TaskError, bundled_root
 
+from . import metrics
 from .kube import Kube
 from .manifests import ANN_TRIAL, LABEL_RUN_UID, trial_pod
 from .runstate import RunState
@@ -34,6 +35,8 @@ from .settings import OperatorSettings
 TERMINAL = ("Succeeded", "Failed")
 IMAGE_FAILURES = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
                   "CreateContainerError"}
+STORE_FAILURES = (StoreError, OSError)  # the results store is unreachable: try the same step again later
+STORE_RETRY_SECONDS = 2.0
 
 
 @dataclass
@@ -85,6 +88,8 @@ class Reconciler:
         self.phase = "Pending"
         self.started_at = (body.status or {}).get("startedAt")
         self.conditions: dict[str, dict[str, Any]] = {}
+        self.deferred: list[tuple[str, dict[str, Any]]] = []  # pod events whose outcome the store could not take
+        self.store_retry_at = 0.0
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def main(self, stopped: kopf.DaemonStopped) -> None:
@@ -92,9 +97,20 @@ class Reconciler:
         try:
             if not await self.load():
                 return
-            await self.rebuild()
             while not stopped:
-                await self.step()
+                try:
+                    await self.rebuild()
+                    break
+                except STORE_FAILURES as exc:  # the store is down: wait for it rather than crash
+                    self.store_unavailable(exc)
+                    await asyncio.sleep(STORE_RETRY_SECONDS)
+            while not stopped and self.state is not None:  # None: the run failed, nothing left to do
+                try:
+                    await self.step()
+                except Exception as exc:  # noqa: BLE001 - count, log, carry on: the next step starts afresh
+                    metrics.RECONCILE_ERRORS.labels(self.name).inc()
+                    self.logger.exception("reconcile step failed: %s", exc)
+                    await asyncio.sleep(1.0)
                 if self.state is not None and self.state.complete and self.phase == "Succeeded":
                     break
                 try:
@@ -104,9 +120,10 @@ class Reconciler:
                     pass
         finally:
             self.shared.runs.pop(self.uid, None)
-            if self.state is not None:
-                self.shared.inflight -= len(self.state.in_flight)
-                self.state.in_flight.clear()
+            self.drop_state()
+            reason = getattr(stopped, "reason", None)
+            if reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in reason:
+                metrics.forget_run(self.name)  # a deleted run's gauges must not linger on dashboards
 
     async def load(self) -> bool:
         """Validate and plan; an invalid run gets a Failed status naming the field, never a retry loop."""
@@ -116,6 +133,7 @@ class Reconciler:
             run = parse_evalrun(raw, f"EvalRun {self.ns}/{self.name}")
             trials = plan(run, bundled_root())
             trials = [t.model_copy(update={"tasks_root": str(Path(t.tasks_root))}) for t in trials]
+            self.check_pods(run, trials)
             store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
         except (SpecError, TaskError, ValueError) as exc:
             problems = exc.problems if isinstance(exc, SpecError) else [str(exc)]
@@ -123,9 +141,26 @@ class Reconciler:
             kopf.warn(self.body, reason="InvalidSpec", message="; ".join(problems)[:1000])
             return False
         self.run, self.store = run, store
+        metrics.init_run(self.name, [(m.name, s) for m in run.spec.models for s in sorted({t.service for t in trials})])
         self.state = RunState.plan(trials, run.spec.retries.limit)
         self.conditions["Valid"] = condition("Valid", True, "Planned", f"{len(trials)} trials planned")
         return True
+
+    def check_pods(self, run: EvalRun, trials: list[TrialSpec]) -> None:
+        """What only the operator needs: records where it and every pod see them, and a pod per service."""
+        uri = run.spec.output.uri
+        if not uri.startswith("s3://") and not Path(uri).is_absolute():  # e.g. the default "runs"
+            raise ValueError(f"spec.output.uri: '{uri}' is a relative local path, which each trial pod would "
+                             "resolve on its own disk; set s3://<bucket>/<prefix> (or an absolute path shared "
+                             "by the operator and every pod)")
+        for trial in {t.service: t for t in trials}.values():
+            trial_pod(run, trial, self.shared.settings)  # raises ValueError naming spec.pod.sidecarImages.<svc>
+
+    def drop_state(self) -> None:
+        """Stop tracking the run (it failed): its pods in flight no longer count against the operator's cap."""
+        if self.state is not None:
+            self.shared.inflight -= len(self.state.in_flight)
+        self.state = None
 
     async def fail(self, reason: str, message: str) -> None:
         self.phase = "Failed"
@@ -135,13 +170,13 @@ class Reconciler:
     async def rebuild(self) -> None:
         assert self.state is not None and self.store is not None
         records = await asyncio.to_thread(lambda: list(self.store.iter_results()))  # type: ignore[union-attr]
-        conflicts = [r["trial_id"] for r in records
-                     if r.get("trial_id") in self.state.trials
+        conflicts = [r["trial_id"] for r in records  # infra errors measured nothing: never a conflict
+                     if r.get("trial_id") in self.state.trials and r.get("failure") != INFRA_ERROR
                      and r.get("spec_hash") != self.state.trials[r["trial_id"]].spec_hash]
         if conflicts:
             await self.fail("SpecConflict", f"{len(conflicts)} stored trial(s) were recorded with a different "
                                             f"spec (e.g. {conflicts[0]}); create a new EvalRun instead of editing")
-            self.state = None
+            self.drop_state()
             return
         for r in records:
             self.state.adopt_record(r)
@@ -149,7 +184,8 @@ class Reconciler:
         for pod in pods:
             tid = (pod["metadata"].get("annotations") or {}).get(ANN_TRIAL, "")
             retry = int((pod["metadata"].get("labels") or {}).get("mcpfleet.io/retry", "0"))
-            if tid in self.state.trials and tid not in self.state.done and tid not in self.state.in_flight:
+            if tid in self.state.trials and tid not in self.state.done and tid not in self.state.in_flight \
+                    and retry >= self.state.retries.get(tid, 0):  # an older try's outcome is already recorded
                 self.state.launched(self.state.trials[tid], pod["metadata"]["name"], retry,
                                     _ts(pod["metadata"].get("creationTimestamp")))
                 self.shared.inflight += 1
@@ -167,15 +203,33 @@ class Reconciler:
         if self.state is None or self.run is None:
             return
         await self.check_spec()
+        if self.state is None:
+            await self.write_status()
+            return
+        events: list[tuple[str, dict[str, Any]]] = []
+        if self.deferred and time.monotonic() >= self.store_retry_at:
+            events, self.deferred = self.deferred, []
         while not self.queue.empty():
-            kind, pod = self.queue.get_nowait()
-            await self.on_pod(kind, pod)
+            events.append(self.queue.get_nowait())
+        for kind, pod in events:
+            try:
+                await self.on_pod(kind, pod)
+            except STORE_FAILURES as exc:  # nothing was counted: take this event again in a while
+                self.store_unavailable(exc)
+                self.deferred.append((kind, pod))
         await self.check_deadlines()
         if not self.run.spec.suspend:
             await self.launch()
         if self.state.complete and self.phase != "Succeeded":
-            await self.finish()
+            try:
+                await self.finish()
+            except STORE_FAILURES as exc:  # finish() runs again on the next step
+                self.store_unavailable(exc)
         await self.write_status()
+
+    def store_unavailable(self, exc: BaseException) -> None:
+        self.logger.warning("the results store failed (will try again): %s", exc)
+        self.store_retry_at = time.monotonic() + STORE_RETRY_SECONDS
 
     async def check_spec(self) -> None:
         """Spec edits: suspend and concurrency apply at once; more trials are added; others conflict."""
@@ -187,9 +241,12 @@ class Reconciler:
         try:
             run = parse_evalrun(raw)
             trials = plan(run, bundled_root())
-        except (SpecError, TaskError) as exc:
-            await self.fail("InvalidSpec", str(exc))
-            self.state = None
+            trials = [t.model_copy(update={"tasks_root": str(Path(t.tasks_root))}) for t in trials]
+            self.check_pods(run, trials)
+        except (SpecError, TaskError, ValueError) as exc:
+            problems = exc.problems if isinstance(exc, SpecError) else [str(exc)]
+            await self.fail("InvalidSpec", "; ".join(problems))
+            self.drop_state()
             return
         old = self.state.trials
         changed = [t.trial_id for t in trials if t.trial_id in old and t.spec_hash != old[t.trial_id].spec_hash
@@ -197,7 +254,7 @@ class Reconciler:
         if changed:
             await self.fail("SpecConflict", f"the edit changes {len(changed)} finished or running trial(s) "
                                             f"(e.g. {changed[0]}); create a new EvalRun instead")
-            self.state = None
+            self.drop_state()
             return
         self.run = run
         self.state.trials = {t.trial_id: t for t in trials}
@@ -280,16 +337,21 @@ class Reconciler:
         if ok and said is not None and bool(said.get("passed")) != bool(record.get("passed")):  # type: ignore[union-attr]
             self.logger.warning("%s: termination message %s disagrees with the stored record; the record wins",
                                 tid, said)
-        if ok and infra_reason is None:
+        if ok:  # a stored record is the outcome, even if the pod was deleted or misreported afterwards
             self.state.finished(tid, record)  # type: ignore[arg-type]
+            metrics.observe_record(self.name, record, self.scheduling_seconds(tid, pod))  # type: ignore[arg-type]
         else:
             reason = infra_reason or _failure_reason(pod, record)
-            retry = self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds)
             infra = infra_record(self.run, trial, tries, reason)
+            # Store first: if it fails, nothing is counted and the caller takes this outcome again later.
             await asyncio.to_thread(self.store.write_files, tid, {})
             await asyncio.to_thread(self.store.commit, tid, dumps(infra.model_dump(mode="json")))
-            if not retry:
+            retry = self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds)
+            if retry:
+                metrics.INFRA_RETRIES.labels(self.name, trial.model.name).inc()
+            else:
                 self.state.finished(tid, infra.model_dump(mode="json"))
+                metrics.observe_record(self.name, infra.model_dump(mode="json"))
                 kopf.warn(self.body, reason="InfraError", message=f"{tid}: {reason} (gave up after {tries} tries)")
         self.shared.inflight -= 1
         await self.shared.kube.delete_pod(self.ns, pod["metadata"]["name"])
@@ -302,7 +364,11 @@ class Reconciler:
         for tid, inf in list(self.state.in_flight.items()):
             if inf.started is None and now - inf.created > limit:
                 pod = {"metadata": {"name": inf.pod, "annotations": {ANN_TRIAL: tid}}, "status": {}}
-                await self.outcome(tid, pod, f"pod still Pending after {limit} s")
+                try:
+                    await self.outcome(tid, pod, f"pod still Pending after {limit} s")
+                except STORE_FAILURES as exc:  # still overdue on the next step
+                    self.store_unavailable(exc)
+                    return
 
     async def finish(self) -> None:
         assert self.run is not None and self.state is not None and self.store is not None
@@ -338,7 +404,32 @@ class Reconciler:
         if not force and (not self.dirty or now - self.last_status < self.shared.settings.status_interval):
             return
         self.dirty, self.last_status = False, now
+        self.export_gauges()
         await self.shared.kube.patch_status(self.ns, self.name, self.status())
+
+    def export_gauges(self) -> None:
+        """Progress, pass rates and pods in flight for dashboards: a projection of the same state as status."""
+        st, run = self.state, self.run
+        if st is None or run is None:
+            return
+        counts = st.counts()
+        for state in ("total", "finished", "passed"):
+            metrics.RUN_TRIALS.labels(self.name, state).set(counts[state])
+        metrics.PENDING.labels(self.name).set(counts["pending"])
+        busy = st.in_flight_by_model()
+        for m in run.spec.models:
+            metrics.IN_FLIGHT.labels(self.name, m.name).set(busy.get(m.name, 0))
+        for row in st.results():
+            metrics.PASS_RATE.labels(self.name, row["model"], row["service"]).set(float(row["passAt1"]))
+
+    def scheduling_seconds(self, tid: str, pod: dict[str, Any]) -> float | None:
+        """Pod creation to runner start, from the pod's own timestamps (None if the pod does not say)."""
+        status = pod.get("status") or {}
+        started = status.get("startTime")
+        created = (pod.get("metadata") or {}).get("creationTimestamp")
+        if not (started and created):
+            return None
+        return _ts(started) - _ts(created)
 
 
 def _waiting_reason(status: dict[str, Any]) -> str | None:

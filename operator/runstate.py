@@ -49,6 +49,8 @@ class RunState:
         if trial is None or record.get("spec_hash") != trial.spec_hash:
             return False
         tries = int(record.get("infra_attempts") or 1)
+        # Retries launched so far: one after each failed try, up to the limit (a status count, kept across restarts).
+        self.retries_total += min(tries, self.retry_limit) if record.get("failure") == INFRA_ERROR else tries - 1
         if record.get("failure") == INFRA_ERROR and tries <= self.retry_limit:
             self.retries[tid] = max(self.retries.get(tid, 0), tries)
             return False

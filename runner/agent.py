@@ -115,6 +115,8 @@ async def run_llm_agent(session: ClientSession, task: Task, target: Any, *, max_
     listed = await session.list_tools()
     tools = [tool_to_openai(t) for t in listed.tools]
     known = {t.name for t in listed.tools}
+    if metrics is not None:
+        metrics.tools(sorted(known))
     run = AgentRun(messages=[{"role": "user", "content": task.description}])
     try:
         async with asyncio.timeout(timeout_s):

@@ -37,6 +37,19 @@ class TrialMetrics:
 
     def __init__(self, run: str, model: str, service: str, enabled: bool = True):
         self.run, self.model, self.service, self.enabled = run, model, service, enabled
+        if enabled:  # series at zero from the start, so the first increment is visible to rate()
+            TURNS.labels(run, model, service)
+            LLM_RETRIES.labels(run, model)
+            for kind in ("input", "output", "reasoning", "cached"):
+                TOKENS.labels(run, model, service, kind)
+
+    def tools(self, names: list[str]) -> None:
+        """Create each listed tool's ok/error series at zero (called once the server's tools are known)."""
+        if not self.enabled:
+            return
+        for name in names:
+            for outcome in ("ok", "error"):
+                TOOL_CALLS.labels(self.run, self.model, self.service, name, outcome)
 
     def turn(self, seconds: float, retries: int, tokens: dict[str, int]) -> None:
         if not self.enabled:

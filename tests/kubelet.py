@@ -66,6 +66,9 @@ class Kubelet:
         self.running = 0
         self.started: list[str] = []
         self.timeline: list[tuple[float, str, str]] = []  # (time, pod, "start"|"end")
+        # pod name -> {containerPort: host port}, set when the pod starts (before its init containers) and
+        # kept after it ends: what a Prometheus service discovery would read from the pod (see test_prometheus).
+        self.port_maps: dict[str, dict[int, int]] = {}
         self.session: aiohttp.ClientSession | None = None
         self._watch: asyncio.Task[None] | None = None
 
@@ -204,6 +207,7 @@ class Kubelet:
         ports = {str(p["containerPort"]): str(free_port())
                  for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
                  for p in c.get("ports") or []}
+        self.port_maps[name] = {int(k): int(v) for k, v in ports.items()}
         images = [c.get("image", "") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
         bad = [i for i in images if i in self.pull_failures]
         if bad:

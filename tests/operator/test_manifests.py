@@ -1,0 +1,225 @@
+"""Trial pod manifests: valid Pods for the Kubernetes versions we support, locked down, secrets by reference only,
+deterministic and distinct names. Pure: operator.manifests.trial_pod on parsed EvalRuns, no cluster."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from conftest import make_tiny_pack
+from mcpfleet.operator.manifests import LABEL_RETRY, pod_name, trial_pod
+from mcpfleet.operator.settings import OperatorSettings
+from mcpfleet.runner.plan import TrialSpec, plan
+from mcpfleet.runner.spec import EvalRun, parse_evalrun
+from mcpfleet.runner.tasks import bundled_root
+
+VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+SCRIPTED_URL = "http://scripted.mcpfleet.svc:8080/v1"
+UID = "0b6e2f0c-9a51-4d7e-8c55-3f1c2a9e7d10"
+# Values that only ever live in Secrets: if one shows up in a manifest, a secret leaked into the pod spec.
+SECRET_VALUES = ["sk-live-DO-NOT-LEAK", "AKIA-DO-NOT-LEAK", "aws-secret-DO-NOT-LEAK"]
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_pack(tmp_path_factory.mktemp("manifests") / "pack", tasks=2)
+
+
+def evalrun(name: str, pack: Path, **spec: Any) -> EvalRun:
+    body: dict[str, Any] = {"models": [{"name": "oracle", "model": "scripted/oracle"}],
+                            "tasks": {"path": str(pack)}, "attempts": 2,
+                            "output": {"uri": "s3://mcpfleet-results/runs"}}
+    body.update(spec)
+    return parse_evalrun({"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun",
+                          "metadata": {"name": name, "namespace": "evals", "uid": UID}, "spec": body})
+
+
+def variants(pack: Path) -> dict[str, tuple[EvalRun, OperatorSettings]]:
+    plain = OperatorSettings()
+    return {
+        "defaults": (evalrun("defaults", pack), plain),
+        "custom-images-resources": (evalrun(
+            "custom", pack, limits={"timeoutSeconds": 900, "verifierTimeoutSeconds": 120},
+            pod={"runnerImage": "registry.example.com/team/runner@sha256:" + "a" * 64,
+                 "sidecarImages": {"filesystem": "registry.example.com/team/mcp-fs:2.0"},
+                 "resources": {"requests": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "1Gi"},
+                               "limits": {"cpu": "4", "memory": "8Gi"}},
+                 "sidecarResources": {"requests": {"cpu": "50m"}, "limits": {"memory": "512Mi"}}}),
+            plain),
+        "node-selector-service-account": (evalrun(
+            "placed", pack, pod={"nodeSelector": {"kubernetes.io/arch": "amd64", "pool": "evals"},
+                                 "serviceAccountName": "mcpfleet-trials"}), plain),
+        "s3-credentials": (evalrun(
+            "s3creds", pack, output={"uri": "s3://mcpfleet-results/runs", "endpointUrl": "https://minio.local:9000",
+                                     "region": "eu-west-1", "credentialsSecretRef": "s3-credentials"}), plain),
+        "api-key-secret": (evalrun(
+            "keyed", pack, models=[{"name": "gpt-5", "model": "openai/gpt-5",
+                                    "apiKeySecretRef": {"name": "llm-keys", "key": "openai"}},
+                                   {"name": "claude", "model": "anthropic/claude-sonnet-4",
+                                    "apiKeySecretRef": {"name": "llm-keys", "key": "anthropic"}}]), plain),
+        "scripted-url": (evalrun("scripted", pack), OperatorSettings(scripted_url=SCRIPTED_URL, mcp_port=9123,
+                                                                   pod_grace_seconds=60)),
+        "long-names": (evalrun(
+            "a-very-long-evaluation-run-name-that-goes-on-and-on-for-sixty3"[:63], pack,
+            models=[{"name": "model-with-a-rather-long-name-of-forty-c"[:40], "model": "scripted/noop"},
+                    {"name": "model-with-a-rather-long-name-of-forty-d"[:40], "model": "scripted/oracle"}]),
+            plain),
+    }
+
+
+def all_pods(pack: Path) -> list[tuple[str, EvalRun, OperatorSettings, TrialSpec, int, dict[str, Any]]]:
+    out = []
+    for variant, (run, settings) in variants(pack).items():
+        for trial in plan(run, bundled_root()):
+            for retry in (0, 1, 2):
+                out.append((variant, run, settings, trial, retry, trial_pod(run, trial, settings, retry)))
+    return out
+
+
+def containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(pod["spec"].get("initContainers") or []) + list(pod["spec"]["containers"])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_variant_is_a_valid_pod(pack: Path, version: str) -> None:
+    seen = set()
+    for variant, _, _, _, _, pod in all_pods(pack):
+        try:
+            kubernetes_validate.validate(pod, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            raise AssertionError(f"{variant}: {pod['metadata']['name']} is not a valid Pod for {version}: "
+                                 f"{exc.message} at {list(exc.path)}") from None
+        seen.add(variant)
+    assert len(seen) == 7
+
+
+def test_pods_are_locked_down(pack: Path) -> None:
+    for variant, run, settings, trial, retry, pod in all_pods(pack):
+        spec, where = pod["spec"], f"{variant}/{pod['metadata']['name']}"
+        assert spec["restartPolicy"] == "Never", where
+        limits = run.spec.limits
+        assert spec["activeDeadlineSeconds"] == (limits.timeout_seconds + limits.verifier_timeout_seconds
+                                                 + settings.pod_grace_seconds), where
+        assert spec["automountServiceAccountToken"] is False, where
+        assert spec["securityContext"]["runAsNonRoot"] is True, where
+        assert spec["securityContext"]["runAsUser"] != 0, where
+        for c in containers(pod):
+            sc = c.get("securityContext") or {}
+            assert sc.get("allowPrivilegeEscalation") is False, f"{where}: {c['name']}"
+            assert sc.get("runAsNonRoot", spec["securityContext"]["runAsNonRoot"]) is True, f"{where}: {c['name']}"
+            assert sc.get("privileged") in (None, False), f"{where}: {c['name']}"
+            assert "ALL" in ((sc.get("capabilities") or {}).get("drop") or []), f"{where}: {c['name']}"
+        # The MCP server is a native sidecar: an init container that keeps running, gated on a startup probe,
+        # after the state is materialised and before the runner starts.
+        inits = spec["initContainers"]
+        sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
+        assert len(sidecars) == 1 and sidecars[0]["name"] == f"mcp-{trial.service}", where
+        assert sidecars[0]["startupProbe"]["httpGet"]["path"], where
+        assert inits.index(sidecars[0]) > 0 and inits[0].get("restartPolicy") is None, where
+        assert [c["name"] for c in spec["containers"]] == ["runner"], where
+        assert pod["metadata"]["annotations"]["mcpfleet.io/trial-id"] == trial.trial_id, where
+        assert pod["metadata"]["labels"][LABEL_RETRY] == str(retry), where
+        owner = pod["metadata"]["ownerReferences"]
+        assert owner == [{"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "name": run.name, "uid": UID,
+                          "controller": True, "blockOwnerDeletion": True}], where
+
+
+def test_settings_and_spec_reach_the_pod(pack: Path) -> None:
+    by_variant = {v: (run, s, t, r, pod) for v, run, s, t, r, pod in all_pods(pack) if r == 0}
+    _, _, _, _, pod = by_variant["custom-images-resources"]
+    runner = pod["spec"]["containers"][0]
+    assert runner["image"].startswith("registry.example.com/team/runner@sha256:")
+    assert pod["spec"]["initContainers"][0]["image"] == runner["image"]  # the state init container
+    assert pod["spec"]["initContainers"][1]["image"] == "registry.example.com/team/mcp-fs:2.0"
+    assert runner["resources"] == {"requests": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "1Gi"},
+                                   "limits": {"cpu": "4", "memory": "8Gi"}}
+    assert pod["spec"]["activeDeadlineSeconds"] == 900 + 120 + 300
+    _, _, _, _, pod = by_variant["node-selector-service-account"]
+    assert pod["spec"]["nodeSelector"] == {"kubernetes.io/arch": "amd64", "pool": "evals"}
+    assert pod["spec"]["serviceAccountName"] == "mcpfleet-trials"
+    assert pod["spec"]["automountServiceAccountToken"] is False  # a service account, but no token in the pod
+    _, _, _, _, pod = by_variant["defaults"]
+    assert "serviceAccountName" not in pod["spec"] and "nodeSelector" not in pod["spec"]
+    assert pod["spec"]["containers"][0]["image"] == OperatorSettings().runner_image
+    _, _, _, _, pod = by_variant["scripted-url"]
+    env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+    assert env["MCPFLEET_SCRIPTED_URL"]["value"] == SCRIPTED_URL and env["MCP_PORT"]["value"] == "9123"
+    assert pod["spec"]["initContainers"][1]["ports"][0]["containerPort"] == 9123
+    assert pod["spec"]["activeDeadlineSeconds"] == 3600 + 300 + 60
+    _, _, _, _, pod = by_variant["s3-credentials"]
+    env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+    assert env["MCPFLEET_OUTPUT_ENDPOINT_URL"]["value"] == "https://minio.local:9000"
+    assert env["AWS_DEFAULT_REGION"]["value"] == "eu-west-1"
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        assert env[key] == {"name": key, "valueFrom": {"secretKeyRef": {"name": "s3-credentials", "key": key}}}
+    for variant, (run, _, trial, _, pod) in by_variant.items():  # the runner rebuilds its trial from the pod alone
+        env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+        assert TrialSpec.model_validate_json(env["MCPFLEET_TRIAL"]["value"]) == trial, variant
+        assert env["MCPFLEET_RUN_UID"]["value"] == UID and env["MCPFLEET_INFRA_ATTEMPT"]["value"] == "1", variant
+
+
+def test_secrets_only_by_reference(pack: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Secret values in the operator's own environment must never be copied into a pod.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", SECRET_VALUES[1])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_VALUES[2])
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_VALUES[0])
+    refs = 0
+    for variant, run, _, trial, _, pod in all_pods(pack):
+        text = json.dumps(pod)
+        for value in SECRET_VALUES:
+            assert value not in text, variant
+        for c in containers(pod):
+            for e in c.get("env") or []:
+                assert set(e) in ({"name", "value"}, {"name", "valueFrom"}), (variant, e)
+                if "valueFrom" in e:
+                    assert set(e["valueFrom"]) == {"secretKeyRef"}, (variant, e)
+                    refs += 1
+                # no literal value of a secret-looking variable
+                if re.search(r"KEY|SECRET|TOKEN|PASSWORD", e["name"]) and e["name"] != "MCPFLEET_RUN_UID":
+                    assert "valueFrom" in e, (variant, e)
+        if trial.model.api_key_secret_ref:
+            env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+            ref = env["MCPFLEET_MODEL_API_KEY"]["valueFrom"]["secretKeyRef"]
+            assert ref == {"name": "llm-keys", "key": trial.model.api_key_secret_ref.key}, variant
+    assert refs > 0
+
+
+def test_pod_names_deterministic_short_and_distinct(pack: Path) -> None:
+    names: dict[str, tuple[str, str, int]] = {}
+    for variant, run, settings, trial, retry, pod in all_pods(pack):
+        name = pod["metadata"]["name"]
+        assert len(name) <= 63 and DNS_LABEL.match(name), name
+        assert name == pod_name(run.name, trial.trial_id, retry)
+        assert trial_pod(run, trial, settings, retry)["metadata"]["name"] == name  # deterministic
+        key = (run.name, trial.trial_id, retry)
+        assert names.setdefault(name, key) == key, f"{name} names both {names[name]} and {key}"
+        for k, v in pod["metadata"]["labels"].items():
+            assert len(v) <= 63 and LABEL_VALUE.match(v), (variant, k, v)
+    # every (model, task, attempt, retry) of every run got its own pod
+    expected = sum(len(plan(run, bundled_root())) * 3 for run, _ in variants(pack).values())
+    assert len(names) == expected
+    # long names: two models sharing a 36-character prefix still get distinct pods
+    long_run, _ = variants(pack)["long-names"]
+    trials = plan(long_run, bundled_root())
+    assert len({pod_name(long_run.name, t.trial_id) for t in trials}) == len(trials) == 8
+
+
+def test_pod_name_is_stable_across_processes() -> None:
+    """Restart safety rests on the name being a pure function (no hash randomisation, no clock)."""
+    assert pod_name("e2e", "oracle.filesystem.standard.tiny.move_todo_0.1") == \
+        pod_name("e2e", "oracle.filesystem.standard.tiny.move_todo_0.1", 0)
+    import subprocess
+    import sys
+    code = ("from mcpfleet.operator.manifests import pod_name;"
+            "print(pod_name('e2e', 'oracle.filesystem.standard.tiny.move_todo_0.1', 2))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONHASHSEED": "123"}).stdout.strip()
+    assert out == pod_name("e2e", "oracle.filesystem.standard.tiny.move_todo_0.1", 2)
+    assert out.endswith("-1-r2")
