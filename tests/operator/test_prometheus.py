@@ -59,7 +59,8 @@ RATE_INTERVAL, RANGE = "1m", "10m"
 TRIAL_ID = re.compile(r"[a-z0-9-]+(\.[A-Za-z0-9_-]+){4}\.\d+")
 DIGEST = re.compile(r"[0-9a-f]{10}")  # pod names carry a 10-hex digest of the trial
 
-pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="needs the prometheus binary")
+# Debian's prometheus is a test requirement (scripts/setup.sh --test installs it): never skipped.
+assert PROMETHEUS is not None, "the prometheus binary is missing: run scripts/setup.sh --test"
 
 
 # -- Prometheus ---------------------------------------------------------------------------------------
