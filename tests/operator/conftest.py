@@ -8,6 +8,7 @@ Run an operator against it with ``kubeemu.run_kopf_in_thread(module, kube.kubeco
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,3 +41,13 @@ def kube() -> Iterator[RunningEmulator]:
     """A fresh emulator per test, served from its own thread, with crds/evalrun.yaml stored and served."""
     with running_emulator(crds=[EVALRUN_CRD_PATH]) as running:
         yield running
+
+
+@pytest.fixture(autouse=True)
+def no_operator_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """kopf retries a crashed daemon after a minute, so a crash can hide behind a passing test: fail on it."""
+    yield
+    bad = [r for r in caplog.get_records("call")
+           if r.levelno >= logging.ERROR and r.name.startswith(("kopf", "mcpfleet"))]
+    assert not bad, "the operator logged errors:\n" + "\n".join(
+        f"{r.name}: {r.getMessage()}\n{r.exc_text or ''}" for r in bad[:5])

@@ -8,7 +8,7 @@ import asyncio
 import base64
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
