@@ -290,6 +290,8 @@ class Kubelet:
 
         def rewrite(value: str) -> str:
             def one(tok: str) -> str:
+                if tok not in paths and os.path.exists(tok):
+                    return tok  # the host's filesystem is the "image": its existing paths are not under a mount
                 for mount, host in sorted(paths.items(), key=lambda kv: -len(kv[0])):
                     if tok == mount or tok.startswith(mount.rstrip("/") + "/"):
                         return host + tok[len(mount):]
