@@ -58,14 +58,15 @@ def task_weight(task: Task) -> int:
 def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path | None = None) -> list[TrialSpec]:
     """models x tasks x attempts in launch order.
 
-    Attempt-major, so a run stopped early still has whole attempts; within an attempt the largest tasks
-    first (longest-processing-time first keeps the tail of a concurrent run short); models interleaved
-    for every task so provider rate limits spread out.
+    Largest tasks first across the whole run (longest-processing-time first keeps the tail of a concurrent
+    run short: no big task starts last); a task's attempts next to each other, so a run stopped early has
+    whole pass@k / pass^k evidence for the tasks it reached; models interleaved on every step so provider
+    rate limits spread out.
     """
     ordered = sorted(tasks, key=lambda t: (-task_weight(t), t.id))
     out = []
-    for attempt in range(1, run.spec.attempts + 1):
-        for task in ordered:
+    for task in ordered:
+        for attempt in range(1, run.spec.attempts + 1):
             for model in run.spec.models:
                 out.append(TrialSpec(
                     run=run.name, trial_id=trial_id(model.name, task, attempt),

@@ -151,12 +151,26 @@ def test_two_models_scores_records_and_interleaving(tmp_path: Path) -> None:
     assert {r["model"] for r in first} == {"oracle", "noop"}
 
 
-def test_plan_alternates_models_attempt_major(tmp_path: Path) -> None:
+def test_plan_alternates_models_task_major(tmp_path: Path) -> None:
     path = write_run(tmp_path, "order", [ORACLE, NOOP], attempts=2)
     trials = plan(load_evalrun(path), tmp_path)
     assert [t.model.name for t in trials] == ["oracle", "noop"] * 6
-    assert [t.attempt for t in trials] == [1] * 6 + [2] * 6
-    assert [t.task_id.rsplit("_", 1)[1] for t in trials[:6]] == ["0", "0", "1", "1", "2", "2"]
+    assert [t.attempt for t in trials] == [1, 1, 2, 2] * 3  # a task's attempts side by side
+    assert [t.task_id.rsplit("_", 1)[1] for t in trials[::4]] == ["0", "1", "2"]  # equal sizes: by id
+
+
+def test_plan_puts_the_largest_tasks_first() -> None:
+    from mcpfleet.runner.plan import task_weight
+    from mcpfleet.runner.spec import parse_evalrun
+
+    run = parse_evalrun({"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "lpt"},
+                         "spec": {"models": [{"name": "m", "model": "scripted/oracle"}], "attempts": 2,
+                                  "tasks": {"services": ["filesystem"]}}})
+    trials = plan(run, REPO)
+    from mcpfleet.runner.tasks import discover
+    weights = {t.id: task_weight(t) for t in discover(REPO / "tasks")}
+    sizes = [weights[t.task_id] for t in trials]
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] > sizes[-1]
 
 
 # ----------------------------------------------------------------------------------------- concurrency
