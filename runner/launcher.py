@@ -26,7 +26,7 @@ from .records import now_iso
 from .summary import build_summary
 from .spec import EvalRun, SpecError, spec_hash
 from .store import LocalStore, ResultStore, StoreConfig, store_config
-from .worker import TrialCancelled, WorkItem, init_worker, make_context, run_item
+from .worker import TrialCancelled, WorkItem, init_worker, make_context, run_item, start_forkserver
 
 
 class RunRefused(RuntimeError):
@@ -134,7 +134,8 @@ class Scheduler:
                 self.queue.appendleft((item[1], item[2]))
             while sum(self.in_flight.values()) < self.total and (nxt := self._next()):
                 t, n = nxt
-                work = WorkItem(t.model_dump_json(), self.store, self.scripted_url, n, self.env)
+                work = WorkItem(t.model_dump_json(), self.store, self.scripted_url, n, self.env,
+                                more_queued=bool(self.queue or self.delayed))
                 fut = asyncio.wrap_future(self.submit(work), loop=loop)
                 running[fut] = (t, n)
                 self.in_flight[t.model.name] += 1
@@ -217,6 +218,7 @@ def execute(run: EvalRun, base_dir: Path, *, new_run: bool = False, concurrency:
                                   "trials": len(trials), "evalrun": run.model_dump(mode="json", by_alias=True)})
     progress = Progress(total=len(trials), already=state.skipped, enabled=show_progress)
     if state.todo:
+        start_forkserver()  # its seconds of imports overlap the scripted server's start and the pool's set-up
         with ExitStack() as stack:
             scripted_url = None
             if any(m.is_scripted for m in run.spec.models):
@@ -225,8 +227,12 @@ def execute(run: EvalRun, base_dir: Path, *, new_run: bool = False, concurrency:
                 scripted_url = stack.enter_context(ScriptedServerProcess(roots))
             workers = min(run.spec.concurrency.total, len(state.todo))
 
+            mp = make_context()
+            # One spare server boots at a time per two cores; the running trials keep the rest.
+            gate = mp.Semaphore(max(1, (os.cpu_count() or 2) // 2))
+
             def make_pool() -> ProcessPoolExecutor:
-                return ProcessPoolExecutor(workers, mp_context=make_context(), initializer=init_worker)
+                return ProcessPoolExecutor(workers, mp_context=mp, initializer=init_worker, initargs=(gate,))
 
             keys = {m.api_key_env: os.environ[m.api_key_env] for m in run.spec.models
                     if m.api_key_env and m.api_key_env in os.environ}

@@ -11,7 +11,8 @@ provider prefix and forwards the rest verbatim, so ``?`` survives (``+`` works a
 separator for places where ``?`` is awkward, e.g. shells or URLs: ``oracle+latency=0.5+fail=2``).
 
 Policies: ``oracle`` (plays the task's oracle.json), ``noop``, ``malformed``, ``overflow``,
-``loop`` and ``script=<path.json>``. Options: ``latency`` (seconds before each answer),
+``loop`` and ``script=<path.json>``. Options: ``latency`` (seconds each answer takes, counted from the
+request's arrival and including the server's own work, as a provider's latency would be),
 ``fail``/``fail_status`` (the first N calls of each conversation answer HTTP S).
 """
 
@@ -281,6 +282,7 @@ class ScriptedModel:
         return n < opts.fail
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        arrived = asyncio.get_running_loop().time()
         try:
             body = await request.json()
             if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
@@ -294,8 +296,6 @@ class ScriptedModel:
             opts = parse_model(model, self.latency)
         except ModelError as exc:
             return exc.response()
-        if opts.latency:
-            await asyncio.sleep(opts.latency)
         try:
             if self._fail_now(model, opts, body["messages"]):
                 kind = "rate_limit_error" if opts.fail_status == 429 else (
@@ -304,6 +304,7 @@ class ScriptedModel:
                                                    f"{opts.fail_status}); retry the request", kind)
             reply = self.reply(opts, body)
         except ModelError as exc:
+            await self._wait_until(arrived + opts.latency)
             return exc.response()
         rid, created = f"chatcmpl-{next(self._ids)}", int(time.time())
         calls = [{"id": f"call_{rid[9:]}_{i}", "type": "function", "function": {"name": n, "arguments": a}}
@@ -318,8 +319,11 @@ class ScriptedModel:
         base = {"id": rid, "created": created, "model": model, "system_fingerprint": None}
         if not body.get("stream"):
             message = {"role": "assistant", "content": reply.content, "tool_calls": calls or None}
-            return web.json_response({**base, "object": "chat.completion", "usage": usage, "choices": [
+            response = web.json_response({**base, "object": "chat.completion", "usage": usage, "choices": [
                 {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}]})
+            await self._wait_until(arrived + opts.latency)
+            return response
+        await self._wait_until(arrived + opts.latency)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
@@ -327,6 +331,13 @@ class ScriptedModel:
             await resp.write(chunk)
         await resp.write_eof()
         return resp
+
+    @staticmethod
+    async def _wait_until(deadline: float) -> None:
+        """Answer no earlier than the deadline: the latency is the whole call, this server's work included."""
+        left = deadline - asyncio.get_running_loop().time()
+        if left > 0:
+            await asyncio.sleep(left)
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
@@ -494,7 +505,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="task pack root in MCPMark layout (repeatable); the oracle policy plays its oracles")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed on stdout)")
-    parser.add_argument("--latency", type=float, default=0.0, help="default seconds to wait before each answer")
+    parser.add_argument("--latency", type=float, default=0.0, help="default seconds each answer takes (its own work included)")
     args = parser.parse_args(argv)
     try:
         serve(args.tasks, args.host, args.port, args.latency)

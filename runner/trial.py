@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ class TrialContext:
     backoff_initial: float = 1.0
     warm: WarmServer | None = None       # a server already started on an empty state folder (workers)
     metrics: bool = False                # record Prometheus metrics (a pod serving /metrics)
+    on_session: Callable[[], None] | None = None  # called once the MCP session is up (workers start a spare)
 
 
 POD_API_KEY_ENV = "MCPFLEET_MODEL_API_KEY"  # where a trial pod receives the key of apiKeySecretRef
@@ -107,6 +109,8 @@ async def _run_agent(spec: TrialSpec, task: Task, state_dir: Path, ctx: TrialCon
             cmd = service.server_command(state_dir)
             session = await stack.enter_async_context(connect_stdio(cmd, log, cwd=state_dir))
         timings.mcp_start = time.perf_counter() - t
+        if ctx.on_session is not None:
+            ctx.on_session()
         t = time.perf_counter()
         metrics = TrialMetrics(spec.run, spec.model.name, spec.service) if ctx.metrics else None
         try:

@@ -11,7 +11,7 @@ import asyncio
 import shutil
 import tempfile
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from mcp import ClientSession
 
@@ -21,9 +21,20 @@ from .services import get_service
 PREFIX = "mcpfleet-trial-"
 
 
+class BootGate(Protocol):
+    """A cross-process semaphore (``multiprocessing.Semaphore``): how many spare servers may boot at once."""
+
+    def acquire(self, block: bool = ..., timeout: float | None = ...) -> bool: ...
+    def release(self) -> None: ...
+
+
+GATE_WAIT_S = 5.0  # a gate leaked by a killed worker delays a spare by this much, never blocks it
+
+
 class WarmServer:
-    def __init__(self, service: str):
+    def __init__(self, service: str, gate: BootGate | None = None):
         self.service = service
+        self.gate = gate
         self.workdir = Path(tempfile.mkdtemp(prefix=PREFIX))
         self.state_dir = self.workdir / "state"
         self.state_dir.mkdir()
@@ -38,13 +49,33 @@ class WarmServer:
         """Only servers whose state is a folder given at start can be started before the state exists."""
         return service == "filesystem"
 
+    async def _pass_gate(self) -> bool:
+        """Wait (without blocking the loop) until few enough spares are booting; False if not gated."""
+        if self.gate is None:
+            return False
+        deadline = asyncio.get_running_loop().time() + GATE_WAIT_S
+        while not self.gate.acquire(False):
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.02)
+        return True
+
     async def _hold(self) -> None:
         cmd = get_service(self.service).server_command(self.state_dir)
+        gated = False
         try:
+            # Spares are speculative work: booting all workers' spares at once (a run's first wave
+            # starts in lockstep) took the CPU the running trials' turns needed.
+            gated = await self._pass_gate()
             async with connect_stdio(cmd, self.log, cwd=self.state_dir) as session:
+                if gated:
+                    self.gate.release()  # type: ignore[union-attr]
+                    gated = False
                 self._ready.set_result(session)
                 await self._release.wait()
         except BaseException as exc:
+            if gated:
+                self.gate.release()  # type: ignore[union-attr]
             if not self._ready.done():
                 self._ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
             if not isinstance(exc, Exception):

@@ -18,12 +18,13 @@ from typing import Any
 
 from .store import StoreConfig
 
-PRELOAD = ["mcpfleet.runner.llm", "mcpfleet.runner.trial", "mcp.client.stdio"]
+PRELOAD = ["mcpfleet.runner.llm", "mcpfleet.runner.trial", "mcp.client.stdio", "mcpfleet.runner.warmup"]
 
 _loop: asyncio.AbstractEventLoop | None = None
 _current: asyncio.Task[Any] | None = None
 _spare: Any = None  # WarmServer for the next trial, started while the current one runs
 _store: tuple[StoreConfig, Any] | None = None  # the last store opened (an S3 client is worth reusing)
+_gate: Any = None  # the pool's BootGate: how many spare servers may boot at once
 _stopping = False
 
 
@@ -40,6 +41,8 @@ class WorkItem:
     # The models' API keys, passed explicitly: workers fork from a long-lived forkserver whose environment
     # is from when it started, and a trial must never depend on process-global state anyway.
     env: dict[str, str] = field(default_factory=dict, repr=False)
+    # Whether more trials are queued, so a spare server for this worker's next trial is worth starting.
+    more_queued: bool = True
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -49,8 +52,9 @@ def _on_sigterm(signum: int, frame: Any) -> None:
         _loop.call_soon_threadsafe(_current.cancel)
 
 
-def init_worker() -> None:
-    global _loop
+def init_worker(gate: Any = None) -> None:
+    global _loop, _gate
+    _gate = gate
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C
     signal.signal(signal.SIGTERM, _on_sigterm)
     _loop = asyncio.new_event_loop()
@@ -78,9 +82,17 @@ async def _run(spec: Any, store: Any, item: WorkItem) -> Any:
     if warm is not None and warm.service != spec.service:
         await warm.close()
         warm = None
-    if spec.agent != AgentKind.noop and WarmServer.supports(spec.service):
-        _spare = WarmServer(spec.service)
-    ctx = TrialContext(scripted_base_url=item.scripted_base_url, warm=warm, env=item.env)
+
+    def start_spare() -> None:
+        # Only once this trial's own server is up: booting both at once doubled the CPU burst of a
+        # run's first wave, when every worker starts cold together.
+        global _spare
+        if _spare is None and not _stopping:
+            _spare = WarmServer(spec.service, _gate)
+
+    wants_spare = item.more_queued and spec.agent != AgentKind.noop and WarmServer.supports(spec.service)
+    ctx = TrialContext(scripted_base_url=item.scripted_base_url, warm=warm, env=item.env,
+                       on_session=start_spare if wants_spare else None)
     return await run_trial(spec, store, ctx, item.infra_attempt)
 
 
@@ -110,3 +122,11 @@ def make_context() -> multiprocessing.context.BaseContext:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     return ctx
+
+
+def start_forkserver() -> None:
+    """Start the forkserver's imports now, in the background, so they overlap the run's own set-up."""
+    import multiprocessing.forkserver
+
+    make_context()
+    multiprocessing.forkserver.ensure_running()

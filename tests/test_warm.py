@@ -1,0 +1,92 @@
+"""Warm workers' start-up work: spare MCP servers boot through a gate, the last trials start no spare,
+and the forkserver pre-imports what LiteLLM would import lazily in every worker."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import make_tiny_pack
+from mcpfleet.runner import warm, warmup
+from mcpfleet.runner.launcher import RunState, Scheduler
+from mcpfleet.runner.plan import plan
+from mcpfleet.runner.spec import parse_evalrun
+from mcpfleet.runner.store import store_config
+from mcpfleet.runner.warm import WarmServer
+
+
+async def test_a_spare_boots_only_through_the_gate_and_gives_it_back() -> None:
+    gate = threading.Semaphore(1)
+    assert gate.acquire(False)  # another worker's spare is booting
+    server = WarmServer("filesystem", gate)
+    try:
+        await asyncio.sleep(0.5)
+        assert not server._ready.done()  # noqa: SLF001 - still waiting at the gate, no Node process yet
+        assert not list(server.state_dir.iterdir())
+        gate.release()
+        session = await asyncio.wait_for(server.session(), 30)
+        assert (await session.list_tools()).tools
+        # Released once booted, exactly once: one acquire succeeds, a second does not.
+        assert gate.acquire(False)
+        assert not gate.acquire(False)
+        gate.release()
+    finally:
+        await server.close()
+
+
+async def test_a_leaked_gate_delays_a_spare_but_never_blocks_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(warm, "GATE_WAIT_S", 0.3)
+    gate = threading.Semaphore(0)  # a worker killed mid-boot never gave its permit back
+    server = WarmServer("filesystem", gate)
+    try:
+        session = await asyncio.wait_for(server.session(), 30)
+        assert (await session.list_tools()).tools
+        assert not gate.acquire(False)  # booting without a permit must not hand out one
+    finally:
+        await server.close()
+
+
+class _InstantPool:
+    """Runs nothing: records each WorkItem and answers at once, as a worker reporting a pass would."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    def submit(self, fn: Any, item: Any) -> Future[dict[str, Any]]:
+        self.items.append(item)
+        fut: Future[dict[str, Any]] = Future()
+        fut.set_result({"trial_id": f"t{len(self.items)}", "model": "oracle", "passed": True,
+                        "failure": None, "error": None})
+        return fut
+
+    def shutdown(self, **kw: Any) -> None:
+        pass
+
+
+def test_only_trials_dispatched_with_nothing_left_queued_skip_the_spare(tmp_path: Path) -> None:
+    pack = make_tiny_pack(tmp_path / "pack", tasks=5)
+    run = parse_evalrun({"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "s"},
+                         "spec": {"models": [{"name": "oracle", "model": "scripted/oracle"}],
+                                  "tasks": {"path": str(pack)}, "concurrency": {"total": 2},
+                                  "output": {"uri": str(tmp_path / "out")}}})
+    trials = plan(run, tmp_path)
+    assert len(trials) == 5
+    pool = _InstantPool()
+    done: list[dict[str, Any]] = []
+    scheduler = Scheduler(run, RunState(todo=trials, skipped=0), lambda: pool,  # type: ignore[arg-type, return-value]
+                          store_config(run.spec.output, run.name, tmp_path), None, done.append)
+    asyncio.run(scheduler.run_all())
+    assert len(done) == 5
+    # Two in flight: the first four leave work behind them (a spare will be claimed), the fifth does not.
+    assert [item.more_queued for item in pool.items] == [True, True, True, True, False]
+
+
+def test_the_forkserver_warm_up_list_matches_this_litellm() -> None:
+    # A LiteLLM upgrade that moves one of these modules loses the warm-up silently; this says so.
+    assert warmup.MISSING == []
+    assert warmup.preload(("no.such.module",)) == ["no.such.module"]
