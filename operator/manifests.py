@@ -28,6 +28,7 @@ LABEL_RETRY = f"{GROUP}/retry"
 ANN_TRIAL = f"{GROUP}/trial-id"
 ANN_SPEC_HASH = f"{GROUP}/spec-hash"
 STATE_MOUNT = "/state"
+TASK_MOUNT = "/task"  # an s3:// pack's task files, fetched by the init container
 RUNNER_UID = 10001
 TERMINATION_LOG = "/dev/termination-log"
 API_KEY_ENV = "MCPFLEET_MODEL_API_KEY"
@@ -103,6 +104,37 @@ def runner_env(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry
     return env
 
 
+def state_init_args(run: EvalRun, trial: TrialSpec) -> tuple[list[str], list[dict[str, Any]]]:
+    """The state init container's arguments and extra environment.
+
+    A bundled pack is read from the runner image; an s3:// pack is fetched (task folder and state only)
+    with the credentials of ``spec.tasks.credentialsSecretRef``. Either way the task must have the digest
+    the operator planned with, so an edited pack or a skewed image fails the try instead of measuring
+    something else."""
+    sel = run.spec.tasks
+    args = ["--task", trial.task_id, "--dest", STATE_MOUNT]
+    env: list[dict[str, Any]] = [{"name": "HOME", "value": "/tmp"}]
+    if sel.in_s3:
+        args += ["--tasks-root", sel.path, "--task-dest", TASK_MOUNT]
+        if sel.states_path:
+            args += ["--states", sel.states_path]
+        if sel.endpoint_url:
+            args += ["--endpoint-url", sel.endpoint_url]
+        if sel.region:
+            args += ["--region", sel.region]
+        if sel.credentials_secret_ref:
+            for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+                env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": sel.credentials_secret_ref,
+                                                                        "key": key}}})
+    else:
+        args += ["--tasks-root", trial.tasks_root]
+        if trial.states_path:
+            args += ["--states", trial.states_path]
+    if trial.task_digest:
+        args += ["--digest", trial.task_digest]
+    return args, env
+
+
 def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry: int = 0) -> dict[str, Any]:
     """The Pod for one trial (one try of it)."""
     pod = run.spec.pod
@@ -114,6 +146,18 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
     limits = trial.limits
     deadline = limits.timeout_seconds + limits.verifier_timeout_seconds + settings.pod_grace_seconds
     state_mount = {"name": "state", "mountPath": STATE_MOUNT}
+    remote = run.spec.tasks.in_s3
+    init_args, init_env = state_init_args(run, trial)
+    init_mounts = [state_mount, {"name": "tmp", "mountPath": "/tmp"}]
+    runner_mounts = [state_mount, {"name": "tmp", "mountPath": "/tmp"}]
+    runner_args = ["--mcp-url", "http://localhost:$(MCP_PORT)/mcp", "--state-dir", STATE_MOUNT,
+                   "--termination-log", TERMINATION_LOG, "--metrics-port", "$(METRICS_PORT)"]
+    volumes: list[dict[str, Any]] = [{"name": "state", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]
+    if remote:
+        volumes.append({"name": "task", "emptyDir": {}})
+        init_mounts.append({"name": "task", "mountPath": TASK_MOUNT})
+        runner_mounts.append({"name": "task", "mountPath": TASK_MOUNT, "readOnly": True})
+        runner_args += ["--tasks-root", TASK_MOUNT]
     port = str(settings.mcp_port)
     meta: dict[str, Any] = {
         "name": pod_name(run.name, trial.trial_id, retry),
@@ -133,15 +177,15 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
         "terminationGracePeriodSeconds": 30,
         "securityContext": {"runAsNonRoot": True, "runAsUser": RUNNER_UID, "runAsGroup": RUNNER_UID,
                             "fsGroup": RUNNER_UID, "seccompProfile": {"type": "RuntimeDefault"}},
-        "volumes": [{"name": "state", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+        "volumes": volumes,
         "initContainers": [
             {
                 "name": "state",
                 "image": runner_image,
                 "command": ["mcpfleet", "materialise"],
-                "args": ["--task", trial.task_id, "--tasks-root", trial.tasks_root, "--dest", STATE_MOUNT],
-                "env": [{"name": "HOME", "value": "/tmp"}],
-                "volumeMounts": [state_mount, {"name": "tmp", "mountPath": "/tmp"}],
+                "args": init_args,
+                "env": init_env,
+                "volumeMounts": init_mounts,
                 "resources": _resources(pod.sidecar_resources),
                 "securityContext": _container_security(),
                 "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -167,11 +211,10 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
             "name": "runner",
             "image": runner_image,
             "command": ["mcpfleet", "trial"],
-            "args": ["--mcp-url", "http://localhost:$(MCP_PORT)/mcp", "--state-dir", STATE_MOUNT,
-                     "--termination-log", TERMINATION_LOG, "--metrics-port", "$(METRICS_PORT)"],
+            "args": runner_args,
             "ports": [{"name": "metrics", "containerPort": settings.metrics_port, "protocol": "TCP"}],
             "env": runner_env(run, trial, settings, retry),
-            "volumeMounts": [state_mount, {"name": "tmp", "mountPath": "/tmp"}],
+            "volumeMounts": runner_mounts,
             "resources": _resources(pod.resources),
             "securityContext": _container_security(),
             "terminationMessagePath": TERMINATION_LOG,

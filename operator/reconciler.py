@@ -95,7 +95,17 @@ class Reconciler:
     async def main(self, stopped: kopf.DaemonStopped) -> None:
         self.shared.runs[self.uid] = self.queue
         try:
-            if not await self.load():
+            while not stopped:
+                try:
+                    if not await self.load():
+                        return
+                    break
+                except STORE_FAILURES as exc:  # an s3:// pack that cannot be read yet: wait, do not fail
+                    self.logger.warning("the task pack cannot be read (will try again): %s", exc)
+                    self.conditions["Valid"] = condition("Valid", False, "TasksUnavailable", str(exc)[:1000])
+                    await self.write_status(force=True)
+                    await asyncio.sleep(STORE_RETRY_SECONDS)
+            if self.state is None:
                 return
             while not stopped:
                 try:
@@ -131,8 +141,7 @@ class Reconciler:
         self.generation = self.body.metadata.get("generation")
         try:
             run = parse_evalrun(raw, f"EvalRun {self.ns}/{self.name}")
-            trials = plan(run, bundled_root())
-            trials = [t.model_copy(update={"tasks_root": str(Path(t.tasks_root))}) for t in trials]
+            trials = await asyncio.to_thread(plan, run, bundled_root())  # an s3:// pack is fetched first
             self.check_pods(run, trials)
             store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
         except (SpecError, TaskError, ValueError) as exc:
@@ -162,6 +171,20 @@ class Reconciler:
             self.shared.inflight -= len(self.state.in_flight)
         self.state = None
 
+    async def stop_pods(self, why: str) -> None:
+        """A run that failed mid-run launches nothing more and stops what it has running: its trial pods are
+        deleted (listed by label, so pods of an earlier operator incarnation go too). Their stored records,
+        if any, stay where they are; the run itself is over."""
+        try:
+            pods = await self.shared.kube.list_pods(self.ns, f"{LABEL_RUN_UID}={self.uid}")
+            for pod in pods:
+                await self.shared.kube.delete_pod(self.ns, pod["metadata"]["name"])
+        except Exception as exc:  # noqa: BLE001 - the EvalRun's deletion still removes them (ownerReferences)
+            self.logger.warning("could not delete the pods of the failed run: %s", exc)
+            return
+        if pods:
+            kopf.warn(self.body, reason="Stopped", message=f"{len(pods)} trial pod(s) deleted: {why}"[:1000])
+
     async def fail(self, reason: str, message: str) -> None:
         self.phase = "Failed"
         self.conditions["Valid"] = condition("Valid", False, reason, message)
@@ -176,6 +199,7 @@ class Reconciler:
         if conflicts:
             await self.fail("SpecConflict", f"{len(conflicts)} stored trial(s) were recorded with a different "
                                             f"spec (e.g. {conflicts[0]}); create a new EvalRun instead of editing")
+            await self.stop_pods("the run failed (SpecConflict)")
             self.drop_state()
             return
         for r in records:
@@ -234,18 +258,22 @@ class Reconciler:
     async def check_spec(self) -> None:
         """Spec edits: suspend and concurrency apply at once; more trials are added; others conflict."""
         gen = self.body.metadata.get("generation")
-        if gen == self.generation or self.state is None:
+        if gen == self.generation or self.state is None or time.monotonic() < self.store_retry_at:
             return
-        self.generation = gen
+        seen, self.generation = self.generation, gen
         raw = {k: v for k, v in dict(self.body).items() if k in ("apiVersion", "kind", "metadata", "spec")}
         try:
             run = parse_evalrun(raw)
-            trials = plan(run, bundled_root())
-            trials = [t.model_copy(update={"tasks_root": str(Path(t.tasks_root))}) for t in trials]
+            trials = await asyncio.to_thread(plan, run, bundled_root())
             self.check_pods(run, trials)
+        except STORE_FAILURES as exc:  # the pack cannot be read right now: take the edit on a later step
+            self.generation = seen
+            self.store_unavailable(exc)
+            return
         except (SpecError, TaskError, ValueError) as exc:
             problems = exc.problems if isinstance(exc, SpecError) else [str(exc)]
             await self.fail("InvalidSpec", "; ".join(problems))
+            await self.stop_pods("the run failed (InvalidSpec)")
             self.drop_state()
             return
         old = self.state.trials
@@ -254,6 +282,7 @@ class Reconciler:
         if changed:
             await self.fail("SpecConflict", f"the edit changes {len(changed)} finished or running trial(s) "
                                             f"(e.g. {changed[0]}); create a new EvalRun instead")
+            await self.stop_pods("the run failed (SpecConflict)")
             self.drop_state()
             return
         self.run = run

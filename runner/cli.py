@@ -70,6 +70,8 @@ def trial(evalrun: Annotated[Optional[Path], typer.Argument(
                                                               help="Scripted model server base URL.")] = None,
           termination_log: Annotated[Optional[Path], typer.Option(help="Where to write the JSON outcome.")] = None,
           metrics_port: Annotated[Optional[int], typer.Option(help="Serve Prometheus /metrics on this port.")] = None,
+          tasks_root: Annotated[Optional[Path], typer.Option(
+              help="Read the task from this pack root instead of the trial's (a pod's fetched task volume).")] = None,
           ) -> None:
     """Run exactly one trial and write its record (the command a trial pod runs).
 
@@ -102,6 +104,8 @@ def trial(evalrun: Annotated[Optional[Path], typer.Argument(
             _fail(f"no trial (model={model}, task={task}, attempt={attempt}) in the plan of {evalrun}")
         chosen = trials[0]
         store = open_store(spec.spec.output, spec.name, evalrun.resolve().parent)
+    if tasks_root is not None:
+        chosen = chosen.model_copy(update={"tasks_root": str(tasks_root), "states_path": None})
     infra_attempt = int(os.environ.get("MCPFLEET_INFRA_ATTEMPT", "1"))
     if metrics_port:
         from .metrics import serve
@@ -123,16 +127,49 @@ def trial(evalrun: Annotated[Optional[Path], typer.Argument(
 @app.command()
 def materialise(task: Annotated[str, typer.Option(help="Task id <service>/<difficulty>/<category>/<task>.")],
                 dest: Annotated[Path, typer.Option(help="Empty folder to fill (a pod's state volume).")],
-                tasks_root: Annotated[Path, typer.Option(help="Task pack root.")] = DEFAULT_TASKS,
-                states: Annotated[Optional[Path], typer.Option(help="States folder for foreign packs.")] = None,
+                tasks_root: Annotated[str, typer.Option(help="Task pack root: a folder or s3://bucket/prefix.")
+                                      ] = str(DEFAULT_TASKS),
+                states: Annotated[Optional[str], typer.Option(
+                    help="States folder (or s3://bucket/prefix) for foreign packs.")] = None,
+                task_dest: Annotated[Optional[Path], typer.Option(
+                    help="Where an s3:// pack's task files go (a pod's task volume).")] = None,
+                endpoint_url: Annotated[Optional[str], typer.Option(help="S3 endpoint of an s3:// pack.")] = None,
+                region: Annotated[Optional[str], typer.Option(help="S3 region of an s3:// pack.")] = None,
+                digest: Annotated[Optional[str], typer.Option(
+                    help="The task digest the run was planned with; a different task is refused.")] = None,
                 ) -> None:
-    """Materialise a task's initial state (a trial pod's init container runs this)."""
+    """Materialise a task's initial state (a trial pod's init container runs this).
+
+    With an s3:// pack it first fetches the task's folder (and its state) into --task-dest. With --digest
+    it refuses a task whose files differ from what the run was planned with (a pack edited in S3 since,
+    or a runner image bundling other tasks than the operator's)."""
+    from . import packs
     from .states import materialise as fill
+    from .store import StoreError
     from .tasks import find_task
 
+    root, states_root = Path(tasks_root), Path(states) if states else None
     try:
-        n = fill(find_task(tasks_root, task, states), dest)
-    except TaskError as exc:
+        remote = [p for p in (tasks_root, states) if p and p.startswith("s3://")]
+        if remote and task_dest is None:
+            _fail("--task-dest is required with an s3:// pack: the folder the task's files are fetched into")
+        if tasks_root.startswith("s3://"):
+            assert task_dest is not None
+            packs.sync(tasks_root, task_dest, endpoint_url=endpoint_url, region=region, field="--tasks-root",
+                       only=packs.task_scopes(task, states_in_pack=not states))
+            root = task_dest
+        if states and states.startswith("s3://"):
+            assert task_dest is not None
+            states_root = task_dest / ".states"
+            packs.sync(states, states_root, endpoint_url=endpoint_url, region=region, field="--states",
+                       only=packs.state_scopes(task))
+        chosen = find_task(root, task, states_root)
+        if digest and chosen.digest != digest:
+            _fail(f"task {task} from {tasks_root} is not the one this run was planned with (digest {chosen.digest}, "
+                  f"planned {digest}): the pack changed since, or the runner image bundles other tasks than the "
+                  "operator's; start a new EvalRun (or use matching images)")
+        n = fill(chosen, dest)
+    except (TaskError, StoreError) as exc:
         _fail(str(exc))
     print(json.dumps({"task": task, "files": n, "dest": str(dest)}))
 

@@ -22,6 +22,7 @@ class TrialSpec(BaseModel):
     task_id: str
     tasks_root: str
     states_path: str | None = None
+    task_digest: str | None = None  # the task's content when planned; a pod refuses a different one
     attempt: int
     agent: AgentKind
     limits: Limits
@@ -72,6 +73,7 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
                     run=run.name, trial_id=trial_id(model.name, task, attempt),
                     spec_hash=trial_hash(run, model, task, attempt), model=model, task_id=task.id,
                     tasks_root=str(tasks_root), states_path=str(states_path) if states_path else None,
+                    task_digest=task.digest,
                     attempt=attempt, agent=run.spec.agent, limits=run.spec.limits))
     return out
 

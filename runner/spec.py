@@ -109,17 +109,38 @@ class TaskSelection(SpecModel):
     """Which tasks to run: a task pack and filters on it. Empty filters select everything."""
 
     path: str = Field(default="tasks", description=(
-        "Task-pack root in MCPMark layout (<service>/<difficulty>/<category>/<task>/). Relative paths "
-        "resolve against the EvalRun file's folder locally, and against the runner image's bundled tasks."))
+        "Task-pack root in MCPMark layout (<service>/<difficulty>/<category>/<task>/): a folder, or "
+        "s3://bucket/prefix for a pack kept in S3. Relative folders resolve against the EvalRun file's "
+        "folder locally, and against the runner image's bundled tasks."))
     states_path: str | None = Field(default=None, description=(
-        "Folder holding initial states as <service>/<category>/ for packs that do not bundle them "
-        "(e.g. MCPMark's own tasks). Defaults to <path>/<service>/states."))
+        "Folder (or s3://bucket/prefix) holding initial states as <service>/<category>/ for packs that do "
+        "not bundle them (e.g. MCPMark's own tasks). Defaults to <path>/<service>/states."))
+    endpoint_url: str | None = Field(default=None, description="S3 endpoint of an s3:// pack (non-AWS stores).")
+    region: str | None = Field(default=None, description="S3 region of an s3:// pack.")
+    credentials_secret_ref: str | None = Field(default=None, description=(
+        "Secret with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY that trial pods use to read an s3:// pack "
+        "(the operator reads it with its own credentials; locally the environment's are used)."))
     services: list[str] = Field(default_factory=list, description="e.g. [filesystem, postgres]")
     difficulties: list[str] = Field(default_factory=list, description="e.g. [standard, easy]")
     categories: list[str] = Field(default_factory=list)
     include: list[str] = Field(default_factory=list, description=(
         "Glob patterns over task ids '<service>/<difficulty>/<category>/<task>'."))
     exclude: list[str] = Field(default_factory=list, description="Glob patterns over task ids.")
+
+    @field_validator("path", "states_path")
+    @classmethod
+    def _pack_uri(cls, v: str | None) -> str | None:
+        if v is not None and "://" in v:
+            _check_s3_uri(v)
+        return v
+
+    @property
+    def in_s3(self) -> bool:
+        return self.path.startswith("s3://")
+
+    def location_view(self) -> set[str]:
+        """Fields that say where the pack is read from, not which tasks run (left out of the spec hash)."""
+        return {"endpoint_url", "region", "credentials_secret_ref"}
 
 
 class AgentKind(str, Enum):
@@ -168,11 +189,16 @@ class Output(SpecModel):
     @field_validator("uri")
     @classmethod
     def _uri(cls, v: str) -> str:
-        if "://" in v and not v.startswith("s3://"):
-            raise ValueError("must be a local path or s3://bucket/prefix")
-        if v.startswith("s3://") and not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", v):
-            raise ValueError("s3 URI must be s3://<bucket>/<prefix> with a valid bucket name")
+        if "://" in v:
+            _check_s3_uri(v)
         return v
+
+
+def _check_s3_uri(v: str) -> None:
+    if not v.startswith("s3://"):
+        raise ValueError("must be a local path or s3://bucket/prefix")
+    if not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", v):
+        raise ValueError("s3 URI must be s3://<bucket>/<prefix> with a valid bucket name")
 
 
 QUANTITY = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
@@ -238,7 +264,7 @@ class EvalRunSpec(SpecModel):
         models = [m.model_dump(mode="json", include={"name", "model", "api_base", "params"}) for m in self.models]
         return {
             "models": models,
-            "tasks": self.tasks.model_dump(mode="json"),
+            "tasks": self.tasks.model_dump(mode="json", exclude=self.tasks.location_view()),
             "attempts": self.attempts,
             "agent": self.agent,
             "limits": self.limits.model_dump(mode="json"),

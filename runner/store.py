@@ -187,11 +187,11 @@ class S3Store:
 
     def __init__(self, bucket: str, prefix: str, run_name: str, run_uid: str | None = None,
                  endpoint_url: str | None = None, region: str | None = None, *,
-                 tuning: S3Tuning | None = None, env: Mapping[str, str] | None = None):
-        if not _join(run_name):
+                 tuning: S3Tuning | None = None, env: Mapping[str, str] | None = None, bare: bool = False):
+        if not bare and not _join(run_name):
             raise ValueError("run_name must not be empty")
         self.bucket = bucket
-        self.root = _join(prefix, run_name, run_uid)
+        self.root = _join(prefix) if bare else _join(prefix, run_name, run_uid)
         self.endpoint_url, self.region = endpoint_url, region
         self.tuning = tuning or S3_DEFAULTS
         src = os.environ if env is None else env
@@ -301,6 +301,18 @@ class S3Store:
                 keys.extend(o["Key"] for o in page.get("Contents", []))
             return keys
         return self._op("list", prefix, listing)
+
+    def list_objects(self, prefix: str) -> list[tuple[str, str, int]]:
+        """(key, ETag, size) of every object under ``prefix`` (a key prefix, not a run folder)."""
+        def listing() -> list[tuple[str, str, int]]:
+            out: list[tuple[str, str, int]] = []
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                out.extend((o["Key"], str(o.get("ETag", "")), int(o.get("Size", 0))) for o in page.get("Contents", []))
+            return out
+        return self._op("list", prefix, listing)
+
+    def get_bytes(self, key: str) -> bytes | None:
+        return self._get(key)
 
     def _delete(self, keys: list[str]) -> None:
         for i in range(0, len(keys), 1000):

@@ -166,13 +166,25 @@ def bundled_root() -> Path:
 
 def resolve_pack(sel: TaskSelection, base_dir: Path) -> tuple[Path, Path | None]:
     """Resolve the pack and states paths of a selection: relative to the EvalRun file's folder, falling
-    back to mcpfleet's bundled packs (so the default ``tasks`` works from any folder and in the cluster)."""
-    root = Path(sel.path)
-    if not root.is_absolute():
-        candidate = (base_dir / root).resolve()
-        root = candidate if candidate.exists() else (bundled_root() / root).resolve()
+    back to mcpfleet's bundled packs (so the default ``tasks`` works from any folder and in the cluster).
+    An s3:// pack (or states location) is mirrored into the local cache first (see ``packs``)."""
+    from . import packs
+
+    def mirrored(uri: str, field: str) -> Path:
+        return packs.sync(uri, packs.mirror_path(uri, sel.endpoint_url), endpoint_url=sel.endpoint_url,
+                          region=sel.region, field=field)
+
+    if sel.path.startswith("s3://"):
+        root = mirrored(sel.path, "spec.tasks.path")
+    else:
+        root = Path(sel.path)
+        if not root.is_absolute():
+            candidate = (base_dir / root).resolve()
+            root = candidate if candidate.exists() else (bundled_root() / root).resolve()
     states = None
-    if sel.states_path:
+    if sel.states_path and sel.states_path.startswith("s3://"):
+        states = mirrored(sel.states_path, "spec.tasks.statesPath")
+    elif sel.states_path:
         states = Path(sel.states_path)
         if not states.is_absolute():
             states = (base_dir / states).resolve()

@@ -18,7 +18,7 @@ from typing import Any
 
 from .store import StoreConfig
 
-PRELOAD = ["mcpfleet.runner.llm", "mcpfleet.runner.trial", "mcp.client.stdio", "mcpfleet.runner.warmup"]
+PRELOAD = ["mcpfleet.runner.warmup"]  # the engine and LiteLLM's lazy imports, collector paused (see warmup)
 
 _loop: asyncio.AbstractEventLoop | None = None
 _current: asyncio.Task[Any] | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,3 +154,32 @@ async def test_evalrun_end_to_end(kube: RunningEmulator, operator_env: None, s3:
         assert CREDS["AWS_SECRET_ACCESS_KEY"] not in body
     assert CREDS["AWS_SECRET_ACCESS_KEY"] not in json.dumps(kube.objects("events", NS))
     assert CREDS["AWS_SECRET_ACCESS_KEY"] not in json.dumps(status)
+
+
+async def test_a_task_pack_in_s3(kube: RunningEmulator, operator_env: None, s3: str, bucket: str, tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A foreign pack kept in S3: the operator plans from its mirror, each pod's init container fetches its
+    task and state with the Secret's credentials, and the runner reads the task from the fetched copy."""
+    monkeypatch.setenv("MCPFLEET_CACHE_DIR", str(tmp_path / "operator-cache"))
+    pack = make_tiny_pack(tmp_path / "pack", tasks=3)  # the descriptions the scripted oracle knows
+    client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
+    for f in sorted(p for p in pack.rglob("*") if p.is_file()):
+        client.put_object(Bucket=bucket, Key=f"packs/tiny/{f.relative_to(pack).as_posix()}", Body=f.read_bytes())
+    shutil.rmtree(pack)  # nothing local to fall back on
+    body = evalrun("s3pack", pack, s3, bucket, models=[{"name": "oracle", "model": "scripted/oracle"}], attempts=1)
+    body["spec"]["tasks"] = {"path": f"s3://{bucket}/packs/tiny", "endpointUrl": s3,
+                             "credentialsSecretRef": "s3-credentials"}
+    async with Kubelet(kube.url) as kubelet:
+        with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
+            kube.create(body)
+            status = await wait_until(lambda: status_of(kube, "s3pack").get("phase") == "Succeeded"
+                                      and status_of(kube, "s3pack"), 180, "the run to succeed")
+            await wait_until(lambda: not kube.objects("pods", NS), 30, "every pod to be deleted")
+    assert not infra_errors(s3, bucket)
+    assert status["counts"]["passed"] == 3 and status["counts"]["finished"] == 3
+    assert len(kubelet.started) == 3
+    uid = kube.get("evalruns", NS, "s3pack")["metadata"]["uid"]
+    for key in s3_keys(s3, bucket):
+        if key.startswith(f"runs/s3pack/{uid}/trials/") and key.endswith("/result.json"):
+            rec = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+            assert rec["passed"] is True and rec["verifier"]["exit_code"] == 0, rec

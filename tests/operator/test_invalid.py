@@ -54,6 +54,7 @@ def cases(pack: Path, s3: str, bucket: str) -> list[tuple[dict[str, Any], str]]:
          "spec.models[0]:"),
         (run("no-task-selected", tasks={"path": str(pack), "categories": ["no-such-category"]}), "spec.tasks"),
         (run("missing-pack", tasks={"path": "/nonexistent/mcpfleet/pack"}), "spec.tasks.path"),
+        (run("empty-s3-pack", tasks={"path": f"s3://{bucket}/no-such-pack", "endpointUrl": s3}), "spec.tasks.path"),
         (with_output("gcs-output", "gs://bucket/runs"), "spec.output.uri:"),
         (with_output("bad-bucket", "s3://Bad_Bucket/runs"), "spec.output.uri:"),
         (with_output("relative-output", "runs"), "spec.output.uri:"),  # each pod would resolve it on its own disk
@@ -116,8 +117,8 @@ async def test_invalid_runs_fail_once_and_the_operator_keeps_serving(
 async def test_edit_to_an_invalid_spec_fails_the_run_and_frees_its_capacity(
         kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """An edit that makes a running run invalid fails it (no crash, no retry loop), and its pods in flight
-    stop counting against the operator-wide pod cap (MCPFLEET_MAX_PODS=1 here), so other runs proceed."""
+    """An edit that makes a running run invalid fails it (no crash, no retry loop), deletes its pods in flight
+    and frees their place under the operator-wide pod cap (MCPFLEET_MAX_PODS=1 here), so other runs proceed."""
     monkeypatch.setenv("MCPFLEET_MAX_PODS", "1")
     one = {"tasks": {"path": str(image_pack), "include": ["*/move_todo_0"]}, "attempts": 1}
     first = evalrun("edited", image_pack, s3, bucket, models=[{"name": "oracle", "model": "scripted/oracle?latency=0.3"}],
@@ -132,6 +133,12 @@ async def test_edit_to_an_invalid_spec_fails_the_run_and_frees_its_capacity(
             cond = next(c for c in status["conditions"] if c["type"] == "Valid")
             assert cond["reason"] == "InvalidSpec" and "spec.models:" in cond["message"], cond
             assert status["observedGeneration"] == 2
+            # The failed run stops what it had running, rather than leaving pods nobody tracks.
+            await wait_until(lambda: not [p for p in kube.objects("pods", NS)
+                                          if p["metadata"]["labels"].get("mcpfleet.io/run") == "edited"],
+                             20, "the failed run's pod to be deleted")
+            assert any(e.get("reason") == "Stopped" and "1 trial pod(s) deleted" in e.get("message", "")
+                       for e in kube.objects("events", NS)), "no Stopped event for the failed run"
             second = evalrun("after", image_pack, s3, bucket, models=[{"name": "idle", "model": "scripted/noop"}],
                              **one)
             kube.create(second)

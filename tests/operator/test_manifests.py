@@ -223,3 +223,36 @@ def test_pod_name_is_stable_across_processes() -> None:
                          env={"PYTHONHASHSEED": "123"}).stdout.strip()
     assert out == pod_name("e2e", "oracle.filesystem.standard.tiny.move_todo_0.1", 2)
     assert out.endswith("-1-r2")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_s3_pack_is_fetched_by_the_init_container_and_checked_by_digest(pack: Path, version: str) -> None:
+    local = evalrun("fetch", pack)
+    remote = evalrun("fetch", pack, tasks={
+        "path": "s3://team-packs/mcpmark", "statesPath": "s3://team-packs/states",
+        "endpointUrl": "https://minio.local:9000", "region": "eu-west-1", "credentialsSecretRef": "pack-reader"})
+    trial = plan(local, bundled_root())[0]  # the plan an S3 mirror gives is the same (tests/test_packs.py)
+    assert trial.task_digest
+    pod = trial_pod(remote, trial, OperatorSettings())
+    kubernetes_validate.validate(pod, version, strict=True)
+    init, sidecar = pod["spec"]["initContainers"]
+    assert init["args"] == ["--task", trial.task_id, "--dest", "/state", "--tasks-root", "s3://team-packs/mcpmark",
+                            "--task-dest", "/task", "--states", "s3://team-packs/states",
+                            "--endpoint-url", "https://minio.local:9000", "--region", "eu-west-1",
+                            "--digest", trial.task_digest]
+    env = {e["name"]: e for e in init["env"]}
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        assert env[key] == {"name": key, "valueFrom": {"secretKeyRef": {"name": "pack-reader", "key": key}}}
+    runner = pod["spec"]["containers"][0]
+    assert runner["args"][-2:] == ["--tasks-root", "/task"]
+    assert {"name": "task", "mountPath": "/task", "readOnly": True} in runner["volumeMounts"]
+    assert {"name": "task", "emptyDir": {}} in pod["spec"]["volumes"]
+    assert all(m["name"] != "task" for m in sidecar["volumeMounts"])  # the MCP server sees the state only
+
+    # A bundled pack is read from the image, with the same digest check against image/operator skew.
+    pod = trial_pod(local, trial, OperatorSettings())
+    init = pod["spec"]["initContainers"][0]
+    assert init["args"] == ["--task", trial.task_id, "--dest", "/state", "--tasks-root", trial.tasks_root,
+                            "--digest", trial.task_digest]
+    assert "task" not in {v["name"] for v in pod["spec"]["volumes"]}
+    assert "--tasks-root" not in pod["spec"]["containers"][0]["args"]

@@ -1,0 +1,120 @@
+"""Task packs kept in S3 (``spec.tasks.path: s3://bucket/prefix``), mirrored into a local folder.
+
+The operator (to plan), ``mcpfleet run`` (to plan and run) and a trial pod's init container (to fetch
+one task and its initial state) all read the pack through ``sync``, so they see the same bytes and
+compute the same task digests. A mirror is refreshed by ETag: unchanged objects are not downloaded
+again, objects gone from S3 are removed, and concurrent syncs of one mirror take turns (file lock).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path, PurePosixPath
+
+from .store import S3Store, S3Tuning, parse_s3_uri
+from .tasks import TaskError
+
+MANIFEST = ".mcpfleet-sync.json"
+LOCK = ".mcpfleet-sync.lock"
+CACHE_ENV = "MCPFLEET_CACHE_DIR"
+
+
+class PackError(TaskError):
+    """The pack cannot be used as given (empty prefix, unsafe key); the message names the field and fix."""
+
+
+def cache_dir() -> Path:
+    """Where mirrors of S3 packs live: $MCPFLEET_CACHE_DIR, else $XDG_CACHE_HOME or ~/.cache, /mcpfleet/packs."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mcpfleet" / "packs"
+
+
+def mirror_path(uri: str, endpoint_url: str | None) -> Path:
+    """One mirror per (endpoint, URI): the same prefix on two endpoints is two packs."""
+    digest = hashlib.sha256(f"{endpoint_url or ''}|{uri.rstrip('/')}".encode()).hexdigest()[:16]
+    return cache_dir() / digest
+
+
+def _safe_rel(rel: str) -> PurePosixPath:
+    p = PurePosixPath(rel)
+    if p.is_absolute() or ".." in p.parts or not p.parts:
+        raise PackError(f"refusing S3 key part '{rel}': a pack's keys must stay inside its prefix")
+    return p
+
+
+def sync(uri: str, dest: Path, *, endpoint_url: str | None = None, region: str | None = None,
+         only: Iterable[str] | None = None, env: Mapping[str, str] | None = None,
+         tuning: S3Tuning | None = None, field: str = "spec.tasks.path") -> Path:
+    """Mirror ``uri`` (or only the given relative prefixes of it) into ``dest``; returns ``dest``.
+
+    Raises PackError when nothing is there, StoreError when S3 cannot be reached (after retries)."""
+    bucket, prefix = parse_s3_uri(uri)
+    store = S3Store(bucket, prefix, "", endpoint_url=endpoint_url, region=region, env=env, tuning=tuning, bare=True)
+    base = f"{prefix}/" if prefix else ""
+    scopes = [s.strip("/") for s in only] if only is not None else [""]
+    dest.mkdir(parents=True, exist_ok=True)
+    with open(dest / LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        manifest_path = dest / MANIFEST
+        try:
+            manifest: dict[str, str] = json.loads(manifest_path.read_text())
+        except (OSError, ValueError):
+            manifest = {}
+        listed: dict[str, tuple[str, str, int]] = {}
+        for scope in scopes:
+            # A scope is a folder ("svc/diff/cat/task") or a single file ("svc/states/cat.times.json").
+            for key, etag, size in store.list_objects(base + scope if scope else base):
+                rel = key[len(base):]
+                if not rel or rel.endswith("/"):
+                    continue  # folder markers some tools create
+                if scope and rel != scope and not rel.startswith(scope + "/"):
+                    continue  # "cat" must not pull in "cat2"
+                listed[str(_safe_rel(rel))] = (key, etag, size)
+        if not listed:
+            what = f" (looked for {', '.join(scopes)})" if only is not None else ""
+            raise PackError(f"{field}: nothing found under {uri}{what}; upload the pack in MCPMark layout "
+                            "there or fix the URI")
+        for rel, (key, etag, size) in sorted(listed.items()):
+            target = dest / rel
+            if manifest.get(rel) == etag and target.is_file() and target.stat().st_size == size:
+                continue
+            data = store.get_bytes(key)
+            if data is None:  # deleted between listing and reading: the next sync settles it
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.part")
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+            manifest[rel] = etag
+        for rel in [r for r in manifest if r not in listed and _in_scopes(r, scopes)]:
+            (dest / rel).unlink(missing_ok=True)
+            del manifest[rel]
+        tmp_manifest = manifest_path.with_suffix(".part")
+        tmp_manifest.write_text(json.dumps(manifest, sort_keys=True))
+        os.replace(tmp_manifest, manifest_path)
+    return dest
+
+
+def _in_scopes(rel: str, scopes: list[str]) -> bool:
+    return any(not s or rel == s or rel.startswith(s + "/") for s in scopes)
+
+
+def task_scopes(task_id: str, states_in_pack: bool) -> list[str]:
+    """What one trial needs from a pack: its task folder and, if the pack holds states, its category's state."""
+    service, _, category, _ = task_id.split("/")
+    scopes = [task_id]
+    if states_in_pack:
+        scopes += [f"{service}/states/{category}", f"{service}/states/{category}.times.json"]
+    return scopes
+
+
+def state_scopes(task_id: str) -> list[str]:
+    """What one trial needs from a separate states location (``spec.tasks.statesPath``)."""
+    service, _, category, _ = task_id.split("/")
+    return [f"{service}/{category}", f"{service}/{category}.times.json"]
