@@ -234,7 +234,8 @@ class PodSettings(SpecModel):
     node_selector: dict[str, str] = Field(default_factory=dict)
     pending_timeout_seconds: int = Field(default=600, ge=10, description=(
         "A trial pod still Pending after this long (unschedulable, image pull failure) is an infrastructure "
-        "error and is retried."))
+        "error and is retried. Pending, as Kubernetes counts it, includes pulling images and the init "
+        "containers (materialising the state, fetching an s3:// pack's task), so leave room for them."))
 
 
 class EvalRunSpec(SpecModel):
