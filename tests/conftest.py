@@ -85,3 +85,9 @@ def scripted_url(session_pack: Path) -> Iterator[str]:
     """One scripted model server for the session, knowing the repo's tasks and the session's tiny pack."""
     with ScriptedServerProcess([TASKS, session_pack]) as url:
         yield url
+
+
+@pytest.fixture(autouse=True)
+def _private_pack_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mirrors of S3 packs go to the test's own folder, never the user's ~/.cache (tests may override)."""
+    monkeypatch.setenv("MCPFLEET_CACHE_DIR", str(tmp_path / "pack-cache"))
