@@ -178,6 +178,7 @@ async def test_pod_failing_without_record_is_retried_then_infra_error(
         with operator(kube):
             kube.create(body)
             status = await finished_run(kube, "broken")
+            await wait_until(lambda: events(kube, "InfraError"), 10, "the InfraError event")  # kopf posts it later
     [trial] = trials_of(body)
     first, retry = pod_name("broken", trial.trial_id), pod_name("broken", trial.trial_id, 1)
     assert kubelet.started == [first, retry] and retry == first + "-r1"
@@ -225,6 +226,7 @@ async def test_image_pull_backoff_is_an_infra_error_at_once(kube: RunningEmulato
         with operator(kube):
             kube.create(body)
             status = await finished_run(kube, "nopull", timeout=60)
+            await wait_until(lambda: events(kube, "InfraError"), 10, "the InfraError event")  # kopf posts it later
     assert time.monotonic() - t0 < 60  # not the 600 s pending deadline
     first = pod_name("nopull", trial.trial_id)
     assert kubelet.started == [first, first + "-r1"]

@@ -137,8 +137,10 @@ async def test_edit_to_an_invalid_spec_fails_the_run_and_frees_its_capacity(
             await wait_until(lambda: not [p for p in kube.objects("pods", NS)
                                           if p["metadata"]["labels"].get("mcpfleet.io/run") == "edited"],
                              20, "the failed run's pod to be deleted")
-            assert any(e.get("reason") == "Stopped" and "1 trial pod(s) deleted" in e.get("message", "")
-                       for e in kube.objects("events", NS)), "no Stopped event for the failed run"
+            # kopf posts events from its own task, a moment after the deletes: wait for it, do not race it.
+            await wait_until(lambda: [e for e in kube.objects("events", NS) if e.get("reason") == "Stopped"
+                                      and "1 trial pod(s) deleted" in e.get("message", "")],
+                             10, "the Stopped event for the failed run")
             second = evalrun("after", image_pack, s3, bucket, models=[{"name": "idle", "model": "scripted/noop"}],
                              **one)
             kube.create(second)
