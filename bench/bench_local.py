@@ -32,10 +32,18 @@ MCPFLEET = Path(sys.executable).with_name("mcpfleet")
 
 
 def evalrun(name: str, out: Path, attempts: int, latency: float, concurrency: int) -> dict:
-    return {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": name},
-            "spec": {"models": [{"name": "oracle", "model": f"scripted/oracle?latency={latency:g}"}],
-                     "tasks": {"path": str(REPO / "tasks"), "services": ["filesystem"]},
-                     "attempts": attempts, "concurrency": {"total": concurrency}, "output": {"uri": str(out)}}}
+    return {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": name},
+        "spec": {
+            "models": [{"name": "oracle", "model": f"scripted/oracle?latency={latency:g}"}],
+            "tasks": {"path": str(REPO / "tasks"), "services": ["filesystem"]},
+            "attempts": attempts,
+            "concurrency": {"total": concurrency},
+            "output": {"uri": str(out)},
+        },
+    }
 
 
 def serial_main(path: Path) -> None:
@@ -67,13 +75,15 @@ def phases(run_dir: Path, latency: float) -> dict[str, float]:
     model_time = [len(r["turns"]) * latency for r in rows]
     return {
         "trials": len(rows),
-        "outside": med([r["timings"]["total"] - m for r, m in zip(rows, model_time)]),
+        "outside": med([r["timings"]["total"] - m for r, m in zip(rows, model_time, strict=True)]),
         "state": med([r["timings"]["state"] for r in rows]),
         "mcp_start": med([r["timings"]["mcp_start"] for r in rows]),
-        "agent_x": med([r["timings"]["agent"] - m for r, m in zip(rows, model_time)]),
+        "agent_x": med([r["timings"]["agent"] - m for r, m in zip(rows, model_time, strict=True)]),
         "verify": med([r["timings"]["verify"] for r in rows]),
         "record": med([r["timings"]["record"] for r in rows]),
-        "rt_ms": med([(r["timings"]["llm_wait"] - m) / len(r["turns"]) * 1000 for r, m in zip(rows, model_time)]),
+        "rt_ms": med(
+            [(r["timings"]["llm_wait"] - m) / len(r["turns"]) * 1000 for r, m in zip(rows, model_time, strict=True)]
+        ),
     }
 
 
@@ -91,8 +101,9 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="mcpfleet-bench-"))
     results: list[tuple[str, int | None, float, dict[str, float]]] = []
-    modes: list[tuple[str, int]] = ([] if args.skip_serial else [("serial loop", 1)]) + \
-        [("mcpfleet run", c) for c in args.concurrency]
+    modes: list[tuple[str, int]] = ([] if args.skip_serial else [("serial loop", 1)]) + [
+        ("mcpfleet run", c) for c in args.concurrency
+    ]
     for label, conc in modes:
         name = "serial" if label == "serial loop" else f"c{conc}"
         spec_path = work / f"{name}.yaml"
@@ -101,22 +112,39 @@ def main() -> None:
             wall = timed([sys.executable, __file__, "--serial-worker", str(spec_path)])
         else:
             wall = timed([str(MCPFLEET), "run", str(spec_path), "--no-progress"])
-        results.append((label, None if label == "serial loop" else conc, wall, phases(work / "runs" / name,
-                                                                                         args.latency)))
+        results.append(
+            (label, None if label == "serial loop" else conc, wall, phases(work / "runs" / name, args.latency))
+        )
         print(f"  {label} c={conc}: {wall:.1f} s", file=sys.stderr)
 
     base = results[0][2] if not args.skip_serial else None
-    print(f"\nfilesystem suite, scripted oracle at {args.latency:g} s per LLM call, attempts={args.attempts}, "
-          f"{results[0][3]['trials']} trials per mode; medians per trial, seconds unless marked\n")
-    head = ("mode", "conc", "wall", "speedup", "eff.", "outside LLM", "state", "mcp_start", "agent-LLM",
-            "verify", "record", "ms/round trip")
+    print(
+        f"\nfilesystem suite, scripted oracle at {args.latency:g} s per LLM call, attempts={args.attempts}, "
+        f"{results[0][3]['trials']} trials per mode; medians per trial, seconds unless marked\n"
+    )
+    head = (
+        "mode",
+        "conc",
+        "wall",
+        "speedup",
+        "eff.",
+        "outside LLM",
+        "state",
+        "mcp_start",
+        "agent-LLM",
+        "verify",
+        "record",
+        "ms/round trip",
+    )
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
     for label, conc, wall, p in results:
         speed = f"{base / wall:.2f}x" if base else "-"
         eff = f"{base / wall / conc:.2f}" if base and conc else "-"
-        print(f"| {label} | {conc or 1} | {wall:.1f} | {speed} | {eff} | {p['outside']:.3f} | {p['state']:.3f} | "
-              f"{p['mcp_start']:.3f} | {p['agent_x']:.3f} | {p['verify']:.3f} | {p['record']:.3f} | {p['rt_ms']:.1f} |")
+        print(
+            f"| {label} | {conc or 1} | {wall:.1f} | {speed} | {eff} | {p['outside']:.3f} | {p['state']:.3f} | "
+            f"{p['mcp_start']:.3f} | {p['agent_x']:.3f} | {p['verify']:.3f} | {p['record']:.3f} | {p['rt_ms']:.1f} |"
+        )
     print(f"\nrecords under {work}")
 
 

@@ -41,10 +41,18 @@ NS = "default"
 
 
 def spec(name: str, pack: Path, out: Path, models: int, attempts: int, concurrency: int) -> dict[str, Any]:
-    return {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": name, "namespace": NS},
-            "spec": {"models": [{"name": f"m{i}", "model": "scripted/oracle"} for i in range(models)],
-                     "tasks": {"path": str(pack)}, "attempts": attempts,
-                     "concurrency": {"total": concurrency}, "output": {"uri": str(out)}}}
+    return {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "models": [{"name": f"m{i}", "model": "scripted/oracle"} for i in range(models)],
+            "tasks": {"path": str(pack)},
+            "attempts": attempts,
+            "concurrency": {"total": concurrency},
+            "output": {"uri": str(out)},
+        },
+    }
 
 
 class InstantKubelet:
@@ -71,8 +79,11 @@ class InstantKubelet:
                 params = {"watch": "true", "timeoutSeconds": "300"}
                 if rv:
                     params["resourceVersion"] = rv
-                async with session.get(f"{self.url}/api/v1/namespaces/{NS}/pods", params=params,
-                                       timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as r:
+                async with session.get(
+                    f"{self.url}/api/v1/namespaces/{NS}/pods",
+                    params=params,
+                    timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
+                ) as r:
                     async for line in r.content:
                         ev = json.loads(line)
                         pod = ev["object"]
@@ -95,19 +106,44 @@ class InstantKubelet:
         trial = TrialSpec.model_validate_json(env["MCPFLEET_TRIAL"])
         passed = int(hashlib.sha256(trial.trial_id.encode()).hexdigest(), 16) % 3 != 0
         now = now_iso()
-        result = TrialResult(run=trial.run, trial_id=trial.trial_id, spec_hash=trial.spec_hash,
-                             model=trial.model.name, litellm_model=trial.model.model, service=trial.service,
-                             task_id=trial.task_id, attempt=trial.attempt, agent=str(trial.agent), passed=passed,
-                             failure=None if passed else "verifier_failed", started_at=now, finished_at=now)
+        result = TrialResult(
+            run=trial.run,
+            trial_id=trial.trial_id,
+            spec_hash=trial.spec_hash,
+            model=trial.model.name,
+            litellm_model=trial.model.model,
+            service=trial.service,
+            task_id=trial.task_id,
+            attempt=trial.attempt,
+            agent=str(trial.agent),
+            passed=passed,
+            failure=None if passed else "verifier_failed",
+            started_at=now,
+            finished_at=now,
+        )
         store = self.store(trial.run, env["MCPFLEET_RUN_UID"])
         await asyncio.to_thread(store.commit, trial.trial_id, dumps(result.model_dump(mode="json")))
         message = json.dumps({"trial_id": trial.trial_id, "passed": passed, "failure": result.failure})
-        status = {"status": {"phase": "Succeeded", "containerStatuses": [{
-            "name": "runner", "ready": False, "restartCount": 0, "image": runner["image"], "imageID": "",
-            "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": message}}}]}}
-        async with self.session.patch(f"{self.url}/api/v1/namespaces/{NS}/pods/{pod['metadata']['name']}/status",
-                                      data=json.dumps(status),
-                                      headers={"Content-Type": "application/merge-patch+json"}) as r:
+        status = {
+            "status": {
+                "phase": "Succeeded",
+                "containerStatuses": [
+                    {
+                        "name": "runner",
+                        "ready": False,
+                        "restartCount": 0,
+                        "image": runner["image"],
+                        "imageID": "",
+                        "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": message}},
+                    }
+                ],
+            }
+        }
+        async with self.session.patch(
+            f"{self.url}/api/v1/namespaces/{NS}/pods/{pod['metadata']['name']}/status",
+            data=json.dumps(status),
+            headers={"Content-Type": "application/merge-patch+json"},
+        ) as r:
             if r.status not in (200, 404):
                 raise RuntimeError(f"status patch failed: {r.status} {await r.text()}")
 
@@ -146,10 +182,20 @@ async def main() -> None:
     assert len(trials) == n
 
     with running_emulator(crds=[EVALRUN_CRD_PATH]) as kube:
-        env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig_path), "MCPFLEET_CREATE_RATE": str(args.create_rate),
-               "MCPFLEET_MAX_PODS": str(args.concurrency), "MCPFLEET_STATUS_INTERVAL": "2"}
-        op = subprocess.Popen([str(Path(sys.executable).with_name("mcpfleet")), "operator", "-n", NS], env=env,
-                              stdout=subprocess.DEVNULL, stderr=open(work / "operator.log", "wb"), cwd="/")
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(kube.kubeconfig_path),
+            "MCPFLEET_CREATE_RATE": str(args.create_rate),
+            "MCPFLEET_MAX_PODS": str(args.concurrency),
+            "MCPFLEET_STATUS_INTERVAL": "2",
+        }
+        op = subprocess.Popen(
+            [str(Path(sys.executable).with_name("mcpfleet")), "operator", "-n", NS],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(work / "operator.log", "wb"),
+            cwd="/",
+        )
         kubelet = InstantKubelet(kube.url, out)
         ktask = asyncio.create_task(kubelet.run())
         try:
@@ -187,9 +233,11 @@ async def main() -> None:
         by_verb[f"{verb} {resource}"] += c
         if verb in ("create", "patch", "update", "delete", "deletecollection"):
             writes += c
-    print(f"\n{n} trials ({args.tasks} tasks x {args.models} models x {args.attempts} attempts), "
-          f"concurrency {args.concurrency}, create rate {args.create_rate:g}/s; phase {final.get('phase')}, "
-          f"progress {final.get('progress')}, kubelet max in flight {kubelet.max_in_flight}\n")
+    print(
+        f"\n{n} trials ({args.tasks} tasks x {args.models} models x {args.attempts} attempts), "
+        f"concurrency {args.concurrency}, create rate {args.create_rate:g}/s; phase {final.get('phase')}, "
+        f"progress {final.get('progress')}, kubelet max in flight {kubelet.max_in_flight}\n"
+    )
     print("| metric | value | target |")
     print("|---|---|---|")
     print(f"| time to plan {n} trials | {plan_s:.2f} s | < 1 s |")

@@ -50,8 +50,9 @@ class Kube:
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         try:
-            resp = await self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0,
-                                                         _preload_content=False)
+            resp = await self.core.delete_namespaced_pod(
+                name, namespace, grace_period_seconds=0, _preload_content=False
+            )
             resp.release()
             _count("delete", "pods", 200)
         except ApiException as exc:
@@ -67,8 +68,8 @@ class Kube:
 
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         resp = await self.custom.patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, PLURAL, name, {"status": status}, _content_type=MERGE,
-            _preload_content=False)
+            GROUP, VERSION, namespace, PLURAL, name, {"status": status}, _content_type=MERGE, _preload_content=False
+        )
         _count("patch", "evalruns/status", resp.status)
         resp.release()
 

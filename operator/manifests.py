@@ -63,8 +63,12 @@ def pod_labels(run: EvalRun, trial: TrialSpec, retry: int) -> dict[str, str]:
 
 
 def _container_security() -> dict[str, Any]:
-    return {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]}}
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
 
 
 def _resources(res: Any) -> dict[str, Any]:
@@ -97,8 +101,14 @@ def runner_env(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry
             env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": out.credentials_secret_ref, "key": key}}})
     model = trial.model
     if model.api_key_secret_ref:
-        env.append({"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {
-            "name": model.api_key_secret_ref.name, "key": model.api_key_secret_ref.key}}})
+        env.append(
+            {
+                "name": API_KEY_ENV,
+                "valueFrom": {
+                    "secretKeyRef": {"name": model.api_key_secret_ref.name, "key": model.api_key_secret_ref.key}
+                },
+            }
+        )
     if model.is_scripted and settings.scripted_url:
         env.append({"name": "MCPFLEET_SCRIPTED_URL", "value": settings.scripted_url})
     return env
@@ -124,8 +134,9 @@ def state_init_args(run: EvalRun, trial: TrialSpec) -> tuple[list[str], list[dic
             args += ["--region", sel.region]
         if sel.credentials_secret_ref:
             for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-                env.append({"name": key, "valueFrom": {"secretKeyRef": {"name": sel.credentials_secret_ref,
-                                                                        "key": key}}})
+                env.append(
+                    {"name": key, "valueFrom": {"secretKeyRef": {"name": sel.credentials_secret_ref, "key": key}}}
+                )
     else:
         args += ["--tasks-root", trial.tasks_root]
         if trial.states_path:
@@ -150,8 +161,16 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
     init_args, init_env = state_init_args(run, trial)
     init_mounts = [state_mount, {"name": "tmp", "mountPath": "/tmp"}]
     runner_mounts = [state_mount, {"name": "tmp", "mountPath": "/tmp"}]
-    runner_args = ["--mcp-url", "http://localhost:$(MCP_PORT)/mcp", "--state-dir", STATE_MOUNT,
-                   "--termination-log", TERMINATION_LOG, "--metrics-port", "$(METRICS_PORT)"]
+    runner_args = [
+        "--mcp-url",
+        "http://localhost:$(MCP_PORT)/mcp",
+        "--state-dir",
+        STATE_MOUNT,
+        "--termination-log",
+        TERMINATION_LOG,
+        "--metrics-port",
+        "$(METRICS_PORT)",
+    ]
     volumes: list[dict[str, Any]] = [{"name": "state", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]
     if remote:
         volumes.append({"name": "task", "emptyDir": {}})
@@ -167,16 +186,29 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
     if run.metadata.namespace:
         meta["namespace"] = run.metadata.namespace
     if run.metadata.uid:
-        meta["ownerReferences"] = [{"apiVersion": f"{GROUP}/v1alpha1", "kind": "EvalRun", "name": run.name,
-                                    "uid": run.metadata.uid, "controller": True, "blockOwnerDeletion": True}]
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": f"{GROUP}/v1alpha1",
+                "kind": "EvalRun",
+                "name": run.name,
+                "uid": run.metadata.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "activeDeadlineSeconds": deadline,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 30,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": RUNNER_UID, "runAsGroup": RUNNER_UID,
-                            "fsGroup": RUNNER_UID, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUNNER_UID,
+            "runAsGroup": RUNNER_UID,
+            "fsGroup": RUNNER_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "volumes": volumes,
         "initContainers": [
             {
@@ -195,31 +227,48 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
                 "image": sidecar_image,
                 "restartPolicy": "Always",
                 "command": ["supergateway"],
-                "args": ["--stdio", f"mcp-server-{service} {STATE_MOUNT}", "--outputTransport", "streamableHttp",
-                         "--stateful", "--port", "$(MCP_PORT)", "--healthEndpoint", "/healthz"],
-                "env": [{"name": "MCP_PORT", "value": port}, {"name": "TZ", "value": "UTC"},
-                        {"name": "HOME", "value": "/tmp"}],
+                "args": [
+                    "--stdio",
+                    f"mcp-server-{service} {STATE_MOUNT}",
+                    "--outputTransport",
+                    "streamableHttp",
+                    "--stateful",
+                    "--port",
+                    "$(MCP_PORT)",
+                    "--healthEndpoint",
+                    "/healthz",
+                ],
+                "env": [
+                    {"name": "MCP_PORT", "value": port},
+                    {"name": "TZ", "value": "UTC"},
+                    {"name": "HOME", "value": "/tmp"},
+                ],
                 "ports": [{"name": "mcp", "containerPort": settings.mcp_port, "protocol": "TCP"}],
-                "startupProbe": {"httpGet": {"path": "/healthz", "port": "mcp"}, "periodSeconds": 1,
-                                 "failureThreshold": 120},
+                "startupProbe": {
+                    "httpGet": {"path": "/healthz", "port": "mcp"},
+                    "periodSeconds": 1,
+                    "failureThreshold": 120,
+                },
                 "volumeMounts": [state_mount, {"name": "tmp", "mountPath": "/tmp"}],
                 "resources": _resources(pod.sidecar_resources),
                 "securityContext": _container_security(),
             },
         ],
-        "containers": [{
-            "name": "runner",
-            "image": runner_image,
-            "command": ["mcpfleet", "trial"],
-            "args": runner_args,
-            "ports": [{"name": "metrics", "containerPort": settings.metrics_port, "protocol": "TCP"}],
-            "env": runner_env(run, trial, settings, retry),
-            "volumeMounts": runner_mounts,
-            "resources": _resources(pod.resources),
-            "securityContext": _container_security(),
-            "terminationMessagePath": TERMINATION_LOG,
-            "terminationMessagePolicy": "FallbackToLogsOnError",
-        }],
+        "containers": [
+            {
+                "name": "runner",
+                "image": runner_image,
+                "command": ["mcpfleet", "trial"],
+                "args": runner_args,
+                "ports": [{"name": "metrics", "containerPort": settings.metrics_port, "protocol": "TCP"}],
+                "env": runner_env(run, trial, settings, retry),
+                "volumeMounts": runner_mounts,
+                "resources": _resources(pod.resources),
+                "securityContext": _container_security(),
+                "terminationMessagePath": TERMINATION_LOG,
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+            }
+        ],
     }
     if pod.service_account_name:
         spec["serviceAccountName"] = pod.service_account_name

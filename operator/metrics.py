@@ -16,29 +16,61 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 PHASES = ("state", "mcp_start", "agent", "verify", "record")
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
-TRIALS = Counter("mcpfleet_trials_total", "Finished trials by outcome (passed, failed, infra_error) and category.",
-                 ["run", "model", "service", "outcome", "category"], registry=REGISTRY)
+TRIALS = Counter(
+    "mcpfleet_trials_total",
+    "Finished trials by outcome (passed, failed, infra_error) and category.",
+    ["run", "model", "service", "outcome", "category"],
+    registry=REGISTRY,
+)
 IN_FLIGHT = Gauge("mcpfleet_trials_in_flight", "Trial pods in flight.", ["run", "model"], registry=REGISTRY)
 PENDING = Gauge("mcpfleet_trials_pending", "Trials not started yet.", ["run"], registry=REGISTRY)
-RUN_TRIALS = Gauge("mcpfleet_run_trials", "Trials of a run by state (total, finished, passed).",
-                   ["run", "state"], registry=REGISTRY)
-PASS_RATE = Gauge("mcpfleet_pass_rate", "pass@1 so far per model and service.", ["run", "model", "service"],
-                  registry=REGISTRY)
-PHASE_SECONDS = Histogram("mcpfleet_trial_phase_duration_seconds",
-                          "Trial time by phase: state, mcp_start, agent, verify, record, and pod scheduling.",
-                          ["run", "model", "service", "phase"], buckets=DURATION_BUCKETS, registry=REGISTRY)
-TRIAL_SECONDS = Histogram("mcpfleet_trial_duration_seconds", "Whole trial, from the record.",
-                          ["run", "model", "service"], buckets=DURATION_BUCKETS, registry=REGISTRY)
-INFRA_RETRIES = Counter("mcpfleet_infra_retries_total", "Trials retried after an infrastructure failure.",
-                        ["run", "model"], registry=REGISTRY)
-TOKENS = Counter("mcpfleet_tokens_total", "LLM tokens of finished trials by kind (input, output, reasoning).",
-                 ["run", "model", "service", "kind"], registry=REGISTRY)
-COST = Counter("mcpfleet_cost_usd_total", "LLM cost of finished trials in US dollars (known prices only).",
-               ["run", "model", "service"], registry=REGISTRY)
-RECONCILE_ERRORS = Counter("mcpfleet_reconcile_errors_total", "Errors in a run's reconcile loop.", ["run"],
-                           registry=REGISTRY)
-API_REQUESTS = Counter("mcpfleet_api_requests_total", "Kubernetes API requests made by the operator itself.",
-                       ["verb", "resource", "code"], registry=REGISTRY)
+RUN_TRIALS = Gauge(
+    "mcpfleet_run_trials", "Trials of a run by state (total, finished, passed).", ["run", "state"], registry=REGISTRY
+)
+PASS_RATE = Gauge(
+    "mcpfleet_pass_rate", "pass@1 so far per model and service.", ["run", "model", "service"], registry=REGISTRY
+)
+PHASE_SECONDS = Histogram(
+    "mcpfleet_trial_phase_duration_seconds",
+    "Trial time by phase: state, mcp_start, agent, verify, record, and pod scheduling.",
+    ["run", "model", "service", "phase"],
+    buckets=DURATION_BUCKETS,
+    registry=REGISTRY,
+)
+TRIAL_SECONDS = Histogram(
+    "mcpfleet_trial_duration_seconds",
+    "Whole trial, from the record.",
+    ["run", "model", "service"],
+    buckets=DURATION_BUCKETS,
+    registry=REGISTRY,
+)
+INFRA_RETRIES = Counter(
+    "mcpfleet_infra_retries_total",
+    "Trials retried after an infrastructure failure.",
+    ["run", "model"],
+    registry=REGISTRY,
+)
+TOKENS = Counter(
+    "mcpfleet_tokens_total",
+    "LLM tokens of finished trials by kind (input, output, reasoning).",
+    ["run", "model", "service", "kind"],
+    registry=REGISTRY,
+)
+COST = Counter(
+    "mcpfleet_cost_usd_total",
+    "LLM cost of finished trials in US dollars (known prices only).",
+    ["run", "model", "service"],
+    registry=REGISTRY,
+)
+RECONCILE_ERRORS = Counter(
+    "mcpfleet_reconcile_errors_total", "Errors in a run's reconcile loop.", ["run"], registry=REGISTRY
+)
+API_REQUESTS = Counter(
+    "mcpfleet_api_requests_total",
+    "Kubernetes API requests made by the operator itself.",
+    ["verb", "resource", "code"],
+    registry=REGISTRY,
+)
 
 
 def serve(port: int, addr: str = "0.0.0.0") -> Any:  # noqa: S104 - the operator's metrics port

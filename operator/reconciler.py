@@ -18,12 +18,12 @@ from typing import Any
 
 import kopf
 
-from mcpfleet.runner.summary import build_summary
 from mcpfleet.runner.outcome import INFRA_ERROR
 from mcpfleet.runner.plan import TrialSpec, plan
 from mcpfleet.runner.records import TrialResult, dumps, now_iso
 from mcpfleet.runner.spec import EvalRun, SpecError, parse_evalrun
 from mcpfleet.runner.store import ResultStore, StoreError, open_store
+from mcpfleet.runner.summary import build_summary
 from mcpfleet.runner.tasks import TaskError, bundled_root
 
 from . import metrics
@@ -33,8 +33,13 @@ from .runstate import RunState
 from .settings import OperatorSettings
 
 TERMINAL = ("Succeeded", "Failed")
-IMAGE_FAILURES = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
-                  "CreateContainerError"}
+IMAGE_FAILURES = {
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+}
 STORE_FAILURES = (StoreError, OSError)  # the results store is unreachable: try the same step again later
 STORE_RETRY_SECONDS = 2.0
 
@@ -68,8 +73,13 @@ def _ts(value: str | None) -> float:
 
 
 def condition(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
-    return {"type": type_, "status": "True" if ok else "False", "reason": reason, "message": message[:4000],
-            "lastTransitionTime": now_iso()}
+    return {
+        "type": type_,
+        "status": "True" if ok else "False",
+        "reason": reason,
+        "message": message[:4000],
+        "lastTransitionTime": now_iso(),
+    }
 
 
 class Reconciler:
@@ -159,9 +169,11 @@ class Reconciler:
         """What only the operator needs: records where it and every pod see them, and a pod per service."""
         uri = run.spec.output.uri
         if not uri.startswith("s3://") and not Path(uri).is_absolute():  # e.g. the default "runs"
-            raise ValueError(f"spec.output.uri: '{uri}' is a relative local path, which each trial pod would "
-                             "resolve on its own disk; set s3://<bucket>/<prefix> (or an absolute path shared "
-                             "by the operator and every pod)")
+            raise ValueError(
+                f"spec.output.uri: '{uri}' is a relative local path, which each trial pod would "
+                "resolve on its own disk; set s3://<bucket>/<prefix> (or an absolute path shared "
+                "by the operator and every pod)"
+            )
         for trial in {t.service: t for t in trials}.values():
             trial_pod(run, trial, self.shared.settings)  # raises ValueError naming spec.pod.sidecarImages.<svc>
 
@@ -193,12 +205,19 @@ class Reconciler:
     async def rebuild(self) -> None:
         assert self.state is not None and self.store is not None
         records = await asyncio.to_thread(lambda: list(self.store.iter_results()))  # type: ignore[union-attr]
-        conflicts = [r["trial_id"] for r in records  # infra errors measured nothing: never a conflict
-                     if r.get("trial_id") in self.state.trials and r.get("failure") != INFRA_ERROR
-                     and r.get("spec_hash") != self.state.trials[r["trial_id"]].spec_hash]
+        conflicts = [
+            r["trial_id"]
+            for r in records  # infra errors measured nothing: never a conflict
+            if r.get("trial_id") in self.state.trials
+            and r.get("failure") != INFRA_ERROR
+            and r.get("spec_hash") != self.state.trials[r["trial_id"]].spec_hash
+        ]
         if conflicts:
-            await self.fail("SpecConflict", f"{len(conflicts)} stored trial(s) were recorded with a different "
-                                            f"spec (e.g. {conflicts[0]}); create a new EvalRun instead of editing")
+            await self.fail(
+                "SpecConflict",
+                f"{len(conflicts)} stored trial(s) were recorded with a different "
+                f"spec (e.g. {conflicts[0]}); create a new EvalRun instead of editing",
+            )
             await self.stop_pods("the run failed (SpecConflict)")
             self.drop_state()
             return
@@ -208,10 +227,18 @@ class Reconciler:
         for pod in pods:
             tid = (pod["metadata"].get("annotations") or {}).get(ANN_TRIAL, "")
             retry = int((pod["metadata"].get("labels") or {}).get("mcpfleet.io/retry", "0"))
-            if tid in self.state.trials and tid not in self.state.done and tid not in self.state.in_flight \
-                    and retry >= self.state.retries.get(tid, 0):  # an older try's outcome is already recorded
-                self.state.launched(self.state.trials[tid], pod["metadata"]["name"], retry,
-                                    _ts(pod["metadata"].get("creationTimestamp")))
+            if (
+                tid in self.state.trials
+                and tid not in self.state.done
+                and tid not in self.state.in_flight
+                and retry >= self.state.retries.get(tid, 0)
+            ):  # an older try's outcome is already recorded
+                self.state.launched(
+                    self.state.trials[tid],
+                    pod["metadata"]["name"],
+                    retry,
+                    _ts(pod["metadata"].get("creationTimestamp")),
+                )
                 self.shared.inflight += 1
                 self.queue.put_nowait(("MODIFIED", pod))
             else:
@@ -277,11 +304,19 @@ class Reconciler:
             self.drop_state()
             return
         old = self.state.trials
-        changed = [t.trial_id for t in trials if t.trial_id in old and t.spec_hash != old[t.trial_id].spec_hash
-                   and (t.trial_id in self.state.done or t.trial_id in self.state.in_flight)]
+        changed = [
+            t.trial_id
+            for t in trials
+            if t.trial_id in old
+            and t.spec_hash != old[t.trial_id].spec_hash
+            and (t.trial_id in self.state.done or t.trial_id in self.state.in_flight)
+        ]
         if changed:
-            await self.fail("SpecConflict", f"the edit changes {len(changed)} finished or running trial(s) "
-                                            f"(e.g. {changed[0]}); create a new EvalRun instead")
+            await self.fail(
+                "SpecConflict",
+                f"the edit changes {len(changed)} finished or running trial(s) "
+                f"(e.g. {changed[0]}); create a new EvalRun instead",
+            )
             await self.stop_pods("the run failed (SpecConflict)")
             self.drop_state()
             return
@@ -321,7 +356,7 @@ class Reconciler:
             self.state.launched(trial, pod["metadata"]["name"], retry, time.time())
             self.shared.inflight += 1
         results = await asyncio.gather(*(self.create(trial, retry) for trial, retry in picks), return_exceptions=True)
-        for (trial, _), res in zip(picks, results):
+        for (trial, _), res in zip(picks, results, strict=True):
             if isinstance(res, BaseException):
                 self.logger.warning("creating the pod of %s failed: %s", trial.trial_id, res)
                 self.state.unlaunch(trial.trial_id)
@@ -364,8 +399,9 @@ class Reconciler:
         ok = record is not None and record.get("spec_hash") == trial.spec_hash and record.get("failure") != INFRA_ERROR
         said = termination_message(pod)
         if ok and said is not None and bool(said.get("passed")) != bool(record.get("passed")):  # type: ignore[union-attr]
-            self.logger.warning("%s: termination message %s disagrees with the stored record; the record wins",
-                                tid, said)
+            self.logger.warning(
+                "%s: termination message %s disagrees with the stored record; the record wins", tid, said
+            )
         if ok:  # a stored record is the outcome, even if the pod was deleted or misreported afterwards
             self.state.finished(tid, record)  # type: ignore[arg-type]
             metrics.observe_record(self.name, record, self.scheduling_seconds(tid, pod))  # type: ignore[arg-type]
@@ -405,8 +441,9 @@ class Reconciler:
         summary = await asyncio.to_thread(build_summary, self.run, trials, self.store)
         await asyncio.to_thread(self.store.write_json, "summary.json", summary)
         self.phase = "Succeeded"
-        self.conditions["Complete"] = condition("Complete", True, "AllTrialsRecorded",
-                                                f"{len(trials)} trials recorded; summary.json written")
+        self.conditions["Complete"] = condition(
+            "Complete", True, "AllTrialsRecorded", f"{len(trials)} trials recorded; summary.json written"
+        )
         kopf.info(self.body, reason="Completed", message=f"{len(trials)} trials, pass@1 {self.state.pass_at_1()}")
         await self.write_status(force=True)
 
@@ -416,14 +453,21 @@ class Reconciler:
         phase = self.phase
         if st is not None and self.run is not None and self.run.spec.suspend and not st.complete:
             phase = "Suspended"
-        out: dict[str, Any] = {"phase": phase, "observedGeneration": self.generation,
-                               "conditions": list(self.conditions.values())}
+        out: dict[str, Any] = {
+            "phase": phase,
+            "observedGeneration": self.generation,
+            "conditions": list(self.conditions.values()),
+        }
         if self.started_at:
             out["startedAt"] = self.started_at
         if st is not None:
             counts = st.counts()
-            out.update(counts=counts, progress=f"{counts['finished']}/{counts['total']}",
-                       passAt1=st.pass_at_1(), results=st.results())
+            out.update(
+                counts=counts,
+                progress=f"{counts['finished']}/{counts['total']}",
+                passAt1=st.pass_at_1(),
+                results=st.results(),
+            )
             if phase == "Succeeded":
                 out["finishedAt"] = now_iso()
         return out
@@ -490,10 +534,23 @@ def _failure_reason(pod: dict[str, Any], record: dict[str, Any] | None) -> str:
 def infra_record(run: EvalRun, trial: TrialSpec, tries: int, reason: str) -> TrialResult:
     """The operator's own record of an infrastructure failure: it also carries the durable retry count."""
     now = now_iso()
-    return TrialResult(run=run.name, trial_id=trial.trial_id, spec_hash=trial.spec_hash, model=trial.model.name,
-                       litellm_model=trial.model.model, service=trial.service, task_id=trial.task_id,
-                       attempt=trial.attempt, agent=str(trial.agent), passed=False, failure=INFRA_ERROR,
-                       error=reason, infra_attempts=tries, started_at=now, finished_at=now)
+    return TrialResult(
+        run=run.name,
+        trial_id=trial.trial_id,
+        spec_hash=trial.spec_hash,
+        model=trial.model.name,
+        litellm_model=trial.model.model,
+        service=trial.service,
+        task_id=trial.task_id,
+        attempt=trial.attempt,
+        agent=str(trial.agent),
+        passed=False,
+        failure=INFRA_ERROR,
+        error=reason,
+        infra_attempts=tries,
+        started_at=now,
+        finished_at=now,
+    )
 
 
 def termination_message(pod: dict[str, Any]) -> dict[str, Any] | None:

@@ -20,8 +20,8 @@ class InFlight:
     trial: TrialSpec
     pod: str
     retry: int
-    created: float                 # wall seconds, for the Pending deadline
-    started: float | None = None   # when the pod was first seen running
+    created: float  # wall seconds, for the Pending deadline
+    started: float | None = None  # when the pod was first seen running
 
 
 @dataclass
@@ -29,11 +29,11 @@ class RunState:
     trials: dict[str, TrialSpec]
     retry_limit: int
     order: list[str] = field(default_factory=list)
-    done: dict[str, dict[str, Any]] = field(default_factory=dict)   # trial id -> compact outcome
-    in_flight: dict[str, InFlight] = field(default_factory=dict)   # trial id -> pod
-    retries: dict[str, int] = field(default_factory=dict)          # trial id -> infra tries so far
+    done: dict[str, dict[str, Any]] = field(default_factory=dict)  # trial id -> compact outcome
+    in_flight: dict[str, InFlight] = field(default_factory=dict)  # trial id -> pod
+    retries: dict[str, int] = field(default_factory=dict)  # trial id -> infra tries so far
     waiting: collections.deque[str] = field(default_factory=collections.deque)
-    delayed: dict[str, float] = field(default_factory=dict)        # trial id -> not before (wall seconds)
+    delayed: dict[str, float] = field(default_factory=dict)  # trial id -> not before (wall seconds)
     retries_total: int = 0
 
     @classmethod
@@ -119,23 +119,37 @@ class RunState:
     def counts(self) -> dict[str, int]:
         passed = sum(1 for d in self.done.values() if d["passed"])
         infra = sum(1 for d in self.done.values() if d["failure"] == INFRA_ERROR)
-        return {"total": len(self.trials), "pending": len(self.trials) - len(self.done) - len(self.in_flight),
-                "running": len(self.in_flight), "finished": len(self.done), "passed": passed,
-                "failed": len(self.done) - passed - infra, "infraErrors": infra, "retries": self.retries_total}
+        return {
+            "total": len(self.trials),
+            "pending": len(self.trials) - len(self.done) - len(self.in_flight),
+            "running": len(self.in_flight),
+            "finished": len(self.done),
+            "passed": passed,
+            "failed": len(self.done) - passed - infra,
+            "infraErrors": infra,
+            "retries": self.retries_total,
+        }
 
     def results(self) -> list[dict[str, Any]]:
         """pass@1 so far per model x service: mean over attempts of the per-attempt rate, like the summary."""
         groups: dict[tuple[str, str], dict[int, list[bool]]] = collections.defaultdict(
-            lambda: collections.defaultdict(list))
+            lambda: collections.defaultdict(list)
+        )
         for d in self.done.values():
             groups[(d["model"], d["service"])][d["attempt"]].append(d["passed"])
         rows = []
         for (model, service), by_attempt in sorted(groups.items()):
             rates = [sum(v) / len(v) for v in by_attempt.values()]
             n = sum(len(v) for v in by_attempt.values())
-            rows.append({"model": model, "service": service, "finished": n,
-                         "passed": sum(sum(v) for v in by_attempt.values()),
-                         "passAt1": f"{sum(rates) / len(rates):.4f}"})
+            rows.append(
+                {
+                    "model": model,
+                    "service": service,
+                    "finished": n,
+                    "passed": sum(sum(v) for v in by_attempt.values()),
+                    "passAt1": f"{sum(rates) / len(rates):.4f}",
+                }
+            )
         return rows
 
     def pass_at_1(self) -> str:
@@ -148,5 +162,10 @@ class RunState:
 
 def compact(record: dict[str, Any]) -> dict[str, Any]:
     """What the operator keeps per finished trial: a few bytes, so 100k trials fit in memory."""
-    return {"passed": bool(record.get("passed")), "failure": record.get("failure"),
-            "model": record.get("model"), "service": record.get("service"), "attempt": record.get("attempt")}
+    return {
+        "passed": bool(record.get("passed")),
+        "failure": record.get("failure"),
+        "model": record.get("model"),
+        "service": record.get("service"),
+        "attempt": record.get("attempt"),
+    }

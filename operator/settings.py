@@ -12,10 +12,13 @@ ENV_PREFIX = "MCPFLEET_"
 
 class OperatorSettings(BaseModel):
     runner_image: str = "ghcr.io/mcpfleet/runner:0.1.0"
-    sidecar_images: dict[str, str] = Field(default_factory=lambda: {
-        "filesystem": "ghcr.io/mcpfleet/mcp-filesystem:0.1.0"})
-    tasks_root: str = Field(default="/opt/mcpfleet/tasks",
-                            description="Where the task packs are bundled, in the operator's and runner's images.")
+    sidecar_images: dict[str, str] = Field(
+        default_factory=lambda: {"filesystem": "ghcr.io/mcpfleet/mcp-filesystem:0.1.0"}
+    )
+    tasks_root: str = Field(
+        default="/opt/mcpfleet/tasks",
+        description="Where the task packs are bundled, in the operator's and runner's images.",
+    )
     mcp_port: int = 8000
     metrics_port: int = Field(default=9100, description="Trial pods serve /metrics here (PodMonitor port 'metrics').")
     operator_metrics_port: int = Field(default=9090, description="The operator serves /metrics here.")
@@ -23,8 +26,9 @@ class OperatorSettings(BaseModel):
     create_rate: float = Field(default=20.0, gt=0, description="Pod creations per second, per operator.")
     status_interval: float = Field(default=2.0, gt=0, description="Seconds between status writes of a run.")
     scripted_url: str | None = Field(default=None, description="Scripted model server, for demos and tests.")
-    pod_grace_seconds: int = Field(default=300, ge=0,
-                                   description="Added to the agent and verifier timeouts for activeDeadlineSeconds.")
+    pod_grace_seconds: int = Field(
+        default=300, ge=0, description="Added to the agent and verifier timeouts for activeDeadlineSeconds."
+    )
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> OperatorSettings:
@@ -34,6 +38,7 @@ class OperatorSettings(BaseModel):
             key = ENV_PREFIX + name.upper()
             if key in env:
                 raw = env[key]
-                values[name] = (dict(kv.split("=", 1) for kv in raw.split(",") if kv)
-                                if field.annotation == dict[str, str] else raw)
+                values[name] = (
+                    dict(kv.split("=", 1) for kv in raw.split(",") if kv) if field.annotation == dict[str, str] else raw
+                )
         return cls.model_validate(values)

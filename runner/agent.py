@@ -70,8 +70,9 @@ class AgentRun:
         return [asdict(t) for t in self.turns]
 
 
-async def call_tool(session: ClientSession, known: set[str], name: str, raw_args: str, call_id: str,
-                    timeout: float) -> tuple[str, ToolCallRecord]:
+async def call_tool(
+    session: ClientSession, known: set[str], name: str, raw_args: str, call_id: str, timeout: float
+) -> tuple[str, ToolCallRecord]:
     """Run one tool call; malformed calls and timeouts become error results the model can read."""
     rec = ToolCallRecord(name=name, call_id=call_id, arguments=raw_args)
     start = time.perf_counter()
@@ -107,8 +108,16 @@ async def call_tool(session: ClientSession, known: set[str], name: str, raw_args
         rec.duration_s = time.perf_counter() - start
 
 
-async def run_llm_agent(session: ClientSession, task: Task, target: Any, *, max_turns: int,
-                        timeout_s: float, tool_timeout_s: float, metrics: TrialMetrics | None = None) -> AgentRun:
+async def run_llm_agent(
+    session: ClientSession,
+    task: Task,
+    target: Any,
+    *,
+    max_turns: int,
+    timeout_s: float,
+    tool_timeout_s: float,
+    metrics: TrialMetrics | None = None,
+) -> AgentRun:
     """The tool-calling loop: ask, execute every tool call, repeat until the model stops or a limit hits."""
     from . import llm  # heavy import, paid once per warm worker
 
@@ -136,10 +145,22 @@ async def run_llm_agent(session: ClientSession, task: Task, target: Any, *, max_
                 turn.latency_s, turn.retries = seconds, retries
                 u = llm.usage_of(response, target)
                 turn.input_tokens, turn.output_tokens = u.input_tokens, u.output_tokens
-                turn.reasoning_tokens, turn.cached_tokens, turn.cost_usd = u.reasoning_tokens, u.cached_tokens, u.cost_usd
+                turn.reasoning_tokens, turn.cached_tokens, turn.cost_usd = (
+                    u.reasoning_tokens,
+                    u.cached_tokens,
+                    u.cost_usd,
+                )
                 if metrics is not None:
-                    metrics.turn(seconds, retries, {"input": u.input_tokens, "output": u.output_tokens,
-                                                    "reasoning": u.reasoning_tokens, "cached": u.cached_tokens})
+                    metrics.turn(
+                        seconds,
+                        retries,
+                        {
+                            "input": u.input_tokens,
+                            "output": u.output_tokens,
+                            "reasoning": u.reasoning_tokens,
+                            "cached": u.cached_tokens,
+                        },
+                    )
                 choice = response.choices[0]
                 turn.finish_reason = getattr(choice, "finish_reason", None)
                 message = choice.message
@@ -148,9 +169,13 @@ async def run_llm_agent(session: ClientSession, task: Task, target: Any, *, max_
                 assistant: dict[str, Any] = {"role": "assistant", "content": content or None}
                 if calls:
                     assistant["tool_calls"] = [
-                        {"id": c.id, "type": "function",
-                         "function": {"name": c.function.name, "arguments": c.function.arguments or ""}}
-                        for c in calls]
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.function.name, "arguments": c.function.arguments or ""},
+                        }
+                        for c in calls
+                    ]
                 run.messages.append(assistant)
                 if content:
                     run.final_text = content
@@ -159,8 +184,9 @@ async def run_llm_agent(session: ClientSession, task: Task, target: Any, *, max_
                         run.stop_reason, run.error = STOP_CONTEXT, "output truncated at the token limit"
                     return run
                 for c in calls:
-                    text, rec = await call_tool(session, known, c.function.name or "", c.function.arguments or "",
-                                                c.id, tool_timeout_s)
+                    text, rec = await call_tool(
+                        session, known, c.function.name or "", c.function.arguments or "", c.id, tool_timeout_s
+                    )
                     turn.tool_calls.append(rec)
                     if metrics is not None:
                         metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)
@@ -171,8 +197,9 @@ async def run_llm_agent(session: ClientSession, task: Task, target: Any, *, max_
     return run
 
 
-async def run_oracle_agent(session: ClientSession, task: Task, root: str, *, tool_timeout_s: float,
-                           metrics: TrialMetrics | None = None) -> AgentRun:
+async def run_oracle_agent(
+    session: ClientSession, task: Task, root: str, *, tool_timeout_s: float, metrics: TrialMetrics | None = None
+) -> AgentRun:
     """Replay the task's oracle directly on the MCP session (no LLM): proves the task is solvable."""
     listed = await session.list_tools()
     known = {t.name for t in listed.tools}
@@ -180,8 +207,13 @@ async def run_oracle_agent(session: ClientSession, task: Task, root: str, *, too
     for index, step in enumerate(task.oracle):
         call_id = f"oracle_{index}"
         raw = json.dumps(step.resolve(root))
-        run.messages.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": step.tool, "arguments": raw}}]})
+        run.messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": call_id, "type": "function", "function": {"name": step.tool, "arguments": raw}}],
+            }
+        )
         text, rec = await call_tool(session, known, step.tool, raw, call_id, tool_timeout_s)
         run.turns.append(TurnRecord(index=index, tool_calls=[rec]))
         if metrics is not None:
@@ -195,8 +227,10 @@ async def run_oracle_agent(session: ClientSession, task: Task, root: str, *, too
 def run_noop_agent(task: Task) -> AgentRun:
     """Do nothing: every verifier must fail on the untouched initial state."""
     text = "No action taken (no-op agent)."
-    return AgentRun(messages=[{"role": "user", "content": task.description},
-                              {"role": "assistant", "content": text}], final_text=text)
+    return AgentRun(
+        messages=[{"role": "user", "content": task.description}, {"role": "assistant", "content": text}],
+        final_text=text,
+    )
 
 
 def _short(exc: BaseException, limit: int = 2000) -> str:

@@ -6,7 +6,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -15,8 +15,12 @@ from rich.markup import escape
 from .spec import SpecError, load_evalrun
 from .tasks import TaskError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Run MCP tool-use benchmarks at scale: locally or as a Kubernetes operator.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Run MCP tool-use benchmarks at scale: locally or as a Kubernetes operator.",
+)
 tasks_app = typer.Typer(no_args_is_help=True, help="Inspect and validate task packs.")
 app.add_typer(tasks_app, name="tasks")
 # Piped output gets a wide fixed width: the summary table is for reading in logs, not for wrapping.
@@ -32,23 +36,30 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 @app.command()
-def run(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")],
-        concurrency: Annotated[Optional[int], typer.Option(help="Override spec.concurrency.total.")] = None,
-        new_run: Annotated[bool, typer.Option("--new-run", help="Write under a fresh run name if one exists.")] = False,
-        no_progress: Annotated[bool, typer.Option("--no-progress", help="No live progress bar.")] = False) -> None:
+def run(
+    evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")],
+    concurrency: Annotated[int | None, typer.Option(help="Override spec.concurrency.total.")] = None,
+    new_run: Annotated[bool, typer.Option("--new-run", help="Write under a fresh run name if one exists.")] = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No live progress bar.")] = False,
+) -> None:
     """Run an EvalRun on this machine (resumes if it was run before)."""
+    import signal
+
     from .launcher import RunRefused, execute
     from .store import StoreError
     from .summary_table import summary_table
-
-    import signal
 
     # SIGTERM (kill, timeout, CI cancellation) takes the same clean path as Ctrl-C: no orphaned servers.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         spec = load_evalrun(evalrun)
-        summary, root = execute(spec, evalrun.resolve().parent, new_run=new_run, concurrency=concurrency,
-                                show_progress=not no_progress and sys.stderr.isatty())
+        summary, root = execute(
+            spec,
+            evalrun.resolve().parent,
+            new_run=new_run,
+            concurrency=concurrency,
+            show_progress=not no_progress and sys.stderr.isatty(),
+        )
     except (SpecError, TaskError, RunRefused, StoreError) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
@@ -59,20 +70,26 @@ def run(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")],
 
 
 @app.command()
-def trial(evalrun: Annotated[Optional[Path], typer.Argument(
-              help="EvalRun YAML file. Without it the trial comes from $MCPFLEET_TRIAL (a pod).")] = None,
-          model: Annotated[Optional[str], typer.Option(help="spec.models[].name")] = None,
-          task: Annotated[Optional[str], typer.Option(help="Task id <service>/<difficulty>/<category>/<task>.")] = None,
-          attempt: Annotated[int, typer.Option(min=1)] = 1,
-          mcp_url: Annotated[Optional[str], typer.Option(help="Streamable-HTTP MCP endpoint (a sidecar).")] = None,
-          state_dir: Annotated[Optional[Path], typer.Option(help="Already materialised initial state.")] = None,
-          scripted_url: Annotated[Optional[str], typer.Option(envvar="MCPFLEET_SCRIPTED_URL",
-                                                              help="Scripted model server base URL.")] = None,
-          termination_log: Annotated[Optional[Path], typer.Option(help="Where to write the JSON outcome.")] = None,
-          metrics_port: Annotated[Optional[int], typer.Option(help="Serve Prometheus /metrics on this port.")] = None,
-          tasks_root: Annotated[Optional[Path], typer.Option(
-              help="Read the task from this pack root instead of the trial's (a pod's fetched task volume).")] = None,
-          ) -> None:
+def trial(
+    evalrun: Annotated[
+        Path | None,
+        typer.Argument(help="EvalRun YAML file. Without it the trial comes from $MCPFLEET_TRIAL (a pod)."),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="spec.models[].name")] = None,
+    task: Annotated[str | None, typer.Option(help="Task id <service>/<difficulty>/<category>/<task>.")] = None,
+    attempt: Annotated[int, typer.Option(min=1)] = 1,
+    mcp_url: Annotated[str | None, typer.Option(help="Streamable-HTTP MCP endpoint (a sidecar).")] = None,
+    state_dir: Annotated[Path | None, typer.Option(help="Already materialised initial state.")] = None,
+    scripted_url: Annotated[
+        str | None, typer.Option(envvar="MCPFLEET_SCRIPTED_URL", help="Scripted model server base URL.")
+    ] = None,
+    termination_log: Annotated[Path | None, typer.Option(help="Where to write the JSON outcome.")] = None,
+    metrics_port: Annotated[int | None, typer.Option(help="Serve Prometheus /metrics on this port.")] = None,
+    tasks_root: Annotated[
+        Path | None,
+        typer.Option(help="Read the task from this pack root instead of the trial's (a pod's fetched task volume)."),
+    ] = None,
+) -> None:
     """Run exactly one trial and write its record (the command a trial pod runs).
 
     Exit code 0 means the record was stored (whatever the outcome); non-zero means it was not."""
@@ -88,16 +105,21 @@ def trial(evalrun: Annotated[Optional[Path], typer.Argument(
         if not raw:
             _fail("give an EvalRun file with --model/--task/--attempt, or set MCPFLEET_TRIAL (pods)")
         chosen = TrialSpec.model_validate_json(raw)
-        output = Output(uri=os.environ.get("MCPFLEET_OUTPUT_URI", "runs"),
-                        endpoint_url=os.environ.get("MCPFLEET_OUTPUT_ENDPOINT_URL") or None)
+        output = Output(
+            uri=os.environ.get("MCPFLEET_OUTPUT_URI", "runs"),
+            endpoint_url=os.environ.get("MCPFLEET_OUTPUT_ENDPOINT_URL") or None,
+        )
         store = open_store(output, chosen.run, Path.cwd(), run_uid=os.environ.get("MCPFLEET_RUN_UID") or None)
     else:
         if not model or not task:
             _fail("--model and --task are required with an EvalRun file")
         try:
             spec = load_evalrun(evalrun)
-            trials = [t for t in plan(spec, evalrun.resolve().parent)
-                      if t.model.name == model and t.task_id == task and t.attempt == attempt]
+            trials = [
+                t
+                for t in plan(spec, evalrun.resolve().parent)
+                if t.model.name == model and t.task_id == task and t.attempt == attempt
+            ]
         except (SpecError, TaskError) as exc:
             _fail(str(exc))
         if not trials:
@@ -111,8 +133,7 @@ def trial(evalrun: Annotated[Optional[Path], typer.Argument(
         from .metrics import serve
 
         serve(metrics_port)
-    ctx = TrialContext(scripted_base_url=scripted_url, mcp_url=mcp_url, state_dir=state_dir,
-                       metrics=bool(metrics_port))
+    ctx = TrialContext(scripted_base_url=scripted_url, mcp_url=mcp_url, state_dir=state_dir, metrics=bool(metrics_port))
     result = asyncio.run(run_trial(chosen, store, ctx, infra_attempt))
     # One short JSON line: the pod's termination message and a script's parseable output.
     line = json.dumps({"trial_id": result.trial_id, "passed": result.passed, "failure": result.failure})
@@ -125,19 +146,22 @@ def trial(evalrun: Annotated[Optional[Path], typer.Argument(
 
 
 @app.command()
-def materialise(task: Annotated[str, typer.Option(help="Task id <service>/<difficulty>/<category>/<task>.")],
-                dest: Annotated[Path, typer.Option(help="Empty folder to fill (a pod's state volume).")],
-                tasks_root: Annotated[str, typer.Option(help="Task pack root: a folder or s3://bucket/prefix.")
-                                      ] = str(DEFAULT_TASKS),
-                states: Annotated[Optional[str], typer.Option(
-                    help="States folder (or s3://bucket/prefix) for foreign packs.")] = None,
-                task_dest: Annotated[Optional[Path], typer.Option(
-                    help="Where an s3:// pack's task files go (a pod's task volume).")] = None,
-                endpoint_url: Annotated[Optional[str], typer.Option(help="S3 endpoint of an s3:// pack.")] = None,
-                region: Annotated[Optional[str], typer.Option(help="S3 region of an s3:// pack.")] = None,
-                digest: Annotated[Optional[str], typer.Option(
-                    help="The task digest the run was planned with; a different task is refused.")] = None,
-                ) -> None:
+def materialise(
+    task: Annotated[str, typer.Option(help="Task id <service>/<difficulty>/<category>/<task>.")],
+    dest: Annotated[Path, typer.Option(help="Empty folder to fill (a pod's state volume).")],
+    tasks_root: Annotated[str, typer.Option(help="Task pack root: a folder or s3://bucket/prefix.")] = str(
+        DEFAULT_TASKS
+    ),
+    states: Annotated[str | None, typer.Option(help="States folder (or s3://bucket/prefix) for foreign packs.")] = None,
+    task_dest: Annotated[
+        Path | None, typer.Option(help="Where an s3:// pack's task files go (a pod's task volume).")
+    ] = None,
+    endpoint_url: Annotated[str | None, typer.Option(help="S3 endpoint of an s3:// pack.")] = None,
+    region: Annotated[str | None, typer.Option(help="S3 region of an s3:// pack.")] = None,
+    digest: Annotated[
+        str | None, typer.Option(help="The task digest the run was planned with; a different task is refused.")
+    ] = None,
+) -> None:
     """Materialise a task's initial state (a trial pod's init container runs this).
 
     With an s3:// pack it first fetches the task's folder (and its state) into --task-dest. With --digest
@@ -155,19 +179,33 @@ def materialise(task: Annotated[str, typer.Option(help="Task id <service>/<diffi
             _fail("--task-dest is required with an s3:// pack: the folder the task's files are fetched into")
         if tasks_root.startswith("s3://"):
             assert task_dest is not None
-            packs.sync(tasks_root, task_dest, endpoint_url=endpoint_url, region=region, field="--tasks-root",
-                       only=packs.task_scopes(task, states_in_pack=not states))
+            packs.sync(
+                tasks_root,
+                task_dest,
+                endpoint_url=endpoint_url,
+                region=region,
+                field="--tasks-root",
+                only=packs.task_scopes(task, states_in_pack=not states),
+            )
             root = task_dest
         if states and states.startswith("s3://"):
             assert task_dest is not None
             states_root = task_dest / ".states"
-            packs.sync(states, states_root, endpoint_url=endpoint_url, region=region, field="--states",
-                       only=packs.state_scopes(task))
+            packs.sync(
+                states,
+                states_root,
+                endpoint_url=endpoint_url,
+                region=region,
+                field="--states",
+                only=packs.state_scopes(task),
+            )
         chosen = find_task(root, task, states_root)
         if digest and chosen.digest != digest:
-            _fail(f"task {task} from {tasks_root} is not the one this run was planned with (digest {chosen.digest}, "
-                  f"planned {digest}): the pack changed since, or the runner image bundles other tasks than the "
-                  "operator's; start a new EvalRun (or use matching images)")
+            _fail(
+                f"task {task} from {tasks_root} is not the one this run was planned with (digest {chosen.digest}, "
+                f"planned {digest}): the pack changed since, or the runner image bundles other tasks than the "
+                "operator's; start a new EvalRun (or use matching images)"
+            )
         n = fill(chosen, dest)
     except (TaskError, StoreError) as exc:
         _fail(str(exc))
@@ -175,12 +213,15 @@ def materialise(task: Annotated[str, typer.Option(help="Task id <service>/<diffi
 
 
 @app.command("operator")
-def run_operator(namespace: Annotated[list[str], typer.Option(
-                     "--namespace", "-n", help="Namespace(s) to watch; default $POD_NAMESPACE or 'default'.")] = [],  # noqa: B006
-                 all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A")] = False,
-                 liveness: Annotated[Optional[str], typer.Option(
-                     help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz")] = None,
-                 ) -> None:
+def run_operator(
+    namespace: Annotated[
+        list[str], typer.Option("--namespace", "-n", help="Namespace(s) to watch; default $POD_NAMESPACE or 'default'.")
+    ] = [],  # noqa: B006
+    all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A")] = False,
+    liveness: Annotated[
+        str | None, typer.Option(help="kopf liveness endpoint, e.g. http://0.0.0.0:8080/healthz")
+    ] = None,
+) -> None:
     """Run the Kubernetes operator (EvalRun custom resources -> one pod per trial)."""
     import os
 
@@ -189,8 +230,12 @@ def run_operator(namespace: Annotated[list[str], typer.Option(
     import mcpfleet.operator  # noqa: F401 - registers the handlers
 
     namespaces = namespace or [os.environ.get("POD_NAMESPACE", "default")]
-    kopf.run(standalone=True, clusterwide=all_namespaces, namespaces=[] if all_namespaces else namespaces,
-             liveness_endpoint=liveness)
+    kopf.run(
+        standalone=True,
+        clusterwide=all_namespaces,
+        namespaces=[] if all_namespaces else namespaces,
+        liveness_endpoint=liveness,
+    )
 
 
 @app.command()
@@ -212,14 +257,19 @@ def validate(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")]
     except (SpecError, TaskError) as exc:
         _fail(str(exc))
     tasks = len({t.task_id for t in trials})
-    console.print(f"{evalrun}: valid; {len(spec.spec.models)} model(s) x {tasks} task(s) x "
-                  f"{spec.spec.attempts} attempt(s) = {len(trials)} trials")
+    console.print(
+        f"{evalrun}: valid; {len(spec.spec.models)} model(s) x {tasks} task(s) x "
+        f"{spec.spec.attempts} attempt(s) = {len(trials)} trials"
+    )
 
 
 @app.command("scripted-server")
-def scripted_server(tasks: Annotated[list[Path], typer.Option("--tasks", help="Task pack root(s).")] = [DEFAULT_TASKS],  # noqa: B006
-                    host: str = "127.0.0.1", port: int = 0,
-                    latency: Annotated[float, typer.Option(help="Seconds per LLM call.")] = 0.0) -> None:
+def scripted_server(
+    tasks: Annotated[list[Path], typer.Option("--tasks", help="Task pack root(s).")] = [DEFAULT_TASKS],  # noqa: B006
+    host: str = "127.0.0.1",
+    port: int = 0,
+    latency: Annotated[float, typer.Option(help="Seconds per LLM call.")] = 0.0,
+) -> None:
     """Serve the scripted OpenAI-compatible model (oracle, noop, malformed, ... policies)."""
     from .scripted_model import serve
 
@@ -227,13 +277,19 @@ def scripted_server(tasks: Annotated[list[Path], typer.Option("--tasks", help="T
 
 
 @app.command()
-def report(runs: Annotated[list[str], typer.Argument(
-               help="Run roots: a local run folder (holding summary.json and trials/), or s3://bucket/prefix/RUN "
-                    "(s3://bucket/prefix/RUN/UID for an operator run).")],
-           output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write.")] = Path("report.html"),
-           endpoint_url: Annotated[Optional[str], typer.Option(help="S3 endpoint for non-AWS stores.")] = None,
-           region: Annotated[Optional[str], typer.Option(help="S3 region.")] = None,
-           title: Annotated[Optional[str], typer.Option(help="Page title.")] = None) -> None:
+def report(
+    runs: Annotated[
+        list[str],
+        typer.Argument(
+            help="Run roots: a local run folder (holding summary.json and trials/), or s3://bucket/prefix/RUN "
+            "(s3://bucket/prefix/RUN/UID for an operator run)."
+        ),
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write.")] = Path("report.html"),
+    endpoint_url: Annotated[str | None, typer.Option(help="S3 endpoint for non-AWS stores.")] = None,
+    region: Annotated[str | None, typer.Option(help="S3 region.")] = None,
+    title: Annotated[str | None, typer.Option(help="Page title.")] = None,
+) -> None:
     """Write one self-contained HTML report (leaderboard and plots) over one or more runs."""
     from .report import ReportError, write_report
     from .store import StoreError
@@ -268,15 +324,18 @@ def tasks_list(path: Annotated[Path, typer.Argument(help="Task pack root.")] = D
     for col in ("id", "difficulty", "oracle", "words"):
         table.add_column(col)
     for t in found:
-        table.add_row(t.id, str(t.meta.get("difficulty", "")), "yes" if t.has_oracle else "no",
-                      str(len(t.description.split())))
+        table.add_row(
+            t.id, str(t.meta.get("difficulty", "")), "yes" if t.has_oracle else "no", str(len(t.description.split()))
+        )
     console.print(table)
 
 
 @tasks_app.command("validate")
-def tasks_validate(path: Annotated[Path, typer.Argument(help="Task pack root or one task folder.")] = DEFAULT_TASKS,
-                   states: Annotated[Optional[Path], typer.Option(help="States folder for foreign packs.")] = None,
-                   concurrency: int = 2) -> None:
+def tasks_validate(
+    path: Annotated[Path, typer.Argument(help="Task pack root or one task folder.")] = DEFAULT_TASKS,
+    states: Annotated[Path | None, typer.Option(help="States folder for foreign packs.")] = None,
+    concurrency: int = 2,
+) -> None:
     """Check files and meta.json, then that the oracle passes and the no-op agent fails every task."""
     from .taskcheck import validate as run_validation
     from .tasks import discover
@@ -295,8 +354,11 @@ def tasks_validate(path: Annotated[Path, typer.Argument(help="Task pack root or 
     bad = 0
     for r in reports:
         status = "[green]ok[/]" if r.ok else "[red]FAIL[/]"
-        console.print(f"{status} {r.task.id}  oracle={'-' if r.oracle_passed is None else r.oracle_passed} "
-                      f"noop_fails={r.noop_failed}", highlight=False)
+        console.print(
+            f"{status} {r.task.id}  oracle={'-' if r.oracle_passed is None else r.oracle_passed} "
+            f"noop_fails={r.noop_failed}",
+            highlight=False,
+        )
         for p in r.problems:
             console.print(f"    [red]{escape(p)}[/]", highlight=False)
         for w in r.warnings:

@@ -163,21 +163,31 @@ def build_crd() -> dict[str, Any]:
                 "shortNames": ["er"],
             },
             "scope": "Namespaced",
-            "versions": [{
-                "name": API_VERSION,
-                "served": True,
-                "storage": True,
-                "schema": {"openAPIV3Schema": openapi_schema()},
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": [
-                    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-                    {"name": "Progress", "type": "string", "jsonPath": ".status.progress",
-                     "description": "Finished trials / total trials, e.g. 12/48."},
-                    {"name": "Pass@1", "type": "string", "jsonPath": ".status.passAt1",
-                     "description": "Mean pass@1 over finished trials, formatted by the operator."},
-                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                ],
-            }],
+            "versions": [
+                {
+                    "name": API_VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": openapi_schema()},
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                        {
+                            "name": "Progress",
+                            "type": "string",
+                            "jsonPath": ".status.progress",
+                            "description": "Finished trials / total trials, e.g. 12/48.",
+                        },
+                        {
+                            "name": "Pass@1",
+                            "type": "string",
+                            "jsonPath": ".status.passAt1",
+                            "description": "Mean pass@1 over finished trials, formatted by the operator.",
+                        },
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                }
+            ],
         },
     }
 

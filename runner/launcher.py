@@ -23,9 +23,9 @@ from typing import Any
 from .outcome import INFRA_ERROR
 from .plan import TrialSpec, plan
 from .records import now_iso
-from .summary import build_summary
 from .spec import EvalRun, SpecError, spec_hash
 from .store import LocalStore, ResultStore, StoreConfig, store_config
+from .summary import build_summary
 from .worker import TrialCancelled, WorkItem, init_worker, make_context, run_item, start_forkserver
 
 
@@ -47,11 +47,14 @@ def check_credentials(run: EvalRun, env: dict[str, str] | os._Environ[str]) -> N
         if m.is_scripted:
             continue
         if m.api_key_env and not env.get(m.api_key_env):
-            problems.append(f"spec.models[{i}].apiKeyEnv: environment variable {m.api_key_env} is not set; "
-                            f"export it before running")
+            problems.append(
+                f"spec.models[{i}].apiKeyEnv: environment variable {m.api_key_env} is not set; export it before running"
+            )
         if m.api_key_secret_ref and not m.api_key_env:
-            problems.append(f"spec.models[{i}].apiKeySecretRef: Kubernetes Secrets are only read by the operator; "
-                            "locally use apiKeyEnv")
+            problems.append(
+                f"spec.models[{i}].apiKeySecretRef: Kubernetes Secrets are only read by the operator; "
+                "locally use apiKeyEnv"
+            )
     if problems:
         raise SpecError(problems)
 
@@ -86,7 +89,8 @@ def reconcile_records(run: EvalRun, trials: list[TrialSpec], store: ResultStore)
             f"{len(conflicts)} recorded trial(s) would mean something else now, e.g. {conflicts[0]}.\n"
             f"Give the changed EvalRun a new metadata.name, pass --new-run to write it under a fresh name, "
             f"or move the old folder away. (Adding models or attempts is fine; changing a model, limits, "
-            f"the agent or a task is not.)")
+            f"the agent or a task is not.)"
+        )
     if discarded:
         print(f"discarded {discarded} unfinished trial folder(s) from an interrupted run")
     return RunState(todo=todo, skipped=skipped)
@@ -102,8 +106,16 @@ def fresh_name(base: str, config: StoreConfig) -> str:
 class Scheduler:
     """Feeds trials to workers under the total and per-model caps; infra errors go back in the queue."""
 
-    def __init__(self, run: EvalRun, state: RunState, make_pool: Callable[[], ProcessPoolExecutor],
-                 store: StoreConfig, scripted_url: str | None, on_done: Any, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        run: EvalRun,
+        state: RunState,
+        make_pool: Callable[[], ProcessPoolExecutor],
+        store: StoreConfig,
+        scripted_url: str | None,
+        on_done: Any,
+        env: dict[str, str] | None = None,
+    ):
         self.run, self.state, self.make_pool = run, state, make_pool
         self.pool = make_pool()
         self.store, self.scripted_url, self.on_done = store, scripted_url, on_done
@@ -134,8 +146,14 @@ class Scheduler:
                 self.queue.appendleft((item[1], item[2]))
             while sum(self.in_flight.values()) < self.total and (nxt := self._next()):
                 t, n = nxt
-                work = WorkItem(t.model_dump_json(), self.store, self.scripted_url, n, self.env,
-                                more_queued=bool(self.queue or self.delayed))
+                work = WorkItem(
+                    t.model_dump_json(),
+                    self.store,
+                    self.scripted_url,
+                    n,
+                    self.env,
+                    more_queued=bool(self.queue or self.delayed),
+                )
                 fut = asyncio.wrap_future(self.submit(work), loop=loop)
                 running[fut] = (t, n)
                 self.in_flight[t.model.name] += 1
@@ -143,8 +161,7 @@ class Scheduler:
             if not running:
                 await asyncio.sleep(max(0.0, wait_for))
                 continue
-            finished, _ = await asyncio.wait(running, timeout=max(0.05, wait_for),
-                                             return_when=asyncio.FIRST_COMPLETED)
+            finished, _ = await asyncio.wait(running, timeout=max(0.05, wait_for), return_when=asyncio.FIRST_COMPLETED)
             for fut in finished:
                 t, n = running.pop(fut)
                 self.in_flight[t.model.name] -= 1
@@ -153,8 +170,13 @@ class Scheduler:
                 except TrialCancelled:
                     continue
                 except Exception as exc:  # noqa: BLE001 - a worker died: infrastructure, retried like one
-                    out = {"trial_id": t.trial_id, "model": t.model.name, "passed": False,
-                           "failure": INFRA_ERROR, "error": f"worker failed: {type(exc).__name__}: {exc}"}
+                    out = {
+                        "trial_id": t.trial_id,
+                        "model": t.model.name,
+                        "passed": False,
+                        "failure": INFRA_ERROR,
+                        "error": f"worker failed: {type(exc).__name__}: {exc}",
+                    }
                 if out["failure"] == INFRA_ERROR and n <= self.run.spec.retries.limit:
                     self.state.retries += 1
                     delay = self.run.spec.retries.backoff_seconds * (2 ** (n - 1))
@@ -162,7 +184,6 @@ class Scheduler:
                     continue
                 self.state.done[t.trial_id] = out
                 self.on_done(out)
-
 
     def submit(self, work: WorkItem) -> Any:
         """Submit to the pool; a pool broken by a dead worker is replaced (its trials were infra errors)."""
@@ -193,29 +214,44 @@ def write_summary(run: EvalRun, trials: list[TrialSpec], store: ResultStore) -> 
     return summary
 
 
-def execute(run: EvalRun, base_dir: Path, *, new_run: bool = False, concurrency: int | None = None,
-            show_progress: bool = True) -> tuple[dict[str, Any], Path | str]:
+def execute(
+    run: EvalRun, base_dir: Path, *, new_run: bool = False, concurrency: int | None = None, show_progress: bool = True
+) -> tuple[dict[str, Any], Path | str]:
     """Run (or resume) an EvalRun locally; returns (summary, run folder or s3:// URI of the run root).
 
     Raises KeyboardInterrupt on Ctrl-C."""
     from .progress import Progress
 
     if concurrency:
-        run = run.model_copy(update={"spec": run.spec.model_copy(
-            update={"concurrency": run.spec.concurrency.model_copy(update={"total": concurrency})})})
+        run = run.model_copy(
+            update={
+                "spec": run.spec.model_copy(
+                    update={"concurrency": run.spec.concurrency.model_copy(update={"total": concurrency})}
+                )
+            }
+        )
     check_credentials(run, os.environ)
     trials = plan(run, base_dir)
     config = store_config(run.spec.output, run.name, base_dir)  # what workers reopen: picklable
     store = config.open()
     if new_run and store.exists():
-        run = run.model_copy(update={"metadata": run.metadata.model_copy(
-            update={"name": fresh_name(run.name, config)})})
+        run = run.model_copy(
+            update={"metadata": run.metadata.model_copy(update={"name": fresh_name(run.name, config)})}
+        )
         trials = plan(run, base_dir)
         config = config.with_name(run.name)
         store = config.open()
     state = reconcile_records(run, trials, store)
-    store.write_json("run.json", {"run": run.name, "spec_hash": spec_hash(run), "updated_at": now_iso(),
-                                  "trials": len(trials), "evalrun": run.model_dump(mode="json", by_alias=True)})
+    store.write_json(
+        "run.json",
+        {
+            "run": run.name,
+            "spec_hash": spec_hash(run),
+            "updated_at": now_iso(),
+            "trials": len(trials),
+            "evalrun": run.model_dump(mode="json", by_alias=True),
+        },
+    )
     progress = Progress(total=len(trials), already=state.skipped, enabled=show_progress)
     if state.todo:
         start_forkserver()  # its seconds of imports overlap the scripted server's start and the pool's set-up
@@ -223,6 +259,7 @@ def execute(run: EvalRun, base_dir: Path, *, new_run: bool = False, concurrency:
             scripted_url = None
             if any(m.is_scripted for m in run.spec.models):
                 from .scripted_model import ScriptedServerProcess
+
                 roots = sorted({Path(t.tasks_root) for t in trials})
                 scripted_url = stack.enter_context(ScriptedServerProcess(roots))
             workers = min(run.spec.concurrency.total, len(state.todo))
@@ -234,8 +271,11 @@ def execute(run: EvalRun, base_dir: Path, *, new_run: bool = False, concurrency:
             def make_pool() -> ProcessPoolExecutor:
                 return ProcessPoolExecutor(workers, mp_context=mp, initializer=init_worker, initargs=(gate,))
 
-            keys = {m.api_key_env: os.environ[m.api_key_env] for m in run.spec.models
-                    if m.api_key_env and m.api_key_env in os.environ}
+            keys = {
+                m.api_key_env: os.environ[m.api_key_env]
+                for m in run.spec.models
+                if m.api_key_env and m.api_key_env in os.environ
+            }
             stack.enter_context(progress)
             scheduler = Scheduler(run, state, make_pool, config, scripted_url, progress.advance, keys)
             try:

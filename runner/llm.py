@@ -75,8 +75,9 @@ def usage_of(response: Any, target: LLMTarget) -> Usage:
     return usage
 
 
-async def complete(target: LLMTarget, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-                   ) -> tuple[Any, float, int]:
+async def complete(
+    target: LLMTarget, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> tuple[Any, float, int]:
     """Call the model; returns (response, seconds spent, retries used). Raises after retries run out."""
     kwargs: dict[str, Any] = dict(target.params or {})
     kwargs.update(model=target.model, messages=messages, timeout=target.timeout, num_retries=0, max_retries=0)
@@ -91,8 +92,9 @@ async def complete(target: LLMTarget, messages: list[dict[str, Any]], tools: lis
     try:
         async for attempt in AsyncRetrying(
             stop=stop_after_attempt(target.retries + 1),
-            wait=wait_exponential_jitter(multiplier=target.backoff_initial, max=target.backoff_max,
-                                         jitter=target.backoff_initial),
+            wait=wait_exponential_jitter(
+                multiplier=target.backoff_initial, max=target.backoff_max, jitter=target.backoff_initial
+            ),
             retry=retry_if_exception_type(RETRYABLE),
             reraise=True,
         ):

@@ -26,8 +26,9 @@ def server_env(extra: dict[str, str]) -> dict[str, str]:
 
 @asynccontextmanager
 async def connect_stdio(cmd: ServerCommand, errlog: IO[Any], cwd: Path | None = None) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=cmd.command, args=cmd.args, env=server_env(cmd.env),
-                                   cwd=str(cwd) if cwd else None)
+    params = StdioServerParameters(
+        command=cmd.command, args=cmd.args, env=server_env(cmd.env), cwd=str(cwd) if cwd else None
+    )
     async with stdio_client(params, errlog=errlog) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -48,8 +49,10 @@ def tool_to_openai(tool: Any) -> dict[str, Any]:
     schema = {k: v for k, v in (tool.input_schema or {}).items() if k != "$schema"}
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
-    return {"type": "function",
-            "function": {"name": tool.name, "description": tool.description or "", "parameters": schema}}
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description or "", "parameters": schema},
+    }
 
 
 def result_text(result: Any) -> str:

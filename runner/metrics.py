@@ -13,19 +13,44 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
-TURNS = Counter("mcpfleet_runner_turns_total", "Agent turns (LLM calls) made by trials in this process.",
-                ["run", "model", "service"], registry=REGISTRY)
-TOOL_CALLS = Counter("mcpfleet_runner_tool_calls_total", "MCP tool calls by outcome (ok, error, malformed).",
-                     ["run", "model", "service", "tool", "outcome"], registry=REGISTRY)
-TOKENS = Counter("mcpfleet_runner_tokens_total", "LLM tokens by kind (input, output, reasoning, cached).",
-                 ["run", "model", "service", "kind"], registry=REGISTRY)
-LLM_RETRIES = Counter("mcpfleet_runner_llm_retries_total", "LLM calls retried after 429/5xx/timeouts.",
-                      ["run", "model"], registry=REGISTRY)
-LLM_LATENCY = Histogram("mcpfleet_runner_llm_request_duration_seconds",
-                        "Wall time of one LLM call, retries included.", ["run", "model"],
-                        buckets=LATENCY_BUCKETS, registry=REGISTRY)
-TOOL_LATENCY = Histogram("mcpfleet_runner_tool_call_duration_seconds", "Wall time of one MCP tool call.",
-                         ["run", "service", "tool"], buckets=LATENCY_BUCKETS, registry=REGISTRY)
+TURNS = Counter(
+    "mcpfleet_runner_turns_total",
+    "Agent turns (LLM calls) made by trials in this process.",
+    ["run", "model", "service"],
+    registry=REGISTRY,
+)
+TOOL_CALLS = Counter(
+    "mcpfleet_runner_tool_calls_total",
+    "MCP tool calls by outcome (ok, error, malformed).",
+    ["run", "model", "service", "tool", "outcome"],
+    registry=REGISTRY,
+)
+TOKENS = Counter(
+    "mcpfleet_runner_tokens_total",
+    "LLM tokens by kind (input, output, reasoning, cached).",
+    ["run", "model", "service", "kind"],
+    registry=REGISTRY,
+)
+LLM_RETRIES = Counter(
+    "mcpfleet_runner_llm_retries_total",
+    "LLM calls retried after 429/5xx/timeouts.",
+    ["run", "model"],
+    registry=REGISTRY,
+)
+LLM_LATENCY = Histogram(
+    "mcpfleet_runner_llm_request_duration_seconds",
+    "Wall time of one LLM call, retries included.",
+    ["run", "model"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+TOOL_LATENCY = Histogram(
+    "mcpfleet_runner_tool_call_duration_seconds",
+    "Wall time of one MCP tool call.",
+    ["run", "service", "tool"],
+    buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
 
 
 def serve(port: int, addr: str = "0.0.0.0") -> None:  # noqa: S104 - a pod's metrics port

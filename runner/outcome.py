@@ -18,25 +18,47 @@ TIMEOUT = "timeout"
 LLM_API_ERROR = "llm_api_error"
 INFRA_ERROR = "infra_error"
 
-CATEGORIES = (VERIFIER_FAILED, CONTEXT_OVERFLOW, TURN_LIMIT, ABANDONED, PREMATURE_STOP,
-              MALFORMED_TOOL_CALL, TIMEOUT, LLM_API_ERROR, INFRA_ERROR)
+CATEGORIES = (
+    VERIFIER_FAILED,
+    CONTEXT_OVERFLOW,
+    TURN_LIMIT,
+    ABANDONED,
+    PREMATURE_STOP,
+    MALFORMED_TOOL_CALL,
+    TIMEOUT,
+    LLM_API_ERROR,
+    INFRA_ERROR,
+)
 
 _GIVE_UP = re.compile(
     r"\b(i\s+(can(?:no|['’])t|am\s+unable\s+to|am\s+not\s+able\s+to|could\s+not|couldn['’]t)|unable\s+to\s+(complete|"
-    r"proceed|perform|access)|not\s+possible|impossible|infeasible|cannot\s+be\s+(done|completed))\b", re.I)
-_ASKS_USER = re.compile(r"(\?\s*$|\b(would you like|shall i|should i|do you want|let me know|please confirm)\b)",
-                        re.I)
+    r"proceed|perform|access)|not\s+possible|impossible|infeasible|cannot\s+be\s+(done|completed))\b",
+    re.I,
+)
+_ASKS_USER = re.compile(r"(\?\s*$|\b(would you like|shall i|should i|do you want|let me know|please confirm)\b)", re.I)
 
 
-def classify(*, passed: bool, stop_reason: str, tool_calls: int, malformed_calls: int,
-             last_call_malformed: bool, final_text: str, infra_error: bool = False) -> str | None:
+def classify(
+    *,
+    passed: bool,
+    stop_reason: str,
+    tool_calls: int,
+    malformed_calls: int,
+    last_call_malformed: bool,
+    final_text: str,
+    infra_error: bool = False,
+) -> str | None:
     """Return None for a pass, else the failure category."""
     if infra_error:
         return INFRA_ERROR
     if passed:
         return None
-    explicit = {"timeout": TIMEOUT, "context_overflow": CONTEXT_OVERFLOW, "turn_limit": TURN_LIMIT,
-                "llm_api_error": LLM_API_ERROR}
+    explicit = {
+        "timeout": TIMEOUT,
+        "context_overflow": CONTEXT_OVERFLOW,
+        "turn_limit": TURN_LIMIT,
+        "llm_api_error": LLM_API_ERROR,
+    }
     if stop_reason in explicit:
         return explicit[stop_reason]
     # The model stopped on its own and the end state is wrong: find out why, most specific first.

@@ -48,9 +48,17 @@ def _safe_rel(rel: str) -> PurePosixPath:
     return p
 
 
-def sync(uri: str, dest: Path, *, endpoint_url: str | None = None, region: str | None = None,
-         only: Iterable[str] | None = None, env: Mapping[str, str] | None = None,
-         tuning: S3Tuning | None = None, field: str = "spec.tasks.path") -> Path:
+def sync(
+    uri: str,
+    dest: Path,
+    *,
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    only: Iterable[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    tuning: S3Tuning | None = None,
+    field: str = "spec.tasks.path",
+) -> Path:
     """Mirror ``uri`` (or only the given relative prefixes of it) into ``dest``; returns ``dest``.
 
     Raises PackError when nothing is there, StoreError when S3 cannot be reached (after retries)."""
@@ -70,7 +78,7 @@ def sync(uri: str, dest: Path, *, endpoint_url: str | None = None, region: str |
         for scope in scopes:
             # A scope is a folder ("svc/diff/cat/task") or a single file ("svc/states/cat.times.json").
             for key, etag, size in store.list_objects(base + scope if scope else base):
-                rel = key[len(base):]
+                rel = key[len(base) :]
                 if not rel or rel.endswith("/"):
                     continue  # folder markers some tools create
                 if scope and rel != scope and not rel.startswith(scope + "/"):
@@ -78,8 +86,9 @@ def sync(uri: str, dest: Path, *, endpoint_url: str | None = None, region: str |
                 listed[str(_safe_rel(rel))] = (key, etag, size)
         if not listed:
             what = f" (looked for {', '.join(scopes)})" if only is not None else ""
-            raise PackError(f"{field}: nothing found under {uri}{what}; upload the pack in MCPMark layout "
-                            "there or fix the URI")
+            raise PackError(
+                f"{field}: nothing found under {uri}{what}; upload the pack in MCPMark layout there or fix the URI"
+            )
         for rel, (key, etag, size) in sorted(listed.items()):
             target = dest / rel
             if manifest.get(rel) == etag and target.is_file() and target.stat().st_size == size:

@@ -38,14 +38,16 @@ def trial_id(model: str, task: Task, attempt: int) -> str:
 
 
 def trial_hash(run: EvalRun, model: ModelSpec, task: Task, attempt: int) -> str:
-    return canonical_hash({
-        "model": model.model_dump(mode="json", include={"name", "model", "api_base", "params"}),
-        "agent": run.spec.agent,
-        "limits": run.spec.limits.model_dump(mode="json"),
-        "task": task.id,
-        "task_digest": task.digest,
-        "attempt": attempt,
-    })
+    return canonical_hash(
+        {
+            "model": model.model_dump(mode="json", include={"name", "model", "api_base", "params"}),
+            "agent": run.spec.agent,
+            "limits": run.spec.limits.model_dump(mode="json"),
+            "task": task.id,
+            "task_digest": task.digest,
+            "attempt": attempt,
+        }
+    )
 
 
 def task_weight(task: Task) -> int:
@@ -69,12 +71,21 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
     for task in ordered:
         for attempt in range(1, run.spec.attempts + 1):
             for model in run.spec.models:
-                out.append(TrialSpec(
-                    run=run.name, trial_id=trial_id(model.name, task, attempt),
-                    spec_hash=trial_hash(run, model, task, attempt), model=model, task_id=task.id,
-                    tasks_root=str(tasks_root), states_path=str(states_path) if states_path else None,
-                    task_digest=task.digest,
-                    attempt=attempt, agent=run.spec.agent, limits=run.spec.limits))
+                out.append(
+                    TrialSpec(
+                        run=run.name,
+                        trial_id=trial_id(model.name, task, attempt),
+                        spec_hash=trial_hash(run, model, task, attempt),
+                        model=model,
+                        task_id=task.id,
+                        tasks_root=str(tasks_root),
+                        states_path=str(states_path) if states_path else None,
+                        task_digest=task.digest,
+                        attempt=attempt,
+                        agent=run.spec.agent,
+                        limits=run.spec.limits,
+                    )
+                )
     return out
 
 

@@ -14,15 +14,21 @@ class Progress:
     def __init__(self, total: int, already: int = 0, enabled: bool = True):
         self.passed = self.failed = self.infra = 0
         self.already = already
-        self._bar = RichProgress(TextColumn("[bold]trials"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.description}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                                 disable=not enabled, transient=False)
+        self._bar = RichProgress(
+            TextColumn("[bold]trials"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            disable=not enabled,
+            transient=False,
+        )
         self._task = self._bar.add_task(self._text(), total=total, completed=already)
 
     def _text(self) -> str:
         resumed = f" [dim]({self.already} resumed)[/]" if self.already else ""
-        return (f"[green]{self.passed} passed[/] [red]{self.failed} failed[/] "
-                f"[yellow]{self.infra} infra[/]{resumed}")
+        return f"[green]{self.passed} passed[/] [red]{self.failed} failed[/] [yellow]{self.infra} infra[/]{resumed}"
 
     def advance(self, out: dict[str, Any]) -> None:
         if out["passed"]:

@@ -7,7 +7,7 @@ unfinished trial, whatever else it holds.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -75,7 +75,7 @@ class TrialResult(BaseModel):
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def to_mcpmark_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -87,14 +87,27 @@ def to_mcpmark_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             items.append({"role": role, "content": m.get("content") or ""})
         elif role == "assistant":
             if m.get("content"):
-                items.append({"type": "message", "role": "assistant", "status": "completed",
-                              "content": [{"type": "output_text", "text": m["content"]}]})
+                items.append(
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": m["content"]}],
+                    }
+                )
             for c in m.get("tool_calls") or []:
-                items.append({"type": "function_call", "name": c["function"]["name"],
-                              "arguments": c["function"]["arguments"], "call_id": c["id"]})
+                items.append(
+                    {
+                        "type": "function_call",
+                        "name": c["function"]["name"],
+                        "arguments": c["function"]["arguments"],
+                        "call_id": c["id"],
+                    }
+                )
         elif role == "tool":
-            items.append({"type": "function_call_output", "call_id": m.get("tool_call_id"),
-                          "output": m.get("content") or ""})
+            items.append(
+                {"type": "function_call_output", "call_id": m.get("tool_call_id"), "output": m.get("content") or ""}
+            )
     return items
 
 
@@ -116,9 +129,12 @@ def mcpmark_meta(result: TrialResult, task_name: str, params: dict[str, Any]) ->
             "verification_error": None if result.passed else (result.failure or "verifier_failed"),
             "verification_output": result.verifier.stdout,
         },
-        "token_usage": {"input_tokens": t.input_tokens, "output_tokens": t.output_tokens,
-                        "total_tokens": t.input_tokens + t.output_tokens,
-                        "reasoning_tokens": t.reasoning_tokens},
+        "token_usage": {
+            "input_tokens": t.input_tokens,
+            "output_tokens": t.output_tokens,
+            "total_tokens": t.input_tokens + t.output_tokens,
+            "reasoning_tokens": t.reasoning_tokens,
+        },
         "turn_count": t.turns,
     }
 

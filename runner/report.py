@@ -34,12 +34,28 @@ PLOT_IDS = ("plot-pass-at-1", "plot-pass-at-k", "plot-cost", "plot-turns", "plot
 _KEEP = ("trial_id", "run", "model", "service", "task_id", "attempt", "passed", "failure", "totals", "timings")
 
 SERVICE_COLORS = ("#4e79a7", "#f28e2b", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
-SERIES_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-                 "#9c755f", "#bab0ac")
+SERIES_COLORS = (
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+)
 FAILURE_COLORS = {
-    "verifier_failed": "#e15759", "context_overflow": "#b07aa1", "turn_limit": "#f28e2b",
-    "abandoned": "#9c755f", "premature_stop": "#edc948", "malformed_tool_call": "#ff9da7",
-    "timeout": "#76b7b2", "llm_api_error": "#4e79a7", "infra_error": "#79706e",
+    "verifier_failed": "#e15759",
+    "context_overflow": "#b07aa1",
+    "turn_limit": "#f28e2b",
+    "abandoned": "#9c755f",
+    "premature_stop": "#edc948",
+    "malformed_tool_call": "#ff9da7",
+    "timeout": "#76b7b2",
+    "llm_api_error": "#4e79a7",
+    "infra_error": "#79706e",
 }
 PASS_COLOR, FAIL_COLOR = "#59a14f", "#e15759"
 ALL_COLOR = "#555555"
@@ -51,16 +67,17 @@ class ReportError(ValueError):
 
 # ------------------------------------------------------------------------------------------------ loading
 
+
 @dataclass
 class RunData:
-    ref: str                         # what the user gave
-    location: str                    # where it was read
-    summary: dict[str, Any]          # summary.json, or one recomputed from the records
-    records: list[dict[str, Any]]    # slimmed result.json records of the summarised trials
-    source: str                      # "summary.json" or "recomputed"
+    ref: str  # what the user gave
+    location: str  # where it was read
+    summary: dict[str, Any]  # summary.json, or one recomputed from the records
+    records: list[dict[str, Any]]  # slimmed result.json records of the summarised trials
+    source: str  # "summary.json" or "recomputed"
     notes: list[str] = field(default_factory=list)
     index: int = 0
-    label: str = ""                  # run name, made unique within the report
+    label: str = ""  # run name, made unique within the report
 
 
 def open_run(ref: str, endpoint_url: str | None = None, region: str | None = None) -> ResultStore:
@@ -95,32 +112,47 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
     store = open_run(ref, endpoint_url, region)
     summary = store.read_json("summary.json")
     run_json = store.read_json("run.json") or {}
-    records = [_slim(r) for r in store.iter_results()
-               if isinstance(r, dict) and all(k in r for k in ("model", "service", "task_id", "attempt", "passed"))]
+    records = [
+        _slim(r)
+        for r in store.iter_results()
+        if isinstance(r, dict) and all(k in r for k in ("model", "service", "task_id", "attempt", "passed"))
+    ]
     if summary is None and not records:
         raise ReportError(f"{ref}: no summary.json and no trial records at {store.location()}")
     notes: list[str] = []
 
     # Which trials the run plans now: run.json (the launcher's) names models and attempts; else the summary.
-    spec = ((run_json.get("evalrun") or {}).get("spec") or {})
-    models = {m.get("name") for m in spec.get("models") or []} or \
-        ({r["model"] for r in summary["rows"]} if summary else None)
-    attempts = spec.get("attempts") or (max((r["attempts"] for r in summary["rows"]), default=None)
-                                        if summary else None) or max((int(r["attempt"]) for r in records), default=1)
+    spec = (run_json.get("evalrun") or {}).get("spec") or {}
+    models = {m.get("name") for m in spec.get("models") or []} or (
+        {r["model"] for r in summary["rows"]} if summary else None
+    )
+    attempts = (
+        spec.get("attempts")
+        or (max((r["attempts"] for r in summary["rows"]), default=None) if summary else None)
+        or max((int(r["attempt"]) for r in records), default=1)
+    )
     kept = [r for r in records if (models is None or r["model"] in models) and int(r["attempt"]) <= attempts]
     if len(kept) < len(records):
-        notes.append(f"{len(records) - len(kept)} record(s) of trials no longer planned (other models or "
-                     f"attempts) are left out")
+        notes.append(
+            f"{len(records) - len(kept)} record(s) of trials no longer planned (other models or attempts) are left out"
+        )
     records = kept
 
     if summary is not None and summary.get("complete"):
         source = "summary.json"
     else:
-        why = "summary.json is missing" if summary is None else \
-            f"summary.json is incomplete ({summary.get('trials_recorded')}/{summary.get('trials_planned')} trials)"
+        why = (
+            "summary.json is missing"
+            if summary is None
+            else f"summary.json is incomplete ({summary.get('trials_recorded')}/{summary.get('trials_planned')} trials)"
+        )
         planned = (summary or {}).get("trials_planned") or run_json.get("trials")
-        name = (summary or {}).get("run") or run_json.get("run") or \
-            (records[0].get("run") if records else None) or Path(store.location().rstrip("/")).name
+        name = (
+            (summary or {}).get("run")
+            or run_json.get("run")
+            or (records[0].get("run") if records else None)
+            or Path(store.location().rstrip("/")).name
+        )
         summary = {
             "run": name,
             "spec_hash": (summary or {}).get("spec_hash") or run_json.get("spec_hash") or "?",
@@ -144,8 +176,7 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
     for model, n in sorted(counted.items()):
         if have.get(model, 0) != n:
             notes.append(f"{model}: the summary counts {n} trial(s), {have.get(model, 0)} record(s) found")
-    return RunData(ref=ref, location=store.location(), summary=summary, records=records, source=source,
-                   notes=notes)
+    return RunData(ref=ref, location=store.location(), summary=summary, records=records, source=source, notes=notes)
 
 
 def load_runs(refs: Iterable[str], endpoint_url: str | None = None, region: str | None = None) -> list[RunData]:
@@ -163,6 +194,7 @@ def load_runs(refs: Iterable[str], endpoint_url: str | None = None, region: str 
 
 
 # ----------------------------------------------------------------------------------------------- helpers
+
 
 def esc(x: Any) -> str:
     return escape(str(x), quote=True)
@@ -248,8 +280,8 @@ class Series:
 
     run: RunData
     model: str
-    rows: list[dict[str, Any]]       # per service, then "all" when the model spans several
-    overall: dict[str, Any]          # the "all" row, or the only row
+    rows: list[dict[str, Any]]  # per service, then "all" when the model spans several
+    overall: dict[str, Any]  # the "all" row, or the only row
     color: str = ""
     single_run: bool = True
 
@@ -278,24 +310,37 @@ def build_series(runs: list[RunData]) -> list[Series]:
 
 # --------------------------------------------------------------------------------------------- svg parts
 
-W = 900                  # every plot's width in user units (the page scales it down on narrow screens)
-FONT = 7.0               # rough width of a 12px character, for margins
+W = 900  # every plot's width in user units (the page scales it down on narrow screens)
+FONT = 7.0  # rough width of a 12px character, for margins
 
 
 def svg_open(fig_id: str, width: float, height: float, title: str) -> str:
-    return (f'<svg viewBox="0 0 {width:.0f} {height:.0f}" '
-            f'width="{width:.0f}" height="{height:.0f}" role="img" aria-labelledby="{fig_id}-title {fig_id}-caption">'
-            f'<title id="{fig_id}-title">{esc(title)}</title>')
+    return (
+        f'<svg viewBox="0 0 {width:.0f} {height:.0f}" '
+        f'width="{width:.0f}" height="{height:.0f}" role="img" aria-labelledby="{fig_id}-title {fig_id}-caption">'
+        f'<title id="{fig_id}-title">{esc(title)}</title>'
+    )
 
 
 def figure(fig_id: str, svg: str, caption: str, notes: list[str] | None = None) -> str:
     extra = "".join(f'<p class="note">{esc(n)}</p>' for n in notes or [])
-    return (f'<figure id="{fig_id}" class="plot">{svg}<figcaption id="{fig_id}-caption">{esc(caption)}'
-            f'</figcaption>{extra}</figure>')
+    return (
+        f'<figure id="{fig_id}" class="plot">{svg}<figcaption id="{fig_id}-caption">{esc(caption)}'
+        f"</figcaption>{extra}</figure>"
+    )
 
 
-def x_axis(x0: float, x1: float, y: float, top: float, ticks: list[float], scale: Any, label: str,
-           percent: bool = False, money: bool = False) -> str:
+def x_axis(
+    x0: float,
+    x1: float,
+    y: float,
+    top: float,
+    ticks: list[float],
+    scale: Any,
+    label: str,
+    percent: bool = False,
+    money: bool = False,
+) -> str:
     parts = [f'<g class="axis x-axis"><line x1="{x0:.1f}" y1="{y:.1f}" x2="{x1:.1f}" y2="{y:.1f}" class="axis-line"/>']
     for t in ticks:
         x = scale(t)
@@ -317,14 +362,19 @@ def legend(x: float, y: float, items: list[tuple[str, str, str]], max_width: flo
         if kind == "circle":
             parts.append(f'<circle cx="{cx + 6:.1f}" cy="{cy - 4:.1f}" r="5" fill="{color}"/>')
         elif kind == "ring":
-            parts.append(f'<circle cx="{cx + 6:.1f}" cy="{cy - 4:.1f}" r="4.5" fill="#fff" stroke="{color}" '
-                         f'stroke-width="2"/>')
+            parts.append(
+                f'<circle cx="{cx + 6:.1f}" cy="{cy - 4:.1f}" r="4.5" fill="#fff" stroke="{color}" stroke-width="2"/>'
+            )
         elif kind == "tick":
-            parts.append(f'<line x1="{cx + 6:.1f}" y1="{cy - 11:.1f}" x2="{cx + 6:.1f}" y2="{cy + 3:.1f}" '
-                         f'stroke="{color}" stroke-width="2"/>')
+            parts.append(
+                f'<line x1="{cx + 6:.1f}" y1="{cy - 11:.1f}" x2="{cx + 6:.1f}" y2="{cy + 3:.1f}" '
+                f'stroke="{color}" stroke-width="2"/>'
+            )
         elif kind == "errorbar":
-            parts.append(f'<path d="M{cx:.1f} {cy - 4:.1f}h12M{cx:.1f} {cy - 8:.1f}v8M{cx + 12:.1f} {cy - 8:.1f}v8" '
-                         f'stroke="{color}" stroke-width="1.5" fill="none"/>')
+            parts.append(
+                f'<path d="M{cx:.1f} {cy - 4:.1f}h12M{cx:.1f} {cy - 8:.1f}v8M{cx + 12:.1f} {cy - 8:.1f}v8" '
+                f'stroke="{color}" stroke-width="1.5" fill="none"/>'
+            )
         else:
             parts.append(f'<rect x="{cx:.1f}" y="{cy - 10:.1f}" width="12" height="12" fill="{color}"/>')
         parts.append(text(cx + 18, cy, label, cls="legend-label"))
@@ -335,8 +385,10 @@ def legend(x: float, y: float, items: list[tuple[str, str, str]], max_width: flo
 
 # ------------------------------------------------------------------------------------------------- plots
 
-def _row_layout(series: list[Series], per: Any, row_h: float = 18, head_h: float = 18,
-                gap: float = 10) -> tuple[list[tuple[Series, float, list[tuple[Any, float]]]], float]:
+
+def _row_layout(
+    series: list[Series], per: Any, row_h: float = 18, head_h: float = 18, gap: float = 10
+) -> tuple[list[tuple[Series, float, list[tuple[Any, float]]]], float]:
     """Blocks of rows: a header line per series, then one row per item of per(series). Returns the blocks
     (series, header baseline, [(item, row centre)]) and the total height."""
     y = 0.0
@@ -361,9 +413,11 @@ def plot_pass_at_1(series: list[Series]) -> str:
     label_w = max([FONT * len(r["service"]) for s in series for r in s.rows] + [60]) + 16
     left, right = 20 + label_w, 170
     blocks, plot_h = _row_layout(series, lambda s: s.rows)
-    items = [("rect", color[sv], sv) for sv in services] + \
-        ([("rect", ALL_COLOR, "all services")] if any(r["service"] == ALL for s in series for r in s.rows) else []) + \
-        [("errorbar", "#222", "± std over attempts")]
+    items = (
+        [("rect", color[sv], sv) for sv in services]
+        + ([("rect", ALL_COLOR, "all services")] if any(r["service"] == ALL for s in series for r in s.rows) else [])
+        + [("errorbar", "#222", "± std over attempts")]
+    )
     leg, leg_h = legend(left, 18, items)
     top = 18 + leg_h + 6
     height = top + plot_h + 50
@@ -372,33 +426,65 @@ def plot_pass_at_1(series: list[Series]) -> str:
     def sx(v: float) -> float:
         return x0 + (x1 - x0) * max(0.0, min(1.0, v))
 
-    parts = [svg_open(fid, W, height, "pass@1 per model and service, with the std over attempts"), leg,
-             f'<g transform="translate(0 {top:.1f})">']
+    parts = [
+        svg_open(fid, W, height, "pass@1 per model and service, with the std over attempts"),
+        leg,
+        f'<g transform="translate(0 {top:.1f})">',
+    ]
     parts.append(x_axis(x0, x1, plot_h, 0, [i / 5 for i in range(6)], sx, "pass@1 (mean over attempts)", True))
     for s, head, rows in blocks:
         parts.append(text(12, head, s.label, cls="series-label", **s.keys()))
         for r, cy in rows:
             p, std = r["pass_at_1"], r["pass_at_1_std"]
             k = dict(s.keys(), data_service=r["service"])
-            title = (f"{s.label} · {r['service']}: pass@1 {pct(p)}"
-                     + (f" ± {pct(std)}" if std is not None else "") + f" ({r['trials']} trials, {r['attempts']} attempt(s))")
+            title = (
+                f"{s.label} · {r['service']}: pass@1 {pct(p)}"
+                + (f" ± {pct(std)}" if std is not None else "")
+                + f" ({r['trials']} trials, {r['attempts']} attempt(s))"
+            )
             parts.append(text(x0 - 8, cy + 4, r["service"], "end", "row-label"))
             w = sx(p or 0.0) - x0
-            parts.append(mark("rect", title, x=f"{x0:.1f}", y=f"{cy - 6:.1f}", width=f"{w:.1f}", height="12",
-                              fill=color[r["service"]], class_="bar", data_metric="pass_at_1", data_value=num(p),
-                              data_std=num(std), data_trials=r["trials"], data_attempts=r["attempts"], **k))
+            parts.append(
+                mark(
+                    "rect",
+                    title,
+                    x=f"{x0:.1f}",
+                    y=f"{cy - 6:.1f}",
+                    width=f"{w:.1f}",
+                    height="12",
+                    fill=color[r["service"]],
+                    class_="bar",
+                    data_metric="pass_at_1",
+                    data_value=num(p),
+                    data_std=num(std),
+                    data_trials=r["trials"],
+                    data_attempts=r["attempts"],
+                    **k,
+                )
+            )
             end = sx(p or 0.0)
             if std:
                 lo, hi = sx((p or 0.0) - std), sx((p or 0.0) + std)
-                parts.append(mark("path", title, d=f"M{lo:.1f} {cy:.1f}H{hi:.1f}M{lo:.1f} {cy - 5:.1f}v10"
-                                  f"M{hi:.1f} {cy - 5:.1f}v10", class_="errorbar", data_metric="pass_at_1_std",
-                                  data_value=num(std), **k))
+                parts.append(
+                    mark(
+                        "path",
+                        title,
+                        d=f"M{lo:.1f} {cy:.1f}H{hi:.1f}M{lo:.1f} {cy - 5:.1f}v10M{hi:.1f} {cy - 5:.1f}v10",
+                        class_="errorbar",
+                        data_metric="pass_at_1_std",
+                        data_value=num(std),
+                        **k,
+                    )
+                )
                 end = hi
             parts.append(text(end + 6, cy + 4, pct(p) + (f" ± {100 * std:.1f}" if std else ""), cls="value"))
     parts.append("</g></svg>")
-    return figure(fid, "".join(parts),
-                  "Figure 1. pass@1 per model and service: the mean over attempts of each attempt's success rate "
-                  "across tasks; the error bar is the population std over attempts (MCPMark's definition).")
+    return figure(
+        fid,
+        "".join(parts),
+        "Figure 1. pass@1 per model and service: the mean over attempts of each attempt's success rate "
+        "across tasks; the error bar is the population std over attempts (MCPMark's definition).",
+    )
 
 
 def plot_pass_at_k(series: list[Series]) -> str:
@@ -407,9 +493,15 @@ def plot_pass_at_k(series: list[Series]) -> str:
     ktxt = ", ".join(str(k) for k in ks)
     label_w = max([FONT * len(r["service"]) for s in series for r in s.rows] + [60]) + 16
     left, right = 20 + label_w, 260
-    leg, leg_h = legend(left, 18, [("circle", "#4e79a7", "pass@k: any of k attempts passed"),
-                                   ("ring", "#e15759", "pass^k: all k attempts passed"),
-                                   ("tick", "#333", "pass@1")])
+    leg, leg_h = legend(
+        left,
+        18,
+        [
+            ("circle", "#4e79a7", "pass@k: any of k attempts passed"),
+            ("ring", "#e15759", "pass^k: all k attempts passed"),
+            ("tick", "#333", "pass@1"),
+        ],
+    )
     top = 18 + leg_h + 6
     blocks, plot_h = _row_layout(series, lambda s: s.rows, row_h=20)
     height = top + plot_h + 50
@@ -418,10 +510,14 @@ def plot_pass_at_k(series: list[Series]) -> str:
     def sx(v: float) -> float:
         return x0 + (x1 - x0) * max(0.0, min(1.0, v))
 
-    parts = [svg_open(fid, W, height, f"pass@k against pass^k per model (k = {ktxt})"), leg,
-             f'<g transform="translate(0 {top:.1f})">']
-    parts.append(x_axis(x0, x1, plot_h, 0, [i / 5 for i in range(6)], sx,
-                        f"share of tasks (k = {ktxt} attempts per task)", True))
+    parts = [
+        svg_open(fid, W, height, f"pass@k against pass^k per model (k = {ktxt})"),
+        leg,
+        f'<g transform="translate(0 {top:.1f})">',
+    ]
+    parts.append(
+        x_axis(x0, x1, plot_h, 0, [i / 5 for i in range(6)], sx, f"share of tasks (k = {ktxt} attempts per task)", True)
+    )
     for s, head, rows in blocks:
         parts.append(text(12, head, s.label, cls="series-label", **s.keys()))
         for r, cy in rows:
@@ -430,31 +526,72 @@ def plot_pass_at_k(series: list[Series]) -> str:
             keys = dict(s.keys(), data_service=r["service"], data_k=k)
             parts.append(text(x0 - 8, cy + 4, r["service"], "end", "row-label"))
             parts.append(f'<g class="dumbbell"{attrs(**keys, data_pass_at_k=num(at), data_pass_hat_k=num(hat))}>')
-            base = (f"{s.label} · {r['service']}, k={k} ({r['tasks_with_all_attempts']} of {r['tasks']} task(s) "
-                    f"with all {k} attempts)")
+            base = (
+                f"{s.label} · {r['service']}, k={k} ({r['tasks_with_all_attempts']} of {r['tasks']} task(s) "
+                f"with all {k} attempts)"
+            )
             if at is not None and hat is not None:
                 parts.append(f'<line x1="{sx(hat):.1f}" y1="{cy:.1f}" x2="{sx(at):.1f}" y2="{cy:.1f}" class="stem"/>')
             if p1 is not None:
-                parts.append(mark("line", f"{base}: pass@1 {pct(p1)}", x1=f"{sx(p1):.1f}", y1=f"{cy - 6:.1f}",
-                                  x2=f"{sx(p1):.1f}", y2=f"{cy + 6:.1f}", class_="p1-tick", data_metric="pass_at_1",
-                                  data_value=num(p1), **keys))
+                parts.append(
+                    mark(
+                        "line",
+                        f"{base}: pass@1 {pct(p1)}",
+                        x1=f"{sx(p1):.1f}",
+                        y1=f"{cy - 6:.1f}",
+                        x2=f"{sx(p1):.1f}",
+                        y2=f"{cy + 6:.1f}",
+                        class_="p1-tick",
+                        data_metric="pass_at_1",
+                        data_value=num(p1),
+                        **keys,
+                    )
+                )
             if at is not None:
-                parts.append(mark("circle", f"{base}: pass@{k} {pct(at)}", cx=f"{sx(at):.1f}", cy=f"{cy:.1f}", r="5.5",
-                                  class_="pass-at-k", data_metric="pass_at_k", data_value=num(at),
-                                  data_unbiased=num(r.get("pass_at_k_unbiased")), **keys))
+                parts.append(
+                    mark(
+                        "circle",
+                        f"{base}: pass@{k} {pct(at)}",
+                        cx=f"{sx(at):.1f}",
+                        cy=f"{cy:.1f}",
+                        r="5.5",
+                        class_="pass-at-k",
+                        data_metric="pass_at_k",
+                        data_value=num(at),
+                        data_unbiased=num(r.get("pass_at_k_unbiased")),
+                        **keys,
+                    )
+                )
             if hat is not None:
-                parts.append(mark("circle", f"{base}: pass^{k} {pct(hat)}", cx=f"{sx(hat):.1f}", cy=f"{cy:.1f}",
-                                  r="4.5", class_="pass-hat-k", data_metric="pass_hat_k", data_value=num(hat),
-                                  data_unbiased=num(r.get("pass_hat_k_unbiased")), **keys))
-            label = (f"k={k}: pass@{k} {pct(at)} · pass^{k} {pct(hat)}" if at is not None and hat is not None
-                     else f"k={k}: no task has all {k} attempts yet")
+                parts.append(
+                    mark(
+                        "circle",
+                        f"{base}: pass^{k} {pct(hat)}",
+                        cx=f"{sx(hat):.1f}",
+                        cy=f"{cy:.1f}",
+                        r="4.5",
+                        class_="pass-hat-k",
+                        data_metric="pass_hat_k",
+                        data_value=num(hat),
+                        data_unbiased=num(r.get("pass_hat_k_unbiased")),
+                        **keys,
+                    )
+                )
+            label = (
+                f"k={k}: pass@{k} {pct(at)} · pass^{k} {pct(hat)}"
+                if at is not None and hat is not None
+                else f"k={k}: no task has all {k} attempts yet"
+            )
             parts.append(text(x1 + 10, cy + 4, label, cls="value"))
             parts.append("</g>")
     parts.append("</g></svg>")
-    return figure(fid, "".join(parts),
-                  f"Figure 2. pass@k against pass^k per model and service, k = {ktxt} (the attempts per task): a task "
-                  "counts for pass@k when any of its k attempts passed, for pass^k when all did; the gap between "
-                  "them is the model's inconsistency. Only tasks with all k attempts recorded count.")
+    return figure(
+        fid,
+        "".join(parts),
+        f"Figure 2. pass@k against pass^k per model and service, k = {ktxt} (the attempts per task): a task "
+        "counts for pass@k when any of its k attempts passed, for pass^k when all did; the gap between "
+        "them is the model's inconsistency. Only tasks with all k attempts recorded count.",
+    )
 
 
 def plot_cost(series: list[Series]) -> str:
@@ -480,32 +617,55 @@ def plot_cost(series: list[Series]) -> str:
         v = i / 5
         parts.append(f'<line x1="{x0}" y1="{sy(v):.1f}" x2="{x1}" y2="{sy(v):.1f}" class="grid"/>')
         parts.append(text(x0 - 8, sy(v) + 4, tick_label(v, True), "end", "tick"))
-    parts.append(f'<text transform="translate(18 {(y0 + y1) / 2:.1f}) rotate(-90)" text-anchor="middle" '
-                 f'class="axis-label">pass@1</text></g>')
-    placed: list[tuple[float, float, list[str]]] = []   # (x, y, labels): points drawn at one spot share a label
+    parts.append(
+        f'<text transform="translate(18 {(y0 + y1) / 2:.1f}) rotate(-90)" text-anchor="middle" '
+        f'class="axis-label">pass@1</text></g>'
+    )
+    placed: list[tuple[float, float, list[str]]] = []  # (x, y, labels): points drawn at one spot share a label
     for s in series:
         o = s.overall
         c, p = o.get("avg_cost_usd"), o["pass_at_1"] or 0.0
         cx, cy = sx(c or 0.0), sy(p)
-        title = (f"{s.label}: pass@1 {pct(o['pass_at_1'])}, cost per trial {usd(c)}, total {usd(o.get('cost_usd'))} "
-                 f"over {o['trials']} trials")
-        keys = dict(s.keys(), data_service=o["service"], data_pass_at_1=num(o["pass_at_1"]),
-                    data_std=num(o["pass_at_1_std"]), data_avg_cost_usd=num(c), data_cost_usd=num(o.get("cost_usd")),
-                    data_trials=o["trials"], data_cost_known="true" if c is not None else "false")
+        title = (
+            f"{s.label}: pass@1 {pct(o['pass_at_1'])}, cost per trial {usd(c)}, total {usd(o.get('cost_usd'))} "
+            f"over {o['trials']} trials"
+        )
+        keys = dict(
+            s.keys(),
+            data_service=o["service"],
+            data_pass_at_1=num(o["pass_at_1"]),
+            data_std=num(o["pass_at_1_std"]),
+            data_avg_cost_usd=num(c),
+            data_cost_usd=num(o.get("cost_usd")),
+            data_trials=o["trials"],
+            data_cost_known="true" if c is not None else "false",
+        )
         if c is None:
-            parts.append(mark("circle", title + " (cost unknown: drawn at x = 0)", cx=f"{cx:.1f}", cy=f"{cy:.1f}",
-                              r="6", fill="#fff", stroke=s.color, class_="point cost-unknown", **keys))
+            parts.append(
+                mark(
+                    "circle",
+                    title + " (cost unknown: drawn at x = 0)",
+                    cx=f"{cx:.1f}",
+                    cy=f"{cy:.1f}",
+                    r="6",
+                    fill="#fff",
+                    stroke=s.color,
+                    class_="point cost-unknown",
+                    **keys,
+                )
+            )
             lab = f"{s.label} (cost unknown)"
         else:
-            parts.append(mark("circle", title, cx=f"{cx:.1f}", cy=f"{cy:.1f}", r="6", fill=s.color,
-                              class_="point", **keys))
+            parts.append(
+                mark("circle", title, cx=f"{cx:.1f}", cy=f"{cy:.1f}", r="6", fill=s.color, class_="point", **keys)
+            )
             lab = s.label
         spot = next((q for q in placed if abs(q[0] - cx) < 4 and abs(q[1] - cy) < 4), None)
         if spot:
             spot[2].append(lab)
         else:
             placed.append((cx, cy, [lab]))
-    boxes: list[tuple[float, float, float]] = []        # (x0, x1, baseline) of labels already placed
+    boxes: list[tuple[float, float, float]] = []  # (x0, x1, baseline) of labels already placed
     for cx, cy, labs in sorted(placed, key=lambda q: (q[1], q[0])):
         lab = clip(", ".join(labs), 60)
         w = FONT * len(lab)
@@ -518,13 +678,20 @@ def plot_cost(series: list[Series]) -> str:
         parts.append(text(lx, ly, lab, anchor, "point-label"))
     notes = []
     if unknown:
-        notes.append("cost unknown for " + ", ".join(s.label for s in unknown) +
-                     ": drawn hollow at x = 0 (LiteLLM has no price for the model, or it is scripted).")
+        notes.append(
+            "cost unknown for "
+            + ", ".join(s.label for s in unknown)
+            + ": drawn hollow at x = 0 (LiteLLM has no price for the model, or it is scripted)."
+        )
         parts.append(text(x1, y0 + 56, "hollow points: cost unknown, drawn at x = 0", "end", "note-text"))
     parts.append("</svg>")
-    return figure(fid, "".join(parts),
-                  "Figure 3. Cost-performance map: pass@1 against the average cost of one trial (one task attempt) "
-                  "in USD, one point per model over all its services.", notes)
+    return figure(
+        fid,
+        "".join(parts),
+        "Figure 3. Cost-performance map: pass@1 against the average cost of one trial (one task attempt) "
+        "in USD, one point per model over all its services.",
+        notes,
+    )
 
 
 def _quartiles(xs: list[float]) -> tuple[float, float, float]:
@@ -548,8 +715,15 @@ def plot_turns(series: list[Series]) -> str:
     hi = max((turns(r) for rs in recs.values() for r in rs), default=1)
     ticks = nice_ticks(max(hi, 1), integer=True)
     left, right = 150, 40
-    leg, leg_h = legend(left, 18, [("circle", PASS_COLOR, "passed trial"), ("circle", FAIL_COLOR, "failed trial"),
-                                   ("tick", "#222", "median (box: quartiles)")])
+    leg, leg_h = legend(
+        left,
+        18,
+        [
+            ("circle", PASS_COLOR, "passed trial"),
+            ("circle", FAIL_COLOR, "failed trial"),
+            ("tick", "#222", "median (box: quartiles)"),
+        ],
+    )
     top = 18 + leg_h + 6
     lane_h = 26
     blocks, plot_h = _row_layout(series, lambda s: (True, False), row_h=lane_h)
@@ -559,13 +733,17 @@ def plot_turns(series: list[Series]) -> str:
     def sx(v: float) -> float:
         return x0 + (x1 - x0) * v / ticks[-1]
 
-    parts = [svg_open(fid, W, height, "Turns per trial, passed and failed trials, per model"), leg,
-             f'<g transform="translate(0 {top:.1f})">']
+    parts = [
+        svg_open(fid, W, height, "Turns per trial, passed and failed trials, per model"),
+        leg,
+        f'<g transform="translate(0 {top:.1f})">',
+    ]
     parts.append(x_axis(x0, x1, plot_h, 0, ticks, sx, "turns per trial (LLM calls)"))
     for s, head, lanes in blocks:
         mine = sorted(recs[(s.run.index, s.model)], key=lambda r: (r["task_id"], r["attempt"], r["service"]))
-        parts.append(text(12, head, f"{s.label} ({len(mine)} trials)", cls="series-label",
-                          data_trials=len(mine), **s.keys()))
+        parts.append(
+            text(12, head, f"{s.label} ({len(mine)} trials)", cls="series-label", data_trials=len(mine), **s.keys())
+        )
         for passed, cy in lanes:
             lane = [r for r in mine if bool(r["passed"]) is passed]
             name = "passed" if passed else "failed"
@@ -575,28 +753,57 @@ def plot_turns(series: list[Series]) -> str:
             if lane:
                 vals = [float(turns(r)) for r in lane]
                 q1, med, q3 = _quartiles(sorted(vals))
-                parts.append(mark("rect", f"{s.label}, {name}: median {med:g} turns, quartiles {q1:g}-{q3:g}",
-                                  x=f"{sx(q1):.1f}", y=f"{cy - 9:.1f}", width=f"{max(sx(q3) - sx(q1), 1):.1f}",
-                                  height="18", class_="box", data_median=num(med), data_q1=num(q1), data_q3=num(q3),
-                                  data_passed=num(passed), **s.keys()))
-                parts.append(f'<line x1="{sx(med):.1f}" y1="{cy - 10:.1f}" x2="{sx(med):.1f}" y2="{cy + 10:.1f}" '
-                             f'class="median"/>')
+                parts.append(
+                    mark(
+                        "rect",
+                        f"{s.label}, {name}: median {med:g} turns, quartiles {q1:g}-{q3:g}",
+                        x=f"{sx(q1):.1f}",
+                        y=f"{cy - 9:.1f}",
+                        width=f"{max(sx(q3) - sx(q1), 1):.1f}",
+                        height="18",
+                        class_="box",
+                        data_median=num(med),
+                        data_q1=num(q1),
+                        data_q3=num(q3),
+                        data_passed=num(passed),
+                        **s.keys(),
+                    )
+                )
+                parts.append(
+                    f'<line x1="{sx(med):.1f}" y1="{cy - 10:.1f}" x2="{sx(med):.1f}" y2="{cy + 10:.1f}" '
+                    f'class="median"/>'
+                )
             for r in lane:
                 t = turns(r)
                 dy = 7 * jitter(f"{s.run.index}/{r['trial_id']}")
                 fail = "" if passed else f", {r.get('failure') or 'verifier_failed'}"
-                parts.append(mark("circle", f"{s.label} · {r['task_id']} attempt {r['attempt']}: {t} turns, {name}"
-                                  f"{fail}", cx=f"{sx(t):.1f}", cy=f"{cy + dy:.1f}", r="3", fill=color,
-                                  class_="trial", data_service=r["service"], data_task=r["task_id"],
-                                  data_attempt=r["attempt"], data_trial=r.get("trial_id"), data_turns=t,
-                                  data_passed=num(passed),
-                                  data_failure=None if passed else (r.get("failure") or "verifier_failed"),
-                                  **s.keys()))
+                parts.append(
+                    mark(
+                        "circle",
+                        f"{s.label} · {r['task_id']} attempt {r['attempt']}: {t} turns, {name}{fail}",
+                        cx=f"{sx(t):.1f}",
+                        cy=f"{cy + dy:.1f}",
+                        r="3",
+                        fill=color,
+                        class_="trial",
+                        data_service=r["service"],
+                        data_task=r["task_id"],
+                        data_attempt=r["attempt"],
+                        data_trial=r.get("trial_id"),
+                        data_turns=t,
+                        data_passed=num(passed),
+                        data_failure=None if passed else (r.get("failure") or "verifier_failed"),
+                        **s.keys(),
+                    )
+                )
             parts.append("</g>")
     parts.append("</g></svg>")
-    return figure(fid, "".join(parts),
-                  "Figure 4. Turns per trial for each model, passed trials (green) apart from failed ones (red), "
-                  "one dot per trial from the trial records; boxes span the quartiles, the bar is the median.")
+    return figure(
+        fid,
+        "".join(parts),
+        "Figure 4. Turns per trial for each model, passed trials (green) apart from failed ones (red), "
+        "one dot per trial from the trial records; boxes span the quartiles, the bar is the median.",
+    )
 
 
 def plot_failures(series: list[Series]) -> str:
@@ -622,39 +829,61 @@ def plot_failures(series: list[Series]) -> str:
         for o, cy in rows:
             n = o["trials"]
             failed = sum(o["failures"].values())
-            parts.append(f'<g class="failure-bar"{attrs(**s.keys(), data_service=o["service"], data_trials=n, data_failed=failed)}>')
+            bar = attrs(**s.keys(), data_service=o["service"], data_trials=n, data_failed=failed)
+            parts.append(f'<g class="failure-bar"{bar}>')
             x = x0
             for c in cats:
                 cnt = o["failures"].get(c, 0)
                 if not cnt:
                     continue
                 w = (x1 - x0) * cnt / n if n else 0
-                parts.append(mark("rect", f"{s.label}: {c} {cnt} of {n} trials ({pct(cnt / n if n else 0)})",
-                                  x=f"{x:.1f}", y=f"{cy - 7:.1f}", width=f"{w:.1f}", height="14", fill=color[c],
-                                  class_="segment", data_category=c, data_count=cnt,
-                                  data_share=num(cnt / n if n else 0.0), **s.keys()))
+                parts.append(
+                    mark(
+                        "rect",
+                        f"{s.label}: {c} {cnt} of {n} trials ({pct(cnt / n if n else 0)})",
+                        x=f"{x:.1f}",
+                        y=f"{cy - 7:.1f}",
+                        width=f"{w:.1f}",
+                        height="14",
+                        fill=color[c],
+                        class_="segment",
+                        data_category=c,
+                        data_count=cnt,
+                        data_share=num(cnt / n if n else 0.0),
+                        **s.keys(),
+                    )
+                )
                 x += w
-            parts.append(text(x + 8, cy + 4, f"{failed} of {n} trials failed ({pct(failed / n if n else 0)})",
-                              cls="value"))
+            parts.append(
+                text(x + 8, cy + 4, f"{failed} of {n} trials failed ({pct(failed / n if n else 0)})", cls="value")
+            )
             parts.append("</g>")
     parts.append("</g></svg>")
-    return figure(fid, "".join(parts),
-                  "Figure 5. Failure breakdown per model over all its trials, in the MCPMark taxonomy: "
-                  "verifier_failed is the implicit failure (the agent finished but the end state is wrong); the "
-                  "others are explicit (context_overflow, turn_limit, abandoned, premature_stop, "
-                  "malformed_tool_call, timeout, llm_api_error; infra_error is the harness's, not the model's).")
+    return figure(
+        fid,
+        "".join(parts),
+        "Figure 5. Failure breakdown per model over all its trials, in the MCPMark taxonomy: "
+        "verifier_failed is the implicit failure (the agent finished but the end state is wrong); the "
+        "others are explicit (context_overflow, turn_limit, abandoned, premature_stop, "
+        "malformed_tool_call, timeout, llm_api_error; infra_error is the harness's, not the model's).",
+    )
 
 
 # ------------------------------------------------------------------------------------------------ tables
+
 
 def run_header(run: RunData) -> str:
     s = run.summary
     planned = s.get("trials_planned")
     status = "complete" if s.get("complete") else "partial"
-    dl = [("run", s["run"]), ("location", run.location), ("spec hash", s.get("spec_hash")),
-          ("trials", f"{s.get('trials_recorded')} recorded / {'?' if planned is None else planned} planned ({status})"),
-          ("generated", s.get("generated_at")), ("aggregates", "summary.json" if run.source == "summary.json"
-                                                  else "recomputed from the trial records")]
+    dl = [
+        ("run", s["run"]),
+        ("location", run.location),
+        ("spec hash", s.get("spec_hash")),
+        ("trials", f"{s.get('trials_recorded')} recorded / {'?' if planned is None else planned} planned ({status})"),
+        ("generated", s.get("generated_at")),
+        ("aggregates", "summary.json" if run.source == "summary.json" else "recomputed from the trial records"),
+    ]
     body = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in dl)
     notes = "".join(f'<p class="note">{esc(n)}</p>' for n in run.notes)
     rows = []
@@ -662,24 +891,38 @@ def run_header(run: RunData) -> str:
         fails = ", ".join(f"{c} {n}" for c, n in r["failures"].items()) or "-"
         std = r["pass_at_1_std"]
         rows.append(
-            f'<tr{attrs(data_model=r["model"], data_service=r["service"], data_pass_at_1=num(r["pass_at_1"]))}>'
+            f"<tr{attrs(data_model=r['model'], data_service=r['service'], data_pass_at_1=num(r['pass_at_1']))}>"
             f'<td>{esc(r["model"])}</td><td>{esc(r["service"])}</td><td class="n">{r["trials"]}</td>'
             f'<td class="n">{pct(r["pass_at_1"])}{esc(f" ± {100 * std:.1f}") if std else ""}</td>'
             f'<td class="n">{pct(r["pass_at_k"])}</td><td class="n">{pct(r["pass_hat_k"])}</td>'
             f'<td class="n">{r["attempts"]}</td><td class="n">{fmt(r["avg_turns"])}</td>'
             f'<td class="n">{fmt(r["avg_tool_calls"])}</td><td class="n">{fmt(r["avg_tokens"], "{:,.0f}")}</td>'
-            f'<td class="n">{esc(usd(r["cost_usd"]))}</td><td>{esc(fails)}</td></tr>')
-    table = ('<table class="summary"><thead><tr><th>model</th><th>service</th><th>trials</th><th>pass@1</th>'
-             '<th>pass@k</th><th>pass^k</th><th>k</th><th>turns</th><th>tool calls</th><th>tokens</th>'
-             f'<th>cost</th><th>failures</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
-    return (f'<section class="run" id="run-{run.index}"'
-            f'{attrs(data_run=run.label, data_run_index=run.index, data_spec_hash=s.get("spec_hash"), data_trials_recorded=s.get("trials_recorded"), data_trials_planned=num(planned), data_complete=num(bool(s.get("complete"))), data_source=run.source)}>'
-            f'<h2>{esc(run.label)}</h2><dl>{body}</dl>{notes}{table}</section>')
+            f'<td class="n">{esc(usd(r["cost_usd"]))}</td><td>{esc(fails)}</td></tr>'
+        )
+    table = (
+        '<table class="summary"><thead><tr><th>model</th><th>service</th><th>trials</th><th>pass@1</th>'
+        "<th>pass@k</th><th>pass^k</th><th>k</th><th>turns</th><th>tool calls</th><th>tokens</th>"
+        f"<th>cost</th><th>failures</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+    data = attrs(
+        data_run=run.label,
+        data_run_index=run.index,
+        data_spec_hash=s.get("spec_hash"),
+        data_trials_recorded=s.get("trials_recorded"),
+        data_trials_planned=num(planned),
+        data_complete=num(bool(s.get("complete"))),
+        data_source=run.source,
+    )
+    return (
+        f'<section class="run" id="run-{run.index}"{data}>'
+        f"<h2>{esc(run.label)}</h2><dl>{body}</dl>{notes}{table}</section>"
+    )
 
 
 def leaderboard_rows(series: list[Series]) -> list[Series]:
-    return sorted(series, key=lambda s: (-(s.overall["pass_at_1"] or 0.0), -(s.overall["pass_at_k"] or 0.0),
-                                         s.run.index, s.model))
+    return sorted(
+        series, key=lambda s: (-(s.overall["pass_at_1"] or 0.0), -(s.overall["pass_at_k"] or 0.0), s.run.index, s.model)
+    )
 
 
 def leaderboard(series: list[Series]) -> str:
@@ -687,17 +930,31 @@ def leaderboard(series: list[Series]) -> str:
     for rank, s in enumerate(leaderboard_rows(series), 1):
         o = s.overall
         k, std = o["attempts"], o["pass_at_1_std"]
+        data = attrs(
+            **s.keys(),
+            data_rank=rank,
+            data_pass_at_1=num(o["pass_at_1"]),
+            data_std=num(std),
+            data_pass_at_k=num(o["pass_at_k"]),
+            data_pass_hat_k=num(o["pass_hat_k"]),
+            data_k=k,
+            data_cost_usd=num(o.get("cost_usd")),
+            data_avg_turns=num(o.get("avg_turns")),
+        )
         rows.append(
-            f'<tr{attrs(**s.keys(), data_rank=rank, data_pass_at_1=num(o["pass_at_1"]), data_std=num(std), data_pass_at_k=num(o["pass_at_k"]), data_pass_hat_k=num(o["pass_hat_k"]), data_k=k, data_cost_usd=num(o.get("cost_usd")), data_avg_turns=num(o.get("avg_turns")))}>'
+            f"<tr{data}>"
             f'<td class="n">{rank}</td><td>{esc(s.run.label)}</td><td>{esc(s.model)}</td>'
             f'<td class="n">{pct(o["pass_at_1"])}{esc(f" ± {100 * std:.1f}") if std else ""}</td>'
             f'<td class="n">{pct(o["pass_at_k"])} <span class="k">(k={k})</span></td>'
             f'<td class="n">{pct(o["pass_hat_k"])}</td><td class="n">{esc(usd(o.get("cost_usd")))}</td>'
-            f'<td class="n">{fmt(o.get("avg_turns"))}</td><td class="n">{o["trials"]}</td></tr>')
-    return ('<section id="leaderboard-section"><h2>Leaderboard</h2><table id="leaderboard" class="summary">'
-            '<thead><tr><th>#</th><th>run</th><th>model</th><th>pass@1 ± std</th><th>pass@k</th><th>pass^k</th>'
-            f'<th>cost (total)</th><th>turns (avg)</th><th>trials</th></tr></thead><tbody>{"".join(rows)}</tbody>'
-            '</table><p class="note">One row per run and model (over all its services), by pass@1.</p></section>')
+            f'<td class="n">{fmt(o.get("avg_turns"))}</td><td class="n">{o["trials"]}</td></tr>'
+        )
+    return (
+        '<section id="leaderboard-section"><h2>Leaderboard</h2><table id="leaderboard" class="summary">'
+        "<thead><tr><th>#</th><th>run</th><th>model</th><th>pass@1 ± std</th><th>pass@k</th><th>pass^k</th>"
+        f"<th>cost (total)</th><th>turns (avg)</th><th>trials</th></tr></thead><tbody>{''.join(rows)}</tbody>"
+        '</table><p class="note">One row per run and model (over all its services), by pass@1.</p></section>'
+    )
 
 
 CSS = """
@@ -714,7 +971,8 @@ svg text{font:12px system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-
 svg .tick{fill:#555;font-size:11px}svg .axis-label{font-size:12px;fill:#333}svg .series-label{font-weight:600}
 svg .row-label,svg .value{fill:#444;font-size:11px}svg .note-text{fill:#8a5a00;font-size:11px}
 svg .grid{stroke:#eee}svg .axis-line{stroke:#888}svg .errorbar{stroke:#222;stroke-width:1.5;fill:none}
-svg .stem{stroke:#999;stroke-width:2}svg .pass-at-k{fill:#4e79a7}svg .pass-hat-k{fill:#fff;stroke:#e15759;stroke-width:2}
+svg .stem{stroke:#999;stroke-width:2}
+svg .pass-at-k{fill:#4e79a7}svg .pass-hat-k{fill:#fff;stroke:#e15759;stroke-width:2}
 svg .p1-tick{stroke:#333;stroke-width:2}svg .box{fill:#f3f3f3;stroke:#bbb}svg .median{stroke:#222;stroke-width:2}
 svg .trial{fill-opacity:.75}svg .cost-unknown{stroke-width:2;stroke-dasharray:3 2}
 """
@@ -723,26 +981,36 @@ svg .trial{fill-opacity:.75}svg .cost-unknown{stroke-width:2;stroke-dasharray:3 
 def render_html(runs: list[RunData], title: str | None = None) -> str:
     series = build_series(runs)
     title = title or ("mcpfleet report: " + ", ".join(r.label for r in runs))
-    body = [f"<h1>{esc(title)}</h1>",
-            f'<p class="meta">{len(runs)} run(s), {len(series)} model result(s); generated {esc(now_iso())} '
-            "by mcpfleet report.</p>"]
+    body = [
+        f"<h1>{esc(title)}</h1>",
+        f'<p class="meta">{len(runs)} run(s), {len(series)} model result(s); generated {esc(now_iso())} '
+        "by mcpfleet report.</p>",
+    ]
     if len(runs) > 1:
         body.append(leaderboard(series))
     body += [run_header(r) for r in runs]
     if series:
         body.append('<section id="plots"><h2>Plots</h2>')
-        body += [plot_pass_at_1(series), plot_pass_at_k(series), plot_cost(series), plot_turns(series),
-                 plot_failures(series)]
+        body += [
+            plot_pass_at_1(series),
+            plot_pass_at_k(series),
+            plot_cost(series),
+            plot_turns(series),
+            plot_failures(series),
+        ]
         body.append("</section>")
     else:
         body.append('<p class="note">No trial recorded yet: nothing to plot.</p>')
-    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(title)}</title><style>{CSS}</style></head><body>{''.join(body)}</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>{''.join(body)}</body></html>\n"
+    )
 
 
-def write_report(refs: list[str], output: Path, endpoint_url: str | None = None,
-                 region: str | None = None, title: str | None = None) -> list[RunData]:
+def write_report(
+    refs: list[str], output: Path, endpoint_url: str | None = None, region: str | None = None, title: str | None = None
+) -> list[RunData]:
     """Read the runs, write the HTML report; returns the runs (their summaries for the terminal tables)."""
     runs = load_runs(refs, endpoint_url, region)
     html = render_html(runs, title)

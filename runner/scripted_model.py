@@ -32,9 +32,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator, NoReturn
+from typing import Any, NoReturn
 
 from aiohttp import web
 
@@ -45,8 +46,10 @@ POLICIES = ("oracle", "noop", "malformed", "overflow", "loop", "script")
 LIST_DIRS = "list_allowed_directories"
 DONE = "Done."
 NOOP_TEXT = "I have reviewed the request."
-OVERFLOW_MESSAGE = ("This model's maximum context length is 8192 tokens. However, your messages resulted "
-                    "in more tokens than that. Please reduce the length of the messages.")
+OVERFLOW_MESSAGE = (
+    "This model's maximum context length is 8192 tokens. However, your messages resulted "
+    "in more tokens than that. Please reduce the length of the messages."
+)
 MALFORMED_ARGUMENTS = '{"path": "'
 _OPTION_SPLIT = re.compile(r"[+&]")
 
@@ -54,8 +57,9 @@ _OPTION_SPLIT = re.compile(r"[+&]")
 class ModelError(Exception):
     """An answer that is an OpenAI-style HTTP error rather than a completion."""
 
-    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
-                 code: str | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, type_: str = "invalid_request_error", code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.type, self.code = status, message, type_, code
 
@@ -96,8 +100,12 @@ def parse_model(model: str, default_latency: float) -> Options:
         head, *opts = model.split("+")
     policy, _, arg = head.partition("=")
     if policy not in POLICIES:
-        raise ModelError(404, f"unknown scripted model '{model}'; policies: {', '.join(POLICIES)} "
-                              "(options: ?latency=S&fail=N&fail_status=CODE)", code="model_not_found")
+        raise ModelError(
+            404,
+            f"unknown scripted model '{model}'; policies: {', '.join(POLICIES)} "
+            "(options: ?latency=S&fail=N&fail_status=CODE)",
+            code="model_not_found",
+        )
     if (policy == "script") != bool(arg):
         raise ModelError(400, f"'{model}': only the script policy takes '=<path>' (script=/path/to.json)")
     values: dict[str, str] = {}
@@ -210,8 +218,10 @@ class ScriptedModel:
     def _oracle(self, messages: list[dict[str, Any]]) -> Reply:
         task = self.match(_first_user(messages))
         if task is None:
-            return Reply("No oracle is known for this request: its first user message matches none of the "
-                         f"{len(self.tasks)} loaded task descriptions.")
+            return Reply(
+                "No oracle is known for this request: its first user message matches none of the "
+                f"{len(self.tasks)} loaded task descriptions."
+            )
         steps = self._oracles[task.id]
         if isinstance(steps, str):
             return Reply(f"No oracle is known for task {task.id}: {steps}")
@@ -222,8 +232,7 @@ class ScriptedModel:
             return Reply(DONE)
         root = _find_root(messages)
         if root is None:
-            return Reply(f"Cannot play the oracle of {task.id}: no absolute path found in the "
-                         f"{LIST_DIRS} result.")
+            return Reply(f"Cannot play the oracle of {task.id}: no absolute path found in the {LIST_DIRS} result.")
         step = steps[done - 1]
         return Reply(tool_calls=(_call(step.tool, step.resolve(root)),))
 
@@ -234,8 +243,11 @@ class ScriptedModel:
         names: list[str] = [f["name"] for f in fns if isinstance(f.get("name"), str)]
         if not names:
             return Reply("The malformed policy needs at least one tool in the request.")
-        with_path = [f["name"] for f in fns if f.get("name") in names
-                     and "path" in ((f.get("parameters") or {}).get("properties") or {})]
+        with_path = [
+            f["name"]
+            for f in fns
+            if f.get("name") in names and "path" in ((f.get("parameters") or {}).get("properties") or {})
+        ]
         return Reply(tool_calls=(((with_path or names)[0], MALFORMED_ARGUMENTS),))
 
     def _script(self, path: str, messages: list[dict[str, Any]]) -> Reply:
@@ -263,11 +275,13 @@ class ScriptedModel:
             try:
                 turns = json.loads(Path(path).read_text(encoding="utf-8"))["turns"]
                 if not isinstance(turns, list) or not all(
-                        isinstance(t, dict) and all(isinstance(c, dict) and isinstance(c.get("name"), str)
-                                                    for c in t.get("tool_calls") or []) for t in turns):
+                    isinstance(t, dict)
+                    and all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in t.get("tool_calls") or [])
+                    for t in turns
+                ):
                     raise ValueError("turns must be objects with 'content' and/or 'tool_calls' [{name, arguments}]")
             except (ValueError, KeyError, TypeError) as exc:
-                raise ModelError(400, f"script {path}: expected {{\"turns\": [...]}}: {exc}") from None
+                raise ModelError(400, f'script {path}: expected {{"turns": [...]}}: {exc}') from None
             self._scripts[key] = turns
         return self._scripts[key]
 
@@ -298,29 +312,47 @@ class ScriptedModel:
             return exc.response()
         try:
             if self._fail_now(model, opts, body["messages"]):
-                kind = "rate_limit_error" if opts.fail_status == 429 else (
-                    "server_error" if opts.fail_status >= 500 else "invalid_request_error")
-                raise ModelError(opts.fail_status, f"scripted failure (fail={opts.fail}, status "
-                                                   f"{opts.fail_status}); retry the request", kind)
+                kind = (
+                    "rate_limit_error"
+                    if opts.fail_status == 429
+                    else ("server_error" if opts.fail_status >= 500 else "invalid_request_error")
+                )
+                raise ModelError(
+                    opts.fail_status,
+                    f"scripted failure (fail={opts.fail}, status {opts.fail_status}); retry the request",
+                    kind,
+                )
             reply = self.reply(opts, body)
         except ModelError as exc:
             await self._wait_until(arrived + opts.latency)
             return exc.response()
         rid, created = f"chatcmpl-{next(self._ids)}", int(time.time())
-        calls = [{"id": f"call_{rid[9:]}_{i}", "type": "function", "function": {"name": n, "arguments": a}}
-                 for i, (n, a) in enumerate(reply.tool_calls)]
+        calls = [
+            {"id": f"call_{rid[9:]}_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+            for i, (n, a) in enumerate(reply.tool_calls)
+        ]
         out_chars = len(reply.content or "") + sum(len(n) + len(a) for n, a in reply.tool_calls)
         prompt = _usage_chars(body["messages"]) // 4
         completion = max(1, out_chars // 4)
-        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-                 "completion_tokens_details": {"reasoning_tokens": 0},
-                 "prompt_tokens_details": {"cached_tokens": 0}}
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "completion_tokens_details": {"reasoning_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": 0},
+        }
         finish = "tool_calls" if calls else "stop"
         base = {"id": rid, "created": created, "model": model, "system_fingerprint": None}
         if not body.get("stream"):
             message = {"role": "assistant", "content": reply.content, "tool_calls": calls or None}
-            response = web.json_response({**base, "object": "chat.completion", "usage": usage, "choices": [
-                {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}]})
+            response = web.json_response(
+                {
+                    **base,
+                    "object": "chat.completion",
+                    "usage": usage,
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                }
+            )
             await self._wait_until(arrived + opts.latency)
             return response
         await self._wait_until(arrived + opts.latency)
@@ -340,8 +372,12 @@ class ScriptedModel:
             await asyncio.sleep(left)
 
     async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [
-            {"id": p, "object": "model", "created": 0, "owned_by": "mcpfleet"} for p in POLICIES]})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [{"id": p, "object": "model", "created": 0, "owned_by": "mcpfleet"} for p in POLICIES],
+            }
+        )
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "tasks": len(self.tasks)})
@@ -350,16 +386,18 @@ class ScriptedModel:
 def _split(s: str, parts: int = 3) -> Iterator[str]:
     """Argument fragments, as real providers stream them (a client must concatenate)."""
     size = max(1, -(-len(s) // parts))
-    return (s[i:i + size] for i in range(0, len(s), size))
+    return (s[i : i + size] for i in range(0, len(s), size))
 
 
-async def _chunks(base: dict[str, Any], reply: Reply, calls: list[dict[str, Any]], finish: str,
-                  usage: dict[str, Any] | None) -> AsyncIterator[bytes]:
+async def _chunks(
+    base: dict[str, Any], reply: Reply, calls: list[dict[str, Any]], finish: str, usage: dict[str, Any] | None
+) -> AsyncIterator[bytes]:
     """SSE frames in OpenAI's order: role, content, tool-call deltas, finish, optional usage, [DONE]."""
 
     def frame(delta: dict[str, Any] | None, finish_reason: str | None = None, **extra: Any) -> bytes:
-        choices = [] if delta is None else [
-            {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]
+        choices = (
+            [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]
+        )
         payload = {**base, "object": "chat.completion.chunk", "choices": choices, **extra}
         if usage is not None and "usage" not in extra:
             payload["usage"] = None
@@ -371,8 +409,18 @@ async def _chunks(base: dict[str, Any], reply: Reply, calls: list[dict[str, Any]
             yield frame({"content": piece})
     for i, call in enumerate(calls):
         fn = call["function"]
-        yield frame({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
-                                     "function": {"name": fn["name"], "arguments": ""}}]})
+        yield frame(
+            {
+                "tool_calls": [
+                    {
+                        "index": i,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": fn["name"], "arguments": ""},
+                    }
+                ]
+            }
+        )
         for piece in _split(fn["arguments"]):
             yield frame({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
     yield frame({}, finish)
@@ -436,8 +484,9 @@ class ScriptedServerProcess:
             cmd += ["--tasks", str(root)]
         # stderr goes to a file, not a pipe nobody reads, so a chatty server can never block on it.
         self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=self._stderr, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         try:
             line = self._read_line()
             port = int(line.rsplit(":", 1)[1].split("/", 1)[0])
@@ -498,14 +547,22 @@ class ScriptedServerProcess:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m mcpfleet.runner.scripted_model",
-                                     description="OpenAI-compatible scripted model server (policies: "
-                                                 + ", ".join(POLICIES) + ").")
-    parser.add_argument("--tasks", action="append", type=Path, default=[],
-                        help="task pack root in MCPMark layout (repeatable); the oracle policy plays its oracles")
+    parser = argparse.ArgumentParser(
+        prog="python -m mcpfleet.runner.scripted_model",
+        description="OpenAI-compatible scripted model server (policies: " + ", ".join(POLICIES) + ").",
+    )
+    parser.add_argument(
+        "--tasks",
+        action="append",
+        type=Path,
+        default=[],
+        help="task pack root in MCPMark layout (repeatable); the oracle policy plays its oracles",
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed on stdout)")
-    parser.add_argument("--latency", type=float, default=0.0, help="default seconds each answer takes (its own work included)")
+    parser.add_argument(
+        "--latency", type=float, default=0.0, help="default seconds each answer takes (its own work included)"
+    )
     args = parser.parse_args(argv)
     try:
         serve(args.tasks, args.host, args.port, args.latency)

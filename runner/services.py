@@ -41,7 +41,8 @@ class Service:
         if not exe.exists():
             raise FileNotFoundError(
                 f"MCP server '{self.executable}' for service '{self.name}' not found at {exe}; "
-                f"run scripts/setup.sh (npm ci in servers/) or set {SERVERS_ENV}")
+                f"run scripts/setup.sh (npm ci in servers/) or set {SERVERS_ENV}"
+            )
         # TZ pinned: the filesystem server prints file times in its local zone and tasks classify by date.
         return ServerCommand(str(exe), [str(state_dir)], {"TZ": "UTC"})
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,12 +41,11 @@ class SpecModel(BaseModel):
 class SecretKeyRef(SpecModel):
     """A key in a Kubernetes Secret in the EvalRun's namespace."""
 
-    name: str = Field(pattern=DNS_LABEL.replace("[-a-z0-9]", "[-.a-z0-9]"), max_length=253,
-                      description="Secret name.")
+    name: str = Field(pattern=DNS_LABEL.replace("[-a-z0-9]", "[-.a-z0-9]"), max_length=253, description="Secret name.")
     key: str = Field(min_length=1, description="Key inside the Secret.")
 
 
-class ReasoningEffort(str, Enum):
+class ReasoningEffort(StrEnum):
     minimal = "minimal"
     low = "low"
     medium = "medium"
@@ -69,19 +68,27 @@ class ModelParams(SpecModel):
 class ModelSpec(SpecModel):
     """One model under test. Secrets are referenced, never inlined."""
 
-    name: str = Field(pattern=DNS_LABEL, max_length=40,
-                      description="Short DNS-label name used in trial ids, pod labels and reports.")
-    model: str = Field(min_length=1, description=(
-        "LiteLLM model string, e.g. 'openai/gpt-5' or 'anthropic/claude-sonnet-4'. "
-        "'scripted/<policy>' uses mcpfleet's scripted model server (oracle, noop, malformed)."))
+    name: str = Field(
+        pattern=DNS_LABEL, max_length=40, description="Short DNS-label name used in trial ids, pod labels and reports."
+    )
+    model: str = Field(
+        min_length=1,
+        description=(
+            "LiteLLM model string, e.g. 'openai/gpt-5' or 'anthropic/claude-sonnet-4'. "
+            "'scripted/<policy>' uses mcpfleet's scripted model server (oracle, noop, malformed)."
+        ),
+    )
     api_base: str | None = Field(default=None, description="OpenAI-compatible base URL override.")
-    api_key_env: str | None = Field(default=None, pattern=ENV_VAR_NAME,
-                                    description="Name of the environment variable holding the API key.")
+    api_key_env: str | None = Field(
+        default=None, pattern=ENV_VAR_NAME, description="Name of the environment variable holding the API key."
+    )
     api_key_secret_ref: SecretKeyRef | None = Field(
-        default=None, description="Kubernetes Secret key holding the API key (operator only).")
+        default=None, description="Kubernetes Secret key holding the API key (operator only)."
+    )
     params: ModelParams = Field(default_factory=ModelParams)
-    concurrency: int | None = Field(default=None, ge=1,
-                                    description="Max trials of this model in flight; overrides concurrency.perModel.")
+    concurrency: int | None = Field(
+        default=None, ge=1, description="Max trials of this model in flight; overrides concurrency.perModel."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -91,7 +98,8 @@ class ModelSpec(SpecModel):
                 if bad in data:
                     raise ValueError(
                         f"inline secret field '{bad}' is not allowed; reference it with "
-                        "apiKeyEnv (an environment variable name) or apiKeySecretRef {name, key}")
+                        "apiKeyEnv (an environment variable name) or apiKeySecretRef {name, key}"
+                    )
         return data
 
     @model_validator(mode="after")
@@ -108,23 +116,36 @@ class ModelSpec(SpecModel):
 class TaskSelection(SpecModel):
     """Which tasks to run: a task pack and filters on it. Empty filters select everything."""
 
-    path: str = Field(default="tasks", description=(
-        "Task-pack root in MCPMark layout (<service>/<difficulty>/<category>/<task>/): a folder, or "
-        "s3://bucket/prefix for a pack kept in S3. Relative folders resolve against the EvalRun file's "
-        "folder locally, and against the runner image's bundled tasks."))
-    states_path: str | None = Field(default=None, description=(
-        "Folder (or s3://bucket/prefix) holding initial states as <service>/<category>/ for packs that do "
-        "not bundle them (e.g. MCPMark's own tasks). Defaults to <path>/<service>/states."))
+    path: str = Field(
+        default="tasks",
+        description=(
+            "Task-pack root in MCPMark layout (<service>/<difficulty>/<category>/<task>/): a folder, or "
+            "s3://bucket/prefix for a pack kept in S3. Relative folders resolve against the EvalRun file's "
+            "folder locally, and against the runner image's bundled tasks."
+        ),
+    )
+    states_path: str | None = Field(
+        default=None,
+        description=(
+            "Folder (or s3://bucket/prefix) holding initial states as <service>/<category>/ for packs that do "
+            "not bundle them (e.g. MCPMark's own tasks). Defaults to <path>/<service>/states."
+        ),
+    )
     endpoint_url: str | None = Field(default=None, description="S3 endpoint of an s3:// pack (non-AWS stores).")
     region: str | None = Field(default=None, description="S3 region of an s3:// pack.")
-    credentials_secret_ref: str | None = Field(default=None, description=(
-        "Secret with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY that trial pods use to read an s3:// pack "
-        "(the operator reads it with its own credentials; locally the environment's are used)."))
+    credentials_secret_ref: str | None = Field(
+        default=None,
+        description=(
+            "Secret with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY that trial pods use to read an s3:// pack "
+            "(the operator reads it with its own credentials; locally the environment's are used)."
+        ),
+    )
     services: list[str] = Field(default_factory=list, description="e.g. [filesystem, postgres]")
     difficulties: list[str] = Field(default_factory=list, description="e.g. [standard, easy]")
     categories: list[str] = Field(default_factory=list)
-    include: list[str] = Field(default_factory=list, description=(
-        "Glob patterns over task ids '<service>/<difficulty>/<category>/<task>'."))
+    include: list[str] = Field(
+        default_factory=list, description=("Glob patterns over task ids '<service>/<difficulty>/<category>/<task>'.")
+    )
     exclude: list[str] = Field(default_factory=list, description="Glob patterns over task ids.")
 
     @field_validator("path", "states_path")
@@ -143,14 +164,13 @@ class TaskSelection(SpecModel):
         return {"endpoint_url", "region", "credentials_secret_ref"}
 
 
-class AgentKind(str, Enum):
+class AgentKind(StrEnum):
     mcpfleet = "mcpfleet"
     oracle = "oracle"
     noop = "noop"
 
     def __str__(self) -> str:
         return self.value
-
 
 
 class Limits(SpecModel):
@@ -160,8 +180,9 @@ class Limits(SpecModel):
     timeout_seconds: int = Field(default=3600, ge=1, description="Whole agent run.")
     tool_call_timeout_seconds: int = Field(default=60, ge=1)
     verifier_timeout_seconds: int = Field(default=300, ge=1)
-    llm_retries: int = Field(default=5, ge=0, le=20,
-                             description="Retries of one LLM call on 429/5xx/timeouts, with exponential backoff.")
+    llm_retries: int = Field(
+        default=5, ge=0, le=20, description="Retries of one LLM call on 429/5xx/timeouts, with exponential backoff."
+    )
     llm_timeout_seconds: int = Field(default=600, ge=1, description="One LLM call.")
 
 
@@ -184,7 +205,8 @@ class Output(SpecModel):
     endpoint_url: str | None = Field(default=None, description="S3 endpoint for non-AWS stores.")
     region: str | None = None
     credentials_secret_ref: str | None = Field(
-        default=None, description="Secret with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (operator only).")
+        default=None, description="Secret with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (operator only)."
+    )
 
     @field_validator("uri")
     @classmethod
@@ -223,19 +245,27 @@ class PodSettings(SpecModel):
     """How trial pods are built (operator only; ignored by ``mcpfleet run``)."""
 
     runner_image: str | None = Field(default=None, description="Overrides the operator's default runner image.")
-    sidecar_images: dict[str, str] = Field(default_factory=dict,
-                                           description="MCP sidecar image per service, e.g. {filesystem: ...}.")
-    resources: Resources = Field(default_factory=lambda: Resources(
-        requests={"cpu": "250m", "memory": "512Mi"}, limits={"memory": "2Gi"}),
-        description="Runner container (agent loop and verifier).")
-    sidecar_resources: Resources = Field(default_factory=lambda: Resources(
-        requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "1Gi"}))
+    sidecar_images: dict[str, str] = Field(
+        default_factory=dict, description="MCP sidecar image per service, e.g. {filesystem: ...}."
+    )
+    resources: Resources = Field(
+        default_factory=lambda: Resources(requests={"cpu": "250m", "memory": "512Mi"}, limits={"memory": "2Gi"}),
+        description="Runner container (agent loop and verifier).",
+    )
+    sidecar_resources: Resources = Field(
+        default_factory=lambda: Resources(requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "1Gi"})
+    )
     service_account_name: str | None = Field(default=None, pattern=DNS_LABEL)
     node_selector: dict[str, str] = Field(default_factory=dict)
-    pending_timeout_seconds: int = Field(default=600, ge=10, description=(
-        "A trial pod still Pending after this long (unschedulable, image pull failure) is an infrastructure "
-        "error and is retried. Pending, as Kubernetes counts it, includes pulling images and the init "
-        "containers (materialising the state, fetching an s3:// pack's task), so leave room for them."))
+    pending_timeout_seconds: int = Field(
+        default=600,
+        ge=10,
+        description=(
+            "A trial pod still Pending after this long (unschedulable, image pull failure) is an infrastructure "
+            "error and is retried. Pending, as Kubernetes counts it, includes pulling images and the init "
+            "containers (materialising the state, fetching an s3:// pack's task), so leave room for them."
+        ),
+    )
 
 
 class EvalRunSpec(SpecModel):

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .tasks import Task, TaskError
 
-DEFAULT_TIME = datetime(2025, 1, 1, tzinfo=timezone.utc).timestamp()
+DEFAULT_TIME = datetime(2025, 1, 1, tzinfo=UTC).timestamp()
 
 
 def _parse_time(value: str, where: str) -> float:

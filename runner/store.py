@@ -120,8 +120,8 @@ class LocalStore:
             return None
 
 
-
 # ------------------------------------------------------------------------------------------------ S3
+
 
 class StoreError(RuntimeError):
     """A store operation failed for good (after retries). The message names the object and the cause,
@@ -130,10 +130,18 @@ class StoreError(RuntimeError):
 
 #: The AWS variables of the standard credential chain that a store built elsewhere (a worker process)
 #: must see as the launching process saw them.
-AWS_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION",
-           "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CA_BUNDLE")
-_THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "ServiceUnavailable",
-              "InternalError"}
+AWS_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CA_BUNDLE",
+)
+_THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "ServiceUnavailable", "InternalError"}
 _T = TypeVar("_T")
 
 
@@ -141,12 +149,12 @@ _T = TypeVar("_T")
 class S3Tuning:
     """Timeouts and retries of an S3 store. Defaults suit a real endpoint; tests shrink them."""
 
-    max_attempts: int = 5        # botocore "standard" retry mode, total tries per request (5xx, throttling, conn. errors)
-    op_attempts: int = 3         # whole operation again on connection errors / 5xx left after botocore's retries
-    backoff_s: float = 1.0       # first wait between whole-operation attempts; doubles, capped at 30 s
+    max_attempts: int = 5  # botocore "standard" retry mode, total tries per request (5xx, throttling, conn. errors)
+    op_attempts: int = 3  # whole operation again on connection errors / 5xx left after botocore's retries
+    backoff_s: float = 1.0  # first wait between whole-operation attempts; doubles, capped at 30 s
     connect_timeout: float = 10.0
     read_timeout: float = 60.0
-    read_concurrency: int = 8    # parallel GETs in iter_results
+    read_concurrency: int = 8  # parallel GETs in iter_results
 
 
 S3_DEFAULTS = S3Tuning()
@@ -185,9 +193,19 @@ class S3Store:
     process environment); a worker process gets the launcher's through ``StoreConfig``.
     """
 
-    def __init__(self, bucket: str, prefix: str, run_name: str, run_uid: str | None = None,
-                 endpoint_url: str | None = None, region: str | None = None, *,
-                 tuning: S3Tuning | None = None, env: Mapping[str, str] | None = None, bare: bool = False):
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str,
+        run_name: str,
+        run_uid: str | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        *,
+        tuning: S3Tuning | None = None,
+        env: Mapping[str, str] | None = None,
+        bare: bool = False,
+    ):
         if not bare and not _join(run_name):
             raise ValueError("run_name must not be empty")
         self.bucket = bucket
@@ -213,23 +231,33 @@ class S3Store:
                 core.set_config_variable(name, env[var])
         creds: dict[str, Any] = {}
         if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
-            creds = {"aws_access_key_id": env["AWS_ACCESS_KEY_ID"],
-                     "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"],
-                     "aws_session_token": env.get("AWS_SESSION_TOKEN")}
+            creds = {
+                "aws_access_key_id": env["AWS_ACCESS_KEY_ID"],
+                "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"],
+                "aws_session_token": env.get("AWS_SESSION_TOKEN"),
+            }
         elif env.get("AWS_PROFILE"):
             creds = {"profile_name": env["AWS_PROFILE"]}
-        session = boto3.session.Session(botocore_session=core, region_name=self.region or env.get("AWS_REGION")
-                                        or env.get("AWS_DEFAULT_REGION"), **creds)
+        session = boto3.session.Session(
+            botocore_session=core,
+            region_name=self.region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
+            **creds,
+        )
         extra: dict[str, Any] = {}
         if self.endpoint_url:
             # Non-AWS endpoints often reject botocore's newer default (CRC trailers on every request).
             extra = {"request_checksum_calculation": "when_required", "response_checksum_validation": "when_required"}
-        config = Config(s3={"addressing_style": "path"},
-                        retries={"mode": "standard", "total_max_attempts": t.max_attempts},
-                        connect_timeout=t.connect_timeout, read_timeout=t.read_timeout,
-                        max_pool_connections=max(10, 2 * t.read_concurrency), **extra)
-        return session.client("s3", endpoint_url=self.endpoint_url, config=config,
-                              verify=env.get("AWS_CA_BUNDLE") or None)
+        config = Config(
+            s3={"addressing_style": "path"},
+            retries={"mode": "standard", "total_max_attempts": t.max_attempts},
+            connect_timeout=t.connect_timeout,
+            read_timeout=t.read_timeout,
+            max_pool_connections=max(10, 2 * t.read_concurrency),
+            **extra,
+        )
+        return session.client(
+            "s3", endpoint_url=self.endpoint_url, config=config, verify=env.get("AWS_CA_BUNDLE") or None
+        )
 
     # -- plumbing
 
@@ -257,21 +285,29 @@ class S3Store:
 
         t = self.tuning
         try:
-            for attempt in Retrying(stop=stop_after_attempt(max(1, t.op_attempts)), reraise=True,
-                                    wait=wait_exponential(multiplier=t.backoff_s, max=30),
-                                    retry=retry_if_exception(_transient)):
+            for attempt in Retrying(
+                stop=stop_after_attempt(max(1, t.op_attempts)),
+                reraise=True,
+                wait=wait_exponential(multiplier=t.backoff_s, max=30),
+                retry=retry_if_exception(_transient),
+            ):
                 with attempt:
                     return fn()
         except (BotoCoreError, ClientError) as exc:
-            raise StoreError(self._redact(f"could not {what} s3://{self.bucket}/{key}"
-                                          f"{' at ' + self.endpoint_url if self.endpoint_url else ''}: "
-                                          f"{type(exc).__name__}: {exc}")) from None
+            raise StoreError(
+                self._redact(
+                    f"could not {what} s3://{self.bucket}/{key}"
+                    f"{' at ' + self.endpoint_url if self.endpoint_url else ''}: "
+                    f"{type(exc).__name__}: {exc}"
+                )
+            ) from None
         raise AssertionError("unreachable")  # pragma: no cover - Retrying either returns or raises
 
     def _put(self, key: str, data: bytes) -> None:
         ctype = "application/json" if key.endswith(".json") else "application/octet-stream"
-        self._op("write", key, lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=data,
-                                                              ContentType=ctype))
+        self._op(
+            "write", key, lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=data, ContentType=ctype)
+        )
 
     def _get(self, key: str) -> bytes | None:
         from botocore.exceptions import ClientError
@@ -283,6 +319,7 @@ class S3Store:
                 if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
                     return None
                 raise
+
         return self._op("read", key, get)
 
     def _get_json(self, key: str) -> Any | None:
@@ -300,15 +337,18 @@ class S3Store:
             for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
                 keys.extend(o["Key"] for o in page.get("Contents", []))
             return keys
+
         return self._op("list", prefix, listing)
 
     def list_objects(self, prefix: str) -> list[tuple[str, str, int]]:
         """(key, ETag, size) of every object under ``prefix`` (a key prefix, not a run folder)."""
+
         def listing() -> list[tuple[str, str, int]]:
             out: list[tuple[str, str, int]] = []
             for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
                 out.extend((o["Key"], str(o.get("ETag", "")), int(o.get("Size", 0))) for o in page.get("Contents", []))
             return out
+
         return self._op("list", prefix, listing)
 
     def get_bytes(self, key: str) -> bytes | None:
@@ -316,20 +356,28 @@ class S3Store:
 
     def _delete(self, keys: list[str]) -> None:
         for i in range(0, len(keys), 1000):
-            batch = keys[i:i + 1000]
-            out = self._op("delete", batch[0], lambda b=batch: self.client.delete_objects(  # type: ignore[misc]
-                Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in b], "Quiet": True}))
+            batch = keys[i : i + 1000]
+            out = self._op(
+                "delete",
+                batch[0],
+                lambda b=batch: self.client.delete_objects(  # type: ignore[misc]
+                    Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in b], "Quiet": True}
+                ),
+            )
             if out.get("Errors"):
                 e = out["Errors"][0]
-                raise StoreError(f"could not delete s3://{self.bucket}/{e.get('Key')}: {e.get('Code')}: "
-                                 f"{e.get('Message')} ({len(out['Errors'])} object(s) not deleted)")
+                raise StoreError(
+                    f"could not delete s3://{self.bucket}/{e.get('Key')}: {e.get('Code')}: "
+                    f"{e.get('Message')} ({len(out['Errors'])} object(s) not deleted)"
+                )
 
     # -- the ResultStore interface
 
     def exists(self) -> bool:
         prefix = self.root + "/"
-        out = self._op("list", prefix, lambda: self.client.list_objects_v2(Bucket=self.bucket, Prefix=prefix,
-                                                                          MaxKeys=1))
+        out = self._op(
+            "list", prefix, lambda: self.client.list_objects_v2(Bucket=self.bucket, Prefix=prefix, MaxKeys=1)
+        )
         return bool(out.get("KeyCount") or out.get("Contents"))
 
     def write_files(self, trial_id: str, files: dict[str, bytes]) -> None:
@@ -346,7 +394,7 @@ class S3Store:
 
     def _result_keys(self) -> list[str]:
         base = self.key("trials") + "/"
-        keys = [k for k in self._list(base) if k.endswith("/" + RESULT) and k[len(base):].count("/") == 1]
+        keys = [k for k in self._list(base) if k.endswith("/" + RESULT) and k[len(base) :].count("/") == 1]
         return sorted(keys)
 
     def iter_results(self) -> Iterator[dict[str, Any]]:
@@ -363,7 +411,7 @@ class S3Store:
         base = self.key("trials") + "/"
         by_trial: dict[str, list[str]] = {}
         for k in self._list(base):
-            trial, sep, _ = k[len(base):].partition("/")
+            trial, sep, _ = k[len(base) :].partition("/")
             if sep:  # like the local store, only trial "folders" count; a stray object beside them stays
                 by_trial.setdefault(trial, []).append(k)
         doomed = {t: ks for t, ks in by_trial.items() if self._trial_key(t, RESULT) not in ks}
@@ -378,6 +426,7 @@ class S3Store:
 
 
 # ------------------------------------------------------------------------------------------ opening
+
 
 @dataclass(frozen=True)
 class StoreConfig:
@@ -406,21 +455,36 @@ class StoreConfig:
     def open(self) -> ResultStore:
         if self.is_s3:
             bucket, prefix = parse_s3_uri(self.uri)
-            return S3Store(bucket, prefix, self.run_name, self.run_uid, self.endpoint_url, self.region,
-                           tuning=self.tuning, env=dict(self.aws_env))
+            return S3Store(
+                bucket,
+                prefix,
+                self.run_name,
+                self.run_uid,
+                self.endpoint_url,
+                self.region,
+                tuning=self.tuning,
+                env=dict(self.aws_env),
+            )
         root = Path(self.uri) / self.run_name
         return LocalStore(root / self.run_uid if self.run_uid else root)
 
 
-def store_config(output: Output | str, run_name: str, base_dir: Path, run_uid: str | None = None,
-                 env: Mapping[str, str] | None = None) -> StoreConfig:
+def store_config(
+    output: Output | str,
+    run_name: str,
+    base_dir: Path,
+    run_uid: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> StoreConfig:
     """Resolve an EvalRun's output (or a bare URI) into a ``StoreConfig``; relative folders are under base_dir."""
-    uri, endpoint_url, region = (output, None, None) if isinstance(output, str) else \
-        (output.uri, output.endpoint_url, output.region)
+    uri, endpoint_url, region = (
+        (output, None, None) if isinstance(output, str) else (output.uri, output.endpoint_url, output.region)
+    )
     if uri.startswith("s3://"):
         src = os.environ if env is None else env
-        return StoreConfig(uri, run_name, run_uid, endpoint_url, region,
-                           aws_env=tuple((k, src[k]) for k in AWS_ENV if src.get(k)))
+        return StoreConfig(
+            uri, run_name, run_uid, endpoint_url, region, aws_env=tuple((k, src[k]) for k in AWS_ENV if src.get(k))
+        )
     root = Path(uri)
     return StoreConfig(str(root if root.is_absolute() else base_dir / root), run_name, run_uid)
 

@@ -18,18 +18,43 @@ def _num(x: float | None, fmt: str = "{:.1f}") -> str:
 def summary_table(summary: dict[str, Any]) -> Table:
     rows = summary["rows"]
     k = max((r["attempts"] for r in rows), default=1)
-    t = Table(title=f"{summary['run']}  ({summary['trials_recorded']}/{summary['trials_planned']} trials, "
-                    f"spec {summary['spec_hash']})")
-    for col, just in [("model", "left"), ("service", "left"), ("trials", "right"), ("pass@1", "right"),
-                      (f"pass@{k}", "right"), (f"pass^{k}", "right"), (f"pass@{k} unb.", "right"),
-                      (f"pass^{k} unb.", "right"), ("turns", "right"), ("tool calls", "right"),
-                      ("tokens", "right"), ("cost $", "right"), ("failures", "left")]:
+    t = Table(
+        title=f"{summary['run']}  ({summary['trials_recorded']}/{summary['trials_planned']} trials, "
+        f"spec {summary['spec_hash']})"
+    )
+    for col, just in [
+        ("model", "left"),
+        ("service", "left"),
+        ("trials", "right"),
+        ("pass@1", "right"),
+        (f"pass@{k}", "right"),
+        (f"pass^{k}", "right"),
+        (f"pass@{k} unb.", "right"),
+        (f"pass^{k} unb.", "right"),
+        ("turns", "right"),
+        ("tool calls", "right"),
+        ("tokens", "right"),
+        ("cost $", "right"),
+        ("failures", "left"),
+    ]:
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for r in rows:
         std = r["pass_at_1_std"]
         p1 = _pct(r["pass_at_1"]) + (f" ±{std:.2f}" if std else "")
         fails = ", ".join(f"{c} {n}" for c, n in r["failures"].items()) or "-"
-        t.add_row(r["model"], r["service"], str(r["trials"]), p1, _pct(r["pass_at_k"]), _pct(r["pass_hat_k"]),
-                  _pct(r["pass_at_k_unbiased"]), _pct(r["pass_hat_k_unbiased"]), _num(r["avg_turns"]),
-                  _num(r["avg_tool_calls"]), _num(r["avg_tokens"], "{:.0f}"), _num(r["cost_usd"], "{:.4f}"), fails)
+        t.add_row(
+            r["model"],
+            r["service"],
+            str(r["trials"]),
+            p1,
+            _pct(r["pass_at_k"]),
+            _pct(r["pass_hat_k"]),
+            _pct(r["pass_at_k_unbiased"]),
+            _pct(r["pass_hat_k_unbiased"]),
+            _num(r["avg_turns"]),
+            _num(r["avg_tool_calls"]),
+            _num(r["avg_tokens"], "{:.0f}"),
+            _num(r["cost_usd"], "{:.4f}"),
+            fails,
+        )
     return t

@@ -29,13 +29,21 @@ class TaskReport:
 
 
 def _spec(task: Task, root: Path, states_path: Path | None, agent: AgentKind, limits: Limits) -> TrialSpec:
-    return TrialSpec(run="validate", trial_id=f"{agent.value}.{task.id.replace('/', '.')}", spec_hash="validate",
-                     model=ModelSpec(name=agent.value, model=agent.value), task_id=task.id, tasks_root=str(root),
-                     states_path=str(states_path) if states_path else None, attempt=1, agent=agent, limits=limits)
+    return TrialSpec(
+        run="validate",
+        trial_id=f"{agent.value}.{task.id.replace('/', '.')}",
+        spec_hash="validate",
+        model=ModelSpec(name=agent.value, model=agent.value),
+        task_id=task.id,
+        tasks_root=str(root),
+        states_path=str(states_path) if states_path else None,
+        attempt=1,
+        agent=agent,
+        limits=limits,
+    )
 
 
-async def check_one(task: Task, root: Path, states_path: Path | None, store: LocalStore,
-                    limits: Limits) -> TaskReport:
+async def check_one(task: Task, root: Path, states_path: Path | None, store: LocalStore, limits: Limits) -> TaskReport:
     report = TaskReport(task, problems=check_task(task))
     if report.problems:
         return report
@@ -57,8 +65,9 @@ async def check_one(task: Task, root: Path, states_path: Path | None, store: Loc
     return report
 
 
-async def validate(tasks: list[Task], root: Path, states_path: Path | None = None,
-                   concurrency: int = 2) -> list[TaskReport]:
+async def validate(
+    tasks: list[Task], root: Path, states_path: Path | None = None, concurrency: int = 2
+) -> list[TaskReport]:
     limits = Limits(max_turns=200, timeout_seconds=600, verifier_timeout_seconds=120)
     sem = asyncio.Semaphore(concurrency)
     with tempfile.TemporaryDirectory(prefix="mcpfleet-validate-") as tmp:

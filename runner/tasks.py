@@ -21,8 +21,19 @@ from typing import Any
 from .spec import TaskSelection
 
 REQUIRED_FILES = ("description.md", "verify.py", "meta.json")
-META_FIELDS = ("task_id", "task_name", "category_id", "category_name", "description", "author",
-               "created_at", "difficulty", "tags", "mcp", "meta_data")
+META_FIELDS = (
+    "task_id",
+    "task_name",
+    "category_id",
+    "category_name",
+    "description",
+    "author",
+    "created_at",
+    "difficulty",
+    "tags",
+    "mcp",
+    "meta_data",
+)
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 ROOT_TOKEN = "{root}"
 NON_TASK_DIRS = {"states", "__pycache__"}
@@ -102,11 +113,14 @@ class Task:
         data = json.loads(path.read_text(encoding="utf-8"))
         steps = data.get("steps") if isinstance(data, dict) else None
         if not isinstance(steps, list) or not steps:
-            raise TaskError(f"{path}: expected {{\"steps\": [{{\"tool\": ..., \"arguments\": {{...}}}}, ...]}}")
+            raise TaskError(f'{path}: expected {{"steps": [{{"tool": ..., "arguments": {{...}}}}, ...]}}')
         out = []
         for i, s in enumerate(steps):
-            if not isinstance(s, dict) or not isinstance(s.get("tool"), str) \
-                    or not isinstance(s.get("arguments", {}), dict):
+            if (
+                not isinstance(s, dict)
+                or not isinstance(s.get("tool"), str)
+                or not isinstance(s.get("arguments", {}), dict)
+            ):
                 raise TaskError(f"{path}: steps[{i}] needs a 'tool' string and an 'arguments' object")
             out.append(OracleStep(s["tool"], s.get("arguments", {})))
         return out
@@ -171,8 +185,9 @@ def resolve_pack(sel: TaskSelection, base_dir: Path) -> tuple[Path, Path | None]
     from . import packs
 
     def mirrored(uri: str, field: str) -> Path:
-        return packs.sync(uri, packs.mirror_path(uri, sel.endpoint_url), endpoint_url=sel.endpoint_url,
-                          region=sel.region, field=field)
+        return packs.sync(
+            uri, packs.mirror_path(uri, sel.endpoint_url), endpoint_url=sel.endpoint_url, region=sel.region, field=field
+        )
 
     if sel.path.startswith("s3://"):
         root = mirrored(sel.path, "spec.tasks.path")
@@ -195,8 +210,10 @@ def load_selection(sel: TaskSelection, base_dir: Path) -> list[Task]:
     root, states = resolve_pack(sel, base_dir)
     chosen = select(discover(root, states), sel)
     if not chosen:
-        raise TaskError(f"spec.tasks: the filters select no task under {root}; "
-                        "check services/difficulties/categories/include/exclude")
+        raise TaskError(
+            f"spec.tasks: the filters select no task under {root}; "
+            "check services/difficulties/categories/include/exclude"
+        )
     return chosen
 
 
@@ -232,8 +249,9 @@ def check_task(task: Task) -> list[str]:
     if meta.get("task_id") not in (None, task.name):
         problems.append(f"{task.id}: meta.json task_id '{meta.get('task_id')}' differs from folder '{task.name}'")
     if meta.get("category_id") not in (None, task.category):
-        problems.append(f"{task.id}: meta.json category_id '{meta.get('category_id')}' differs from "
-                        f"folder '{task.category}'")
+        problems.append(
+            f"{task.id}: meta.json category_id '{meta.get('category_id')}' differs from folder '{task.category}'"
+        )
     if "mcp" in meta and task.service not in (meta.get("mcp") or []):
         problems.append(f"{task.id}: meta.json mcp {meta.get('mcp')} does not list '{task.service}'")
     if not task.description.strip():
@@ -242,7 +260,7 @@ def check_task(task: Task) -> list[str]:
         problems.append(f"{task.id}: initial state {task.state_dir} not found")
     if task.has_oracle:
         try:
-            task.oracle
+            _ = task.oracle  # parses oracle.json: a broken one is a problem to report
         except (TaskError, json.JSONDecodeError) as exc:
             problems.append(str(exc))
     return problems

@@ -24,8 +24,17 @@ from .mcp_client import connect_http, connect_stdio
 from .metrics import TrialMetrics
 from .outcome import classify
 from .plan import TrialSpec
-from .records import Timings, Totals, TrialResult, VerifierRecord, dumps, mcpmark_meta, now_iso, redact, \
-    to_mcpmark_messages
+from .records import (
+    Timings,
+    Totals,
+    TrialResult,
+    VerifierRecord,
+    dumps,
+    mcpmark_meta,
+    now_iso,
+    redact,
+    to_mcpmark_messages,
+)
 from .services import get_service
 from .spec import AgentKind, ModelSpec
 from .states import materialise
@@ -43,12 +52,12 @@ class TrialContext:
     """Where the trial's outside world is: set by the launcher or the pod, not by global state."""
 
     scripted_base_url: str | None = None
-    mcp_url: str | None = None           # a sidecar's streamable-HTTP endpoint; None = spawn stdio locally
-    state_dir: Path | None = None        # pre-materialised state (init container); None = materialise here
-    env: dict[str, str] | None = None    # where API keys are looked up; defaults to the process environment
+    mcp_url: str | None = None  # a sidecar's streamable-HTTP endpoint; None = spawn stdio locally
+    state_dir: Path | None = None  # pre-materialised state (init container); None = materialise here
+    env: dict[str, str] | None = None  # where API keys are looked up; defaults to the process environment
     backoff_initial: float = 1.0
-    warm: WarmServer | None = None       # a server already started on an empty state folder (workers)
-    metrics: bool = False                # record Prometheus metrics (a pod serving /metrics)
+    warm: WarmServer | None = None  # a server already started on an empty state folder (workers)
+    metrics: bool = False  # record Prometheus metrics (a pod serving /metrics)
     on_session: Callable[[], None] | None = None  # called once the MCP session is up (workers start a spare)
 
 
@@ -73,28 +82,47 @@ def llm_target(model: ModelSpec, spec: TrialSpec, ctx: TrialContext) -> Any:
             raise RuntimeError(f"model '{model.name}' uses the scripted server but no scripted server URL was given")
         # The scripted server is a self-hosted OpenAI-compatible endpoint; LiteLLM's provider for those
         # (hosted_vllm) speaks HTTP directly instead of through the OpenAI SDK: ~5 ms less per call here.
-        return LLMTarget(model="hosted_vllm/" + model.model[len(SCRIPTED_PREFIX):], api_base=ctx.scripted_base_url,
-                         api_key="scripted", params=params, timeout=spec.limits.llm_timeout_seconds,
-                         retries=spec.limits.llm_retries, backoff_initial=ctx.backoff_initial)
+        return LLMTarget(
+            model="hosted_vllm/" + model.model[len(SCRIPTED_PREFIX) :],
+            api_base=ctx.scripted_base_url,
+            api_key="scripted",
+            params=params,
+            timeout=spec.limits.llm_timeout_seconds,
+            retries=spec.limits.llm_retries,
+            backoff_initial=ctx.backoff_initial,
+        )
     key = api_key(model, env)
-    return LLMTarget(model=model.model, api_base=model.api_base, api_key=key, params=params,
-                     timeout=spec.limits.llm_timeout_seconds, retries=spec.limits.llm_retries,
-                     backoff_initial=ctx.backoff_initial)
+    return LLMTarget(
+        model=model.model,
+        api_base=model.api_base,
+        api_key=key,
+        params=params,
+        timeout=spec.limits.llm_timeout_seconds,
+        retries=spec.limits.llm_retries,
+        backoff_initial=ctx.backoff_initial,
+    )
 
 
 def _totals(run: agents.AgentRun) -> Totals:
     calls = run.tool_calls
     costs = [t.cost_usd for t in run.turns if t.cost_usd is not None]
     return Totals(
-        turns=len(run.turns), tool_calls=len(calls), tool_errors=sum(c.is_error for c in calls),
-        malformed_tool_calls=sum(c.malformed for c in calls), llm_retries=sum(t.retries for t in run.turns),
-        input_tokens=sum(t.input_tokens for t in run.turns), output_tokens=sum(t.output_tokens for t in run.turns),
+        turns=len(run.turns),
+        tool_calls=len(calls),
+        tool_errors=sum(c.is_error for c in calls),
+        malformed_tool_calls=sum(c.malformed for c in calls),
+        llm_retries=sum(t.retries for t in run.turns),
+        input_tokens=sum(t.input_tokens for t in run.turns),
+        output_tokens=sum(t.output_tokens for t in run.turns),
         reasoning_tokens=sum(t.reasoning_tokens for t in run.turns),
-        cached_tokens=sum(t.cached_tokens for t in run.turns), cost_usd=sum(costs) if costs else None)
+        cached_tokens=sum(t.cached_tokens for t in run.turns),
+        cost_usd=sum(costs) if costs else None,
+    )
 
 
-async def _run_agent(spec: TrialSpec, task: Task, state_dir: Path, ctx: TrialContext, log: Any,
-                     timings: Timings) -> agents.AgentRun:
+async def _run_agent(
+    spec: TrialSpec, task: Task, state_dir: Path, ctx: TrialContext, log: Any, timings: Timings
+) -> agents.AgentRun:
     if spec.agent == AgentKind.noop:
         return agents.run_noop_agent(task)
     service = get_service(task.service)
@@ -115,18 +143,25 @@ async def _run_agent(spec: TrialSpec, task: Task, state_dir: Path, ctx: TrialCon
         metrics = TrialMetrics(spec.run, spec.model.name, spec.service) if ctx.metrics else None
         try:
             if spec.agent == AgentKind.oracle:
-                return await agents.run_oracle_agent(session, task, str(state_dir), metrics=metrics,
-                                                     tool_timeout_s=spec.limits.tool_call_timeout_seconds)
+                return await agents.run_oracle_agent(
+                    session, task, str(state_dir), metrics=metrics, tool_timeout_s=spec.limits.tool_call_timeout_seconds
+                )
             return await agents.run_llm_agent(
-                session, task, llm_target(spec.model, spec, ctx), max_turns=spec.limits.max_turns,
-                timeout_s=spec.limits.timeout_seconds, tool_timeout_s=spec.limits.tool_call_timeout_seconds,
-                metrics=metrics)
+                session,
+                task,
+                llm_target(spec.model, spec, ctx),
+                max_turns=spec.limits.max_turns,
+                timeout_s=spec.limits.timeout_seconds,
+                tool_timeout_s=spec.limits.tool_call_timeout_seconds,
+                metrics=metrics,
+            )
         finally:
             timings.agent = time.perf_counter() - t
 
 
-async def run_trial(spec: TrialSpec, store: ResultStore, ctx: TrialContext | None = None,
-                    infra_attempt: int = 1) -> TrialResult:
+async def run_trial(
+    spec: TrialSpec, store: ResultStore, ctx: TrialContext | None = None, infra_attempt: int = 1
+) -> TrialResult:
     """Run one trial and store its record. Infrastructure failures become an ``infra_error`` record."""
     ctx = ctx or TrialContext()
     started, t_total = now_iso(), time.perf_counter()
@@ -165,30 +200,57 @@ async def run_trial(spec: TrialSpec, store: ResultStore, ctx: TrialContext | Non
                 infra = f"verifier could not start: {exc}"
             else:
                 timings.verify = v.duration_s
-                verifier = VerifierRecord(exit_code=v.exit_code, timed_out=v.timed_out, duration_s=v.duration_s,
-                                          stdout=v.stdout, stderr=v.stderr)
+                verifier = VerifierRecord(
+                    exit_code=v.exit_code,
+                    timed_out=v.timed_out,
+                    duration_s=v.duration_s,
+                    stdout=v.stdout,
+                    stderr=v.stderr,
+                )
         run = run or agents.AgentRun(messages=[])
         calls = run.tool_calls
         passed = infra is None and verifier.exit_code == 0
-        failure = classify(passed=passed, stop_reason=run.stop_reason, tool_calls=len(calls),
-                           malformed_calls=sum(c.malformed for c in calls),
-                           last_call_malformed=bool(calls and calls[-1].malformed), final_text=run.final_text,
-                           infra_error=infra is not None)
+        failure = classify(
+            passed=passed,
+            stop_reason=run.stop_reason,
+            tool_calls=len(calls),
+            malformed_calls=sum(c.malformed for c in calls),
+            last_call_malformed=bool(calls and calls[-1].malformed),
+            final_text=run.final_text,
+            infra_error=infra is not None,
+        )
         timings.llm_wait = run.llm_seconds
         result = TrialResult(
-            run=spec.run, trial_id=spec.trial_id, spec_hash=spec.spec_hash, model=spec.model.name,
-            litellm_model=spec.model.model, service=spec.service, task_id=spec.task_id, attempt=spec.attempt,
-            agent=str(spec.agent), passed=passed, failure=failure,
-            stop_reason=None if infra else run.stop_reason, error=infra or run.error, verifier=verifier,
-            totals=_totals(run), turns=run.turns_json(), infra_attempts=infra_attempt, started_at=started)
+            run=spec.run,
+            trial_id=spec.trial_id,
+            spec_hash=spec.spec_hash,
+            model=spec.model.name,
+            litellm_model=spec.model.model,
+            service=spec.service,
+            task_id=spec.task_id,
+            attempt=spec.attempt,
+            agent=str(spec.agent),
+            passed=passed,
+            failure=failure,
+            stop_reason=None if infra else run.stop_reason,
+            error=infra or run.error,
+            verifier=verifier,
+            totals=_totals(run),
+            turns=run.turns_json(),
+            infra_attempts=infra_attempt,
+            started_at=started,
+        )
         t = time.perf_counter()
         timings.total = time.perf_counter() - t_total  # provisional, for meta.json; final value below
         result.timings, result.finished_at = timings, now_iso()
         log.seek(0)
         server_log = log.read(LOG_LIMIT)
-        files = {"messages.json": dumps(to_mcpmark_messages(run.messages)),
-                 "meta.json": dumps(mcpmark_meta(result, task.name if task else spec.task_id,
-                                                 spec.model.params.litellm_kwargs()))}
+        files = {
+            "messages.json": dumps(to_mcpmark_messages(run.messages)),
+            "meta.json": dumps(
+                mcpmark_meta(result, task.name if task else spec.task_id, spec.model.params.litellm_kwargs())
+            ),
+        }
         if server_log:
             files["mcp_server.log"] = server_log
         files = {k: redact(v, secrets) for k, v in files.items()}
@@ -199,8 +261,7 @@ async def run_trial(spec: TrialSpec, store: ResultStore, ctx: TrialContext | Non
             timings.record = time.perf_counter() - t
             timings.total = time.perf_counter() - t_total
             result.timings, result.finished_at = timings, now_iso()
-            await asyncio.to_thread(store.commit, spec.trial_id,
-                                    redact(dumps(result.model_dump(mode="json")), secrets))
+            await asyncio.to_thread(store.commit, spec.trial_id, redact(dumps(result.model_dump(mode="json")), secrets))
 
         # A finished trial is recorded whole: a cancellation arriving now waits for the (short) writes,
         # so no folder is ever left with files but no result.json.

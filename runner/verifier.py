@@ -41,9 +41,16 @@ def verifier_env(extra: dict[str, str]) -> dict[str, str]:
 async def run_verifier(script: Path, env: dict[str, str], args: list[str], timeout_s: float) -> VerifierResult:
     start = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(script), *args, cwd=str(script.parent), env=verifier_env(env),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        start_new_session=True)
+        sys.executable,
+        str(script),
+        *args,
+        cwd=str(script.parent),
+        env=verifier_env(env),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
     timed_out = False
     # communicate() keeps reading after a timeout, so what the verifier printed before it hung survives.
     comm = asyncio.ensure_future(proc.communicate())

@@ -91,8 +91,12 @@ async def _run(spec: Any, store: Any, item: WorkItem) -> Any:
             _spare = WarmServer(spec.service, _gate)
 
     wants_spare = item.more_queued and spec.agent != AgentKind.noop and WarmServer.supports(spec.service)
-    ctx = TrialContext(scripted_base_url=item.scripted_base_url, warm=warm, env=item.env,
-                       on_session=start_spare if wants_spare else None)
+    ctx = TrialContext(
+        scripted_base_url=item.scripted_base_url,
+        warm=warm,
+        env=item.env,
+        on_session=start_spare if wants_spare else None,
+    )
     return await run_trial(spec, store, ctx, item.infra_attempt)
 
 
@@ -114,8 +118,13 @@ def run_item(item: WorkItem) -> dict[str, Any]:
         raise TrialCancelled(spec.trial_id) from None
     finally:
         _current = None
-    return {"trial_id": result.trial_id, "model": result.model, "passed": result.passed,
-            "failure": result.failure, "error": result.error}
+    return {
+        "trial_id": result.trial_id,
+        "model": result.model,
+        "passed": result.passed,
+        "failure": result.failure,
+        "error": result.error,
+    }
 
 
 def make_context() -> multiprocessing.context.BaseContext:

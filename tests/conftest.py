@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,14 +14,21 @@ import pytest
 
 from mcpfleet.runner.scripted_model import ScriptedServerProcess
 
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in sys.path:  # s3server.py and friends live here; tests/ is not a package on purpose
+    sys.path.insert(0, _TESTS)
+
+from s3server import moto_endpoint  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "tasks"
 
 TINY_DESCRIPTION = (
     "In the working directory, read notes/todo.txt. Create a folder named done. Write done/summary.txt "
     "containing the number of lines of notes/todo.txt followed by a newline, then move notes/todo.txt into "
-    "done/todo.txt. Leave every other file untouched.\n")
-TINY_VERIFY = '''
+    "done/todo.txt. Leave every other file untouched.\n"
+)
+TINY_VERIFY = """
 import os, sys
 from pathlib import Path
 root = Path(os.environ["FILESYSTEM_TEST_DIR"])
@@ -37,13 +45,15 @@ if (root / "keep.txt").read_text() != "keep me\\n":
     problems.append("keep.txt was damaged")
 print("\\n".join(problems) or "all good")
 sys.exit(1 if problems else 0)
-'''
-TINY_ORACLE = {"steps": [
-    {"tool": "read_text_file", "arguments": {"path": "{root}/notes/todo.txt"}},
-    {"tool": "create_directory", "arguments": {"path": "{root}/done"}},
-    {"tool": "write_file", "arguments": {"path": "{root}/done/summary.txt", "content": "3\n"}},
-    {"tool": "move_file", "arguments": {"source": "{root}/notes/todo.txt", "destination": "{root}/done/todo.txt"}},
-]}
+"""
+TINY_ORACLE = {
+    "steps": [
+        {"tool": "read_text_file", "arguments": {"path": "{root}/notes/todo.txt"}},
+        {"tool": "create_directory", "arguments": {"path": "{root}/done"}},
+        {"tool": "write_file", "arguments": {"path": "{root}/done/summary.txt", "content": "3\n"}},
+        {"tool": "move_file", "arguments": {"source": "{root}/notes/todo.txt", "destination": "{root}/done/todo.txt"}},
+    ]
+}
 
 
 def make_tiny_pack(root: Path, tasks: int = 1) -> Path:
@@ -53,7 +63,8 @@ def make_tiny_pack(root: Path, tasks: int = 1) -> Path:
     (state / "notes" / "todo.txt").write_text("a\nb\nc\n")
     (state / "keep.txt").write_text("keep me\n")
     (root / "filesystem" / "states" / "tiny.times.json").write_text(
-        json.dumps({"notes/todo.txt": "2024-03-05T09:12:00Z"}))
+        json.dumps({"notes/todo.txt": "2024-03-05T09:12:00Z"})
+    )
     for i in range(tasks):
         name = f"move_todo_{i}"
         d = root / "filesystem" / "standard" / "tiny" / name
@@ -62,11 +73,23 @@ def make_tiny_pack(root: Path, tasks: int = 1) -> Path:
         (d / "description.md").write_text(TINY_DESCRIPTION + ("" if i == 0 else f"(variant {i})\n"))
         (d / "verify.py").write_text(TINY_VERIFY)
         (d / "oracle.json").write_text(json.dumps(TINY_ORACLE))
-        (d / "meta.json").write_text(json.dumps({
-            "task_id": name, "task_name": "Move Todo", "category_id": "tiny", "category_name": "Tiny",
-            "description": "Move a todo file and summarise it.", "author": "tests", "created_at": "2026-11-22",
-            "difficulty": "L1", "tags": [], "mcp": ["filesystem"],
-            "meta_data": {"stateType": "text", "stateContent": "", "stateUrl": ""}}))
+        (d / "meta.json").write_text(
+            json.dumps(
+                {
+                    "task_id": name,
+                    "task_name": "Move Todo",
+                    "category_id": "tiny",
+                    "category_name": "Tiny",
+                    "description": "Move a todo file and summarise it.",
+                    "author": "tests",
+                    "created_at": "2026-11-22",
+                    "difficulty": "L1",
+                    "tags": [],
+                    "mcp": ["filesystem"],
+                    "meta_data": {"stateType": "text", "stateContent": "", "stateUrl": ""},
+                }
+            )
+        )
     return root
 
 
@@ -91,3 +114,10 @@ def scripted_url(session_pack: Path) -> Iterator[str]:
 def _private_pack_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Mirrors of S3 packs go to the test's own folder, never the user's ~/.cache (tests may override)."""
     monkeypatch.setenv("MCPFLEET_CACHE_DIR", str(tmp_path / "pack-cache"))
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """One moto_server for the test session; its URL (http://127.0.0.1:PORT)."""
+    with moto_endpoint() as url:
+        yield url

@@ -85,13 +85,21 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QUALIFIED = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-_SYSTEM_META = ("uid", "creationTimestamp", "generation", "deletionTimestamp",
-                "deletionGracePeriodSeconds", "name", "namespace")
+_SYSTEM_META = (
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "name",
+    "namespace",
+)
 
 
 # ----------------------------------------------------------------------------------------------
 # Errors and small JSON helpers
 # ----------------------------------------------------------------------------------------------
+
 
 class ApiError(Exception):
     """An error answered as a Kubernetes ``Status`` body."""
@@ -101,15 +109,22 @@ class ApiError(Exception):
         self.code, self.reason, self.message, self.details = code, reason, message, details
 
     def body(self) -> dict:
-        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": self.message, "reason": self.reason, "code": self.code}
+        body = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
         if self.details is not None:
             body["details"] = self.details
         return body
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def deepcopy_json(value: Any) -> Any:
@@ -149,8 +164,11 @@ def _walk(doc: Any, parts: list[str], path: str) -> Any:
         elif isinstance(doc, list) and part.isdigit() and int(part) < len(doc):
             doc = doc[int(part)]
         else:
-            raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our "
-                                           f"request: path {path!r} does not exist")
+            raise ApiError(
+                422,
+                "Invalid",
+                f"the server rejected our request due to an error in our request: path {path!r} does not exist",
+            )
     return doc
 
 
@@ -164,8 +182,12 @@ def apply_json_patch(doc: Any, ops: list) -> Any:
         parts = _pointer(path)
         if kind == "test":
             if _walk(doc, parts, path) != op.get("value"):
-                raise ApiError(422, "Invalid", f"the server rejected our request due to an error in "
-                                               f"our request: testing value {path} failed: test failed")
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f"the server rejected our request due to an error in "
+                    f"our request: testing value {path} failed: test failed",
+                )
             continue
         if kind in ("move", "copy"):
             src = _pointer(op.get("from", ""))
@@ -248,8 +270,8 @@ def human_duration(seconds: float) -> str:
 def _age(timestamp: str | None) -> str:
     if not timestamp:
         return "<unknown>"
-    then = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
-    return human_duration((datetime.datetime.now(datetime.timezone.utc) - then).total_seconds())
+    then = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    return human_duration((datetime.datetime.now(datetime.UTC) - then).total_seconds())
 
 
 def _jsonpath(obj: Any, path: str) -> Any:
@@ -270,6 +292,7 @@ def _jsonpath(obj: Any, path: str) -> Any:
 # Selectors
 # ----------------------------------------------------------------------------------------------
 
+
 def _split_commas(text: str) -> list[str]:
     parts, depth, current = [], 0, []
     for char in text:
@@ -288,8 +311,11 @@ def _split_commas(text: str) -> list[str]:
 
 def _check_label_key(key: str) -> None:
     prefix, _, name = key.rpartition("/")
-    if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))) or len(name) > 63 \
-            or not _QUALIFIED.match(name):
+    if (
+        (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)))
+        or len(name) > 63
+        or not _QUALIFIED.match(name)
+    ):
         raise ApiError(400, "BadRequest", f"unable to parse requirement: invalid label key {key!r}")
 
 
@@ -354,16 +380,35 @@ def _field_getter(path: str) -> Callable[[dict], str]:
         if obj is None:
             return ""
         return ("true" if obj else "false") if isinstance(obj, bool) else str(obj)
+
     return get
 
 
 # Field selectors a real server supports, by plural (metadata.name/namespace work everywhere).
 FIELD_SELECTORS: dict[str, tuple[str, ...]] = {
-    "pods": ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
-             "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"),
-    "events": ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-               "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-               "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"),
+    "pods": (
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    ),
+    "events": (
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    ),
     "secrets": ("type",),
     "namespaces": ("status.phase",),
 }
@@ -379,7 +424,7 @@ def parse_field_selector(text: str | None, plural: str) -> list[tuple[Callable[[
             raise ApiError(400, "BadRequest", f"invalid selector: {text!r}; can't understand {part!r}")
         field, op, value = m.groups()
         if field not in allowed:
-            raise ApiError(400, "BadRequest", f'field label not supported: {field}')
+            raise ApiError(400, "BadRequest", f"field label not supported: {field}")
         getter = _GETTERS.setdefault(field, _field_getter(field))
         requirements.append((getter, "!=" if op == "!=" else "=", value, field))
     return requirements
@@ -396,9 +441,11 @@ def fields_match(requirements: list, obj: dict) -> bool:
 # Resources, watchers, events
 # ----------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(eq=False)
 class Resource:
     """One served resource type and its objects: ``by_ns[namespace or ''][name] -> object``."""
+
     group: str
     version: str
     plural: str
@@ -413,7 +460,7 @@ class Resource:
     printer_columns: list[dict] | None = None
     schema: dict | None = None
     by_ns: dict[str, dict[str, dict]] = dataclasses.field(default_factory=dict)
-    watchers: set["_Watcher"] = dataclasses.field(default_factory=set)
+    watchers: set[_Watcher] = dataclasses.field(default_factory=set)
     history: collections.deque = dataclasses.field(default_factory=collections.deque)
     dropped_rv: int = 0  # the newest resourceVersion dropped from history (410 Gone below it)
     validator: Any = None
@@ -443,6 +490,7 @@ class Resource:
 
 class _Event:
     """One stored change; its JSON line is rendered once and shared by all watchers."""
+
     __slots__ = ("rv", "type", "obj", "old", "_line")
 
     def __init__(self, rv: int, type_: str, obj: dict, old: dict | None):
@@ -500,16 +548,39 @@ class _Watcher:
 # ----------------------------------------------------------------------------------------------
 
 BUILTIN_RESOURCES: tuple[dict, ...] = (
-    dict(group="", version="v1", plural="pods", kind="Pod", singular="pod", shortnames=("po",),
-         categories=("all",), subresources=("status", "log")),
+    dict(
+        group="",
+        version="v1",
+        plural="pods",
+        kind="Pod",
+        singular="pod",
+        shortnames=("po",),
+        categories=("all",),
+        subresources=("status", "log"),
+    ),
     dict(group="", version="v1", plural="events", kind="Event", singular="event", shortnames=("ev",)),
     dict(group="", version="v1", plural="secrets", kind="Secret", singular="secret"),
     dict(group="", version="v1", plural="configmaps", kind="ConfigMap", singular="configmap", shortnames=("cm",)),
-    dict(group="", version="v1", plural="namespaces", kind="Namespace", singular="namespace", namespaced=False,
-         shortnames=("ns",), subresources=("status",)),
-    dict(group="apiextensions.k8s.io", version="v1", plural="customresourcedefinitions",
-         kind="CustomResourceDefinition", singular="customresourcedefinition", namespaced=False,
-         shortnames=("crd", "crds"), subresources=("status",)),
+    dict(
+        group="",
+        version="v1",
+        plural="namespaces",
+        kind="Namespace",
+        singular="namespace",
+        namespaced=False,
+        shortnames=("ns",),
+        subresources=("status",),
+    ),
+    dict(
+        group="apiextensions.k8s.io",
+        version="v1",
+        plural="customresourcedefinitions",
+        kind="CustomResourceDefinition",
+        singular="customresourcedefinition",
+        namespaced=False,
+        shortnames=("crd", "crds"),
+        subresources=("status",),
+    ),
     dict(group="coordination.k8s.io", version="v1", plural="leases", kind="Lease", singular="lease"),
 )
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -519,11 +590,11 @@ DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 class RealisticEmulator(kmock.KubernetesEmulator):
     """A realistic Kubernetes API emulator (see the module docstring). All state lives on one loop."""
 
-    record_requests: bool = False        # also record kmock Requests (quadratic; tests only)
-    enforce_namespaces: bool = False     # 404 when creating in a namespace that does not exist
-    history_limit: int = 20000           # watch events kept per resource for resourceVersion replays
-    validate_schemas: bool = True        # validate custom resources against their CRD's schema
-    request_log_size: int = 2000         # recent (method, path?query, status) kept in request_log
+    record_requests: bool = False  # also record kmock Requests (quadratic; tests only)
+    enforce_namespaces: bool = False  # 404 when creating in a namespace that does not exist
+    history_limit: int = 20000  # watch events kept per resource for resourceVersion replays
+    validate_schemas: bool = True  # validate custom resources against their CRD's schema
+    request_log_size: int = 2000  # recent (method, path?query, status) kept in request_log
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -557,8 +628,14 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         res.singular = res.singular or kind.lower()
         self._by_kind[(res.api_version, kind)] = res
         self.resources[f"{res.api_version}/{plural}"] = kmock.ResourceInfo(
-            namespaced=res.namespaced, kind=kind, singular=res.singular, verbs=set(res.verbs),
-            shortnames=set(res.shortnames), categories=set(res.categories), subresources=set(res.subresources))
+            namespaced=res.namespaced,
+            kind=kind,
+            singular=res.singular,
+            verbs=set(res.verbs),
+            shortnames=set(res.shortnames),
+            categories=set(res.categories),
+            subresources=set(res.subresources),
+        )
         return res
 
     def unregister_resource(self, res: Resource) -> None:
@@ -570,10 +647,21 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             watcher.wake.set()
 
     def resource(self, spec: str) -> Resource:
-        """Find a served resource: 'pods', 'v1/pods', 'po', 'Pod', 'evalruns.mcpfleet.io', 'mcpfleet.io/v1alpha1/evalruns'."""
+        """Find a served resource by any name kubectl accepts.
+
+        'pods', 'v1/pods', 'po', 'Pod', 'evalruns.mcpfleet.io', 'mcpfleet.io/v1alpha1/evalruns'.
+        """
         for res in self._registry.values():
-            names = {res.plural, res.singular, res.kind, res.kind.lower(), *res.shortnames,
-                     f"{res.api_version}/{res.plural}", res.group_resource, f"{res.plural}.{res.version}.{res.group}"}
+            names = {
+                res.plural,
+                res.singular,
+                res.kind,
+                res.kind.lower(),
+                *res.shortnames,
+                f"{res.api_version}/{res.plural}",
+                res.group_resource,
+                f"{res.plural}.{res.version}.{res.group}",
+            }
             if spec in names:
                 return res
         raise KeyError(f"no such resource: {spec!r}")
@@ -601,8 +689,9 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         ns = (namespace or obj.get("metadata", {}).get("namespace") or "default") if res.namespaced else None
         return deepcopy_json(self.create(res, ns, deepcopy_json(obj)))
 
-    def patch_object(self, resource: str, namespace: str | None, name: str, patch: dict | list,
-                     subresource: str | None = None) -> dict:
+    def patch_object(
+        self, resource: str, namespace: str | None, name: str, patch: dict | list, subresource: str | None = None
+    ) -> dict:
         """A merge patch (dict) or a JSON patch (list), with the same rules as over HTTP."""
         res = self.resource(resource)
         ctype = "application/json-patch+json" if isinstance(patch, list) else "application/merge-patch+json"
@@ -638,8 +727,12 @@ class RealisticEmulator(kmock.KubernetesEmulator):
     def _lookup(self, res: Resource, ns: str | None, name: str) -> dict:
         obj = res.by_ns.get(ns or "", {}).get(name)
         if obj is None:
-            raise ApiError(404, "NotFound", f'{res.group_resource} "{name}" not found',
-                           {"name": name, "group": res.group, "kind": res.plural})
+            raise ApiError(
+                404,
+                "NotFound",
+                f'{res.group_resource} "{name}" not found',
+                {"name": name, "group": res.group, "kind": res.plural},
+            )
         return obj
 
     def _emit(self, res: Resource, type_: str, obj: dict, old: dict | None) -> None:
@@ -726,19 +819,31 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         name = meta["name"]
         pattern, limit = (_DNS_LABEL, 63) if res.plural == "namespaces" else (_DNS_SUBDOMAIN, 253)
         if len(name) > limit or not pattern.match(name):
-            self._invalid(res, name, f"metadata.name: Invalid value: {name!r}: a lowercase RFC 1123 "
-                                     f"{'label' if limit == 63 else 'subdomain'} must consist of lower case "
-                                     f"alphanumeric characters, '-' or '.'")
+            self._invalid(
+                res,
+                name,
+                f"metadata.name: Invalid value: {name!r}: a lowercase RFC 1123 "
+                f"{'label' if limit == 63 else 'subdomain'} must consist of lower case "
+                f"alphanumeric characters, '-' or '.'",
+            )
         for key, value in (meta.get("labels") or {}).items():
             try:
                 _check_label_key(key)
             except ApiError:
-                self._invalid(res, name, f"metadata.labels: Invalid value: {key!r}: name part must consist of "
-                                         f"alphanumeric characters, '-', '_' or '.'")
+                self._invalid(
+                    res,
+                    name,
+                    f"metadata.labels: Invalid value: {key!r}: name part must consist of "
+                    f"alphanumeric characters, '-', '_' or '.'",
+                )
             if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
-                self._invalid(res, name, f"metadata.labels: Invalid value: {value!r}: a valid label must be an "
-                                         f"empty string or consist of alphanumeric characters, '-', '_' or '.', "
-                                         f"and must start and end with an alphanumeric character (max 63)")
+                self._invalid(
+                    res,
+                    name,
+                    f"metadata.labels: Invalid value: {value!r}: a valid label must be an "
+                    f"empty string or consist of alphanumeric characters, '-', '_' or '.', "
+                    f"and must start and end with an alphanumeric character (max 63)",
+                )
         annotations = meta.get("annotations") or {}
         for key, value in annotations.items():
             try:
@@ -752,9 +857,17 @@ class RealisticEmulator(kmock.KubernetesEmulator):
 
     def _invalid(self, res: Resource, name: str, message: str) -> None:
         kind = f"{res.kind}.{res.group}" if res.group else res.kind
-        raise ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {message}',
-                       {"name": name, "group": res.group, "kind": res.kind,
-                        "causes": [{"reason": "FieldValueInvalid", "message": message}]})
+        raise ApiError(
+            422,
+            "Invalid",
+            f'{kind} "{name}" is invalid: {message}',
+            {
+                "name": name,
+                "group": res.group,
+                "kind": res.kind,
+                "causes": [{"reason": "FieldValueInvalid", "message": message}],
+            },
+        )
 
     def _validate_object(self, res: Resource, obj: dict, old: dict | None) -> dict:
         """Kind-specific validation/defaulting; may return a new object (never mutates shared trees)."""
@@ -777,10 +890,14 @@ class RealisticEmulator(kmock.KubernetesEmulator):
                     self._invalid(res, name, f"spec.containers[{i}].name: Duplicate value: {container['name']!r}")
                 seen.add(container["name"])
             if old is not None and self._mutable_pod_spec(obj["spec"]) != self._mutable_pod_spec(old["spec"]):
-                self._invalid(res, name, "spec: Forbidden: pod updates may not change fields other than "
-                                         "`spec.containers[*].image`, `spec.initContainers[*].image`, "
-                                         "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions "
-                                         "to existing tolerations)")
+                self._invalid(
+                    res,
+                    name,
+                    "spec: Forbidden: pod updates may not change fields other than "
+                    "`spec.containers[*].image`, `spec.initContainers[*].image`, "
+                    "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions "
+                    "to existing tolerations)",
+                )
         if res.plural == "secrets" and ("stringData" in obj or not obj.get("type")):
             obj = dict(obj, type=obj.get("type") or "Opaque")
             if "stringData" in obj:  # the API server folds stringData into data
@@ -829,7 +946,9 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         if not spec.get("group") or not names.get("plural") or not names.get("kind") or not spec.get("versions"):
             self._invalid(res, name, "spec: Required value: group, names.plural, names.kind and versions")
         if name != f"{names['plural']}.{spec['group']}":
-            self._invalid(res, name, f"metadata.name: Invalid value: {name!r}: must be spec.names.plural+\".\"+spec.group")
+            self._invalid(
+                res, name, f'metadata.name: Invalid value: {name!r}: must be spec.names.plural+"."+spec.group'
+            )
         if spec.get("scope") not in ("Namespaced", "Cluster"):
             self._invalid(res, name, "spec.scope: Unsupported value: must be Namespaced or Cluster")
 
@@ -842,11 +961,19 @@ class RealisticEmulator(kmock.KubernetesEmulator):
                 continue
             schema = (version.get("schema") or {}).get("openAPIV3Schema")
             self.register_resource(
-                group=spec["group"], version=version["name"], plural=names["plural"], kind=names["kind"],
-                singular=names.get("singular", names["kind"].lower()), namespaced=spec["scope"] == "Namespaced",
-                shortnames=tuple(names.get("shortNames", ())), categories=tuple(names.get("categories", ())),
+                group=spec["group"],
+                version=version["name"],
+                plural=names["plural"],
+                kind=names["kind"],
+                singular=names.get("singular", names["kind"].lower()),
+                namespaced=spec["scope"] == "Namespaced",
+                shortnames=tuple(names.get("shortNames", ())),
+                categories=tuple(names.get("categories", ())),
                 subresources=tuple(k for k in ("status", "scale") if k in (version.get("subresources") or {})),
-                custom=True, printer_columns=version.get("additionalPrinterColumns"), schema=schema)
+                custom=True,
+                printer_columns=version.get("additionalPrinterColumns"),
+                schema=schema,
+            )
 
     def _crd_removed(self, crd: dict) -> None:
         spec = crd["spec"]
@@ -864,15 +991,22 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         if not isinstance(body, dict):
             raise ApiError(400, "BadRequest", "the body of the request must be a JSON object")
         if body.get("kind", res.kind) != res.kind or body.get("apiVersion", res.api_version) != res.api_version:
-            raise ApiError(400, "BadRequest", f"the API version in the data ({body.get('apiVersion')}) does not "
-                                              f"match the expected API version ({res.api_version}) or kind")
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"the API version in the data ({body.get('apiVersion')}) does not "
+                f"match the expected API version ({res.api_version}) or kind",
+            )
         obj = dict(body, apiVersion=res.api_version, kind=res.kind)
         meta = obj["metadata"] = dict(body.get("metadata") or {})
         if res.namespaced:
             body_ns = meta.get("namespace")
             if body_ns and ns and body_ns != ns:
-                raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the "
-                                                  "namespace sent on the request")
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                )
             ns = ns or body_ns
             if not ns:
                 raise ApiError(400, "BadRequest", "the namespace of the object is required")
@@ -892,8 +1026,12 @@ class RealisticEmulator(kmock.KubernetesEmulator):
                     break
         name = meta["name"]
         if name in res.by_ns.get(ns or "", {}):
-            raise ApiError(409, "AlreadyExists", f'{res.group_resource} "{name}" already exists',
-                           {"name": name, "group": res.group, "kind": res.plural})
+            raise ApiError(
+                409,
+                "AlreadyExists",
+                f'{res.group_resource} "{name}" already exists',
+                {"name": name, "group": res.group, "kind": res.plural},
+            )
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
             meta.pop(key, None)
         meta["uid"] = str(uuid.uuid4())
@@ -912,10 +1050,15 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             names = obj["spec"]["names"]
             obj["status"] = {
                 "acceptedNames": {k: v for k, v in names.items()},
-                "conditions": [{"type": t, "status": "True", "reason": r, "message": m, "lastTransitionTime": _now()}
-                               for t, r, m in (("NamesAccepted", "NoConflicts", "no conflicts found"),
-                                               ("Established", "InitialNamesAccepted", "the initial names have been accepted"))],
-                "storedVersions": [v["name"] for v in obj["spec"]["versions"] if v.get("storage")]}
+                "conditions": [
+                    {"type": t, "status": "True", "reason": r, "message": m, "lastTransitionTime": _now()}
+                    for t, r, m in (
+                        ("NamesAccepted", "NoConflicts", "no conflicts found"),
+                        ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+                    )
+                ],
+                "storedVersions": [v["name"] for v in obj["spec"]["versions"] if v.get("storage")],
+            }
         if dry_run:
             return obj
         self._store(res, ns, obj, None, "ADDED")
@@ -928,20 +1071,31 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         if nsobj is None and self.enforce_namespaces:
             raise ApiError(404, "NotFound", f'namespaces "{ns}" not found', {"name": ns, "kind": "namespaces"})
         if nsobj is not None and nsobj["metadata"].get("deletionTimestamp"):
-            raise ApiError(403, "Forbidden", f"unable to create new content in namespace {ns} because it is "
-                                             f"being terminated", {"name": ns, "kind": "namespaces"})
+            raise ApiError(
+                403,
+                "Forbidden",
+                f"unable to create new content in namespace {ns} because it is being terminated",
+                {"name": ns, "kind": "namespaces"},
+            )
 
-    def replace(self, res: Resource, ns: str | None, name: str, sub: str | None, body: Any,
-                dry_run: bool = False) -> dict:
+    def replace(
+        self, res: Resource, ns: str | None, name: str, sub: str | None, body: Any, dry_run: bool = False
+    ) -> dict:
         if not isinstance(body, dict):
             raise ApiError(400, "BadRequest", "the body of the request must be a JSON object")
         meta = body.get("metadata") or {}
         if meta.get("name") != name:
-            raise ApiError(400, "BadRequest", f"the name of the object ({meta.get('name')}) does not match the "
-                                              f"name on the URL ({name})")
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})",
+            )
         if res.namespaced and meta.get("namespace") not in (None, ns):
-            raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the "
-                                              "namespace sent on the request")
+            raise ApiError(
+                400,
+                "BadRequest",
+                "the namespace of the provided object does not match the namespace sent on the request",
+            )
         cur = self._lookup(res, ns, name)
         rv = meta.get("resourceVersion")
         if rv and rv != cur["metadata"]["resourceVersion"]:
@@ -950,8 +1104,16 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         new["metadata"] = dict(meta, resourceVersion=cur["metadata"]["resourceVersion"])
         return self._update(res, ns, cur, new, sub, dry_run)
 
-    def patch(self, res: Resource, ns: str | None, name: str, sub: str | None, body: Any, content_type: str,
-              dry_run: bool = False) -> dict:
+    def patch(
+        self,
+        res: Resource,
+        ns: str | None,
+        name: str,
+        sub: str | None,
+        body: Any,
+        content_type: str,
+        dry_run: bool = False,
+    ) -> dict:
         cur = self._lookup(res, ns, name)
         if content_type == "application/json-patch+json":
             if not isinstance(body, list):
@@ -961,18 +1123,28 @@ class RealisticEmulator(kmock.KubernetesEmulator):
                 raise ApiError(422, "Invalid", "the patched object is not a JSON object")
         elif content_type in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
             if content_type.startswith("application/strategic") and res.custom:
-                raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - "
-                               "accepted media types include: application/json-patch+json, "
-                               "application/merge-patch+json, application/apply-patch+yaml")
+                raise ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    "the body of the request was in an unknown format - "
+                    "accepted media types include: application/json-patch+json, "
+                    "application/merge-patch+json, application/apply-patch+yaml",
+                )
             if not isinstance(body, dict):
-                raise ApiError(400, "BadRequest", f"json: cannot unmarshal {type(body).__name__} into Go value "
-                                                  f"of type map[string]interface {{}}")
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f"json: cannot unmarshal {type(body).__name__} into Go value of type map[string]interface {{}}",
+                )
             new = merge_patch(cur, body)  # NB: strategic merge is a plain merge here (lists replaced)
         else:
-            raise ApiError(415, "UnsupportedMediaType",
-                           f"the body of the request was in an unknown format ({content_type or 'none'}) - accepted "
-                           f"media types include: application/json-patch+json, application/merge-patch+json, "
-                           f"application/strategic-merge-patch+json (server-side apply is not emulated)")
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format ({content_type or 'none'}) - accepted "
+                f"media types include: application/json-patch+json, application/merge-patch+json, "
+                f"application/strategic-merge-patch+json (server-side apply is not emulated)",
+            )
         meta = new.get("metadata") if isinstance(new.get("metadata"), dict) else {}
         rv = meta.get("resourceVersion")
         if rv is not None and rv != cur["metadata"]["resourceVersion"]:
@@ -983,12 +1155,18 @@ class RealisticEmulator(kmock.KubernetesEmulator):
 
     @staticmethod
     def _conflict(res: Resource, name: str) -> ApiError:
-        return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {res.group_resource} "{name}": the '
-                                         f'object has been modified; please apply your changes to the latest '
-                                         f'version and try again', {"name": name, "group": res.group, "kind": res.plural})
+        return ApiError(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on {res.group_resource} "{name}": the '
+            f"object has been modified; please apply your changes to the latest "
+            f"version and try again",
+            {"name": name, "group": res.group, "kind": res.plural},
+        )
 
-    def _update(self, res: Resource, ns: str | None, cur: dict, new: dict, sub: str | None = None,
-                dry_run: bool = False) -> dict:
+    def _update(
+        self, res: Resource, ns: str | None, cur: dict, new: dict, sub: str | None = None, dry_run: bool = False
+    ) -> dict:
         """Store an update of cur: the status rule, system fields, generation, no-op detection, finalization."""
         if sub == "status":
             status = new.get("status")
@@ -1016,12 +1194,19 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             if cur_meta.get("deletionTimestamp"):
                 added = set(meta.get("finalizers") or ()) - set(cur_meta.get("finalizers") or ())
                 if added:
-                    self._invalid(res, meta["name"], f"metadata.finalizers: Forbidden: no new finalizers can be "
-                                                     f"added if the object is being deleted, found new finalizers "
-                                                     f"{sorted(added)!r}")
+                    self._invalid(
+                        res,
+                        meta["name"],
+                        f"metadata.finalizers: Forbidden: no new finalizers can be "
+                        f"added if the object is being deleted, found new finalizers "
+                        f"{sorted(added)!r}",
+                    )
             new = self._validate_object(res, new, cur)
-            if any(new.get(k) != cur.get(k) for k in new.keys() | cur.keys()
-                   if k not in ("metadata", "status", "apiVersion", "kind")):
+            if any(
+                new.get(k) != cur.get(k)
+                for k in new.keys() | cur.keys()
+                if k not in ("metadata", "status", "apiVersion", "kind")
+            ):
                 new["metadata"]["generation"] = cur_meta.get("generation", 1) + 1
         if res.schema is not None and sub == "status":
             new = self._validate_object(res, new, cur)
@@ -1037,13 +1222,23 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             self._crd_installed(new)
         return new
 
-    def delete(self, res: Resource, ns: str | None, name: str, options: dict, dry_run: bool = False) -> tuple[int, dict]:
+    def delete(
+        self, res: Resource, ns: str | None, name: str, options: dict, dry_run: bool = False
+    ) -> tuple[int, dict]:
         cur = self._lookup(res, ns, name)
         pre = options.get("preconditions") or {}
-        if pre.get("uid") and pre["uid"] != cur["metadata"]["uid"] or \
-                pre.get("resourceVersion") and pre["resourceVersion"] != cur["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", f'Operation cannot be fulfilled on {res.group_resource} "{name}": '
-                                            f'Precondition failed', {"name": name, "kind": res.plural})
+        if (
+            pre.get("uid")
+            and pre["uid"] != cur["metadata"]["uid"]
+            or pre.get("resourceVersion")
+            and pre["resourceVersion"] != cur["metadata"]["resourceVersion"]
+        ):
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {res.group_resource} "{name}": Precondition failed',
+                {"name": name, "kind": res.plural},
+            )
         orphan = options.get("propagationPolicy") == "Orphan" or options.get("orphanDependents") is True
         if dry_run:
             return 200, cur
@@ -1106,8 +1301,9 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             raise
         except Exception as e:  # a bug in the emulator: answer like a real 500
             log.exception("kubeemu: internal error on %s %s", raw.method, raw.path_qs)
-            body = ApiError(500, "InternalError", f"{type(e).__name__}: {e}",
-                            {"causes": [{"message": traceback.format_exc()}]}).body()
+            body = ApiError(
+                500, "InternalError", f"{type(e).__name__}: {e}", {"causes": [{"message": traceback.format_exc()}]}
+            ).body()
             response = aiohttp.web.json_response(body, status=500)
         self.request_log.append((raw.method, raw.path_qs, response.status))
         return response
@@ -1121,8 +1317,10 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         if not parts or parts[0] not in ("api", "apis") or len(parts) <= 2 + (parts[0] == "apis"):
             self._count(method.lower(), path)
             if method != "GET":
-                raise ApiError(*((405, "MethodNotAllowed") if parts and parts[0] in ("api", "apis") else (404, "NotFound")),
-                               "the server could not find the requested resource")
+                raise ApiError(
+                    *((405, "MethodNotAllowed") if parts and parts[0] in ("api", "apis") else (404, "NotFound")),
+                    "the server could not find the requested resource",
+                )
             if path in ("/healthz", "/livez", "/readyz"):
                 return aiohttp.web.Response(text="ok")
             return self._json(self._discovery(raw, parts))
@@ -1134,8 +1332,13 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         if rest and rest[0] == "watch":  # the deprecated /api/v1/watch/... form
             watch, rest = True, rest[1:]
         ns = name = sub = None
-        if len(rest) >= 3 and rest[0] == "namespaces" and not (
-                len(rest) == 3 and rest[2] in ("status", "finalize") and (group, version, rest[2]) not in self._registry):
+        if (
+            len(rest) >= 3
+            and rest[0] == "namespaces"
+            and not (
+                len(rest) == 3 and rest[2] in ("status", "finalize") and (group, version, rest[2]) not in self._registry
+            )
+        ):
             ns, rest = rest[1], rest[2:]
         plural = rest[0] if rest else None
         name = rest[1] if len(rest) > 1 else None
@@ -1194,11 +1397,13 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             if "propagationPolicy" in query:
                 options["propagationPolicy"] = query["propagationPolicy"]
             listing = self._list(raw, res, ns, paged=False)
-            items = [self.delete(res, obj["metadata"].get("namespace"), obj["metadata"]["name"], options, dry_run)[1]
-                     for obj in listing["items"]]
+            items = [
+                self.delete(res, obj["metadata"].get("namespace"), obj["metadata"]["name"], options, dry_run)[1]
+                for obj in listing["items"]
+            ]
             return self._json(dict(listing, items=items))
         self._count(method.lower(), what)
-        raise ApiError(405, "MethodNotAllowed", f"the server does not allow this method on the requested resource")
+        raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
     @staticmethod
     async def _body(raw: aiohttp.web.BaseRequest) -> Any:
@@ -1212,19 +1417,22 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             if "protobuf" in ctype:  # kubectl's typed commands (create configmap/secret/namespace)
                 return decode_k8s_protobuf(data)
             if "yaml" in ctype:
-                raise ApiError(415, "UnsupportedMediaType", f"YAML bodies ({ctype}) are not emulated")
-            raise ApiError(400, "BadRequest", "the request body is not valid JSON")
+                raise ApiError(415, "UnsupportedMediaType", f"YAML bodies ({ctype}) are not emulated") from None
+            raise ApiError(400, "BadRequest", "the request body is not valid JSON") from None
 
     @staticmethod
     def _json(body: Any, status: int = 200) -> aiohttp.web.Response:
-        return aiohttp.web.Response(body=json.dumps(body, separators=(",", ":")).encode(), status=status,
-                                    content_type="application/json")
+        return aiohttp.web.Response(
+            body=json.dumps(body, separators=(",", ":")).encode(), status=status, content_type="application/json"
+        )
 
     def _selectors(self, raw: aiohttp.web.BaseRequest, res: Resource, name: str | None = None):
         labels = parse_label_selector(raw.query.get("labelSelector"))
         fields = parse_field_selector(raw.query.get("fieldSelector"), res.plural)
         if name is not None:
-            fields.append((_GETTERS.setdefault("metadata.name", _field_getter("metadata.name")), "=", name, "metadata.name"))
+            fields.append(
+                (_GETTERS.setdefault("metadata.name", _field_getter("metadata.name")), "=", name, "metadata.name")
+            )
         return labels, fields
 
     def _matching(self, res: Resource, ns: str | None, labels: list, fields: list) -> list[dict]:
@@ -1233,9 +1441,12 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             candidates = [obj for obj in [res.by_ns.get(ns, {}).get(names[0])] if obj is not None]
         else:
             candidates = res.iter_objects(ns if res.namespaced else None)
-        return [obj for obj in candidates
-                if (not labels or labels_match(labels, obj["metadata"].get("labels")))
-                and (not fields or fields_match(fields, obj))]
+        return [
+            obj
+            for obj in candidates
+            if (not labels or labels_match(labels, obj["metadata"].get("labels")))
+            and (not fields or fields_match(fields, obj))
+        ]
 
     def _list(self, raw: aiohttp.web.BaseRequest, res: Resource, ns: str | None, paged: bool = True) -> dict:
         labels, fields = self._selectors(raw, res)
@@ -1251,22 +1462,23 @@ class RealisticEmulator(kmock.KubernetesEmulator):
                 start = tuple(state["start"])
                 meta["resourceVersion"] = rv = state["rv"]
             except (ValueError, KeyError, TypeError):
-                raise ApiError(400, "BadRequest", "invalid continue token")
+                raise ApiError(400, "BadRequest", "invalid continue token") from None
             items = [o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > start]
         if paged and limit.isdigit() and 0 < int(limit) < len(items):
             last = items[int(limit) - 1]["metadata"]
             state = {"rv": rv, "start": [last.get("namespace", ""), last["name"]]}
             meta["continue"] = base64.urlsafe_b64encode(json.dumps(state).encode()).decode()
             meta["remainingItemCount"] = len(items) - int(limit)
-            items = items[:int(limit)]
+            items = items[: int(limit)]
         table = self._maybe_table(raw, res, items)
         if table is not None:
             table["metadata"] = meta
             return table
         return {"apiVersion": res.api_version, "kind": f"{res.kind}List", "metadata": meta, "items": items}
 
-    async def _serve_watch(self, raw: aiohttp.web.BaseRequest, res: Resource, ns: str | None,
-                           name: str | None) -> aiohttp.web.StreamResponse:
+    async def _serve_watch(
+        self, raw: aiohttp.web.BaseRequest, res: Resource, ns: str | None, name: str | None
+    ) -> aiohttp.web.StreamResponse:
         labels, fields = self._selectors(raw, res, name)
         query = raw.query
         timeout = query.get("timeoutSeconds")
@@ -1280,14 +1492,19 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         initial: list[bytes] = []
         send_initial = query.get("sendInitialEvents") in _TRUE
         if rv in ("", "0") or send_initial:
-            for obj in sorted(self._matching(res, watcher.namespace, labels, fields),
-                              key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"])):
+            for obj in sorted(
+                self._matching(res, watcher.namespace, labels, fields),
+                key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]),
+            ):
                 line = watcher.event_line(_Event(self.rv, "ADDED", obj, None))
                 if line is not None:
                     initial.append(line)
             if send_initial:
-                bookmark = {"kind": res.kind, "apiVersion": res.api_version, "metadata": {
-                    "resourceVersion": str(self.rv), "annotations": {"k8s.io/initial-events-end": "true"}}}
+                bookmark = {
+                    "kind": res.kind,
+                    "apiVersion": res.api_version,
+                    "metadata": {"resourceVersion": str(self.rv), "annotations": {"k8s.io/initial-events-end": "true"}},
+                }
                 initial.append(json.dumps({"type": "BOOKMARK", "object": bookmark}).encode() + b"\n")
         elif int(rv) < res.dropped_rv:
             gone = ApiError(410, "Expired", f"too old resource version: {rv} ({res.dropped_rv})").body()
@@ -1339,14 +1556,19 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         current = self._registry.get((res.group, res.version, res.plural))
         return current.watchers if current is res else None
 
-    def _serve_log(self, raw: aiohttp.web.BaseRequest, res: Resource, ns: str | None, name: str) -> aiohttp.web.Response:
+    def _serve_log(
+        self, raw: aiohttp.web.BaseRequest, res: Resource, ns: str | None, name: str
+    ) -> aiohttp.web.Response:
         pod = self._lookup(res, ns, name)
         containers = [c["name"] for c in pod["spec"].get("containers", [])]
         container = raw.query.get("container")
         if container is None:
             if len(containers) != 1:
-                raise ApiError(400, "BadRequest", f"a container name must be specified for pod {name}, choose one "
-                                                  f"of: [{' '.join(containers)}]")
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    f"a container name must be specified for pod {name}, choose one of: [{' '.join(containers)}]",
+                )
             container = containers[0]
         elif container not in containers + [c["name"] for c in pod["spec"].get("initContainers", [])]:
             raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
@@ -1354,7 +1576,7 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         tail = raw.query.get("tailLines")
         if tail and tail.isdigit():
             lines = text.splitlines(keepends=True)
-            text = "".join(lines[len(lines) - int(tail):]) if int(tail) < len(lines) else text
+            text = "".join(lines[len(lines) - int(tail) :]) if int(tail) < len(lines) else text
         return aiohttp.web.Response(text=text, content_type="text/plain")
 
     # ---- discovery ----------------------------------------------------------------------------
@@ -1370,16 +1592,28 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             paths |= {f"/apis/{g}" for g in groups} | {f"/apis/{g}/{v}" for g, vs in groups.items() for v in vs}
             return {"paths": sorted(paths)}
         if path == "/version":
-            return {"major": "1", "minor": "37", "gitVersion": "v1.37.0-kubeemu", "gitCommit": "0" * 40,
-                    "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25",
-                    "compiler": "gc", "platform": "linux/amd64"}
+            return {
+                "major": "1",
+                "minor": "37",
+                "gitVersion": "v1.37.0-kubeemu",
+                "gitCommit": "0" * 40,
+                "gitTreeState": "clean",
+                "buildDate": "2026-01-01T00:00:00Z",
+                "goVersion": "go1.25",
+                "compiler": "gc",
+                "platform": "linux/amd64",
+            }
         if path == "/api":
-            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
-                {"clientCIDR": "0.0.0.0/0", "serverAddress": raw.host}]}
+            return {
+                "kind": "APIVersions",
+                "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": raw.host}],
+            }
 
         def group_info(group: str) -> dict:
             versions = [{"groupVersion": f"{group}/{v}", "version": v} for v in groups[group]]
             return {"name": group, "versions": versions, "preferredVersion": versions[0]}
+
         if path == "/apis":
             return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group_info(g) for g in sorted(groups)]}
         if parts[0] == "apis" and len(parts) == 2 and parts[1] in groups:
@@ -1390,15 +1624,34 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             for res in self._registry.values():
                 if (res.group, res.version) != (group, version):
                     continue
-                resources.append({"name": res.plural, "singularName": res.singular, "namespaced": res.namespaced,
-                                  "kind": res.kind, "verbs": list(res.verbs), "shortNames": list(res.shortnames),
-                                  "categories": list(res.categories)})
+                resources.append(
+                    {
+                        "name": res.plural,
+                        "singularName": res.singular,
+                        "namespaced": res.namespaced,
+                        "kind": res.kind,
+                        "verbs": list(res.verbs),
+                        "shortNames": list(res.shortnames),
+                        "categories": list(res.categories),
+                    }
+                )
                 for sub in res.subresources:
-                    resources.append({"name": f"{res.plural}/{sub}", "singularName": "", "namespaced": res.namespaced,
-                                      "kind": res.kind, "verbs": ["get"] if sub == "log" else ["get", "patch", "update"]})
+                    resources.append(
+                        {
+                            "name": f"{res.plural}/{sub}",
+                            "singularName": "",
+                            "namespaced": res.namespaced,
+                            "kind": res.kind,
+                            "verbs": ["get"] if sub == "log" else ["get", "patch", "update"],
+                        }
+                    )
             if resources:
-                return {"kind": "APIResourceList", "apiVersion": "v1",
-                        "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
+                return {
+                    "kind": "APIResourceList",
+                    "apiVersion": "v1",
+                    "groupVersion": f"{group}/{version}" if group else version,
+                    "resources": resources,
+                }
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
 
     # ---- server-side printing (kubectl get) --------------------------------------------------
@@ -1407,7 +1660,9 @@ class RealisticEmulator(kmock.KubernetesEmulator):
     def _wants_table(raw: aiohttp.web.BaseRequest) -> bool:
         return "as=Table" in raw.headers.get("Accept", "")
 
-    def _maybe_table(self, raw: aiohttp.web.BaseRequest, res: Resource, objs: list[dict], single: bool = False) -> dict | None:
+    def _maybe_table(
+        self, raw: aiohttp.web.BaseRequest, res: Resource, objs: list[dict], single: bool = False
+    ) -> dict | None:
         if not self._wants_table(raw):
             return None
         columns, cells = self._printer(res)
@@ -1418,18 +1673,28 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             if include == "Object":
                 row["object"] = obj
             elif include != "None":
-                row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                                 "metadata": obj["metadata"]}
+                row["object"] = {
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": obj["metadata"],
+                }
             rows.append(row)
-        return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": str(self.rv)},
-                "columnDefinitions": columns, "rows": rows}
+        return {
+            "kind": "Table",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": {"resourceVersion": str(self.rv)},
+            "columnDefinitions": columns,
+            "rows": rows,
+        }
 
     def _printer(self, res: Resource) -> tuple[list[dict], Callable[[dict], list]]:
         def col(name: str, type_: str = "string", priority: int = 0, fmt: str = "") -> dict:
             return {"name": name, "type": type_, "format": fmt, "description": name, "priority": priority}
+
         name_col = col("Name", fmt="name")
         age = lambda o: _age(o["metadata"].get("creationTimestamp"))  # noqa: E731
         if res.plural == "pods":
+
             def pod_cells(o: dict) -> list:
                 statuses = (o.get("status") or {}).get("containerStatuses") or []
                 total = len(o["spec"].get("containers", []))
@@ -1437,14 +1702,35 @@ class RealisticEmulator(kmock.KubernetesEmulator):
                 reason = (o.get("status") or {}).get("reason") or (o.get("status") or {}).get("phase", "")
                 for s in statuses:
                     state = s.get("state") or {}
-                    reason = (state.get("waiting") or {}).get("reason") or (state.get("terminated") or {}).get("reason") or reason
+                    reason = (
+                        (state.get("waiting") or {}).get("reason")
+                        or (state.get("terminated") or {}).get("reason")
+                        or reason
+                    )
                 if o["metadata"].get("deletionTimestamp"):
                     reason = "Terminating"
-                return [o["metadata"]["name"], f"{ready}/{total}", reason,
-                        sum(s.get("restartCount", 0) for s in statuses), age(o),
-                        (o.get("status") or {}).get("podIP", "<none>"), o["spec"].get("nodeName", "<none>")]
-            return ([name_col, col("Ready"), col("Status"), col("Restarts", "integer"), col("Age"),
-                     col("IP", priority=1), col("Node", priority=1)], pod_cells)
+                return [
+                    o["metadata"]["name"],
+                    f"{ready}/{total}",
+                    reason,
+                    sum(s.get("restartCount", 0) for s in statuses),
+                    age(o),
+                    (o.get("status") or {}).get("podIP", "<none>"),
+                    o["spec"].get("nodeName", "<none>"),
+                ]
+
+            return (
+                [
+                    name_col,
+                    col("Ready"),
+                    col("Status"),
+                    col("Restarts", "integer"),
+                    col("Age"),
+                    col("IP", priority=1),
+                    col("Node", priority=1),
+                ],
+                pod_cells,
+            )
         if res.printer_columns is not None or res.custom:
             specs = res.printer_columns or [{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]
 
@@ -1454,17 +1740,42 @@ class RealisticEmulator(kmock.KubernetesEmulator):
                     value = _jsonpath(o, spec["jsonPath"])
                     cells.append(_age(value) if spec.get("type") == "date" and value else value)
                 return cells
-            return ([name_col] + [col(s["name"], "string" if s.get("type") == "date" else s.get("type", "string"),
-                                      s.get("priority", 0), s.get("format", "")) for s in specs], cr_cells)
+
+            return (
+                [name_col]
+                + [
+                    col(
+                        s["name"],
+                        "string" if s.get("type") == "date" else s.get("type", "string"),
+                        s.get("priority", 0),
+                        s.get("format", ""),
+                    )
+                    for s in specs
+                ],
+                cr_cells,
+            )
         extra: list[tuple[dict, Callable[[dict], Any]]] = {
-            "configmaps": [(col("Data", "integer"), lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {}))],
-            "secrets": [(col("Type"), lambda o: o.get("type", "Opaque")), (col("Data", "integer"), lambda o: len(o.get("data") or {}))],
+            "configmaps": [
+                (col("Data", "integer"), lambda o: len(o.get("data") or {}) + len(o.get("binaryData") or {}))
+            ],
+            "secrets": [
+                (col("Type"), lambda o: o.get("type", "Opaque")),
+                (col("Data", "integer"), lambda o: len(o.get("data") or {})),
+            ],
             "namespaces": [(col("Status"), lambda o: (o.get("status") or {}).get("phase", ""))],
             "leases": [(col("Holder"), lambda o: (o.get("spec") or {}).get("holderIdentity", ""))],
-            "events": [(col("Type"), lambda o: o.get("type", "")), (col("Reason"), lambda o: o.get("reason", "")),
-                       (col("Object"), lambda o: f"{(o.get('involvedObject') or {}).get('kind', '').lower()}/"
-                                                 f"{(o.get('involvedObject') or {}).get('name', '')}"),
-                       (col("Message"), lambda o: o.get("message", ""))],
+            "events": [
+                (col("Type"), lambda o: o.get("type", "")),
+                (col("Reason"), lambda o: o.get("reason", "")),
+                (
+                    col("Object"),
+                    lambda o: (
+                        f"{(o.get('involvedObject') or {}).get('kind', '').lower()}/"
+                        f"{(o.get('involvedObject') or {}).get('name', '')}"
+                    ),
+                ),
+                (col("Message"), lambda o: o.get("message", "")),
+            ],
         }.get(res.plural, [])
         columns = [name_col] + [c for c, _ in extra] + [col("Age")]
         return columns, lambda o: [o["metadata"]["name"]] + [fn(o) for _, fn in extra] + [age(o)]
@@ -1500,8 +1811,11 @@ def _to_json_schema(node: Any) -> Any:
         return [_to_json_schema(n) for n in node]
     if not isinstance(node, dict):
         return node
-    out = {k: _to_json_schema(v) for k, v in node.items()
-           if not k.startswith("x-kubernetes-") and k not in ("nullable", "default", "example", "format")}
+    out = {
+        k: _to_json_schema(v)
+        for k, v in node.items()
+        if not k.startswith("x-kubernetes-") and k not in ("nullable", "default", "example", "format")
+    }
     if node.get("x-kubernetes-int-or-string"):
         out.pop("type", None)
         out["type"] = ["integer", "string"]
@@ -1519,6 +1833,7 @@ def _to_json_schema(node: Any) -> Any:
 # Just enough Kubernetes protobuf for kubectl's typed "create configmap|secret|namespace"
 # ----------------------------------------------------------------------------------------------
 
+
 def _proto_fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
     i = 0
     while i < len(data):
@@ -1528,11 +1843,11 @@ def _proto_fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
             value, i = _varint(data, i)
         elif wire == 2:
             size, i = _varint(data, i)
-            value, i = data[i:i + size], i + size
+            value, i = data[i : i + size], i + size
         elif wire == 1:
-            value, i = data[i:i + 8], i + 8
+            value, i = data[i : i + 8], i + 8
         elif wire == 5:
-            value, i = data[i:i + 4], i + 4
+            value, i = data[i : i + 4], i + 4
         else:
             raise ApiError(400, "BadRequest", f"unsupported protobuf wire type {wire}")
         yield number, value
@@ -1569,7 +1884,7 @@ def _proto_meta(data: bytes) -> dict:
         elif number == 13:
             ref_names = {1: "kind", 3: "name", 4: "uid", 5: "apiVersion"}
             ref = {ref_names[n]: v.decode() for n, v in _proto_fields(value) if n in ref_names}
-            ref.update({"controller": bool(v) for n, v in _proto_fields(value) if n == 6})
+            ref.update(("controller", bool(v)) for n, v in _proto_fields(value) if n == 6)
             meta.setdefault("ownerReferences", []).append(ref)
     return meta
 
@@ -1608,9 +1923,11 @@ def decode_k8s_protobuf(data: bytes) -> dict:
 # Serving it from a background thread
 # ----------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class RunningEmulator:
     """A RealisticEmulator served over HTTP on 127.0.0.1 from its own thread and event loop."""
+
     emulator: RealisticEmulator
     url: str
     kubeconfig_path: Path
@@ -1624,8 +1941,10 @@ class RunningEmulator:
         if asyncio.iscoroutine(fn):
             coro = fn
         else:
+
             async def _sync() -> Any:
                 return fn(*args, **kwargs)
+
             coro = _sync()
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
@@ -1636,8 +1955,9 @@ class RunningEmulator:
     def get(self, resource: str, namespace: str | None, name: str) -> dict | None:
         return self.call(self.emulator.get_object, resource, namespace, name)
 
-    def patch(self, resource: str, namespace: str | None, name: str, patch: dict | list,
-              subresource: str | None = None) -> dict:
+    def patch(
+        self, resource: str, namespace: str | None, name: str, patch: dict | list, subresource: str | None = None
+    ) -> dict:
         return self.call(self.emulator.patch_object, resource, namespace, name, patch, subresource)
 
     def delete(self, resource: str, namespace: str | None, name: str, propagation: str = "Background") -> dict:
@@ -1646,12 +1966,20 @@ class RunningEmulator:
     def objects(self, resource: str, namespace: str | None = None) -> list[dict]:
         return self.call(self.emulator.objects, resource, namespace)
 
-    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
-                headers: dict | None = None, timeout: float = 30.0) -> tuple[int, Any]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        content_type: str = "application/json",
+        headers: dict | None = None,
+        timeout: float = 30.0,
+    ) -> tuple[int, Any]:
         """A blocking HTTP call; returns (status, decoded JSON or text)."""
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": content_type, **(headers or {})})
+        req = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": content_type, **(headers or {})}
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 status, payload, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "")
@@ -1659,8 +1987,9 @@ class RunningEmulator:
             status, payload, ctype = e.code, e.read(), e.headers.get("Content-Type", "")
         return status, json.loads(payload) if "json" in ctype and payload else payload.decode()
 
-    def kubectl(self, *args: str, check: bool = True, input: str | None = None,
-                timeout: float = 60.0) -> subprocess.CompletedProcess:
+    def kubectl(
+        self, *args: str, check: bool = True, input: str | None = None, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess:
         """Run the real kubectl against the emulator (own kubeconfig and discovery cache dir)."""
         env = dict(os.environ, KUBECONFIG=str(self.kubeconfig_path), KUBECACHEDIR=str(self.tmpdir / "kubecache"))
         proc = subprocess.run([KUBECTL, *args], capture_output=True, text=True, input=input, env=env, timeout=timeout)
@@ -1671,7 +2000,10 @@ class RunningEmulator:
 
 def write_kubeconfig(path: Path, url: str, token: str, namespace: str = "default") -> Path:
     config = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "kubeemu", "preferences": {},
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "kubeemu",
+        "preferences": {},
         "clusters": [{"name": "kubeemu", "cluster": {"server": url, "insecure-skip-tls-verify": True}}],
         "users": [{"name": "kubeemu", "user": {"token": token}}],
         "contexts": [{"name": "kubeemu", "context": {"cluster": "kubeemu", "user": "kubeemu", "namespace": namespace}}],
@@ -1681,8 +2013,9 @@ def write_kubeconfig(path: Path, url: str, token: str, namespace: str = "default
 
 
 @contextlib.contextmanager
-def running_emulator(*, crds: Iterable[str | Path | dict] = (), emulator: RealisticEmulator | None = None,
-                     **emulator_kwargs: Any) -> Iterator[RunningEmulator]:
+def running_emulator(
+    *, crds: Iterable[str | Path | dict] = (), emulator: RealisticEmulator | None = None, **emulator_kwargs: Any
+) -> Iterator[RunningEmulator]:
     """Serve a RealisticEmulator on 127.0.0.1:<random port> from a background thread with its own loop."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="kubeemu", daemon=True)
@@ -1693,8 +2026,11 @@ def running_emulator(*, crds: Iterable[str | Path | dict] = (), emulator: Realis
     async def start() -> tuple[RealisticEmulator, str]:
         emu = emulator if emulator is not None else RealisticEmulator(**emulator_kwargs)
         await emu.__aenter__()
-        runner = aiohttp.web.ServerRunner(aiohttp.web.Server(emu, handler_cancellation=True, access_log=None),
-                                          handle_signals=False, shutdown_timeout=1.0)
+        runner = aiohttp.web.ServerRunner(
+            aiohttp.web.Server(emu, handler_cancellation=True, access_log=None),
+            handle_signals=False,
+            shutdown_timeout=1.0,
+        )
         await runner.setup()
         site = aiohttp.web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
@@ -1715,8 +2051,9 @@ def running_emulator(*, crds: Iterable[str | Path | dict] = (), emulator: Realis
 
     try:
         emu, url = asyncio.run_coroutine_threadsafe(start(), loop).result(30)
-        running = RunningEmulator(emulator=emu, url=url, loop=loop, thread=thread, tmpdir=tmpdir,
-                                  kubeconfig_path=tmpdir / "kubeconfig")
+        running = RunningEmulator(
+            emulator=emu, url=url, loop=loop, thread=thread, tmpdir=tmpdir, kubeconfig_path=tmpdir / "kubeconfig"
+        )
         write_kubeconfig(running.kubeconfig_path, url, running.token)
         yield running
     finally:
@@ -1733,6 +2070,7 @@ def running_emulator(*, crds: Iterable[str | Path | dict] = (), emulator: Realis
 # kopf in a thread
 # ----------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class KopfThread:
     thread: threading.Thread
@@ -1747,18 +2085,27 @@ class KopfThread:
 def _read_kubeconfig(path: str | Path) -> tuple[str, str | None, bool]:
     config = yaml.safe_load(Path(path).read_text())
     context_name = config.get("current-context")
-    context = next((c["context"] for c in config.get("contexts", []) if c["name"] == context_name),
-                   config["contexts"][0]["context"] if config.get("contexts") else {})
+    context = next(
+        (c["context"] for c in config.get("contexts", []) if c["name"] == context_name),
+        config["contexts"][0]["context"] if config.get("contexts") else {},
+    )
     cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context.get("cluster", c["name"]))
     user = next((u["user"] for u in config.get("users", []) if u["name"] == context.get("user")), {})
     return cluster["server"], user.get("token"), bool(cluster.get("insecure-skip-tls-verify"))
 
 
 @contextlib.contextmanager
-def run_kopf_in_thread(module_or_callable: Any = None, kubeconfig: str | Path | None = None,
-                       namespace: str | None = None, *, clusterwide: bool | None = None,
-                       settings: Any = None, configure: Callable[[Any], None] | None = None,
-                       memo: Any = None, timeout: float = 15.0) -> Iterator[KopfThread]:
+def run_kopf_in_thread(
+    module_or_callable: Any = None,
+    kubeconfig: str | Path | None = None,
+    namespace: str | None = None,
+    *,
+    clusterwide: bool | None = None,
+    settings: Any = None,
+    configure: Callable[[Any], None] | None = None,
+    memo: Any = None,
+    timeout: float = 15.0,
+) -> Iterator[KopfThread]:
     """Run ``kopf.operator(standalone=True, ...)`` in a thread with its own loop against a kubeconfig.
 
     ``module_or_callable``: a module object or dotted name (imported, or reloaded, with a fresh
@@ -1794,8 +2141,13 @@ def run_kopf_in_thread(module_or_callable: Any = None, kubeconfig: str | Path | 
 
     @kopf.on.login(registry=registry, id="kubeemu-login")
     def _login(**_: Any) -> Any:
-        return kopf.ConnectionInfo(server=server, token=token, scheme="Bearer" if token else None,
-                                   insecure=insecure or None, default_namespace=namespace)
+        return kopf.ConnectionInfo(
+            server=server,
+            token=token,
+            scheme="Bearer" if token else None,
+            insecure=insecure or None,
+            default_namespace=namespace,
+        )
 
     if settings is None:
         settings = kopf.OperatorSettings()
@@ -1813,9 +2165,15 @@ def run_kopf_in_thread(module_or_callable: Any = None, kubeconfig: str | Path | 
         # kopf waits for it in an executor thread and asyncio.run() then hangs at shutdown.
         state["loop"], state["stop"] = asyncio.get_running_loop(), asyncio.Event()
         await kopf.operator(
-            registry=registry, settings=settings, standalone=True,
+            registry=registry,
+            settings=settings,
+            standalone=True,
             clusterwide=clusterwide if clusterwide is not None else namespace is None,
-            namespaces=[namespace] if namespace else (), stop_flag=state["stop"], ready_flag=ready, memo=memo)
+            namespaces=[namespace] if namespace else (),
+            stop_flag=state["stop"],
+            ready_flag=ready,
+            memo=memo,
+        )
 
     def target() -> None:
         try:
@@ -1839,8 +2197,9 @@ def run_kopf_in_thread(module_or_callable: Any = None, kubeconfig: str | Path | 
     if finished.is_set():  # kopf returns normally (no exception) when a startup handler fails
         thread.join(timeout)
         raise RuntimeError("kopf exited during startup (see its log)") from (errors[0] if errors else None)
-    handle = KopfThread(thread=thread, registry=registry, settings=settings, stop=stop,
-                        ready_flag=ready, errors=errors, memo=memo)
+    handle = KopfThread(
+        thread=thread, registry=registry, settings=settings, stop=stop, ready_flag=ready, errors=errors, memo=memo
+    )
     try:
         yield handle
     finally:
@@ -1855,6 +2214,7 @@ def run_kopf_in_thread(module_or_callable: Any = None, kubeconfig: str | Path | 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01, message: str = "") -> Any:
     """Poll ``predicate`` until it returns a truthy value (returned) or fail after ``timeout`` s."""
     import time
+
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

@@ -23,20 +23,25 @@ import socket
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 REPO = Path(__file__).resolve().parents[1]
-BIN_PATH = os.pathsep.join([str(REPO / ".venv" / "bin"), str(REPO / "servers" / "node_modules" / ".bin"),
-                            os.environ.get("PATH", "/usr/bin:/bin")])
+BIN_PATH = os.pathsep.join(
+    [
+        str(REPO / ".venv" / "bin"),
+        str(REPO / "servers" / "node_modules" / ".bin"),
+        os.environ.get("PATH", "/usr/bin:/bin"),
+    ]
+)
 VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def free_port() -> int:
@@ -52,8 +57,15 @@ class PodFailed(Exception):
 
 
 class Kubelet:
-    def __init__(self, url: str, *, pull_failures: set[str] | None = None, max_pods: int = 64,
-                 extra_env: dict[str, str] | None = None, workdir: Path | None = None):
+    def __init__(
+        self,
+        url: str,
+        *,
+        pull_failures: set[str] | None = None,
+        max_pods: int = 64,
+        extra_env: dict[str, str] | None = None,
+        workdir: Path | None = None,
+    ):
         self.url = url.rstrip("/")
         self.pull_failures = pull_failures or set()
         self.extra_env = extra_env or {}
@@ -75,9 +87,11 @@ class Kubelet:
     # -- API --------------------------------------------------------------------------------------
     async def _patch_status(self, ns: str, name: str, status: dict[str, Any]) -> None:
         assert self.session is not None
-        async with self.session.patch(f"{self.url}/api/v1/namespaces/{ns}/pods/{name}/status",
-                                      data=json.dumps({"status": status}),
-                                      headers={"Content-Type": "application/merge-patch+json"}) as r:
+        async with self.session.patch(
+            f"{self.url}/api/v1/namespaces/{ns}/pods/{name}/status",
+            data=json.dumps({"status": status}),
+            headers={"Content-Type": "application/merge-patch+json"},
+        ) as r:
             if r.status == 404:
                 raise asyncio.CancelledError  # the pod is gone: stop working on it
             r.raise_for_status()
@@ -122,8 +136,9 @@ class Kubelet:
                 params = {"watch": "true", "timeoutSeconds": "60"}
                 if rv:
                     params["resourceVersion"] = rv
-                async with self.session.get(f"{self.url}/api/v1/pods", params=params,
-                                            timeout=aiohttp.ClientTimeout(total=None, sock_read=None)) as r:
+                async with self.session.get(
+                    f"{self.url}/api/v1/pods", params=params, timeout=aiohttp.ClientTimeout(total=None, sock_read=None)
+                ) as r:
                     async for line in r.content:
                         if not line.strip():
                             continue
@@ -162,8 +177,13 @@ class Kubelet:
                 coro = self._execute(pod, poddir, procs)
                 await (asyncio.wait_for(coro, deadline) if deadline else coro)
             except TimeoutError:
-                await self._finish(pod, "Failed", [], reason="DeadlineExceeded",
-                                   message=f"Pod was active on the node longer than {deadline} s")
+                await self._finish(
+                    pod,
+                    "Failed",
+                    [],
+                    reason="DeadlineExceeded",
+                    message=f"Pod was active on the node longer than {deadline} s",
+                )
             except asyncio.CancelledError:
                 pass
             finally:
@@ -186,8 +206,9 @@ class Kubelet:
         self.running -= 1
         self.timeline.append((time.monotonic(), pod["metadata"]["name"], "end"))
 
-    async def _finish(self, pod: dict[str, Any], phase: str, statuses: list[dict[str, Any]], reason: str = "",
-                      message: str = "") -> None:
+    async def _finish(
+        self, pod: dict[str, Any], phase: str, statuses: list[dict[str, Any]], reason: str = "", message: str = ""
+    ) -> None:
         self._end(pod)
         status: dict[str, Any] = {"phase": phase, "containerStatuses": statuses}
         if reason:
@@ -204,18 +225,37 @@ class Kubelet:
                 d = poddir / "volumes" / vol["name"]
                 d.mkdir(parents=True)
                 mounts[vol["name"]] = d
-        ports = {str(p["containerPort"]): str(free_port())
-                 for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
-                 for p in c.get("ports") or []}
+        ports = {
+            str(p["containerPort"]): str(free_port())
+            for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])
+            for p in c.get("ports") or []
+        }
         self.port_maps[name] = {int(k): int(v) for k, v in ports.items()}
         images = [c.get("image", "") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
         bad = [i for i in images if i in self.pull_failures]
         if bad:
-            await self._patch_status(ns, name, {"phase": "Pending", "containerStatuses": [{
-                "name": c["name"], "ready": False, "restartCount": 0, "image": c.get("image", ""),
-                "state": {"waiting": {"reason": "ImagePullBackOff",
-                                      "message": f'Back-off pulling image "{bad[0]}"'}}}
-                for c in spec.get("containers") or []]})
+            await self._patch_status(
+                ns,
+                name,
+                {
+                    "phase": "Pending",
+                    "containerStatuses": [
+                        {
+                            "name": c["name"],
+                            "ready": False,
+                            "restartCount": 0,
+                            "image": c.get("image", ""),
+                            "state": {
+                                "waiting": {
+                                    "reason": "ImagePullBackOff",
+                                    "message": f'Back-off pulling image "{bad[0]}"',
+                                }
+                            },
+                        }
+                        for c in spec.get("containers") or []
+                    ],
+                },
+            )
             await asyncio.Event().wait()  # stays Pending until deleted, like a real node
         await self._patch_status(ns, name, {"phase": "Pending", "startTime": now()})
         init_statuses: list[dict[str, Any]] = []
@@ -225,8 +265,16 @@ class Kubelet:
                 if c.get("restartPolicy") == "Always":
                     procs.append(await self._spawn(argv, env, poddir, c["name"]))
                     await self._wait_startup(c, ports, procs[-1])
-                    init_statuses.append({"name": c["name"], "ready": True, "restartCount": 0, "started": True,
-                                          "image": c.get("image", ""), "state": {"running": {"startedAt": now()}}})
+                    init_statuses.append(
+                        {
+                            "name": c["name"],
+                            "ready": True,
+                            "restartCount": 0,
+                            "started": True,
+                            "image": c.get("image", ""),
+                            "state": {"running": {"startedAt": now()}},
+                        }
+                    )
                 else:
                     proc = await self._spawn(argv, env, poddir, c["name"])
                     procs.append(proc)
@@ -237,9 +285,21 @@ class Kubelet:
                         await self._patch_status(ns, name, {"phase": "Failed", "initContainerStatuses": init_statuses})
                         return
         except PodFailed as exc:
-            await self._patch_status(ns, name, {"phase": "Pending", "containerStatuses": [{
-                "name": "runner", "ready": False, "restartCount": 0,
-                "state": {"waiting": {"reason": exc.reason, "message": exc.message}}}]})
+            await self._patch_status(
+                ns,
+                name,
+                {
+                    "phase": "Pending",
+                    "containerStatuses": [
+                        {
+                            "name": "runner",
+                            "ready": False,
+                            "restartCount": 0,
+                            "state": {"waiting": {"reason": exc.reason, "message": exc.message}},
+                        }
+                    ],
+                },
+            )
             await asyncio.Event().wait()
         mains = spec.get("containers") or []
         prepared = []
@@ -247,17 +307,44 @@ class Kubelet:
             for c in mains:
                 prepared.append((c, *await self._prepare(ns, c, mounts, ports, poddir)))
         except PodFailed as exc:
-            await self._patch_status(ns, name, {"phase": "Pending", "containerStatuses": [{
-                "name": c["name"], "ready": False, "restartCount": 0,
-                "state": {"waiting": {"reason": exc.reason, "message": exc.message}}} for c in mains]})
+            await self._patch_status(
+                ns,
+                name,
+                {
+                    "phase": "Pending",
+                    "containerStatuses": [
+                        {
+                            "name": c["name"],
+                            "ready": False,
+                            "restartCount": 0,
+                            "state": {"waiting": {"reason": exc.reason, "message": exc.message}},
+                        }
+                        for c in mains
+                    ],
+                },
+            )
             await asyncio.Event().wait()
         running = [(c, await self._spawn(argv, env, poddir, c["name"]), term) for c, argv, env, term in prepared]
         procs.extend(p for _, p, _ in running)
-        await self._patch_status(ns, name, {"phase": "Running", "initContainerStatuses": init_statuses,
-                                            "containerStatuses": [{
-                                                "name": c["name"], "ready": True, "restartCount": 0, "started": True,
-                                                "image": c.get("image", ""), "state": {"running": {"startedAt": now()}}}
-                                                for c, _, _ in running]})
+        await self._patch_status(
+            ns,
+            name,
+            {
+                "phase": "Running",
+                "initContainerStatuses": init_statuses,
+                "containerStatuses": [
+                    {
+                        "name": c["name"],
+                        "ready": True,
+                        "restartCount": 0,
+                        "started": True,
+                        "image": c.get("image", ""),
+                        "state": {"running": {"startedAt": now()}},
+                    }
+                    for c, _, _ in running
+                ],
+            },
+        )
         statuses = []
         for c, proc, term in running:
             code = await proc.wait()
@@ -278,11 +365,18 @@ class Kubelet:
         state = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "finishedAt": now()}
         if message:
             state["message"] = message
-        return {"name": c["name"], "ready": False, "restartCount": 0, "image": c.get("image", ""),
-                "imageID": "", "state": {"terminated": state}}
+        return {
+            "name": c["name"],
+            "ready": False,
+            "restartCount": 0,
+            "image": c.get("image", ""),
+            "imageID": "",
+            "state": {"terminated": state},
+        }
 
-    async def _prepare(self, ns: str, c: dict[str, Any], mounts: dict[str, Path], ports: dict[str, str],
-                       poddir: Path) -> tuple[list[str], dict[str, str], Path | None]:
+    async def _prepare(
+        self, ns: str, c: dict[str, Any], mounts: dict[str, Path], ports: dict[str, str], poddir: Path
+    ) -> tuple[list[str], dict[str, str], Path | None]:
         paths = {m["mountPath"]: str(mounts[m["name"]]) for m in c.get("volumeMounts") or [] if m["name"] in mounts}
         term_path = c.get("terminationMessagePath", "/dev/termination-log")
         term_file = poddir / f"{c['name']}.termination-log"
@@ -294,8 +388,9 @@ class Kubelet:
                     return tok  # the host's filesystem is the "image": its existing paths are not under a mount
                 for mount, host in sorted(paths.items(), key=lambda kv: -len(kv[0])):
                     if tok == mount or tok.startswith(mount.rstrip("/") + "/"):
-                        return host + tok[len(mount):]
+                        return host + tok[len(mount) :]
                 return tok
+
             return " ".join(one(t) for t in value.split(" "))
 
         env: dict[str, str] = {}
@@ -307,19 +402,27 @@ class Kubelet:
                 v = await self._secret_value(ns, ref.get("name", ""), ref.get("key", ""))
             v = ports.get(v, v)
             env[e["name"]] = rewrite(VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), v))
-        argv = [rewrite(VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), a))
-                for a in (c.get("command") or []) + (c.get("args") or [])]
+        argv = [
+            rewrite(VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), a))
+            for a in (c.get("command") or []) + (c.get("args") or [])
+        ]
         full_env = {"PATH": BIN_PATH, "LANG": "C.UTF-8", **self.extra_env, **env}
         return argv, full_env, term_file
 
-    async def _spawn(self, argv: list[str], env: dict[str, str], poddir: Path, name: str
-                     ) -> asyncio.subprocess.Process:
+    async def _spawn(self, argv: list[str], env: dict[str, str], poddir: Path, name: str) -> asyncio.subprocess.Process:
         log = open(poddir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         try:
             exe = shutil.which(argv[0], path=env["PATH"]) or argv[0]
-            return await asyncio.create_subprocess_exec(exe, *argv[1:], env=env, cwd=str(poddir), stdout=log,
-                                                        stderr=asyncio.subprocess.STDOUT,
-                                                        stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
+            return await asyncio.create_subprocess_exec(
+                exe,
+                *argv[1:],
+                env=env,
+                cwd=str(poddir),
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                stdin=asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+            )
         finally:
             log.close()
 

@@ -1,7 +1,7 @@
 """A real S3-protocol server for tests: ``moto_server`` in a subprocess on a free local port.
 
-Use the ``moto_endpoint`` context manager, or the session fixture ``s3_endpoint`` (import it into a test
-module: ``from s3server import s3_endpoint  # noqa: F401``). Each test should use its own bucket (see
+Use the ``moto_endpoint`` context manager, or the session fixture ``s3_endpoint`` (defined in
+tests/conftest.py). Each test should use its own bucket (see
 ``new_bucket``), so one server serves the whole session. ``FaultProxy`` sits in front of it to inject
 5xx answers and dropped connections.
 """
@@ -24,8 +24,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-
-import pytest
 
 MOTO_SERVER = Path(sys.executable).parent / "moto_server"
 
@@ -54,8 +52,13 @@ def moto_endpoint(timeout: float = 30.0) -> Iterator[str]:
     # moto itself needs no credentials; keep the parent's AWS_* out of its environment all the same.
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     log = tempfile.TemporaryFile()  # werkzeug logs every request: a pipe nobody drains would block it
-    proc = subprocess.Popen([str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)], env=env,
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    proc = subprocess.Popen(
+        [str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+    )
     try:
         deadline = time.monotonic() + timeout
         while not _answers(url):
@@ -75,13 +78,6 @@ def moto_endpoint(timeout: float = 30.0) -> Iterator[str]:
             proc.kill()
             proc.wait()
         log.close()
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint() -> Iterator[str]:
-    """One moto_server for the test session; its URL (http://127.0.0.1:PORT)."""
-    with moto_endpoint() as url:
-        yield url
 
 
 def new_bucket(client: object) -> str:
@@ -124,8 +120,10 @@ class FaultProxy:
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
                 if isinstance(verdict, int):
-                    data = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ServiceUnavailable</Code>'
-                            b"<Message>injected by FaultProxy</Message></Error>")
+                    data = (
+                        b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ServiceUnavailable</Code>'
+                        b"<Message>injected by FaultProxy</Message></Error>"
+                    )
                     self.send_response(verdict)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(data)))
@@ -142,8 +140,14 @@ class FaultProxy:
                     up.close()
                 self.send_response(resp.status, resp.reason)
                 for k, v in resp.getheaders():
-                    if k.lower() not in ("transfer-encoding", "connection", "content-length", "keep-alive",
-                                         "server", "date"):
+                    if k.lower() not in (
+                        "transfer-encoding",
+                        "connection",
+                        "content-length",
+                        "keep-alive",
+                        "server",
+                        "date",
+                    ):
                         self.send_header(k, v)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -168,5 +172,8 @@ class FaultProxy:
 
     def count(self, verdict: int | str | None = None, method: str | None = None, suffix: str = "") -> int:
         with self.lock:
-            return sum(1 for m, p, v in self.seen if v == verdict and (method is None or m == method)
-                       and p.split("?", 1)[0].endswith(suffix))
+            return sum(
+                1
+                for m, p, v in self.seen
+                if v == verdict and (method is None or m == method) and p.split("?", 1)[0].endswith(suffix)
+            )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +40,11 @@ NAMESPACED_RULES = (
     | {("", "pods", v) for v in ("get", "list", "watch", "create", "delete")}
     | {(g, "events", v) for g in ("", "events.k8s.io") for v in ("create", "patch")}
 )
-CLUSTER_RULES = NAMESPACED_RULES | {("", "namespaces", v) for v in ("list", "watch")} | {
-    ("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch", "get")}
+CLUSTER_RULES = (
+    NAMESPACED_RULES
+    | {("", "namespaces", v) for v in ("list", "watch")}
+    | {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch", "get")}
+)
 
 PROMETHEUS = {"release": "prometheus"}
 SCENARIOS: dict[str, dict[str, Any]] = {
@@ -51,8 +54,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "monitors": {
         "serviceMonitor": {"enabled": True, "additionalLabels": PROMETHEUS, "interval": "15s"},
         "podMonitor": {"enabled": True, "additionalLabels": PROMETHEUS, "interval": "10s"},
-        "dashboard": {"label": "grafana_dashboard_mcpfleet", "labelValue": "yes", "namespace": "monitoring",
-                      "annotations": {"grafana_folder": "mcpfleet"}},
+        "dashboard": {
+            "label": "grafana_dashboard_mcpfleet",
+            "labelValue": "yes",
+            "namespace": "monitoring",
+            "annotations": {"grafana_folder": "mcpfleet"},
+        },
     },
     "monitors-cluster-wide": {
         "clusterWide": True,
@@ -63,18 +70,37 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "egress": {
         "watchNamespaces": ["evals-a"],
         "networkPolicy": {
-            "llmEndpoints": [{"cidr": "203.0.113.0/24", "ports": [443]},
-                             {"cidr": "10.96.12.7/32", "ports": [{"port": 4000, "protocol": "TCP"}]}],
-            "s3Endpoints": [{"cidr": "52.216.0.0/15", "except": ["52.216.8.0/24"], "ports": [443]},
-                            {"cidr": "10.20.0.0/16", "ports": [{"port": 9000, "endPort": 9001}]}],
-            "extraEgress": [{"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "evals-a"}},
-                                     "podSelector": {"matchLabels": {"app": "scripted-model"}}}],
-                             "ports": [{"protocol": "TCP", "port": 8080}]}],
+            "llmEndpoints": [
+                {"cidr": "203.0.113.0/24", "ports": [443]},
+                {"cidr": "10.96.12.7/32", "ports": [{"port": 4000, "protocol": "TCP"}]},
+            ],
+            "s3Endpoints": [
+                {"cidr": "52.216.0.0/15", "except": ["52.216.8.0/24"], "ports": [443]},
+                {"cidr": "10.20.0.0/16", "ports": [{"port": 9000, "endPort": 9001}]},
+            ],
+            "extraEgress": [
+                {
+                    "to": [
+                        {
+                            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "evals-a"}},
+                            "podSelector": {"matchLabels": {"app": "scripted-model"}},
+                        }
+                    ],
+                    "ports": [{"protocol": "TCP", "port": 8080}],
+                }
+            ],
         },
     },
     # null deletes a default (Helm's coalescing); an empty map would be merged into the default instead.
-    "custom-dns": {"networkPolicy": {"dns": {"namespaceSelector": None, "podSelector": {
-        "matchLabels": {"k8s-app": "node-local-dns"}}, "ports": [{"port": 53, "protocol": "UDP"}]}}},
+    "custom-dns": {
+        "networkPolicy": {
+            "dns": {
+                "namespaceSelector": None,
+                "podSelector": {"matchLabels": {"k8s-app": "node-local-dns"}},
+                "ports": [{"port": 53, "protocol": "UDP"}],
+            }
+        }
+    },
     "deny-all-egress": {"networkPolicy": {"dns": {"enabled": False}}},
     "network-policy-off": {"networkPolicy": {"enabled": False}},
     "dashboard-off": {"dashboard": {"enabled": False}, "metrics": {"service": {"enabled": False}}},
@@ -82,26 +108,44 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "fullnameOverride": "fleet",
         "image": {"repository": "registry.example.com/mcpfleet/operator", "tag": "1.2.3", "pullPolicy": "Always"},
         "imagePullSecrets": ["regcred"],
-        "runner": {"image": {"repository": "registry.example.com/mcpfleet/runner", "digest": "sha256:" + "b" * 64},
-                   "metricsPort": 9200},
-        "sidecarImages": {"filesystem": {"repository": "registry.example.com/mcpfleet/mcp-filesystem", "tag": "2.0"},
-                          "postgres": {"repository": "registry.example.com/mcpfleet/mcp-postgres", "tag": "16-1"}},
-        "operator": {"maxPods": 1000000, "createRate": 0.5, "statusInterval": 5, "podGraceSeconds": 60,
-                     "scriptedUrl": "http://scripted.evals.svc:8080/v1", "extraEnv": [{"name": "X", "value": "y"}]},
+        "runner": {
+            "image": {"repository": "registry.example.com/mcpfleet/runner", "digest": "sha256:" + "b" * 64},
+            "metricsPort": 9200,
+        },
+        "sidecarImages": {
+            "filesystem": {"repository": "registry.example.com/mcpfleet/mcp-filesystem", "tag": "2.0"},
+            "postgres": {"repository": "registry.example.com/mcpfleet/mcp-postgres", "tag": "16-1"},
+        },
+        "operator": {
+            "maxPods": 1000000,
+            "createRate": 0.5,
+            "statusInterval": 5,
+            "podGraceSeconds": 60,
+            "scriptedUrl": "http://scripted.evals.svc:8080/v1",
+            "extraEnv": [{"name": "X", "value": "y"}],
+        },
         "metrics": {"port": 9091},
         "s3": {"credentialsSecret": "operator-s3", "region": "eu-west-1"},
-        "serviceAccount": {"name": "fleet-operator", "annotations": {
-            "eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/mcpfleet"}},
+        "serviceAccount": {
+            "name": "fleet-operator",
+            "annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/mcpfleet"},
+        },
         "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "2Gi"}},
         "nodeSelector": {"kubernetes.io/arch": "amd64"},
         "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "evals", "effect": "NoSchedule"}],
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["evals"]}]}]}}},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["evals"]}]}
+                    ]
+                }
+            }
+        },
         "podAnnotations": {"example.com/team": "evals"},
         "priorityClassName": "system-cluster-critical",
     },
 }
-
 
 
 def helm() -> Any:
@@ -120,13 +164,14 @@ def chart() -> Any:
         yield loaded
 
 
-@lru_cache(maxsize=None)
+@cache
 def _render(name: str) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
     with helm().Chart.load(CHART) as loaded:
         values = loaded.merge_values(copy.deepcopy(SCENARIOS[name]))
         out = loaded.render(copy.deepcopy(SCENARIOS[name]), name=RELEASE, namespace=NAMESPACE)
-    docs = [d for path, text in sorted(out.items()) if not path.endswith("NOTES.txt")
-            for d in yaml.safe_load_all(text) if d]
+    docs = [
+        d for path, text in sorted(out.items()) if not path.endswith("NOTES.txt") for d in yaml.safe_load_all(text) if d
+    ]
     notes = next((text for path, text in out.items() if path.endswith("NOTES.txt")), "")
     return values, docs, notes
 
@@ -188,8 +233,17 @@ def check_monitor(doc: dict[str, Any], kind: str, endpoints_key: str) -> None:
     assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", doc["metadata"]["name"])
     assert doc["metadata"].get("namespace")
     spec = doc["spec"]
-    known = {"jobLabel", "namespaceSelector", "selector", endpoints_key, "podTargetLabels", "targetLabels",
-             "sampleLimit", "targetLimit", "attachMetadata"}
+    known = {
+        "jobLabel",
+        "namespaceSelector",
+        "selector",
+        endpoints_key,
+        "podTargetLabels",
+        "targetLabels",
+        "sampleLimit",
+        "targetLimit",
+        "attachMetadata",
+    }
     assert set(spec) <= known, f"unknown {kind} spec fields: {set(spec) - known}"
     selector = spec["selector"]
     assert set(selector) <= {"matchLabels", "matchExpressions"} and selector.get("matchLabels")
@@ -199,8 +253,16 @@ def check_monitor(doc: dict[str, Any], kind: str, endpoints_key: str) -> None:
     endpoints = spec[endpoints_key]
     assert isinstance(endpoints, list) and endpoints
     for ep in endpoints:
-        assert set(ep) <= {"port", "path", "scheme", "interval", "scrapeTimeout", "relabelings",
-                           "metricRelabelings", "honorLabels"}, ep
+        assert set(ep) <= {
+            "port",
+            "path",
+            "scheme",
+            "interval",
+            "scrapeTimeout",
+            "relabelings",
+            "metricRelabelings",
+            "honorLabels",
+        }, ep
         assert ep["port"] == "metrics" and ep["path"] == "/metrics" and ep["scheme"] == "http"
         for key in ("interval", "scrapeTimeout"):
             assert DURATION.match(str(ep[key])), f"{kind} {key}: {ep[key]!r} is not a Prometheus duration"
@@ -220,7 +282,8 @@ def test_crd_copy_in_sync() -> None:
     """Helm installs charts/mcpfleet/crds/; it must be the generated CRD, byte for byte."""
     assert CHART_CRD_FILE.read_bytes() == CRD_FILE.read_bytes(), (
         "charts/mcpfleet/crds/evalrun.yaml differs from crds/evalrun.yaml (generated by `mcpfleet crd`). "
-        "Sync it: cp crds/evalrun.yaml charts/mcpfleet/crds/evalrun.yaml")
+        "Sync it: cp crds/evalrun.yaml charts/mcpfleet/crds/evalrun.yaml"
+    )
 
 
 def test_helm_sees_the_crd(chart: Any) -> None:
@@ -234,8 +297,9 @@ def test_helm_sees_the_crd(chart: Any) -> None:
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_lint_strict(scenario: str) -> None:
-    report = helm().lint(CHART, copy.deepcopy(SCENARIOS[scenario]), strict=True, namespace=NAMESPACE,
-                       kube_version=f"v{K8S_VERSION}")
+    report = helm().lint(
+        CHART, copy.deepcopy(SCENARIOS[scenario]), strict=True, namespace=NAMESPACE, kube_version=f"v{K8S_VERSION}"
+    )
     problems = [m for m in report["messages"] if m["severity"] >= 2]
     assert not problems and not report["errors"], json.dumps(report, indent=1)
 
@@ -359,7 +423,11 @@ def test_operator_env_carries_the_settings(scenario: str) -> None:
     assert settings.runner_image == image_ref(values["runner"]["image"])
     assert settings.sidecar_images == sidecars
     assert (settings.max_pods, settings.create_rate, settings.status_interval, settings.pod_grace_seconds) == (
-        op["maxPods"], op["createRate"], op["statusInterval"], op["podGraceSeconds"])
+        op["maxPods"],
+        op["createRate"],
+        op["statusInterval"],
+        op["podGraceSeconds"],
+    )
     assert settings.scripted_url == (op["scriptedUrl"] or None)
     if "metrics_port" in OperatorSettings.model_fields:
         assert settings.metrics_port == values["runner"]["metricsPort"]
@@ -368,10 +436,14 @@ def test_operator_env_carries_the_settings(scenario: str) -> None:
     # S3 credentials of the operator: by reference only.
     s3 = values["s3"]
     if s3["credentialsSecret"]:
-        for var, key in (("AWS_ACCESS_KEY_ID", s3["accessKeyIdKey"]),
-                         ("AWS_SECRET_ACCESS_KEY", s3["secretAccessKeyKey"])):
-            assert env[var] == {"name": var, "valueFrom": {"secretKeyRef": {
-                "name": s3["credentialsSecret"], "key": key}}}
+        for var, key in (
+            ("AWS_ACCESS_KEY_ID", s3["accessKeyIdKey"]),
+            ("AWS_SECRET_ACCESS_KEY", s3["secretAccessKeyKey"]),
+        ):
+            assert env[var] == {
+                "name": var,
+                "valueFrom": {"secretKeyRef": {"name": s3["credentialsSecret"], "key": key}},
+            }
     else:
         assert "AWS_ACCESS_KEY_ID" not in env and "AWS_SECRET_ACCESS_KEY" not in env
     assert plain.get("AWS_DEFAULT_REGION", "") == s3["region"]
@@ -421,8 +493,11 @@ def test_rbac_is_least_privilege(scenario: str) -> None:
         assert not roles and not bindings
         assert len(croles) == len(cbindings) == 1
         assert rule_triples(croles[0]["rules"], "ClusterRole") == CLUSTER_RULES
-        assert cbindings[0]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                           "name": croles[0]["metadata"]["name"]}
+        assert cbindings[0]["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": croles[0]["metadata"]["name"],
+        }
         assert cbindings[0]["subjects"] == subject
     else:
         assert not croles and not cbindings, "namespaced mode must not grant anything cluster-wide"
@@ -432,12 +507,16 @@ def test_rbac_is_least_privilege(scenario: str) -> None:
         for role in roles:
             ns = role["metadata"]["namespace"]
             assert rule_triples(role["rules"], f"Role {ns}") == NAMESPACED_RULES
-            assert by_ns[ns]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                            "name": role["metadata"]["name"]}
+            assert by_ns[ns]["roleRef"] == {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": role["metadata"]["name"],
+            }
             assert by_ns[ns]["subjects"] == subject
     for role in roles + croles:
-        assert not any(r in ("secrets", "configmaps") for _, r, _ in rule_triples(role["rules"], "")), \
+        assert not any(r in ("secrets", "configmaps") for _, r, _ in rule_triples(role["rules"], "")), (
             "the operator must not read Secrets: the kubelet resolves secretKeyRefs"
+        )
 
 
 # ------------------------------------------------------------------------------------------------ NetworkPolicy
@@ -448,8 +527,13 @@ def expected_egress(np: dict[str, Any]) -> list[dict[str, Any]]:
         out = []
         for p in items:
             p = {"port": p} if isinstance(p, int) else dict(p)
-            out.append({"protocol": p.get("protocol", "TCP"), "port": p["port"],
-                        **({"endPort": p["endPort"]} if p.get("endPort") else {})})
+            out.append(
+                {
+                    "protocol": p.get("protocol", "TCP"),
+                    "port": p["port"],
+                    **({"endPort": p["endPort"]} if p.get("endPort") else {}),
+                }
+            )
         return out
 
     rules: list[dict[str, Any]] = []
@@ -482,14 +566,24 @@ def test_network_policy_denies_egress_but_the_allow_list(scenario: str) -> None:
             assert all(peer for peer in rule["to"]), f"an empty peer allows every destination: {rule}"
     if scenario == "defaults":
         (policy,) = policies
-        assert policy["spec"]["egress"] == [{
-            "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
-            "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}]
+        assert policy["spec"]["egress"] == [
+            {
+                "to": [
+                    {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                    }
+                ],
+                "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+            }
+        ]
     if scenario == "custom-dns":
-        assert policies[0]["spec"]["egress"] == [{
-            "to": [{"podSelector": {"matchLabels": {"k8s-app": "node-local-dns"}}}],
-            "ports": [{"protocol": "UDP", "port": 53}]}]
+        assert policies[0]["spec"]["egress"] == [
+            {
+                "to": [{"podSelector": {"matchLabels": {"k8s-app": "node-local-dns"}}}],
+                "ports": [{"protocol": "UDP", "port": 53}],
+            }
+        ]
     if scenario == "deny-all-egress":
         assert all(p["spec"]["egress"] == [] for p in policies)
     if scenario == "egress":
@@ -506,6 +600,7 @@ def test_selectors_match_the_pods_the_operator_creates(tmp_path: Path) -> None:
     """Trial pods built by operator/manifests.py from the settings the chart sets are what the NetworkPolicy and
     the PodMonitor select, with the images from values and the metrics port the PodMonitor scrapes."""
     from conftest import make_tiny_pack
+
     from mcpfleet.operator.manifests import trial_pod
     from mcpfleet.operator.settings import OperatorSettings
     from mcpfleet.runner.plan import plan
@@ -513,10 +608,18 @@ def test_selectors_match_the_pods_the_operator_creates(tmp_path: Path) -> None:
     from mcpfleet.runner.tasks import bundled_root
 
     pack = make_tiny_pack(tmp_path / "pack")
-    run = parse_evalrun({"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun",
-                         "metadata": {"name": "r", "namespace": "evals-a", "uid": "u-1"},
-                         "spec": {"models": [{"name": "m", "model": "scripted/oracle"}], "tasks": {"path": str(pack)},
-                                  "output": {"uri": "s3://mcpfleet-results/runs"}}})
+    run = parse_evalrun(
+        {
+            "apiVersion": "mcpfleet.io/v1alpha1",
+            "kind": "EvalRun",
+            "metadata": {"name": "r", "namespace": "evals-a", "uid": "u-1"},
+            "spec": {
+                "models": [{"name": "m", "model": "scripted/oracle"}],
+                "tasks": {"path": str(pack)},
+                "output": {"uri": "s3://mcpfleet-results/runs"},
+            },
+        }
+    )
     for scenario in ("egress", "custom-images", "monitors"):
         values, docs = rendered(scenario)
         settings = OperatorSettings.from_env(plain_env(operator_container(docs)))
@@ -531,8 +634,9 @@ def test_selectors_match_the_pods_the_operator_creates(tmp_path: Path) -> None:
         for monitor in of_kind(docs, "PodMonitor"):
             assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
             names = {p["name"]: p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
-            assert names.get("metrics") == values["runner"]["metricsPort"], \
+            assert names.get("metrics") == values["runner"]["metricsPort"], (
                 "the runner container must expose the port named `metrics` that the PodMonitor scrapes"
+            )
 
 
 # ------------------------------------------------------------------------------------------------ monitoring
@@ -547,8 +651,14 @@ def test_metrics_service_and_monitors(scenario: str) -> None:
     if services:
         (svc,) = services
         assert svc["spec"]["selector"].items() <= pod_labels.items()
-        assert svc["spec"]["ports"] == [{"name": "metrics", "port": values["metrics"]["service"]["port"],
-                                         "targetPort": "metrics", "protocol": "TCP"}]
+        assert svc["spec"]["ports"] == [
+            {
+                "name": "metrics",
+                "port": values["metrics"]["service"]["port"],
+                "targetPort": "metrics",
+                "protocol": "TCP",
+            }
+        ]
         assert "metrics" in {p["name"] for p in operator_container(docs)["ports"]}
     for sm in of_kind(docs, "ServiceMonitor"):
         sm_values = values["serviceMonitor"]
@@ -595,25 +705,33 @@ def test_dashboard_configmap(scenario: str) -> None:
 
 def test_notes_give_next_steps() -> None:
     notes = _render("defaults")[2]
-    for needle in ("kubectl -n evals apply -f examples/evalrun.yaml", "kubectl -n evals get evalruns",
-                   "create secret generic llm-keys", "--from-literal=openai=", "create secret generic s3-credentials",
-                   "uri: s3://mcpfleet-results/runs"):
+    for needle in (
+        "kubectl -n evals apply -f examples/evalrun.yaml",
+        "kubectl -n evals get evalruns",
+        "create secret generic llm-keys",
+        "--from-literal=openai=",
+        "create secret generic s3-credentials",
+        "uri: s3://mcpfleet-results/runs",
+    ):
         assert needle in notes, needle
     notes = _render("custom-images")[2]
     assert "create secret generic operator-s3" in notes
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"clusterwide": True}, "additional properties 'clusterwide' not allowed"),
-    ({"watchNamespaces": "team-a"}, "want array"),
-    ({"watchNamespaces": ["Team_A"]}, "watchNamespaces/0"),
-    ({"operator": {"maxPods": 0}}, "maxPods"),
-    ({"operator": {"createRate": 0}}, "createRate"),
-    ({"image": {"repository": "x", "tag": "latest"}}, "/image/tag"),
-    ({"networkPolicy": {"llmEndpoints": [{"ports": [443]}]}}, "cidr"),
-    ({"serviceMonitor": {"enabled": True}, "metrics": {"service": {"enabled": False}}}, "metrics.service.enabled"),
-    ({"networkPolicy": {"dns": {"namespaceSelector": None, "podSelector": None}}}, "namespaceSelector"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"clusterwide": True}, "additional properties 'clusterwide' not allowed"),
+        ({"watchNamespaces": "team-a"}, "want array"),
+        ({"watchNamespaces": ["Team_A"]}, "watchNamespaces/0"),
+        ({"operator": {"maxPods": 0}}, "maxPods"),
+        ({"operator": {"createRate": 0}}, "createRate"),
+        ({"image": {"repository": "x", "tag": "latest"}}, "/image/tag"),
+        ({"networkPolicy": {"llmEndpoints": [{"ports": [443]}]}}, "cidr"),
+        ({"serviceMonitor": {"enabled": True}, "metrics": {"service": {"enabled": False}}}, "metrics.service.enabled"),
+        ({"networkPolicy": {"dns": {"namespaceSelector": None, "podSelector": None}}}, "namespaceSelector"),
+    ],
+)
 def test_bad_values_are_rejected(chart: Any, bad: dict[str, Any], message: str) -> None:
     with pytest.raises(helm().HelmError) as exc:
         chart.render(bad, name=RELEASE, namespace=NAMESPACE)

@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import yaml
-
 from conftest import REPO, TASKS
+
 from mcpfleet.runner.tasks import discover
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
@@ -18,8 +18,15 @@ BUNDLED = discover(TASKS)
 
 def cli(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # a pipe, as in CI or `| grep`
-    return subprocess.run([str(MCPFLEET), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(MCPFLEET), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def flat(text: str) -> str:
@@ -29,8 +36,11 @@ def flat(text: str) -> str:
 
 def evalrun(tmp_path: Path, spec: dict, name: str = "cli") -> Path:
     path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun",
-                                    "metadata": {"name": name}, "spec": spec}))
+    path.write_text(
+        yaml.safe_dump(
+            {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": name}, "spec": spec}
+        )
+    )
     return path
 
 
@@ -39,8 +49,9 @@ def test_validate_quickstart_prints_the_plan_size() -> None:
     assert n == 15
     out = cli("validate", "examples/quickstart.yaml")
     assert out.returncode == 0, out.stderr
-    assert f"examples/quickstart.yaml: valid; 2 model(s) x {n} task(s) x 1 attempt(s) = {2 * n} trials" \
-        in flat(out.stdout)
+    assert f"examples/quickstart.yaml: valid; 2 model(s) x {n} task(s) x 1 attempt(s) = {2 * n} trials" in flat(
+        out.stdout
+    )
 
 
 def test_validate_invalid_file_names_the_field_and_exits_2(tmp_path: Path) -> None:
@@ -63,8 +74,10 @@ def test_validate_missing_file_is_a_clean_error(tmp_path: Path) -> None:
 def test_error_messages_are_printed_verbatim_not_as_rich_markup(tmp_path: Path) -> None:
     """Messages go through rich: unescaped, '[a-z0-9]' in a pattern was eaten as a style tag and the user
     was told the wrong pattern ('^([-.a-z0-9]*)?$') before 5204db7."""
-    path = evalrun(tmp_path, {"models": [{"name": "m", "model": "openai/gpt-5",
-                                          "apiKeySecretRef": {"name": "Bad_Name", "key": "k"}}]})
+    path = evalrun(
+        tmp_path,
+        {"models": [{"name": "m", "model": "openai/gpt-5", "apiKeySecretRef": {"name": "Bad_Name", "key": "k"}}]},
+    )
     out = cli("validate", str(path))
     assert out.returncode == 2
     assert "spec.models[0].apiKeySecretRef.name: must match ^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$" in flat(out.stderr)
@@ -85,10 +98,17 @@ def test_tasks_list_prints_whole_task_ids_off_a_terminal() -> None:
     assert not missing, out.stdout
 
 
-def test_trial_prints_one_json_line_and_writes_the_record(tmp_path: Path, session_pack: Path,
-                                                          scripted_url: str) -> None:
-    path = evalrun(tmp_path, {"models": [{"name": "oracle", "model": "scripted/oracle"}],
-                              "tasks": {"path": str(session_pack)}, "output": {"uri": str(tmp_path / "runs")}})
+def test_trial_prints_one_json_line_and_writes_the_record(
+    tmp_path: Path, session_pack: Path, scripted_url: str
+) -> None:
+    path = evalrun(
+        tmp_path,
+        {
+            "models": [{"name": "oracle", "model": "scripted/oracle"}],
+            "tasks": {"path": str(session_pack)},
+            "output": {"uri": str(tmp_path / "runs")},
+        },
+    )
     task = "filesystem/standard/tiny/move_todo_1"
     out = cli("trial", str(path), "--model", "oracle", "--task", task, "--scripted-url", scripted_url)
     assert out.returncode == 0, out.stderr
@@ -105,8 +125,14 @@ def test_trial_prints_one_json_line_and_writes_the_record(tmp_path: Path, sessio
 
 
 def test_trial_not_in_the_plan_exits_2(tmp_path: Path, session_pack: Path) -> None:
-    path = evalrun(tmp_path, {"models": [{"name": "oracle", "model": "scripted/oracle"}],
-                              "tasks": {"path": str(session_pack)}, "output": {"uri": str(tmp_path / "runs")}})
+    path = evalrun(
+        tmp_path,
+        {
+            "models": [{"name": "oracle", "model": "scripted/oracle"}],
+            "tasks": {"path": str(session_pack)},
+            "output": {"uri": str(tmp_path / "runs")},
+        },
+    )
     out = cli("trial", str(path), "--model", "other", "--task", "filesystem/standard/tiny/move_todo_0")
     assert out.returncode == 2
     assert "no trial (model=other, task=filesystem/standard/tiny/move_todo_0, attempt=1)" in flat(out.stderr)

@@ -5,17 +5,24 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
 
-from mcpfleet.runner.crd import (CRD_NAME, build_crd, openapi_schema, openapi_to_jsonschema,
-                                 render_crd_yaml, to_structural)
+from mcpfleet.runner.crd import (
+    CRD_NAME,
+    build_crd,
+    openapi_schema,
+    openapi_to_jsonschema,
+    render_crd_yaml,
+    to_structural,
+)
 from mcpfleet.runner.spec import SpecError, parse_evalrun, spec_hash
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,41 +30,78 @@ CRD_FILE = ROOT / "crds" / "evalrun.yaml"
 EXAMPLES = ROOT / "examples"
 
 # Keys a Kubernetes JSONSchemaProps node may have (minus the ones structural schemas forbid).
-_K8S_KEYS = set(json.loads(
-    resources.files("kubernetes_validate").joinpath(
-        "kubernetes-json-schema/v1.30.0-local-strict/jsonschemaprops-apiextensions-v1.json").read_text()
-)["properties"])
+_K8S_KEYS = set(
+    json.loads(
+        resources.files("kubernetes_validate")
+        .joinpath("kubernetes-json-schema/v1.30.0-local-strict/jsonschemaprops-apiextensions-v1.json")
+        .read_text()
+    )["properties"]
+)
 _FORBIDDEN = {"$ref", "$schema", "definitions", "title", "const", "anyOf", "oneOf", "allOf", "not", "id"}
 
 
 def minimal() -> dict[str, Any]:
-    return {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "t"},
-            "spec": {"models": [{"name": "m", "model": "scripted/oracle"}]}}
+    return {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "t"},
+        "spec": {"models": [{"name": "m", "model": "scripted/oracle"}]},
+    }
 
 
 def full() -> dict[str, Any]:
     """Every field of every spec object set, so a field missing from the CRD shows up."""
     return {
-        "apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun",
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
         "metadata": {"name": "full", "namespace": "evals", "labels": {"team": "x"}, "annotations": {"a": "b"}},
         "spec": {
             "models": [
-                {"name": "a", "model": "openai/gpt-5", "apiBase": "http://llm:8000/v1", "apiKeyEnv": "OPENAI_API_KEY",
-                 "params": {"temperature": 0.7, "topP": 0.9, "maxTokens": 2048, "reasoningEffort": "low", "seed": 7},
-                 "concurrency": 3},
-                {"name": "b", "model": "anthropic/claude", "apiKeySecretRef": {"name": "llm-keys", "key": "anthropic"},
-                 "apiBase": None, "apiKeyEnv": None, "concurrency": None,
-                 "params": {"temperature": None, "topP": None, "maxTokens": None, "seed": None}},
+                {
+                    "name": "a",
+                    "model": "openai/gpt-5",
+                    "apiBase": "http://llm:8000/v1",
+                    "apiKeyEnv": "OPENAI_API_KEY",
+                    "params": {"temperature": 0.7, "topP": 0.9, "maxTokens": 2048, "reasoningEffort": "low", "seed": 7},
+                    "concurrency": 3,
+                },
+                {
+                    "name": "b",
+                    "model": "anthropic/claude",
+                    "apiKeySecretRef": {"name": "llm-keys", "key": "anthropic"},
+                    "apiBase": None,
+                    "apiKeyEnv": None,
+                    "concurrency": None,
+                    "params": {"temperature": None, "topP": None, "maxTokens": None, "seed": None},
+                },
             ],
-            "tasks": {"path": "tasks", "statesPath": "states", "services": ["filesystem"], "difficulties": ["easy"],
-                      "categories": ["c"], "include": ["filesystem/*"], "exclude": ["*/x"]},
-            "attempts": 4, "agent": "oracle",
-            "limits": {"maxTurns": 50, "timeoutSeconds": 60, "toolCallTimeoutSeconds": 5,
-                       "verifierTimeoutSeconds": 30, "llmRetries": 0, "llmTimeoutSeconds": 60},
+            "tasks": {
+                "path": "tasks",
+                "statesPath": "states",
+                "services": ["filesystem"],
+                "difficulties": ["easy"],
+                "categories": ["c"],
+                "include": ["filesystem/*"],
+                "exclude": ["*/x"],
+            },
+            "attempts": 4,
+            "agent": "oracle",
+            "limits": {
+                "maxTurns": 50,
+                "timeoutSeconds": 60,
+                "toolCallTimeoutSeconds": 5,
+                "verifierTimeoutSeconds": 30,
+                "llmRetries": 0,
+                "llmTimeoutSeconds": 60,
+            },
             "concurrency": {"total": 8, "perModel": 4},
             "retries": {"limit": 0, "backoffSeconds": 0.5},
-            "output": {"uri": "s3://bucket/prefix", "endpointUrl": "http://minio:9000", "region": "eu-west-1",
-                       "credentialsSecretRef": "s3-credentials"},
+            "output": {
+                "uri": "s3://bucket/prefix",
+                "endpointUrl": "http://minio:9000",
+                "region": "eu-west-1",
+                "credentialsSecretRef": "s3-credentials",
+            },
             "suspend": True,
         },
         "status": {"phase": "Running", "progress": "1/8", "anything": {"goes": [1]}},
@@ -97,7 +141,8 @@ def nodes(schema: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[st
 
 def test_crd_file_is_up_to_date() -> None:
     assert CRD_FILE.read_text().rstrip("\n") == render_crd_yaml().rstrip("\n"), (
-        "crds/evalrun.yaml is stale; regenerate it with: mcpfleet crd > crds/evalrun.yaml")
+        "crds/evalrun.yaml is stale; regenerate it with: mcpfleet crd > crds/evalrun.yaml"
+    )
     assert render_crd_yaml().startswith("# Generated by `mcpfleet crd` from runner/spec.py; do not edit.\n")
     assert yaml.safe_load(CRD_FILE.read_text()) == build_crd()
 
@@ -112,14 +157,23 @@ def test_crd_shape() -> None:
     assert crd["metadata"]["name"] == CRD_NAME == "evalruns.mcpfleet.io"
     spec = crd["spec"]
     assert spec["group"] == "mcpfleet.io" and spec["scope"] == "Namespaced"
-    assert spec["names"] == {"kind": "EvalRun", "listKind": "EvalRunList", "plural": "evalruns",
-                             "singular": "evalrun", "shortNames": ["er"]}
+    assert spec["names"] == {
+        "kind": "EvalRun",
+        "listKind": "EvalRunList",
+        "plural": "evalruns",
+        "singular": "evalrun",
+        "shortNames": ["er"],
+    }
     (version,) = spec["versions"]
     assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
     assert version["subresources"] == {"status": {}}
     columns = {c["name"]: (c["type"], c["jsonPath"]) for c in version["additionalPrinterColumns"]}
-    assert columns == {"Phase": ("string", ".status.phase"), "Progress": ("string", ".status.progress"),
-                       "Pass@1": ("string", ".status.passAt1"), "Age": ("date", ".metadata.creationTimestamp")}
+    assert columns == {
+        "Phase": ("string", ".status.phase"),
+        "Progress": ("string", ".status.progress"),
+        "Pass@1": ("string", ".status.passAt1"),
+        "Age": ("date", ".metadata.creationTimestamp"),
+    }
     root = version["schema"]["openAPIV3Schema"]
     assert root["required"] == ["spec"]
     assert root["properties"]["metadata"] == {"type": "object"}
@@ -150,7 +204,9 @@ def test_constraints_survive_conversion() -> None:
     assert spec["models"]["minItems"] == 1 and spec["models"]["items"]["required"] == ["name", "model"]
     assert model["name"]["pattern"] == "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" and model["name"]["maxLength"] == 40
     assert model["apiBase"]["nullable"] is True and model["apiBase"]["type"] == "string"
-    assert model["params"]["properties"]["topP"].items() >= {"minimum": 0, "exclusiveMinimum": True, "maximum": 1}.items()
+    assert (
+        model["params"]["properties"]["topP"].items() >= {"minimum": 0, "exclusiveMinimum": True, "maximum": 1}.items()
+    )
     assert spec["agent"]["enum"] == ["mcpfleet", "oracle", "noop"] and spec["agent"]["default"] == "mcpfleet"
     assert spec["limits"]["properties"]["maxTurns"]["default"] == 100
     assert model["apiKeySecretRef"]["description"].startswith("Kubernetes Secret key")  # outer text wins over $ref's
@@ -187,27 +243,31 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
         for p in parents:
             node = node[int(p)] if p.isdigit() else node[p]
         node[last] = value
+
     return mutate
 
 
-@pytest.mark.parametrize(("path", "value"), [
-    ("spec.attempts", 0),
-    ("spec.attempts", 101),
-    ("spec.attempts", "4"),
-    ("spec.models", []),
-    ("spec.models.0.name", "GPT_5"),
-    ("spec.models.0.model", ""),
-    ("spec.models.0.params", {"topP": 0}),
-    ("spec.models.0.params", {"temperature": 2.5}),
-    ("spec.models.0.params", {"reasoningEffort": "max"}),
-    ("spec.models.0.apiKeyEnv", "1BAD"),
-    ("spec.models.0.apiKeySecretRef", {"name": "s"}),
-    ("spec.agent", "human"),
-    ("spec.concurrency", {"total": 0}),
-    ("spec.limits", {"maxTurns": 0}),
-    ("spec.retries", {"limit": -1}),
-    ("spec.suspend", "yes"),
-])
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("spec.attempts", 0),
+        ("spec.attempts", 101),
+        ("spec.attempts", "4"),
+        ("spec.models", []),
+        ("spec.models.0.name", "GPT_5"),
+        ("spec.models.0.model", ""),
+        ("spec.models.0.params", {"topP": 0}),
+        ("spec.models.0.params", {"temperature": 2.5}),
+        ("spec.models.0.params", {"reasoningEffort": "max"}),
+        ("spec.models.0.apiKeyEnv", "1BAD"),
+        ("spec.models.0.apiKeySecretRef", {"name": "s"}),
+        ("spec.agent", "human"),
+        ("spec.concurrency", {"total": 0}),
+        ("spec.limits", {"maxTurns": 0}),
+        ("spec.retries", {"limit": -1}),
+        ("spec.suspend", "yes"),
+    ],
+)
 def test_invalid_values_are_rejected_by_the_crd_schema(path: str, value: Any) -> None:
     doc = minimal()
     _set(path, value)(doc)
@@ -255,8 +315,14 @@ def _apply_defaults(schema: dict[str, Any], obj: Any) -> Any:
 
 def test_api_server_defaults_agree_with_pydantic_defaults() -> None:
     doc = minimal()
-    doc["spec"].update(tasks={}, limits={}, concurrency={}, retries={}, output={}, models=[
-        {"name": "m", "model": "scripted/oracle", "params": {}}])
+    doc["spec"].update(
+        tasks={},
+        limits={},
+        concurrency={},
+        retries={},
+        output={},
+        models=[{"name": "m", "model": "scripted/oracle", "params": {}}],
+    )
     defaulted = _apply_defaults(openapi_schema(), copy.deepcopy(doc))
     assert defaulted["spec"]["limits"]["maxTurns"] == 100 and defaulted["spec"]["agent"] == "mcpfleet"
     assert errors(defaulted, strict=True) == []
@@ -266,17 +332,34 @@ def test_api_server_defaults_agree_with_pydantic_defaults() -> None:
 
 
 def test_converter_rules() -> None:
-    defs = {"Ref": {"type": "object", "title": "Ref", "description": "inner", "additionalProperties": False,
-                    "properties": {"x": {"type": "integer", "minimum": 1, "default": 0, "title": "X"}}}}
-    node = to_structural({"anyOf": [{"$ref": "#/$defs/Ref"}, {"type": "null"}], "description": "outer",
-                          "default": None}, defs)
-    assert node == {"type": "object", "description": "outer", "nullable": True,
-                    "properties": {"x": {"type": "integer", "minimum": 1}}}  # invalid default 0 dropped
+    defs = {
+        "Ref": {
+            "type": "object",
+            "title": "Ref",
+            "description": "inner",
+            "additionalProperties": False,
+            "properties": {"x": {"type": "integer", "minimum": 1, "default": 0, "title": "X"}},
+        }
+    }
+    node = to_structural(
+        {"anyOf": [{"$ref": "#/$defs/Ref"}, {"type": "null"}], "description": "outer", "default": None}, defs
+    )
+    assert node == {
+        "type": "object",
+        "description": "outer",
+        "nullable": True,
+        "properties": {"x": {"type": "integer", "minimum": 1}},
+    }  # invalid default 0 dropped
     assert to_structural({"type": "string", "const": "v"}, {}) == {"type": "string", "enum": ["v"]}
     assert to_structural({"type": "object", "additionalProperties": True}, {}) == {
-        "type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+    }
     assert to_structural({"type": "number", "exclusiveMaximum": 1}, {}) == {
-        "type": "number", "maximum": 1, "exclusiveMaximum": True}
+        "type": "number",
+        "maximum": 1,
+        "exclusiveMaximum": True,
+    }
     with pytest.raises(ValueError, match="structural"):
         to_structural({"anyOf": [{"type": "string"}, {"type": "integer"}]}, {})
     with pytest.raises(ValueError, match="type"):

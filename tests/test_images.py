@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-DOCKERFILES = [REPO / "runner" / "Dockerfile", REPO / "operator" / "Dockerfile", REPO / "servers" / "Dockerfile.filesystem"]
+DOCKERFILES = [
+    REPO / "runner" / "Dockerfile",
+    REPO / "operator" / "Dockerfile",
+    REPO / "servers" / "Dockerfile.filesystem",
+]
 
 
 def _norm(name: str) -> str:

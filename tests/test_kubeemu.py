@@ -13,9 +13,18 @@ import aiohttp
 import kopf
 import pytest
 import yaml
-
-from kubeemu import EVALRUN_CRD_PATH, KUBECTL, REPO, RealisticEmulator, human_duration, labels_match, \
-    parse_label_selector, run_kopf_in_thread, running_emulator, wait_for
+from kubeemu import (
+    EVALRUN_CRD_PATH,
+    KUBECTL,
+    REPO,
+    RealisticEmulator,
+    human_duration,
+    labels_match,
+    parse_label_selector,
+    run_kopf_in_thread,
+    running_emulator,
+    wait_for,
+)
 
 MERGE = "application/merge-patch+json"
 JSONPATCH = "application/json-patch+json"
@@ -32,8 +41,12 @@ def emu():
 
 
 def pod(name: str, labels: dict | None = None, **meta) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}, **meta},
-            "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}, **meta},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }
 
 
 def cm(name: str, **meta) -> dict:
@@ -51,6 +64,7 @@ def rv(obj: dict) -> int:
 
 
 # ---- object metadata ---------------------------------------------------------------------------
+
 
 def test_create_sets_server_metadata_and_201(emu):
     status, a = emu.request("POST", PODS, pod("a"))
@@ -78,9 +92,16 @@ def test_generate_name_and_duplicates(emu):
 def test_not_found_is_a_status_body(emu):
     status, body = emu.request("GET", f"{PODS}/nope")
     assert status == 404
-    assert body == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                    "message": 'pods "nope" not found', "reason": "NotFound", "code": 404,
-                    "details": {"name": "nope", "group": "", "kind": "pods"}}
+    assert body == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'pods "nope" not found',
+        "reason": "NotFound",
+        "code": 404,
+        "details": {"name": "nope", "group": "", "kind": "pods"},
+    }
     status, body = emu.request("GET", "/apis/example.com/v1/namespaces/default/widgets")
     assert status == 404 and body["reason"] == "NotFound"
     status, _ = emu.request("PATCH", f"{ERS}/nope", {"spec": {}}, MERGE)
@@ -108,8 +129,12 @@ def test_status_subresource_rule(emu):
     emu.create(evalrun())
     _, er = emu.request("PATCH", f"{ERS}/er1", {"spec": {"attempts": 3}, "status": {"phase": "Hacked"}}, MERGE)
     assert er["spec"]["attempts"] == 3 and "status" not in er  # main endpoint ignores .status
-    _, er = emu.request("PATCH", f"{ERS}/er1/status", {"spec": {"attempts": 9}, "status": {"phase": "Running"},
-                                                       "metadata": {"labels": {"x": "y"}}}, MERGE)
+    _, er = emu.request(
+        "PATCH",
+        f"{ERS}/er1/status",
+        {"spec": {"attempts": 9}, "status": {"phase": "Running"}, "metadata": {"labels": {"x": "y"}}},
+        MERGE,
+    )
     assert er["spec"]["attempts"] == 3 and er["status"] == {"phase": "Running"}  # only .status changes
     assert "labels" not in er["metadata"]
     er["status"] = {"phase": "Done"}
@@ -122,8 +147,10 @@ def test_status_subresource_rule(emu):
     assert put2["spec"]["attempts"] == 5 and put2["status"] == {"phase": "Done"}
     # Pods too; a JSON patch on /status with kopf's resourceVersion test.
     _, p = emu.request("POST", PODS, pod("p"))
-    ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": p["metadata"]["resourceVersion"]},
-           {"op": "replace", "path": "/status/phase", "value": "Running"}]
+    ops = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": p["metadata"]["resourceVersion"]},
+        {"op": "replace", "path": "/status/phase", "value": "Running"},
+    ]
     status, p2 = emu.request("PATCH", f"{PODS}/p/status", ops, JSONPATCH)
     assert status == 200 and p2["status"]["phase"] == "Running"
     _, p3 = emu.request("PATCH", f"{PODS}/p", {"status": {"phase": "Failed"}}, MERGE)
@@ -148,16 +175,20 @@ def test_optimistic_concurrency_conflicts(emu):
 
 def test_json_patch_ops_and_failed_test_is_422(emu):
     _, c = emu.request("POST", CMS, cm("c", labels={"a": "1"}))
-    ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": "0"},
-           {"op": "add", "path": "/data/x", "value": "y"}]
+    ops = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "0"},
+        {"op": "add", "path": "/data/x", "value": "y"},
+    ]
     status, body = emu.request("PATCH", f"{CMS}/c", ops, JSONPATCH)
     assert status == 422 and body["code"] == 422
-    ops = [{"op": "test", "path": "/metadata/resourceVersion", "value": c["metadata"]["resourceVersion"]},
-           {"op": "add", "path": "/metadata/finalizers", "value": ["f/1"]},
-           {"op": "add", "path": "/metadata/finalizers/-", "value": "f/2"},
-           {"op": "remove", "path": "/metadata/labels/a"},
-           {"op": "replace", "path": "/data/k", "value": "w"},
-           {"op": "copy", "from": "/data/k", "path": "/data/copy"}]
+    ops = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": c["metadata"]["resourceVersion"]},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["f/1"]},
+        {"op": "add", "path": "/metadata/finalizers/-", "value": "f/2"},
+        {"op": "remove", "path": "/metadata/labels/a"},
+        {"op": "replace", "path": "/data/k", "value": "w"},
+        {"op": "copy", "from": "/data/k", "path": "/data/copy"},
+    ]
     status, body = emu.request("PATCH", f"{CMS}/c", ops, JSONPATCH)
     assert status == 200
     assert body["metadata"]["finalizers"] == ["f/1", "f/2"] and body["metadata"]["labels"] == {}
@@ -181,6 +212,7 @@ def test_patch_content_type_checks(emu):
 
 
 # ---- deletion ----------------------------------------------------------------------------------
+
 
 def test_finalizers_hold_deletion_until_removed(emu):
     emu.request("POST", CMS, cm("c", finalizers=["example.com/hold"]))
@@ -212,8 +244,10 @@ def test_delete_preconditions(emu):
 
 
 def owned(name: str, *owners: dict) -> dict:
-    refs = [{"apiVersion": o["apiVersion"], "kind": o["kind"], "name": o["metadata"]["name"],
-             "uid": o["metadata"]["uid"]} for o in owners]
+    refs = [
+        {"apiVersion": o["apiVersion"], "kind": o["kind"], "name": o["metadata"]["name"], "uid": o["metadata"]["uid"]}
+        for o in owners
+    ]
     return pod(name, {"run": "r"}, ownerReferences=refs)
 
 
@@ -267,14 +301,31 @@ def test_namespace_deletion_removes_its_objects(emu):
 
 # ---- listing, selectors, namespaces -------------------------------------------------------------
 
-@pytest.mark.parametrize("selector, expected", [
-    ("run=x", "ab"), ("run==x", "ab"), ("run!=x", "cd"), ("run in (x,y)", "abc"), ("run notin (x)", "cd"),
-    ("tier", "ad"), ("!tier", "bc"), ("run=x,tier=web", "a"), ("run in (x, y),!tier", "bc"),
-    ("gen>2", "c"), ("gen<2", "a"), ("", "abcd"),
-])
+
+@pytest.mark.parametrize(
+    "selector, expected",
+    [
+        ("run=x", "ab"),
+        ("run==x", "ab"),
+        ("run!=x", "cd"),
+        ("run in (x,y)", "abc"),
+        ("run notin (x)", "cd"),
+        ("tier", "ad"),
+        ("!tier", "bc"),
+        ("run=x,tier=web", "a"),
+        ("run in (x, y),!tier", "bc"),
+        ("gen>2", "c"),
+        ("gen<2", "a"),
+        ("", "abcd"),
+    ],
+)
 def test_label_selectors(emu, selector, expected):
-    for name, labels in (("a", {"run": "x", "tier": "web", "gen": "1"}), ("b", {"run": "x", "gen": "2"}),
-                         ("c", {"run": "y", "gen": "3"}), ("d", {"tier": "db"})):
+    for name, labels in (
+        ("a", {"run": "x", "tier": "web", "gen": "1"}),
+        ("b", {"run": "x", "gen": "2"}),
+        ("c", {"run": "y", "gen": "3"}),
+        ("d", {"tier": "db"}),
+    ):
         emu.create(pod(name, labels))
     status, body = emu.request("GET", f"{PODS}?labelSelector={selector.replace(' ', '%20')}")
     assert status == 200
@@ -294,7 +345,10 @@ def test_field_selectors(emu):
     emu.create(pod("b"))
     emu.create(pod("a"), namespace="kube-system")
     emu.patch("pods", "default", "b", {"status": {"phase": "Running"}}, subresource="status")
-    names = lambda path: [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in emu.request("GET", path)[1]["items"]]  # noqa: E731
+
+    def names(path):
+        return [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in emu.request("GET", path)[1]["items"]]  # noqa: E731
+
     assert names("/api/v1/pods?fieldSelector=metadata.name%3Da") == [("default", "a"), ("kube-system", "a")]
     assert names("/api/v1/pods?fieldSelector=metadata.namespace%3Ddefault") == [("default", "a"), ("default", "b")]
     assert names(f"{PODS}?fieldSelector=status.phase%3DRunning") == [("default", "b")]
@@ -311,7 +365,9 @@ def test_namespaced_and_clusterwide_lists(emu):
     _, default = emu.request("GET", PODS)
     assert [i["metadata"]["name"] for i in everything["items"]] == ["a", "b"]
     assert [i["metadata"]["name"] for i in default["items"]] == ["a"]
-    assert everything["kind"] == "PodList" and int(everything["metadata"]["resourceVersion"]) >= rv(emu.get("pods", "kube-system", "b"))
+    assert everything["kind"] == "PodList" and int(everything["metadata"]["resourceVersion"]) >= rv(
+        emu.get("pods", "kube-system", "b")
+    )
     _, nss = emu.request("GET", "/api/v1/namespaces")
     assert {"default", "kube-system"} <= {i["metadata"]["name"] for i in nss["items"]}
     assert emu.request("GET", "/api/v1/namespaces/default")[1]["status"]["phase"] == "Active"
@@ -333,6 +389,7 @@ def test_list_pagination(emu):
 
 
 # ---- validation ---------------------------------------------------------------------------------
+
 
 def test_crd_defaulting_pruning_and_validation(emu):
     body = evalrun()
@@ -387,6 +444,7 @@ def test_dry_run_does_not_store(emu):
 
 # ---- discovery, logs, counters -----------------------------------------------------------------
 
+
 def test_discovery(emu):
     _, api = emu.request("GET", "/api")
     assert api["versions"] == ["v1"]
@@ -407,7 +465,10 @@ def test_discovery(emu):
 
 def test_crd_lifecycle_serves_and_unserves_the_resource(emu):
     crd = yaml.safe_load(EVALRUN_CRD_PATH.read_text())
-    assert emu.get("customresourcedefinitions", None, "evalruns.mcpfleet.io")["status"]["conditions"][1]["type"] == "Established"
+    assert (
+        emu.get("customresourcedefinitions", None, "evalruns.mcpfleet.io")["status"]["conditions"][1]["type"]
+        == "Established"
+    )
     emu.create(evalrun())
     emu.request("DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/evalruns.mcpfleet.io")
     assert emu.request("GET", ERS)[0] == 404
@@ -433,8 +494,13 @@ def test_request_counts_and_snapshots(emu):
     emu.request("GET", f"{PODS}/p")
     emu.request("DELETE", f"{PODS}/p")
     counts = emu.emulator.request_counts
-    assert counts == {("create", "pods"): 1, ("patch", "pods/status"): 1, ("list", "pods"): 1,
-                      ("get", "pods"): 1, ("delete", "pods"): 1}
+    assert counts == {
+        ("create", "pods"): 1,
+        ("patch", "pods/status"): 1,
+        ("list", "pods"): 1,
+        ("get", "pods"): 1,
+        ("delete", "pods"): 1,
+    }
     snapshot = emu.emulator.objects("namespaces")
     snapshot[0]["metadata"]["name"] = "mutated"  # a deep copy: the store is untouched
     assert emu.get("namespaces", None, "default") is not None
@@ -442,6 +508,7 @@ def test_request_counts_and_snapshots(emu):
 
 
 # ---- watch --------------------------------------------------------------------------------------
+
 
 async def read_events(url: str, count: int, timeout: float = 5.0) -> list[tuple[str, str]]:
     """Open a watch, read `count` events (or until the server ends the stream)."""
@@ -470,8 +537,14 @@ async def test_watch_streams_events_in_order(emu):
     await asyncio.to_thread(emu.request, "POST", "/api/v1/namespaces/kube-system/pods", pod("elsewhere"))
     await asyncio.to_thread(emu.request, "POST", PODS, pod("last"))
     events = await task
-    assert events == [("ADDED", "old"), ("ADDED", "new"), ("MODIFIED", "new"), ("MODIFIED", "new"),
-                      ("DELETED", "new"), ("ADDED", "last")]  # the no-op patch made no event
+    assert events == [
+        ("ADDED", "old"),
+        ("ADDED", "new"),
+        ("MODIFIED", "new"),
+        ("MODIFIED", "new"),
+        ("DELETED", "new"),
+        ("ADDED", "last"),
+    ]  # the no-op patch made no event
 
 
 @pytest.mark.parametrize("flag", ["true", "True", "1"])
@@ -522,7 +595,10 @@ async def test_watch_expired_resource_version_is_410_and_initial_events_bookmark
             assert len(lines) == 1 and lines[0]["type"] == "ERROR" and lines[0]["object"]["code"] == 410
             url = f"{emu.url}{CMS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
             async with session.get(url) as resp:
-                first_line, second = json.loads(await resp.content.readline()), json.loads(await resp.content.readline())
+                first_line, second = (
+                    json.loads(await resp.content.readline()),
+                    json.loads(await resp.content.readline()),
+                )
             assert first_line["type"] == "ADDED" and second["type"] == "BOOKMARK"
             assert second["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
 
@@ -537,12 +613,18 @@ async def test_server_stop_ends_open_watches():
 
 # ---- kubectl -----------------------------------------------------------------------------------
 
+
 def test_kubectl_against_the_emulator(emu, tmp_path):
     example = REPO / "examples" / "evalrun.yaml"
     out = emu.kubectl("apply", "--validate=false", "-f", str(example)).stdout
     assert "evalrun.mcpfleet.io/filesystem-gpt5-vs-sonnet created" in out
-    emu.patch("evalruns", "default", "filesystem-gpt5-vs-sonnet",
-              {"status": {"phase": "Running", "progress": "3/16", "passAt1": "0.50"}}, "status")
+    emu.patch(
+        "evalruns",
+        "default",
+        "filesystem-gpt5-vs-sonnet",
+        {"status": {"phase": "Running", "progress": "3/16", "passAt1": "0.50"}},
+        "status",
+    )
     table = emu.kubectl("get", "evalruns").stdout.splitlines()
     assert table[0].split() == ["NAME", "PHASE", "PROGRESS", "PASS@1", "AGE"]
     assert table[1].split()[:4] == ["filesystem-gpt5-vs-sonnet", "Running", "3/16", "0.50"]
@@ -600,6 +682,7 @@ def test_kubectl_get_watch(emu):
 
 # ---- kopf ---------------------------------------------------------------------------------------
 
+
 def test_kopf_operator_in_a_thread(emu):
     seen: list[tuple[str, str]] = []
 
@@ -646,21 +729,25 @@ def test_kopf_module_handlers_and_startup_errors(emu, tmp_path, monkeypatch):
         "import kopf\n"
         "@kopf.on.create('configmaps')\n"
         "def mark(patch, **_):\n"
-        "    patch.metadata.labels['handled'] = 'true'\n")
+        "    patch.metadata.labels['handled'] = 'true'\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     with run_kopf_in_thread("throwaway_operator", emu.kubeconfig_path):  # cluster-wide
         emu.create(cm("x"), namespace="kube-public")
         wait_for(lambda: emu.get("configmaps", "kube-public", "x")["metadata"].get("labels", {}).get("handled"))
     with pytest.raises(RuntimeError):
+
         def broken(registry):
             @kopf.on.startup(registry=registry)
             def boom(**_):
                 raise kopf.PermanentError("no")
+
         with run_kopf_in_thread(broken, emu.kubeconfig_path):
             pass
 
 
 # ---- kmock compatibility ------------------------------------------------------------------------
+
 
 @pytest.fixture
 def kmock_options():
@@ -681,6 +768,7 @@ async def test_works_as_the_kmock_fixture_class(kmock):
 
 def test_python_kubernetes_client(emu):
     from kubernetes import client, config, watch
+
     api = config.new_client_from_config(config_file=str(emu.kubeconfig_path))
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     created = core.create_namespaced_pod("default", pod("x", {"run": "r"}))
@@ -689,23 +777,35 @@ def test_python_kubernetes_client(emu):
     assert core.patch_namespaced_pod_status("x", "default", {"status": {"phase": "Running"}}).status.phase == "Running"
     emu.emulator.set_pod_log("default", "x", "main", "hello\n")
     assert core.read_namespaced_pod_log("x", "default") == "hello\n"
-    events = [(e["type"], e["object"].metadata.name)
-              for e in watch.Watch().stream(core.list_namespaced_pod, "default", timeout_seconds=1)]
+    events = [
+        (e["type"], e["object"].metadata.name)
+        for e in watch.Watch().stream(core.list_namespaced_pod, "default", timeout_seconds=1)
+    ]
     assert events == [("ADDED", "x")]
     er = custom.create_namespaced_custom_object("mcpfleet.io", "v1alpha1", "default", "evalruns", evalrun())
     patched = custom.patch_namespaced_custom_object_status(  # kubernetes 37 defaults to a merge patch here
-        "mcpfleet.io", "v1alpha1", "default", "evalruns", er["metadata"]["name"], {"status": {"phase": "X"}})
+        "mcpfleet.io", "v1alpha1", "default", "evalruns", er["metadata"]["name"], {"status": {"phase": "X"}}
+    )
     assert patched["status"] == {"phase": "X"}
     core.delete_namespaced_pod("x", "default")
     assert emu.objects("pods") == []
 
 
 def test_human_duration():
-    assert [human_duration(s) for s in (0, 59, 119, 130, 600, 7200, 3 * 86400, 400 * 86400)] == \
-        ["0s", "59s", "119s", "2m10s", "10m", "120m", "3d", "400d"]
+    assert [human_duration(s) for s in (0, 59, 119, 130, 600, 7200, 3 * 86400, 400 * 86400)] == [
+        "0s",
+        "59s",
+        "119s",
+        "2m10s",
+        "10m",
+        "120m",
+        "3d",
+        "400d",
+    ]
 
 
 # ---- throughput (a smoke version of the 10k-pod benchmark) ---------------------------------------
+
 
 async def test_throughput_with_a_watch_open(emu):
     n = 300
@@ -727,11 +827,15 @@ async def test_throughput_with_a_watch_open(emu):
             async with session.post(emu.url + PODS, json=pod(f"p{i}")) as r:
                 assert r.status == 201
             for phase in ("Running", "Succeeded"):
-                async with session.patch(f"{emu.url}{PODS}/p{i}/status", data=json.dumps({"status": {"phase": phase}}),
-                                         headers={"Content-Type": MERGE}) as r:
+                async with session.patch(
+                    f"{emu.url}{PODS}/p{i}/status",
+                    data=json.dumps({"status": {"phase": phase}}),
+                    headers={"Content-Type": MERGE},
+                ) as r:
                     assert r.status == 200
             async with session.delete(f"{emu.url}{PODS}/p{i}") as r:
                 assert r.status == 200
+
         await asyncio.gather(*(one(i) for i in range(n)))
         await asyncio.wait_for(watcher, 5)
         elapsed = time.monotonic() - start

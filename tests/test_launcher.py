@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
-
 from conftest import REPO, make_tiny_pack
+
 from mcpfleet.runner.launcher import RunRefused, execute
 from mcpfleet.runner.plan import plan
 from mcpfleet.runner.spec import SpecError, load_evalrun
@@ -35,15 +35,31 @@ TASK0 = "filesystem/standard/tiny/move_todo_0"
 
 # --------------------------------------------------------------------------------------------- helpers
 
-def write_run(tmp_path: Path, name: str, models: list[dict[str, Any]], *, file: str | None = None,
-              tasks: dict[str, Any] | None = None, **spec: Any) -> Path:
+
+def write_run(
+    tmp_path: Path,
+    name: str,
+    models: list[dict[str, Any]],
+    *,
+    file: str | None = None,
+    tasks: dict[str, Any] | None = None,
+    **spec: Any,
+) -> Path:
     """An EvalRun YAML in tmp_path over a 3-task tiny pack (made once per tmp_path); output in tmp_path/runs."""
     pack = tmp_path / "pack"
     if not pack.exists():
         make_tiny_pack(pack, tasks=3)
-    doc = {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": name},
-           "spec": {"models": models, "tasks": {"path": str(pack), **(tasks or {})},
-                    "output": {"uri": str(tmp_path / "runs")}, **spec}}
+    doc = {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": name},
+        "spec": {
+            "models": models,
+            "tasks": {"path": str(pack), **(tasks or {})},
+            "output": {"uri": str(tmp_path / "runs")},
+            **spec,
+        },
+    }
     path = tmp_path / (file or f"{name}.yaml")
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
@@ -73,8 +89,10 @@ def ts(iso: str) -> float:
 
 def max_overlap(recs: list[dict[str, Any]]) -> int:
     """Most trials in flight at once, from the records' [started_at, finished_at] intervals."""
-    events = sorted([(ts(r["started_at"]), 1) for r in recs] + [(ts(r["finished_at"]), -1) for r in recs],
-                    key=lambda e: (e[0], e[1]))  # at equal times an end comes before a start
+    events = sorted(
+        [(ts(r["started_at"]), 1) for r in recs] + [(ts(r["finished_at"]), -1) for r in recs],
+        key=lambda e: (e[0], e[1]),
+    )  # at equal times an end comes before a start
     cur = peak = 0
     for _, delta in events:
         cur += delta
@@ -83,8 +101,14 @@ def max_overlap(recs: list[dict[str, Any]]) -> int:
 
 
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(MCPFLEET), *args], capture_output=True, text=True, timeout=timeout,
-                          env=env or dict(os.environ), stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(MCPFLEET), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or dict(os.environ),
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def flat(text: str) -> str:
@@ -120,6 +144,7 @@ def proc_table() -> list[tuple[int, int, int, str]]:
 
 
 # ------------------------------------------------------------------------------------ scores and layout
+
 
 def test_two_models_scores_records_and_interleaving(tmp_path: Path) -> None:
     path = write_run(tmp_path, "two", [ORACLE, NOOP], attempts=2, concurrency={"total": 3})
@@ -163,17 +188,28 @@ def test_plan_puts_the_largest_tasks_first() -> None:
     from mcpfleet.runner.plan import task_weight
     from mcpfleet.runner.spec import parse_evalrun
 
-    run = parse_evalrun({"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "lpt"},
-                         "spec": {"models": [{"name": "m", "model": "scripted/oracle"}], "attempts": 2,
-                                  "tasks": {"services": ["filesystem"]}}})
+    run = parse_evalrun(
+        {
+            "apiVersion": "mcpfleet.io/v1alpha1",
+            "kind": "EvalRun",
+            "metadata": {"name": "lpt"},
+            "spec": {
+                "models": [{"name": "m", "model": "scripted/oracle"}],
+                "attempts": 2,
+                "tasks": {"services": ["filesystem"]},
+            },
+        }
+    )
     trials = plan(run, REPO)
     from mcpfleet.runner.tasks import discover
+
     weights = {t.id: task_weight(t) for t in discover(REPO / "tasks")}
     sizes = [weights[t.task_id] for t in trials]
     assert sizes == sorted(sizes, reverse=True) and sizes[0] > sizes[-1]
 
 
 # ----------------------------------------------------------------------------------------- concurrency
+
 
 def test_total_concurrency_is_reached_and_never_exceeded(tmp_path: Path) -> None:
     slow = {"name": "slow", "model": "scripted/oracle?latency=0.3"}
@@ -187,8 +223,9 @@ def test_total_concurrency_is_reached_and_never_exceeded(tmp_path: Path) -> None
 def test_per_model_concurrency_is_honoured_while_models_run_side_by_side(tmp_path: Path) -> None:
     a = {"name": "a", "model": "scripted/oracle?latency=0.3"}
     b = {"name": "b", "model": "scripted/oracle?latency=0.3"}
-    path = write_run(tmp_path, "permodel", [a, b], tasks={"exclude": ["*/move_todo_2"]},
-                     concurrency={"total": 4, "perModel": 1})
+    path = write_run(
+        tmp_path, "permodel", [a, b], tasks={"exclude": ["*/move_todo_2"]}, concurrency={"total": 4, "perModel": 1}
+    )
     summary, root = run_file(path)
     recs = list(results(root).values())
     assert len(recs) == 4 and all(r["passed"] for r in recs)
@@ -198,6 +235,7 @@ def test_per_model_concurrency_is_honoured_while_models_run_side_by_side(tmp_pat
 
 
 # ---------------------------------------------------------------------------------------------- resume
+
 
 def test_resume_runs_only_unfinished_trials(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write_run(tmp_path, "resume", [ORACLE, NOOP], concurrency={"total": 3})
@@ -236,6 +274,7 @@ def test_resume_runs_only_unfinished_trials(tmp_path: Path, capsys: pytest.Captu
 
 # --------------------------------------------------------------------------------------- spec changes
 
+
 def test_changed_spec_is_refused_new_run_and_more_attempts_are_not(tmp_path: Path) -> None:
     base = dict(tasks={"include": [f"*/{TASK0.rsplit('/', 1)[1]}"]}, limits={"maxTurns": 20})
     path = write_run(tmp_path, "change", [ORACLE], file="run.yaml", **base)
@@ -250,8 +289,9 @@ def test_changed_spec_is_refused_new_run_and_more_attempts_are_not(tmp_path: Pat
     msg = str(info.value)
     assert "run 'change'" in msg and str(root) in msg
     assert "new metadata.name" in msg and "--new-run" in msg
-    other_model = write_run(tmp_path, "change", [{"name": "oracle", "model": "scripted/oracle?latency=0.01"}],
-                            file="model.yaml", **base)
+    other_model = write_run(
+        tmp_path, "change", [{"name": "oracle", "model": "scripted/oracle?latency=0.01"}], file="model.yaml", **base
+    )
     with pytest.raises(RunRefused, match="--new-run"):
         run_file(other_model)
     assert mtimes(root) == first and (root / "run.json").read_bytes() == run_json  # nothing touched
@@ -309,6 +349,7 @@ def test_edited_task_refusal_does_not_claim_a_spec_change(tmp_path: Path) -> Non
 
 # ------------------------------------------------------------------------------------- infra retries
 
+
 def test_infra_errors_are_retried_up_to_the_limit_and_again_on_rerun(tmp_path: Path) -> None:
     (tmp_path / "no-states").mkdir()
     tasks = {"statesPath": str(tmp_path / "no-states"), "include": ["*/move_todo_0"]}
@@ -353,8 +394,14 @@ def test_a_worker_killed_mid_run_is_an_infra_error_not_a_crash(tmp_path: Path) -
     the lost trials as infra errors (before 5204db7 BrokenProcessPool escaped execute() as a traceback)."""
     forkserver = ensure_forkserver()
     slow = {"name": "slow", "model": "scripted/oracle?latency=0.3"}
-    path = write_run(tmp_path, "killed", [slow], tasks={"include": ["*/move_todo_[01]"]},
-                     concurrency={"total": 2}, retries={"limit": 2, "backoffSeconds": 0})
+    path = write_run(
+        tmp_path,
+        "killed",
+        [slow],
+        tasks={"include": ["*/move_todo_[01]"]},
+        concurrency={"total": 2},
+        retries={"limit": 2, "backoffSeconds": 0},
+    )
     killed: list[int] = []
 
     def kill_one_worker() -> None:
@@ -381,6 +428,7 @@ def test_a_worker_killed_mid_run_is_an_infra_error_not_a_crash(tmp_path: Path) -
 
 # ------------------------------------------------------------------------------------- signals (CLI)
 
+
 class SlowCliRun:
     """`mcpfleet run --no-progress` of 3 slow tiny tasks x 2 attempts at concurrency 2, as a process group
     of its own (like a shell job), with output in files (leftover children must not hold a pipe open)
@@ -394,14 +442,22 @@ class SlowCliRun:
         self.marks = (self.tmpdir, str(tmp_path))
         self.out, self.err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
         with open(self.out, "w") as out, open(self.err, "w") as err:
-            self.proc = subprocess.Popen([str(MCPFLEET), "run", str(self.path), "--no-progress"], stdout=out,
-                                         stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
-                                         env={**os.environ, "TMPDIR": self.tmpdir})
+            self.proc = subprocess.Popen(
+                [str(MCPFLEET), "run", str(self.path), "--no-progress"],
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, "TMPDIR": self.tmpdir},
+            )
 
     def ours(self) -> list[tuple[int, int, int, str]]:
         """Live processes of this run: its session (forkserver, workers) or naming its folders."""
-        return [p for p in proc_table() if p[0] != self.proc.pid
-                and (p[2] == self.proc.pid or any(m in p[3] for m in self.marks))]
+        return [
+            p
+            for p in proc_table()
+            if p[0] != self.proc.pid and (p[2] == self.proc.pid or any(m in p[3] for m in self.marks))
+        ]
 
     def wait_for_first_record(self) -> None:
         seen_servers = seen_model = False
@@ -498,6 +554,7 @@ def test_sigterm_stops_the_run_without_orphans(tmp_path: Path) -> None:
 
 # -------------------------------------------------------------------------------------------- credentials
 
+
 def test_unset_api_key_env_is_a_spec_error_naming_the_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MCPFLEET_TEST_UNSET_KEY", raising=False)
     real = {"name": "gpt", "model": "openai/gpt-5", "apiKeyEnv": "MCPFLEET_TEST_UNSET_KEY"}
@@ -526,7 +583,8 @@ def test_secret_ref_alone_is_refused_locally(tmp_path: Path) -> None:
 
 
 def test_api_key_exported_after_an_earlier_run_reaches_the_workers(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripted_url: str, session_pack: Path) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripted_url: str, session_pack: Path
+) -> None:
     """Workers fork from a forkserver that lives for the whole process and keeps the environment of its
     start: a key exported after an earlier run (a notebook, a test session, a sweep script) passes
     check_credentials, so it must reach the workers too (before 5204db7 the call went out without it)."""
@@ -534,10 +592,21 @@ def test_api_key_exported_after_an_earlier_run_reaches_the_workers(
     monkeypatch.setenv("MCPFLEET_TEST_LATE_KEY", "sk-test-late-123456")
     keyed = {"name": "keyed", "model": "openai/oracle", "apiBase": scripted_url, "apiKeyEnv": "MCPFLEET_TEST_LATE_KEY"}
     path = tmp_path / "late.yaml"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "late"},
-        "spec": {"models": [keyed], "tasks": {"path": str(session_pack), "include": ["*/move_todo_0"]},
-                 "limits": {"llmRetries": 0}, "output": {"uri": str(tmp_path / "runs")}}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "mcpfleet.io/v1alpha1",
+                "kind": "EvalRun",
+                "metadata": {"name": "late"},
+                "spec": {
+                    "models": [keyed],
+                    "tasks": {"path": str(session_pack), "include": ["*/move_todo_0"]},
+                    "limits": {"llmRetries": 0},
+                    "output": {"uri": str(tmp_path / "runs")},
+                },
+            }
+        )
+    )
     summary, root = run_file(path)
     (rec,) = results(root).values()
     assert rec["passed"] is True, rec["error"]

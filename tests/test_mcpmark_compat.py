@@ -19,11 +19,20 @@ STATES = FIXTURES / "mcpmark_states"
 
 
 def test_foreign_pack_runs_unchanged(tmp_path: Path) -> None:
-    spec = {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "mcpmark-compat"},
-            "spec": {"models": [{"name": "solver", "model": f"scripted/script={FIXTURES / 'mcpmark_solution.json'}"},
-                                {"name": "idle", "model": "scripted/noop"}],
-                     "tasks": {"path": str(PACK), "statesPath": str(STATES)},
-                     "concurrency": {"total": 2}, "output": {"uri": str(tmp_path / "runs")}}}
+    spec = {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "mcpmark-compat"},
+        "spec": {
+            "models": [
+                {"name": "solver", "model": f"scripted/script={FIXTURES / 'mcpmark_solution.json'}"},
+                {"name": "idle", "model": "scripted/noop"},
+            ],
+            "tasks": {"path": str(PACK), "statesPath": str(STATES)},
+            "concurrency": {"total": 2},
+            "output": {"uri": str(tmp_path / "runs")},
+        },
+    }
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(spec))
     summary, root = execute(load_evalrun(path), tmp_path, show_progress=False)

@@ -9,31 +9,71 @@ from typing import Any
 import pytest
 
 from mcpfleet.runner import outcome
-from mcpfleet.runner.outcome import (ABANDONED, CATEGORIES, CONTEXT_OVERFLOW, INFRA_ERROR, LLM_API_ERROR,
-                                     MALFORMED_TOOL_CALL, PREMATURE_STOP, TIMEOUT, TURN_LIMIT, VERIFIER_FAILED,
-                                     classify)
+from mcpfleet.runner.outcome import (
+    ABANDONED,
+    CATEGORIES,
+    CONTEXT_OVERFLOW,
+    INFRA_ERROR,
+    LLM_API_ERROR,
+    MALFORMED_TOOL_CALL,
+    PREMATURE_STOP,
+    TIMEOUT,
+    TURN_LIMIT,
+    VERIFIER_FAILED,
+    classify,
+)
 from mcpfleet.runner.records import TrialResult, VerifierRecord, dumps, mcpmark_meta, redact, to_mcpmark_messages
 
 
-def c(passed: bool = False, stop_reason: str = "completed", tool_calls: int = 3, malformed_calls: int = 0,
-      last_call_malformed: bool = False, final_text: str = "Finished.", infra_error: bool = False) -> str | None:
-    return classify(passed=passed, stop_reason=stop_reason, tool_calls=tool_calls, malformed_calls=malformed_calls,
-                    last_call_malformed=last_call_malformed, final_text=final_text, infra_error=infra_error)
+def c(
+    passed: bool = False,
+    stop_reason: str = "completed",
+    tool_calls: int = 3,
+    malformed_calls: int = 0,
+    last_call_malformed: bool = False,
+    final_text: str = "Finished.",
+    infra_error: bool = False,
+) -> str | None:
+    return classify(
+        passed=passed,
+        stop_reason=stop_reason,
+        tool_calls=tool_calls,
+        malformed_calls=malformed_calls,
+        last_call_malformed=last_call_malformed,
+        final_text=final_text,
+        infra_error=infra_error,
+    )
 
 
 # -- classify: each category ----------------------------------------------------------------------------
+
 
 def test_pass_is_none() -> None:
     assert c(passed=True) is None
 
 
-@pytest.mark.parametrize("stop,category", [("timeout", TIMEOUT), ("context_overflow", CONTEXT_OVERFLOW),
-                                           ("turn_limit", TURN_LIMIT), ("llm_api_error", LLM_API_ERROR)])
+@pytest.mark.parametrize(
+    "stop,category",
+    [
+        ("timeout", TIMEOUT),
+        ("context_overflow", CONTEXT_OVERFLOW),
+        ("turn_limit", TURN_LIMIT),
+        ("llm_api_error", LLM_API_ERROR),
+    ],
+)
 def test_explicit_stop_reasons(stop: str, category: str) -> None:
     assert c(stop_reason=stop) == category
     # the stop reason is the cause even if the text gives up, calls were malformed or none were made
-    assert c(stop_reason=stop, final_text="I cannot complete this task.", malformed_calls=3, tool_calls=3,
-             last_call_malformed=True) == category
+    assert (
+        c(
+            stop_reason=stop,
+            final_text="I cannot complete this task.",
+            malformed_calls=3,
+            tool_calls=3,
+            last_call_malformed=True,
+        )
+        == category
+    )
     assert c(stop_reason=stop, tool_calls=0, final_text="") == category
 
 
@@ -50,14 +90,22 @@ def test_verifier_failed_is_the_implicit_failure() -> None:
 
 def test_every_category_is_reachable_and_listed() -> None:
     seen = {
-        c(infra_error=True), c(stop_reason="timeout"), c(stop_reason="context_overflow"),
-        c(stop_reason="turn_limit"), c(stop_reason="llm_api_error"), c(malformed_calls=1, tool_calls=1),
-        c(final_text="I cannot do that."), c(tool_calls=0), c()}
+        c(infra_error=True),
+        c(stop_reason="timeout"),
+        c(stop_reason="context_overflow"),
+        c(stop_reason="turn_limit"),
+        c(stop_reason="llm_api_error"),
+        c(malformed_calls=1, tool_calls=1),
+        c(final_text="I cannot do that."),
+        c(tool_calls=0),
+        c(),
+    }
     assert seen == set(CATEGORIES)
     assert len(CATEGORIES) == len(set(CATEGORIES)) == 9
 
 
 # -- classify: precedence -------------------------------------------------------------------------------
+
 
 def test_infra_wins_over_everything_even_a_pass() -> None:
     assert c(passed=True, infra_error=True) == INFRA_ERROR
@@ -68,21 +116,31 @@ def test_a_passing_end_state_wins_over_a_limit(stop: str) -> None:
     assert c(passed=True, stop_reason=stop, malformed_calls=2, tool_calls=2, final_text="I cannot") is None
 
 
-@pytest.mark.parametrize("tool_calls,malformed,last,expected", [
-    (1, 1, True, MALFORMED_TOOL_CALL),      # the only call was malformed
-    (4, 1, True, MALFORMED_TOOL_CALL),      # the last call was malformed: the model gave up after it
-    (4, 2, False, MALFORMED_TOOL_CALL),     # half the calls malformed
-    (5, 2, False, VERIFIER_FAILED),         # a minority, recovered from
-    (10, 1, False, VERIFIER_FAILED),
-    (4, 0, False, VERIFIER_FAILED),
-])
+@pytest.mark.parametrize(
+    "tool_calls,malformed,last,expected",
+    [
+        (1, 1, True, MALFORMED_TOOL_CALL),  # the only call was malformed
+        (4, 1, True, MALFORMED_TOOL_CALL),  # the last call was malformed: the model gave up after it
+        (4, 2, False, MALFORMED_TOOL_CALL),  # half the calls malformed
+        (5, 2, False, VERIFIER_FAILED),  # a minority, recovered from
+        (10, 1, False, VERIFIER_FAILED),
+        (4, 0, False, VERIFIER_FAILED),
+    ],
+)
 def test_malformed_threshold(tool_calls: int, malformed: int, last: bool, expected: str) -> None:
     assert c(tool_calls=tool_calls, malformed_calls=malformed, last_call_malformed=last) == expected
 
 
 def test_malformed_wins_over_abandoned_and_premature() -> None:
-    assert c(tool_calls=1, malformed_calls=1, last_call_malformed=True,
-             final_text="I cannot call this tool. Would you like me to try again?") == MALFORMED_TOOL_CALL
+    assert (
+        c(
+            tool_calls=1,
+            malformed_calls=1,
+            last_call_malformed=True,
+            final_text="I cannot call this tool. Would you like me to try again?",
+        )
+        == MALFORMED_TOOL_CALL
+    )
 
 
 def test_a_recovered_malformed_call_does_not_hide_abandonment() -> None:
@@ -94,40 +152,67 @@ def test_abandoned_wins_over_premature() -> None:
     assert c(tool_calls=2, final_text="I am unable to finish. Should I try another way?") == ABANDONED
 
 
-@pytest.mark.parametrize("text", [
-    "I cannot complete this task.", "I can't find the file.", "I am unable to move the file.",
-    "I'm not sure, but I could not write the summary.", "Sorry, I couldn't open it.",
-    "i am not able to do this", "The task is unable to complete because the folder is read-only.",
-    "Unable to proceed without write access.", "This is not possible with the available tools.",
-    "That is impossible.", "The request is infeasible.", "The move cannot be completed.",
-    "Moving it cannot be done.", "I CANNOT DO THIS.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I cannot complete this task.",
+        "I can't find the file.",
+        "I am unable to move the file.",
+        "I'm not sure, but I could not write the summary.",
+        "Sorry, I couldn't open it.",
+        "i am not able to do this",
+        "The task is unable to complete because the folder is read-only.",
+        "Unable to proceed without write access.",
+        "This is not possible with the available tools.",
+        "That is impossible.",
+        "The request is infeasible.",
+        "The move cannot be completed.",
+        "Moving it cannot be done.",
+        "I CANNOT DO THIS.",
+    ],
+)
 def test_give_up_phrases(text: str) -> None:
     assert c(final_text=text) == ABANDONED
 
 
-@pytest.mark.parametrize("text", [
-    "I can\u2019t complete this task.",  # typographic apostrophe, as most chat models write it
-    "I couldn\u2019t open the file.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I can\u2019t complete this task.",  # typographic apostrophe, as most chat models write it
+        "I couldn\u2019t open the file.",
+    ],
+)
 def test_give_up_with_typographic_apostrophe(text: str) -> None:
     assert c(final_text=text) == ABANDONED
 
 
-@pytest.mark.parametrize("text", [
-    "I can confirm the files were moved.", "I could move them all.", "Everything was possible to do.",
-    "The summary is complete.", "Scannable files were processed.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I can confirm the files were moved.",
+        "I could move them all.",
+        "Everything was possible to do.",
+        "The summary is complete.",
+        "Scannable files were processed.",
+    ],
+)
 def test_success_talk_is_not_abandonment(text: str) -> None:
     assert c(final_text=text) == VERIFIER_FAILED
 
 
-@pytest.mark.parametrize("text", [
-    "Would you like me to move the files as well?", "Which folder should I use?",
-    "I found the notes. Shall I continue with the move", "Let me know if I should proceed.",
-    "Please confirm the destination before I write anything.", "Do you want a CSV or JSON summary",
-    "Should I overwrite summary.txt", "Ready when you are?  \n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Would you like me to move the files as well?",
+        "Which folder should I use?",
+        "I found the notes. Shall I continue with the move",
+        "Let me know if I should proceed.",
+        "Please confirm the destination before I write anything.",
+        "Do you want a CSV or JSON summary",
+        "Should I overwrite summary.txt",
+        "Ready when you are?  \n",
+    ],
+)
 def test_asking_the_user_is_premature_stop(text: str) -> None:
     assert c(tool_calls=3, final_text=text) == PREMATURE_STOP
 
@@ -143,8 +228,17 @@ def test_question_mark_only_counts_at_the_end() -> None:
 
 def test_unknown_stop_reason_falls_through_to_the_heuristics() -> None:
     assert c(stop_reason="something-new", tool_calls=0) == PREMATURE_STOP
-    assert outcome.classify(passed=False, stop_reason="completed", tool_calls=2, malformed_calls=0,
-                            last_call_malformed=False, final_text=None) == VERIFIER_FAILED  # type: ignore[arg-type]
+    assert (
+        outcome.classify(
+            passed=False,
+            stop_reason="completed",
+            tool_calls=2,
+            malformed_calls=0,
+            last_call_malformed=False,
+            final_text=None,
+        )
+        == VERIFIER_FAILED
+    )  # type: ignore[arg-type]
 
 
 # -- records.to_mcpmark_messages ------------------------------------------------------------------------
@@ -152,14 +246,27 @@ def test_unknown_stop_reason_falls_through_to_the_heuristics() -> None:
 CHAT: list[dict[str, Any]] = [
     {"role": "system", "content": "You are careful."},
     {"role": "user", "content": "Move the file."},
-    {"role": "assistant", "content": "Let me look first.", "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "list_directory", "arguments": '{"path": "/r"}'}},
-        {"id": "call_2", "type": "function", "function": {"name": "read_text_file", "arguments": '{"path": "/r/a"}'}},
-    ]},
+    {
+        "role": "assistant",
+        "content": "Let me look first.",
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "list_directory", "arguments": '{"path": "/r"}'}},
+            {
+                "id": "call_2",
+                "type": "function",
+                "function": {"name": "read_text_file", "arguments": '{"path": "/r/a"}'},
+            },
+        ],
+    },
     {"role": "tool", "tool_call_id": "call_1", "content": "[FILE] a"},
     {"role": "tool", "tool_call_id": "call_2", "content": None},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_3", "type": "function", "function": {"name": "move_file", "arguments": '{"source": "/r/a"'}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_3", "type": "function", "function": {"name": "move_file", "arguments": '{"source": "/r/a"'}}
+        ],
+    },
     {"role": "tool", "tool_call_id": "call_3", "content": "Error: tool arguments are not valid JSON"},
     {"role": "assistant", "content": "Moved."},
 ]
@@ -170,8 +277,12 @@ def test_to_mcpmark_messages_items_in_order() -> None:
     assert to_mcpmark_messages(CHAT) == [
         {"role": "system", "content": "You are careful."},
         {"role": "user", "content": "Move the file."},
-        {"type": "message", "role": "assistant", "status": "completed",
-         "content": [{"type": "output_text", "text": "Let me look first."}]},
+        {
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "Let me look first."}],
+        },
         {"type": "function_call", "name": "list_directory", "arguments": '{"path": "/r"}', "call_id": "call_1"},
         {"type": "function_call", "name": "read_text_file", "arguments": '{"path": "/r/a"}', "call_id": "call_2"},
         {"type": "function_call_output", "call_id": "call_1", "output": "[FILE] a"},
@@ -179,8 +290,12 @@ def test_to_mcpmark_messages_items_in_order() -> None:
         # malformed arguments are kept verbatim: the record shows what the model really sent
         {"type": "function_call", "name": "move_file", "arguments": '{"source": "/r/a"', "call_id": "call_3"},
         {"type": "function_call_output", "call_id": "call_3", "output": "Error: tool arguments are not valid JSON"},
-        {"type": "message", "role": "assistant", "status": "completed",
-         "content": [{"type": "output_text", "text": "Moved."}]},
+        {
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "Moved."}],
+        },
     ]
     assert CHAT == before  # input untouched
 
@@ -189,13 +304,18 @@ def test_to_mcpmark_messages_edge_cases() -> None:
     assert to_mcpmark_messages([]) == []
     assert to_mcpmark_messages([{"role": "user", "content": None}]) == [{"role": "user", "content": ""}]
     # an assistant turn with neither text nor calls leaves no item (MCPMark has no empty message items)
-    assert to_mcpmark_messages([{"role": "assistant", "content": ""}, {"role": "assistant", "content": None,
-                                                                      "tool_calls": []}]) == []
+    assert (
+        to_mcpmark_messages(
+            [{"role": "assistant", "content": ""}, {"role": "assistant", "content": None, "tool_calls": []}]
+        )
+        == []
+    )
     # the result is JSON-serialisable as written by the trial
     assert json.loads(dumps(to_mcpmark_messages(CHAT))) == to_mcpmark_messages(CHAT)
 
 
 # -- records.redact -------------------------------------------------------------------------------------
+
 
 def test_redact_replaces_every_occurrence_of_every_secret() -> None:
     data = b'{"a": "sk-abc123456", "b": "x sk-abc123456 y", "c": "tok-zzzzzz"}'
@@ -221,10 +341,21 @@ def test_redact_non_ascii_secret_in_utf8_json() -> None:
 
 # -- records.mcpmark_meta -------------------------------------------------------------------------------
 
+
 def _result(**kw: Any) -> TrialResult:
-    base: dict[str, Any] = dict(run="r", trial_id="m.t.1", spec_hash="h", model="m", litellm_model="openai/x",
-                                service="filesystem", task_id="filesystem/standard/c/t", attempt=1, agent="mcpfleet",
-                                passed=False, verifier=VerifierRecord(exit_code=1, stdout="bad"))
+    base: dict[str, Any] = dict(
+        run="r",
+        trial_id="m.t.1",
+        spec_hash="h",
+        model="m",
+        litellm_model="openai/x",
+        service="filesystem",
+        task_id="filesystem/standard/c/t",
+        attempt=1,
+        agent="mcpfleet",
+        passed=False,
+        verifier=VerifierRecord(exit_code=1, stdout="bad"),
+    )
     base.update(kw)
     return TrialResult(**base)
 
@@ -233,8 +364,12 @@ def test_mcpmark_meta_fields() -> None:
     r = _result(failure=ABANDONED, error=None)
     r.totals.input_tokens, r.totals.output_tokens, r.totals.turns = 10, 5, 3
     meta = mcpmark_meta(r, "t", {"reasoning_effort": "low"})
-    assert meta["execution_result"] == {"success": False, "error_message": None, "verification_error": ABANDONED,
-                                        "verification_output": "bad"}
+    assert meta["execution_result"] == {
+        "success": False,
+        "error_message": None,
+        "verification_error": ABANDONED,
+        "verification_output": "bad",
+    }
     assert meta["token_usage"]["total_tokens"] == 15 and meta["turn_count"] == 3
     assert meta["reasoning_effort"] == "low" and meta["mcp"] == "filesystem" and meta["task_name"] == "t"
     passed = mcpmark_meta(_result(passed=True), "t", {})

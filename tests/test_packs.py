@@ -13,8 +13,9 @@ import boto3
 import pytest
 import yaml
 from botocore.config import Config
-
 from conftest import REPO, make_tiny_pack
+from s3server import new_bucket
+
 from mcpfleet.runner import store as store_mod
 from mcpfleet.runner.launcher import execute
 from mcpfleet.runner.packs import MANIFEST, PackError, mirror_path, sync
@@ -22,7 +23,6 @@ from mcpfleet.runner.plan import plan
 from mcpfleet.runner.spec import load_evalrun, parse_evalrun
 from mcpfleet.runner.store import S3Tuning
 from mcpfleet.runner.tasks import TaskError
-from s3server import new_bucket, s3_endpoint  # noqa: F401 - s3_endpoint is a fixture
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
 FAST = S3Tuning(max_attempts=2, op_attempts=2, backoff_s=0.01, connect_timeout=0.5, read_timeout=2)
@@ -54,15 +54,26 @@ def upload(s3: Any, bucket: str, folder: Path, prefix: str) -> list[str]:
 
 
 def files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.name.startswith(".mcpfleet-sync")}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.startswith(".mcpfleet-sync")
+    }
 
 
 def evalrun(path: str, endpoint: str, out: Path, **tasks: Any) -> dict[str, Any]:
-    return {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "packs"},
-            "spec": {"models": [{"name": "oracle", "model": "scripted/oracle"}],
-                     "tasks": {"path": path, "endpointUrl": endpoint, **tasks}, "attempts": 2,
-                     "concurrency": {"total": 2}, "output": {"uri": str(out)}}}
+    return {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "packs"},
+        "spec": {
+            "models": [{"name": "oracle", "model": "scripted/oracle"}],
+            "tasks": {"path": path, "endpointUrl": endpoint, **tasks},
+            "attempts": 2,
+            "concurrency": {"total": 2},
+            "output": {"uri": str(out)},
+        },
+    }
 
 
 def test_sync_mirrors_the_prefix_and_follows_changes_by_etag(s3_endpoint: str, s3: Any, tmp_path: Path) -> None:  # noqa: F811
@@ -105,15 +116,16 @@ def test_planning_an_s3_pack_equals_planning_it_on_disk(s3_endpoint: str, s3: An
     upload(s3, bucket, pack, "mcpmark")
     remote = plan(parse_evalrun(evalrun(f"s3://{bucket}/mcpmark", s3_endpoint, tmp_path / "out")), tmp_path)
     local = plan(parse_evalrun(evalrun(str(pack), s3_endpoint, tmp_path / "out")), tmp_path)
-    assert [(t.trial_id, t.spec_hash, t.task_digest) for t in remote] == \
-           [(t.trial_id, t.spec_hash, t.task_digest) for t in local]
+    assert [(t.trial_id, t.spec_hash, t.task_digest) for t in remote] == [
+        (t.trial_id, t.spec_hash, t.task_digest) for t in local
+    ]
     assert len(remote) == 6
     assert Path(remote[0].tasks_root) == mirror_path(f"s3://{bucket}/mcpmark", s3_endpoint)
 
     # A verifier edited in S3 is a different trial: the next plan sees it.
     s3.put_object(Bucket=bucket, Key=f"mcpmark/{TASK0}/verify.py", Body=b"import sys\nsys.exit(0)\n")
     again = plan(parse_evalrun(evalrun(f"s3://{bucket}/mcpmark", s3_endpoint, tmp_path / "out")), tmp_path)
-    changed = {t.trial_id for t, u in zip(again, remote) if t.spec_hash != u.spec_hash}
+    changed = {t.trial_id for t, u in zip(again, remote, strict=True) if t.spec_hash != u.spec_hash}
     assert changed == {f"oracle.filesystem.standard.tiny.move_todo_0.{a}" for a in (1, 2)}
 
 
@@ -123,32 +135,63 @@ def test_states_path_in_s3_and_a_missing_pack_names_the_field(s3_endpoint: str, 
     # MCPMark's own layout: tasks in one place, states in another.
     upload(s3, bucket, pack / "filesystem" / "standard", "tasks/filesystem/standard")
     upload(s3, bucket, pack / "filesystem" / "states", "states/filesystem")
-    trials = plan(parse_evalrun(evalrun(f"s3://{bucket}/tasks", s3_endpoint, tmp_path / "out",
-                                        statesPath=f"s3://{bucket}/states")), tmp_path)
+    trials = plan(
+        parse_evalrun(
+            evalrun(f"s3://{bucket}/tasks", s3_endpoint, tmp_path / "out", statesPath=f"s3://{bucket}/states")
+        ),
+        tmp_path,
+    )
     local = plan(parse_evalrun(evalrun(str(pack), s3_endpoint, tmp_path / "out")), tmp_path)
     assert [t.task_digest for t in trials] == [t.task_digest for t in local]
     with pytest.raises(TaskError, match=r"spec\.tasks\.statesPath: nothing found"):
-        plan(parse_evalrun(evalrun(f"s3://{bucket}/tasks", s3_endpoint, tmp_path / "out",
-                                   statesPath=f"s3://{bucket}/no-states")), tmp_path)
+        plan(
+            parse_evalrun(
+                evalrun(f"s3://{bucket}/tasks", s3_endpoint, tmp_path / "out", statesPath=f"s3://{bucket}/no-states")
+            ),
+            tmp_path,
+        )
 
 
 def materialise(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
-    return subprocess.run([str(MCPFLEET), "materialise", *args], capture_output=True, text=True, timeout=60,
-                          env=env or dict(os.environ), cwd="/")
+    return subprocess.run(
+        [str(MCPFLEET), "materialise", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env or dict(os.environ),
+        cwd="/",
+    )
 
 
-def test_the_init_container_fetches_one_task_and_refuses_a_changed_one(s3_endpoint: str, s3: Any,  # noqa: F811
-                                                                        tmp_path: Path) -> None:
+def test_the_init_container_fetches_one_task_and_refuses_a_changed_one(
+    s3_endpoint: str,
+    s3: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     pack = make_tiny_pack(tmp_path / "pack", tasks=3)
     bucket = new_bucket(s3)
     upload(s3, bucket, pack, "p")
-    planned = {t.task_id: t.task_digest for t in
-               plan(parse_evalrun(evalrun(str(pack), s3_endpoint, tmp_path / "out")), tmp_path)}
+    planned = {
+        t.task_id: t.task_digest
+        for t in plan(parse_evalrun(evalrun(str(pack), s3_endpoint, tmp_path / "out")), tmp_path)
+    }
     task_dir, state_dir = tmp_path / "task", tmp_path / "state"
-    out = materialise("--task", TASK0, "--tasks-root", f"s3://{bucket}/p", "--task-dest", str(task_dir),
-                      "--dest", str(state_dir), "--endpoint-url", s3_endpoint, "--digest", planned[TASK0])
+    out = materialise(
+        "--task",
+        TASK0,
+        "--tasks-root",
+        f"s3://{bucket}/p",
+        "--task-dest",
+        str(task_dir),
+        "--dest",
+        str(state_dir),
+        "--endpoint-url",
+        s3_endpoint,
+        "--digest",
+        planned[TASK0],
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["files"] == 2
     assert files(state_dir) == files(pack / "filesystem/states/tiny")
@@ -158,8 +201,20 @@ def test_the_init_container_fetches_one_task_and_refuses_a_changed_one(s3_endpoi
 
     s3.put_object(Bucket=bucket, Key=f"p/{TASK0}/description.md", Body=b"Edited after the run was planned.\n")
     shutil.rmtree(state_dir)
-    out = materialise("--task", TASK0, "--tasks-root", f"s3://{bucket}/p", "--task-dest", str(task_dir),
-                      "--dest", str(state_dir), "--endpoint-url", s3_endpoint, "--digest", planned[TASK0])
+    out = materialise(
+        "--task",
+        TASK0,
+        "--tasks-root",
+        f"s3://{bucket}/p",
+        "--task-dest",
+        str(task_dir),
+        "--dest",
+        str(state_dir),
+        "--endpoint-url",
+        s3_endpoint,
+        "--digest",
+        planned[TASK0],
+    )
     assert out.returncode == 2
     assert "not the one this run was planned with" in " ".join(out.stderr.split())
     assert not state_dir.exists() or not any(state_dir.iterdir())
@@ -177,6 +232,7 @@ def test_a_local_run_from_an_s3_pack(s3_endpoint: str, s3: Any, tmp_path: Path) 
     summary, where = execute(load_evalrun(path), tmp_path, show_progress=False)
     assert summary["complete"] and summary["trials_recorded"] == 4
     assert [r["pass_at_1"] for r in summary["rows"]] == [1.0]
-    rec = json.loads((Path(where) / "trials" / "oracle.filesystem.standard.tiny.move_todo_1.2" /
-                      "result.json").read_text())
+    rec = json.loads(
+        (Path(where) / "trials" / "oracle.filesystem.standard.tiny.move_todo_1.2" / "result.json").read_text()
+    )
     assert rec["passed"] is True

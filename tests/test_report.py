@@ -26,8 +26,9 @@ import boto3
 import pytest
 import yaml
 from botocore.config import Config
-
 from conftest import REPO, make_tiny_pack
+from s3server import moto_endpoint
+
 from mcpfleet.runner import store as store_mod
 from mcpfleet.runner.launcher import execute
 from mcpfleet.runner.outcome import CATEGORIES
@@ -38,25 +39,35 @@ from mcpfleet.runner.scoring import ALL
 from mcpfleet.runner.spec import Limits, ModelSpec, load_evalrun, parse_evalrun
 from mcpfleet.runner.store import LocalStore
 from mcpfleet.runner.summary import build_summary
-from s3server import moto_endpoint
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
 CHROMIUM = shutil.which("chromium")
-EVIL = '<b>acme</b> & "big" \'model\''   # a model name that must come out as text, never as markup
-FREE = "free-model"                      # costs unknown
+EVIL = "<b>acme</b> & \"big\" 'model'"  # a model name that must come out as text, never as markup
+FREE = "free-model"  # costs unknown
 SMALL = "small-model"
 
 
 # ------------------------------------------------------------------------------------------- the runs
 
+
 def real_run(root: Path) -> Path:
     pack = make_tiny_pack(root / "pack", tasks=2)
-    doc = {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "real"},
-           "spec": {"models": [{"name": "oracle", "model": "scripted/oracle"},
-                               {"name": "noop", "model": "scripted/noop"},
-                               {"name": "malformed", "model": "scripted/malformed"}],
-                    "tasks": {"path": str(pack)}, "attempts": 2, "concurrency": {"total": 6},
-                    "output": {"uri": str(root / "runs")}}}
+    doc = {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "real"},
+        "spec": {
+            "models": [
+                {"name": "oracle", "model": "scripted/oracle"},
+                {"name": "noop", "model": "scripted/noop"},
+                {"name": "malformed", "model": "scripted/malformed"},
+            ],
+            "tasks": {"path": str(pack)},
+            "attempts": 2,
+            "concurrency": {"total": 6},
+            "output": {"uri": str(root / "runs")},
+        },
+    }
     path = root / "real.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     summary, run_root = execute(load_evalrun(path), root, show_progress=False)
@@ -66,8 +77,14 @@ def real_run(root: Path) -> Path:
 
 def synthetic_run(root: Path, name: str = "synthetic") -> Path:
     """Records written like a trial writes them, summarised like the launcher does; costs and turns set."""
-    run = parse_evalrun({"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": name},
-                         "spec": {"models": [{"name": "m0", "model": "openai/x"}], "attempts": 3}})
+    run = parse_evalrun(
+        {
+            "apiVersion": "mcpfleet.io/v1alpha1",
+            "kind": "EvalRun",
+            "metadata": {"name": name},
+            "spec": {"models": [{"name": "m0", "model": "openai/x"}], "attempts": 3},
+        }
+    )
     store = LocalStore(root / name)
     rng = random.Random(7)
     models = [(EVIL, 0.8, 0.02), (SMALL, 0.45, 0.004), (FREE, 0.3, None)]
@@ -79,10 +96,19 @@ def synthetic_run(root: Path, name: str = "synthetic") -> Path:
                     task_id = f"{service}/standard/cat/task_{t}"
                     trial_id = f"m{mi}.{service}.standard.cat.task_{t}.{attempt}"
                     h = f"h{mi}{t}{attempt}{service[0]}"
-                    trials.append(TrialSpec(run=name, trial_id=trial_id, spec_hash=h,
-                                            model=ModelSpec(name=f"m{mi}", model="openai/x"), task_id=task_id,
-                                            tasks_root="/nowhere", attempt=attempt, agent="mcpfleet",
-                                            limits=Limits(max_turns=30)))
+                    trials.append(
+                        TrialSpec(
+                            run=name,
+                            trial_id=trial_id,
+                            spec_hash=h,
+                            model=ModelSpec(name=f"m{mi}", model="openai/x"),
+                            task_id=task_id,
+                            tasks_root="/nowhere",
+                            attempt=attempt,
+                            agent="mcpfleet",
+                            limits=Limits(max_turns=30),
+                        )
+                    )
                     passed = rng.random() < skill
                     failure = None
                     if not passed:
@@ -90,18 +116,34 @@ def synthetic_run(root: Path, name: str = "synthetic") -> Path:
                         fail_i += 1
                     turns = 30 if failure == "turn_limit" else rng.randint(2, 25)
                     res = TrialResult(
-                        run=name, trial_id=trial_id, spec_hash=h, model=model, litellm_model="openai/x",
-                        service=service, task_id=task_id, attempt=attempt, agent="mcpfleet", passed=passed,
-                        failure=failure, timings=Timings(agent=1.0 + turns / 10),
-                        totals=Totals(turns=turns, tool_calls=max(0, turns - 1), input_tokens=900 * turns,
-                                      output_tokens=60 * turns,
-                                      cost_usd=None if cost is None else round(cost * turns / 10, 6)))
+                        run=name,
+                        trial_id=trial_id,
+                        spec_hash=h,
+                        model=model,
+                        litellm_model="openai/x",
+                        service=service,
+                        task_id=task_id,
+                        attempt=attempt,
+                        agent="mcpfleet",
+                        passed=passed,
+                        failure=failure,
+                        timings=Timings(agent=1.0 + turns / 10),
+                        totals=Totals(
+                            turns=turns,
+                            tool_calls=max(0, turns - 1),
+                            input_tokens=900 * turns,
+                            output_tokens=60 * turns,
+                            cost_usd=None if cost is None else round(cost * turns / 10, 6),
+                        ),
+                    )
                     store.write_files(trial_id, {"meta.json": b"{}"})
                     store.commit(trial_id, dumps(res.model_dump(mode="json")))
     # One stale record of a trial no longer planned (another hash): build_summary ignores it, so must the report.
     stale = json.loads((store.root / "trials" / trials[0].trial_id / "result.json").read_text())
-    store.commit("m9.filesystem.standard.cat.task_0.1", dumps({**stale, "trial_id": "m9.filesystem.standard."
-                                                               "cat.task_0.1", "model": "gone-model"}))
+    store.commit(
+        "m9.filesystem.standard.cat.task_0.1",
+        dumps({**stale, "trial_id": "m9.filesystem.standard.cat.task_0.1", "model": "gone-model"}),
+    )
     store.write_json("summary.json", build_summary(run, trials, store))
     return store.root
 
@@ -114,10 +156,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 # ------------------------------------------------------------------------------------------- helpers
 
+
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in (env or os.environ).items() if k != "COLUMNS"}
-    return subprocess.run([str(MCPFLEET), *args], capture_output=True, text=True, timeout=120, env=env,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(MCPFLEET), *args], capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL
+    )
 
 
 class Node:
@@ -188,10 +232,24 @@ def num(s: str) -> float | None:
 
 def chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     assert CHROMIUM, "Debian chromium is required for these tests"
-    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                           "--disable-component-update", "--disable-sync", "--no-first-run",
-                           f"--user-data-dir={tmp / 'chromium-profile'}", *args],
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={tmp / 'chromium-profile'}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def png_pixels_vary(path: Path) -> tuple[int, int, int]:
@@ -200,8 +258,8 @@ def png_pixels_vary(path: Path) -> tuple[int, int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, width, height = 8, b"", 0, 0
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        chunk = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height = struct.unpack(">II", chunk[:8])
         elif kind == b"IDAT":
@@ -239,6 +297,7 @@ def rendered(runs: dict[str, Path]) -> dict[str, Any]:
 
 # -------------------------------------------------------------------------------------------- tests
 
+
 def test_cli_prints_a_table_per_run_and_writes_one_file(rendered: dict[str, Any], runs: dict[str, Path]) -> None:
     out = " ".join(rendered["stdout"].split())
     assert "real (12/12 trials" in out and "synthetic (72/72 trials" in out
@@ -267,8 +326,14 @@ def test_all_plots_present_with_caption_axes_legend_and_titles(rendered: dict[st
         assert [t for t in svg.iter("text") if t.has_class("axis-label")], fid
         if fid != "plot-cost":
             assert [g for g in svg.iter("g") if g.has_class("legend")], fid
-        marks = [n for n in svg.iter() if "data-value" in n.attrs or "data-count" in n.attrs
-                 or "data-turns" in n.attrs or "data-pass-at-1" in n.attrs]
+        marks = [
+            n
+            for n in svg.iter()
+            if "data-value" in n.attrs
+            or "data-count" in n.attrs
+            or "data-turns" in n.attrs
+            or "data-pass-at-1" in n.attrs
+        ]
         assert marks, fid
         assert all(n.title() for n in marks if n.tag in ("rect", "circle", "path", "line")), fid
 
@@ -287,7 +352,9 @@ def test_pass_at_1_and_pass_at_k_marks_match_summary(rendered: dict[str, Any], r
             assert num(bars[0].attrs["data-std"]) == row["pass_at_1_std"]
             assert int(bars[0].attrs["data-trials"]) == row["trials"]
             errs = p1.iter("path", **key)
-            assert [num(e.attrs["data-value"]) for e in errs] == ([row["pass_at_1_std"]] if row["pass_at_1_std"] else [])
+            assert [num(e.attrs["data-value"]) for e in errs] == (
+                [row["pass_at_1_std"]] if row["pass_at_1_std"] else []
+            )
             at = pk.find("circle", data_metric="pass_at_k", **key)
             hat = pk.find("circle", data_metric="pass_hat_k", **key)
             assert num(at.attrs["data-value"]) == row["pass_at_k"]
@@ -330,10 +397,21 @@ def test_turns_distribution_has_one_dot_per_trial(rendered: dict[str, Any], runs
         for model in planned:
             dots = [n for n in fig.iter("circle", data_run=run, data_model=model) if n.has_class("trial")]
             assert len(dots) == overall(summ[run], model)["trials"]
-            got = Counter((d.attrs["data-task"], int(d.attrs["data-attempt"]), d.attrs["data-service"],
-                           int(d.attrs["data-turns"]), d.attrs["data-passed"] == "true") for d in dots)
-            want = Counter((r["task_id"], r["attempt"], r["service"], r["totals"]["turns"], r["passed"])
-                           for r in recs if r["model"] == model)
+            got = Counter(
+                (
+                    d.attrs["data-task"],
+                    int(d.attrs["data-attempt"]),
+                    d.attrs["data-service"],
+                    int(d.attrs["data-turns"]),
+                    d.attrs["data-passed"] == "true",
+                )
+                for d in dots
+            )
+            want = Counter(
+                (r["task_id"], r["attempt"], r["service"], r["totals"]["turns"], r["passed"])
+                for r in recs
+                if r["model"] == model
+            )
             assert got == want
             fails = Counter(d.attrs.get("data-failure") for d in dots if d.attrs["data-passed"] == "false")
             assert fails == Counter(overall(summ[run], model)["failures"])
@@ -362,11 +440,13 @@ def test_leaderboard_one_row_per_run_and_model_by_pass_at_1(rendered: dict[str, 
     rows = table.find("tbody").iter("tr")
     summ = summaries(runs)
     index = {"real": 0, "synthetic": 1}
-    want = sorted(((run, m, overall(s, m)) for run, s in summ.items() for m in {r["model"] for r in s["rows"]}),
-                  key=lambda x: (-x[2]["pass_at_1"], -(x[2]["pass_at_k"] or 0), index[x[0]], x[1]))
+    want = sorted(
+        ((run, m, overall(s, m)) for run, s in summ.items() for m in {r["model"] for r in s["rows"]}),
+        key=lambda x: (-x[2]["pass_at_1"], -(x[2]["pass_at_k"] or 0), index[x[0]], x[1]),
+    )
     assert [(r.attrs["data-run"], r.attrs["data-model"]) for r in rows] == [(run, m) for run, m, _ in want]
     assert len(rows) == 6
-    for r, (run, model, o) in zip(rows, want):
+    for r, (run, model, o) in zip(rows, want, strict=True):
         assert num(r.attrs["data-pass-at-1"]) == o["pass_at_1"] and num(r.attrs["data-std"]) == o["pass_at_1_std"]
         assert num(r.attrs["data-pass-at-k"]) == o["pass_at_k"] and num(r.attrs["data-pass-hat-k"]) == o["pass_hat_k"]
         assert num(r.attrs["data-cost-usd"]) == o["cost_usd"] and int(r.attrs["data-k"]) == o["attempts"]
@@ -415,8 +495,11 @@ def test_missing_summary_is_recomputed_from_the_records(runs: dict[str, Path], t
     assert "real (7/12 trials" in " ".join(proc.stdout.split())
     dom = Dom(out.read_text()).root
     sec = dom.find("section", id="run-0")
-    assert (sec.attrs["data-source"], sec.attrs["data-complete"], sec.attrs["data-trials-recorded"]) == \
-        ("recomputed", "false", "7")
+    assert (sec.attrs["data-source"], sec.attrs["data-complete"], sec.attrs["data-trials-recorded"]) == (
+        "recomputed",
+        "false",
+        "7",
+    )
     assert "summary.json is missing" in sec.text
     assert len([n for n in dom.iter("circle") if n.has_class("trial")]) == 7
     assert not dom.iter("table", id="leaderboard")  # one run: no leaderboard
@@ -424,14 +507,22 @@ def test_missing_summary_is_recomputed_from_the_records(runs: dict[str, Path], t
 
 def test_report_from_s3(runs: dict[str, Path], tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in store_mod.AWS_ENV}
-    env.update(AWS_ACCESS_KEY_ID="AKIAREPORTTEST000001", AWS_SECRET_ACCESS_KEY="report/test/secret",
-               AWS_DEFAULT_REGION="us-east-1")
+    env.update(
+        AWS_ACCESS_KEY_ID="AKIAREPORTTEST000001",
+        AWS_SECRET_ACCESS_KEY="report/test/secret",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
     local = tmp_path / "local.html"
     assert cli("report", str(runs["synthetic"]), "-o", str(local)).returncode == 0
     with moto_endpoint() as endpoint:
-        s3 = boto3.client("s3", endpoint_url=endpoint, config=Config(s3={"addressing_style": "path"}),
-                          aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                          aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            config=Config(s3={"addressing_style": "path"}),
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            region_name="us-east-1",
+        )
         s3.create_bucket(Bucket="evals")
         for f in runs["synthetic"].rglob("*"):
             if f.is_file():

@@ -9,17 +9,36 @@ import pytest
 from mcpfleet.runner.scoring import pass_at_k_unbiased, pass_hat_k_unbiased, score_group, summarize
 
 
-def r(task: str, attempt: int, passed: bool, model: str = "m", service: str = "filesystem",
-      failure: str | None = None, **totals: float) -> dict:
-    return {"model": model, "service": service, "task_id": f"{service}/standard/c/{task}", "attempt": attempt,
-            "passed": passed, "failure": None if passed else (failure or "verifier_failed"),
-            "totals": {"turns": 10, "tool_calls": 8, "input_tokens": 100, "output_tokens": 10, **totals},
-            "timings": {"agent": 1.0}}
+def r(
+    task: str,
+    attempt: int,
+    passed: bool,
+    model: str = "m",
+    service: str = "filesystem",
+    failure: str | None = None,
+    **totals: float,
+) -> dict:
+    return {
+        "model": model,
+        "service": service,
+        "task_id": f"{service}/standard/c/{task}",
+        "attempt": attempt,
+        "passed": passed,
+        "failure": None if passed else (failure or "verifier_failed"),
+        "totals": {"turns": 10, "tool_calls": 8, "input_tokens": 100, "output_tokens": 10, **totals},
+        "timings": {"agent": 1.0},
+    }
 
 
 # Task A passes attempts 1 and 3; task B never passes.
-CASE = [r("A", 1, True), r("A", 2, False), r("A", 3, True),
-        r("B", 1, False), r("B", 2, False, failure="turn_limit"), r("B", 3, False)]
+CASE = [
+    r("A", 1, True),
+    r("A", 2, False),
+    r("A", 3, True),
+    r("B", 1, False),
+    r("B", 2, False, failure="turn_limit"),
+    r("B", 3, False),
+]
 
 
 def test_pass_at_1_is_mean_of_per_attempt_rates_with_population_std() -> None:
@@ -31,7 +50,7 @@ def test_pass_at_1_is_mean_of_per_attempt_rates_with_population_std() -> None:
 
 def test_plain_pass_at_k_and_pass_hat_k() -> None:
     row = score_group(CASE, attempts=3)
-    assert row["pass_at_k"] == pytest.approx(0.5)   # A has a pass, B none
+    assert row["pass_at_k"] == pytest.approx(0.5)  # A has a pass, B none
     assert row["pass_hat_k"] == pytest.approx(0.0)  # no task passed all three
     assert row["failures"] == {"turn_limit": 1, "verifier_failed": 3}
     assert row["trials"] == 6 and row["tasks"] == 2 and row["passed"] == 2
@@ -50,13 +69,16 @@ def test_unbiased_curve_by_hand() -> None:
     assert row["pass_hat_k_unbiased"] == pytest.approx(row["pass_hat_k"])
 
 
-@pytest.mark.parametrize(("n", "c", "k", "at", "hat"), [
-    (5, 2, 2, 1 - 3 / 10, 1 / 10),
-    (4, 0, 1, 0.0, 0.0),
-    (4, 4, 4, 1.0, 1.0),
-    (10, 3, 5, 1 - math.comb(7, 5) / math.comb(10, 5), 0.0),
-    (6, 5, 3, 1.0, math.comb(5, 3) / math.comb(6, 3)),
-])
+@pytest.mark.parametrize(
+    ("n", "c", "k", "at", "hat"),
+    [
+        (5, 2, 2, 1 - 3 / 10, 1 / 10),
+        (4, 0, 1, 0.0, 0.0),
+        (4, 4, 4, 1.0, 1.0),
+        (10, 3, 5, 1 - math.comb(7, 5) / math.comb(10, 5), 0.0),
+        (6, 5, 3, 1.0, math.comb(5, 3) / math.comb(6, 3)),
+    ],
+)
 def test_estimators(n: int, c: int, k: int, at: float, hat: float) -> None:
     assert pass_at_k_unbiased(n, c, k) == pytest.approx(at)
     assert pass_hat_k_unbiased(n, c, k) == pytest.approx(hat)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -29,10 +30,20 @@ ORACLE = [
     {"tool": "write_file", "arguments": {"path": "{root}/summary.txt", "content": "moved {root}/draft.md"}},
 ]
 TOOL_NAMES = ["list_allowed_directories", "create_directory", "move_file", "write_file", "read_text_file"]
-TOOLS = [{"type": "function", "function": {
-    "name": n, "description": n, "parameters": {
-        "type": "object", "properties": {} if n == "list_allowed_directories" else {"path": {"type": "string"}}}}}
-    for n in TOOL_NAMES]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": n,
+            "description": n,
+            "parameters": {
+                "type": "object",
+                "properties": {} if n == "list_allowed_directories" else {"path": {"type": "string"}},
+            },
+        },
+    }
+    for n in TOOL_NAMES
+]
 
 
 @pytest.fixture
@@ -60,15 +71,23 @@ async def url(pack: Path) -> AsyncIterator[str]:
     await runner.cleanup()
 
 
-async def complete(url: str, policy: str, messages: list[dict[str, Any]], stream: bool = False,
-                   **kw: Any) -> tuple[str | None, list[dict[str, Any]], Any]:
+async def complete(
+    url: str, policy: str, messages: list[dict[str, Any]], stream: bool = False, **kw: Any
+) -> tuple[str | None, list[dict[str, Any]], Any]:
     """One LiteLLM call; returns (content, tool calls as {id, name, arguments-string}, usage)."""
-    resp = await litellm.acompletion(model=f"openai/{policy}", api_base=url, api_key="x", messages=messages,
-                                     tools=TOOLS, stream=stream, max_retries=0, **kw)
+    resp = await litellm.acompletion(
+        model=f"openai/{policy}",
+        api_base=url,
+        api_key="x",
+        messages=messages,
+        tools=TOOLS,
+        stream=stream,
+        max_retries=0,
+        **kw,
+    )
     if not stream:
         msg = resp.choices[0].message
-        calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
-                 for c in msg.tool_calls or []]
+        calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments} for c in msg.tool_calls or []]
         return msg.content, calls, resp.usage
     content, usage = "", None
     by_index: dict[int, dict[str, Any]] = {}
@@ -90,21 +109,30 @@ def tool_result(name: str) -> str:
     return f"Allowed directories:\n{ROOT}" if name == "list_allowed_directories" else "ok"
 
 
-async def drive(url: str, policy: str, prompt: str = DESCRIPTION, stream: bool = False,
-                max_turns: int = 10) -> tuple[list[tuple[str, Any]], str | None, list[Any]]:
+async def drive(
+    url: str, policy: str, prompt: str = DESCRIPTION, stream: bool = False, max_turns: int = 10
+) -> tuple[list[tuple[str, Any]], str | None, list[Any]]:
     """A minimal agent loop feeding fake tool results back; returns (calls, final text, usages)."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     made: list[tuple[str, Any]] = []
     usages = []
     for _ in range(max_turns):
-        content, calls, usage = await complete(url, policy, messages, stream=stream,
-                                               **({"stream_options": {"include_usage": True}} if stream else {}))
+        content, calls, usage = await complete(
+            url, policy, messages, stream=stream, **({"stream_options": {"include_usage": True}} if stream else {})
+        )
         usages.append(usage)
         if not calls:
             return made, content, usages
-        messages.append({"role": "assistant", "content": content, "tool_calls": [
-            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-            for c in calls]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": content,
+                "tool_calls": [
+                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                    for c in calls
+                ],
+            }
+        )
         for c in calls:
             made.append((c["name"], json.loads(c["arguments"])))
             messages.append({"role": "tool", "tool_call_id": c["id"], "content": tool_result(c["name"])})
@@ -112,8 +140,9 @@ async def drive(url: str, policy: str, prompt: str = DESCRIPTION, stream: bool =
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-@pytest.mark.parametrize("prompt", [DESCRIPTION, f"You are an agent.\n\n{DESCRIPTION}\nUse the tools."],
-                         ids=["exact", "contained"])
+@pytest.mark.parametrize(
+    "prompt", [DESCRIPTION, f"You are an agent.\n\n{DESCRIPTION}\nUse the tools."], ids=["exact", "contained"]
+)
 async def test_oracle_plays_steps_in_order(url: str, pack: Path, stream: bool, prompt: str) -> None:
     oracle = discover(pack)[0].oracle
     made, final, usages = await drive(url, "oracle", prompt, stream=stream)
@@ -149,9 +178,20 @@ async def test_malformed_arguments_reach_the_client(url: str) -> None:
     assert len(calls) == 1 and calls[0]["name"] in TOOL_NAMES
     with pytest.raises(json.JSONDecodeError):
         json.loads(calls[0]["arguments"])
-    messages += [{"role": "assistant", "content": None, "tool_calls": [{"id": calls[0]["id"], "type": "function",
-                  "function": {"name": calls[0]["name"], "arguments": calls[0]["arguments"]}}]},
-                 {"role": "tool", "tool_call_id": calls[0]["id"], "content": "error: arguments are not JSON"}]
+    messages += [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": calls[0]["id"],
+                    "type": "function",
+                    "function": {"name": calls[0]["name"], "arguments": calls[0]["arguments"]},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": calls[0]["id"], "content": "error: arguments are not JSON"},
+    ]
     content, calls, _ = await complete(url, "malformed", messages)
     assert content == "Done." and calls == []
 
@@ -163,25 +203,47 @@ async def test_overflow_raises_context_window_exceeded(url: str) -> None:
 
 async def test_script_policy(url: str, tmp_path: Path) -> None:
     script = tmp_path / "script.json"
-    script.write_text(json.dumps({"turns": [
-        {"tool_calls": [{"name": "list_allowed_directories", "arguments": {}}]},
-        {"tool_calls": [{"name": "read_text_file", "arguments": {"path": "{root}/a.txt"}},
-                        {"name": "write_file", "arguments": '{"path": "{root}/b.txt", "content": "x"}'}]},
-        {"content": "Thinking out loud."},
-    ]}))
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"tool_calls": [{"name": "list_allowed_directories", "arguments": {}}]},
+                    {
+                        "tool_calls": [
+                            {"name": "read_text_file", "arguments": {"path": "{root}/a.txt"}},
+                            {"name": "write_file", "arguments": '{"path": "{root}/b.txt", "content": "x"}'},
+                        ]
+                    },
+                    {"content": "Thinking out loud."},
+                ]
+            }
+        )
+    )
     messages: list[dict[str, Any]] = [{"role": "user", "content": "anything"}]
     seen = []
     for _ in range(3):
         content, calls, _ = await complete(url, f"script={script}", messages)
         seen.append((content, [(c["name"], json.loads(c["arguments"])) for c in calls]))
-        messages.append({"role": "assistant", "content": content, "tool_calls": [
-            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-            for c in calls] or None})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": content,
+                "tool_calls": [
+                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                    for c in calls
+                ]
+                or None,
+            }
+        )
         messages += [{"role": "tool", "tool_call_id": c["id"], "content": tool_result(c["name"])} for c in calls]
-    assert seen == [(None, [("list_allowed_directories", {})]),
-                    (None, [("read_text_file", {"path": "/tmp/x/a.txt"}),
-                            ("write_file", {"path": "/tmp/x/b.txt", "content": "x"})]),
-                    ("Thinking out loud.", [])]
+    assert seen == [
+        (None, [("list_allowed_directories", {})]),
+        (
+            None,
+            [("read_text_file", {"path": "/tmp/x/a.txt"}), ("write_file", {"path": "/tmp/x/b.txt", "content": "x"})],
+        ),
+        ("Thinking out loud.", []),
+    ]
     content, calls, _ = await complete(url, f"script={script}", messages)
     assert content == "Done." and calls == []
 
@@ -207,8 +269,9 @@ async def test_fail_maps_to_litellm_errors_and_its_default_retries(url: str) -> 
     with pytest.raises(litellm.RateLimitError):
         await complete(url, "noop?fail=1&fail_status=429", msgs)
     # LiteLLM's openai client retries twice by default (DEFAULT_MAX_RETRIES=2): fail=2 is absorbed silently.
-    resp = await litellm.acompletion(model="openai/noop+fail=2", api_base=url, api_key="x",
-                                     messages=[{"role": "user", "content": "absorbed"}])
+    resp = await litellm.acompletion(
+        model="openai/noop+fail=2", api_base=url, api_key="x", messages=[{"role": "user", "content": "absorbed"}]
+    )
     assert resp.choices[0].message.content == "I have reviewed the request."
 
 
@@ -258,8 +321,9 @@ def test_server_process_starts_and_stops(pack: Path) -> None:
         assert server.proc is not None
         pid = server.proc.pid
         assert os.getpgid(pid) == pid  # its own process group/session
-        resp = litellm.completion(model="openai/noop", api_base=base, api_key="x",
-                                  messages=[{"role": "user", "content": "hi"}])
+        resp = litellm.completion(
+            model="openai/noop", api_base=base, api_key="x", messages=[{"role": "user", "content": "hi"}]
+        )
         assert resp.choices[0].message.content == "I have reviewed the request."
     assert server.proc.returncode is not None and not _alive(pid)
 

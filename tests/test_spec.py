@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
@@ -17,8 +18,12 @@ Doc = dict[str, Any]
 
 
 def minimal() -> Doc:
-    return {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "t"},
-            "spec": {"models": [{"name": "m", "model": "scripted/oracle"}]}}
+    return {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "t"},
+        "spec": {"models": [{"name": "m", "model": "scripted/oracle"}]},
+    }
 
 
 def problems(mutate: Callable[[Doc], Any]) -> list[str]:
@@ -40,54 +45,112 @@ def model(d: Doc) -> Doc:
 INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
     ("attempts-zero", lambda d: spec(d).update(attempts=0), ["spec.attempts: must be >= 1"]),
     ("attempts-too-many", lambda d: spec(d).update(attempts=101), ["spec.attempts: must be <= 100"]),
-    ("unknown-top-level", lambda d: d.update(extra=1),
-     ["extra: unknown field; allowed fields: apiVersion, kind, metadata, spec, status"]),
-    ("unknown-in-spec", lambda d: spec(d).update(attempt=2),
-     ["spec.attempt: unknown field; allowed fields: agent, attempts, concurrency, limits, models, output, "
-      "pod, retries, suspend, tasks"]),
-    ("unknown-in-limits", lambda d: spec(d).update(limits={"maxTurn": 5}),
-     ["spec.limits.maxTurn: unknown field; allowed fields: llmRetries, llmTimeoutSeconds, maxTurns, "
-      "timeoutSeconds, toolCallTimeoutSeconds, verifierTimeoutSeconds"]),
-    ("unknown-in-model", lambda d: model(d).update(temperature=0.5),
-     ["spec.models[0].temperature: unknown field; allowed fields: apiBase, apiKeyEnv, apiKeySecretRef, "
-      "concurrency, model, name, params"]),
-    ("unknown-in-secret-ref", lambda d: model(d).update(apiKeySecretRef={"name": "s", "key": "k", "ns": "x"}),
-     ["spec.models[0].apiKeySecretRef.ns: unknown field; allowed fields: key, name"]),
-    ("inline-api-key", lambda d: model(d).update(apiKey="sk-123"),
-     ["spec.models[0]: inline secret field 'apiKey' is not allowed; reference it with apiKeyEnv "
-      "(an environment variable name) or apiKeySecretRef {name, key}"]),
-    ("two-key-sources", lambda d: model(d).update(apiKeyEnv="KEY", apiKeySecretRef={"name": "s", "key": "k"}),
-     ["spec.models[0]: set at most one of apiKeyEnv and apiKeySecretRef"]),
-    ("bad-key-env", lambda d: model(d).update(apiKeyEnv="1KEY"),
-     ["spec.models[0].apiKeyEnv: must match ^[A-Za-z_][A-Za-z0-9_]*$"]),
-    ("duplicate-models", lambda d: spec(d)["models"].append({"name": "m", "model": "openai/gpt-5"}),
-     ["spec.models: model names must be unique; 'm' appears twice"]),
+    (
+        "unknown-top-level",
+        lambda d: d.update(extra=1),
+        ["extra: unknown field; allowed fields: apiVersion, kind, metadata, spec, status"],
+    ),
+    (
+        "unknown-in-spec",
+        lambda d: spec(d).update(attempt=2),
+        [
+            "spec.attempt: unknown field; allowed fields: agent, attempts, concurrency, limits, models, output, "
+            "pod, retries, suspend, tasks"
+        ],
+    ),
+    (
+        "unknown-in-limits",
+        lambda d: spec(d).update(limits={"maxTurn": 5}),
+        [
+            "spec.limits.maxTurn: unknown field; allowed fields: llmRetries, llmTimeoutSeconds, maxTurns, "
+            "timeoutSeconds, toolCallTimeoutSeconds, verifierTimeoutSeconds"
+        ],
+    ),
+    (
+        "unknown-in-model",
+        lambda d: model(d).update(temperature=0.5),
+        [
+            "spec.models[0].temperature: unknown field; allowed fields: apiBase, apiKeyEnv, apiKeySecretRef, "
+            "concurrency, model, name, params"
+        ],
+    ),
+    (
+        "unknown-in-secret-ref",
+        lambda d: model(d).update(apiKeySecretRef={"name": "s", "key": "k", "ns": "x"}),
+        ["spec.models[0].apiKeySecretRef.ns: unknown field; allowed fields: key, name"],
+    ),
+    (
+        "inline-api-key",
+        lambda d: model(d).update(apiKey="sk-123"),
+        [
+            "spec.models[0]: inline secret field 'apiKey' is not allowed; reference it with apiKeyEnv "
+            "(an environment variable name) or apiKeySecretRef {name, key}"
+        ],
+    ),
+    (
+        "two-key-sources",
+        lambda d: model(d).update(apiKeyEnv="KEY", apiKeySecretRef={"name": "s", "key": "k"}),
+        ["spec.models[0]: set at most one of apiKeyEnv and apiKeySecretRef"],
+    ),
+    (
+        "bad-key-env",
+        lambda d: model(d).update(apiKeyEnv="1KEY"),
+        ["spec.models[0].apiKeyEnv: must match ^[A-Za-z_][A-Za-z0-9_]*$"],
+    ),
+    (
+        "duplicate-models",
+        lambda d: spec(d)["models"].append({"name": "m", "model": "openai/gpt-5"}),
+        ["spec.models: model names must be unique; 'm' appears twice"],
+    ),
     ("bad-model-name", lambda d: model(d).update(name="GPT_5"), [f"spec.models[0].name: {DNS_MSG}"]),
     ("empty-model-string", lambda d: model(d).update(model=""), ["spec.models[0].model: must not be empty"]),
     ("missing-model-string", lambda d: model(d).pop("model"), ["spec.models[0].model: required field is missing"]),
-    ("bad-agent", lambda d: spec(d).update(agent="human"),
-     ["spec.agent: must be one of 'mcpfleet', 'oracle' or 'noop'"]),
+    (
+        "bad-agent",
+        lambda d: spec(d).update(agent="human"),
+        ["spec.agent: must be one of 'mcpfleet', 'oracle' or 'noop'"],
+    ),
     ("empty-models", lambda d: spec(d).update(models=[]), ["spec.models: must have at least 1 item(s)"]),
-    ("gcs-uri", lambda d: spec(d).update(output={"uri": "gs://bucket/runs"}),
-     ["spec.output.uri: must be a local path or s3://bucket/prefix"]),
-    ("bad-bucket", lambda d: spec(d).update(output={"uri": "s3://Bad_Bucket/runs"}),
-     ["spec.output.uri: s3 URI must be s3://<bucket>/<prefix> with a valid bucket name"]),
-    ("temperature-high", lambda d: model(d).update(params={"temperature": 3}),
-     ["spec.models[0].params.temperature: must be <= 2.0"]),
+    (
+        "gcs-uri",
+        lambda d: spec(d).update(output={"uri": "gs://bucket/runs"}),
+        ["spec.output.uri: must be a local path or s3://bucket/prefix"],
+    ),
+    (
+        "bad-bucket",
+        lambda d: spec(d).update(output={"uri": "s3://Bad_Bucket/runs"}),
+        ["spec.output.uri: s3 URI must be s3://<bucket>/<prefix> with a valid bucket name"],
+    ),
+    (
+        "temperature-high",
+        lambda d: model(d).update(params={"temperature": 3}),
+        ["spec.models[0].params.temperature: must be <= 2.0"],
+    ),
     ("top-p-zero", lambda d: model(d).update(params={"topP": 0}), ["spec.models[0].params.topP: must be > 0.0"]),
-    ("bad-effort", lambda d: model(d).update(params={"reasoningEffort": "max"}),
-     ["spec.models[0].params.reasoningEffort: must be one of 'minimal', 'low', 'medium' or 'high'"]),
-    ("wrong-api-version", lambda d: d.update(apiVersion="mcpfleet.io/v1"),
-     ["apiVersion: must be 'mcpfleet.io/v1alpha1'"]),
+    (
+        "bad-effort",
+        lambda d: model(d).update(params={"reasoningEffort": "max"}),
+        ["spec.models[0].params.reasoningEffort: must be one of 'minimal', 'low', 'medium' or 'high'"],
+    ),
+    (
+        "wrong-api-version",
+        lambda d: d.update(apiVersion="mcpfleet.io/v1"),
+        ["apiVersion: must be 'mcpfleet.io/v1alpha1'"],
+    ),
     ("wrong-kind", lambda d: d.update(kind="Job"), ["kind: must be 'EvalRun'"]),
     ("missing-spec", lambda d: d.pop("spec"), ["spec: required field is missing"]),
     ("bad-run-name", lambda d: d.update(metadata={"name": "My_Run"}), [f"metadata.name: {DNS_MSG}"]),
-    ("zero-concurrency", lambda d: spec(d).update(concurrency={"total": 0}),
-     ["spec.concurrency.total: must be >= 1"]),
-    ("many-at-once", lambda d: (spec(d).update(attempts=0, bogus=True), model(d).update(name="A")),
-     [f"spec.models[0].name: {DNS_MSG}", "spec.attempts: must be >= 1",
-      "spec.bogus: unknown field; allowed fields: agent, attempts, concurrency, limits, models, output, "
-      "pod, retries, suspend, tasks"]),
+    ("zero-concurrency", lambda d: spec(d).update(concurrency={"total": 0}), ["spec.concurrency.total: must be >= 1"]),
+    (
+        "many-at-once",
+        lambda d: (spec(d).update(attempts=0, bogus=True), model(d).update(name="A")),
+        [
+            f"spec.models[0].name: {DNS_MSG}",
+            "spec.attempts: must be >= 1",
+            "spec.bogus: unknown field; allowed fields: agent, attempts, concurrency, limits, models, output, "
+            "pod, retries, suspend, tasks",
+        ],
+    ),
 ]
 
 
@@ -101,8 +164,9 @@ def test_error_message_lists_every_problem_under_a_header() -> None:
     spec(doc).update(attempts=0, concurrency={"total": 0})
     with pytest.raises(SpecError) as info:
         parse_evalrun(doc, "run.yaml")
-    assert str(info.value) == ("invalid EvalRun in run.yaml:\n  spec.attempts: must be >= 1\n"
-                               "  spec.concurrency.total: must be >= 1")
+    assert str(info.value) == (
+        "invalid EvalRun in run.yaml:\n  spec.attempts: must be >= 1\n  spec.concurrency.total: must be >= 1"
+    )
     assert info.value.source == "run.yaml"
 
 
@@ -133,11 +197,14 @@ def test_load_reports_missing_file(tmp_path: Path) -> None:
     assert info.value.problems == ["(file): cannot read: No such file or directory"]
 
 
-@pytest.mark.parametrize(("docs", "found"), [
-    ([{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}], 0),
-    ([], 0),
-    ([minimal(), minimal()], 2),
-])
+@pytest.mark.parametrize(
+    ("docs", "found"),
+    [
+        ([{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}], 0),
+        ([], 0),
+        ([minimal(), minimal()], 2),
+    ],
+)
 def test_load_needs_exactly_one_evalrun(tmp_path: Path, docs: list[Doc], found: int) -> None:
     path = _write(tmp_path, yaml.safe_dump_all(docs) if docs else "# nothing here\n")
     with pytest.raises(SpecError) as info:
@@ -164,8 +231,12 @@ def test_load_reports_spec_problems_with_the_file_name(tmp_path: Path) -> None:
 def test_defaults() -> None:
     run = parse_evalrun(minimal())
     s = run.spec
-    assert (s.limits.max_turns, s.limits.timeout_seconds, s.limits.tool_call_timeout_seconds,
-            s.limits.verifier_timeout_seconds) == (100, 3600, 60, 300)
+    assert (
+        s.limits.max_turns,
+        s.limits.timeout_seconds,
+        s.limits.tool_call_timeout_seconds,
+        s.limits.verifier_timeout_seconds,
+    ) == (100, 3600, 60, 300)
     assert (s.limits.llm_retries, s.limits.llm_timeout_seconds) == (5, 600)
     assert s.attempts == 1
     assert s.agent == AgentKind.mcpfleet and type(s.agent) is str and f"{s.agent}" == "mcpfleet"
@@ -190,31 +261,47 @@ def _hash(mutate: Callable[[Doc], Any] = lambda d: None) -> str:
     return spec_hash(parse_evalrun(doc))
 
 
-@pytest.mark.parametrize("mutate", [
-    lambda d: spec(d).update(concurrency={"total": 64, "perModel": 8}),
-    lambda d: model(d).update(concurrency=2),
-    lambda d: spec(d).update(output={"uri": "s3://bucket/runs", "region": "eu-west-1"}),
-    lambda d: spec(d).update(retries={"limit": 5, "backoffSeconds": 1}),
-    lambda d: spec(d).update(suspend=True),
-    lambda d: model(d).update(apiKeyEnv="OTHER_KEY"),
-    lambda d: d.update(metadata={"name": "renamed", "labels": {"a": "b"}}),
-    lambda d: spec(d).update(limits={"maxTurns": 100}, attempts=1, agent="mcpfleet"),  # explicit defaults
-], ids=["concurrency", "model-concurrency", "output", "retries", "suspend", "key-source", "metadata",
-        "explicit-defaults"])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: spec(d).update(concurrency={"total": 64, "perModel": 8}),
+        lambda d: model(d).update(concurrency=2),
+        lambda d: spec(d).update(output={"uri": "s3://bucket/runs", "region": "eu-west-1"}),
+        lambda d: spec(d).update(retries={"limit": 5, "backoffSeconds": 1}),
+        lambda d: spec(d).update(suspend=True),
+        lambda d: model(d).update(apiKeyEnv="OTHER_KEY"),
+        lambda d: d.update(metadata={"name": "renamed", "labels": {"a": "b"}}),
+        lambda d: spec(d).update(limits={"maxTurns": 100}, attempts=1, agent="mcpfleet"),  # explicit defaults
+    ],
+    ids=[
+        "concurrency",
+        "model-concurrency",
+        "output",
+        "retries",
+        "suspend",
+        "key-source",
+        "metadata",
+        "explicit-defaults",
+    ],
+)
 def test_spec_hash_ignores_how_and_where(mutate: Callable[[Doc], Any]) -> None:
     assert _hash(mutate) == _hash()
 
 
-@pytest.mark.parametrize("mutate", [
-    lambda d: model(d).update(params={"temperature": 0.5}),
-    lambda d: model(d).update(model="scripted/noop"),
-    lambda d: model(d).update(apiBase="http://llm:8000/v1"),
-    lambda d: spec(d).update(limits={"maxTurns": 50}),
-    lambda d: spec(d).update(limits={"verifierTimeoutSeconds": 30}),
-    lambda d: spec(d).update(attempts=4),
-    lambda d: spec(d).update(agent="oracle"),
-    lambda d: spec(d).update(tasks={"services": ["filesystem"]}),
-], ids=["param", "model", "api-base", "max-turns", "verifier-timeout", "attempts", "agent", "tasks"])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: model(d).update(params={"temperature": 0.5}),
+        lambda d: model(d).update(model="scripted/noop"),
+        lambda d: model(d).update(apiBase="http://llm:8000/v1"),
+        lambda d: spec(d).update(limits={"maxTurns": 50}),
+        lambda d: spec(d).update(limits={"verifierTimeoutSeconds": 30}),
+        lambda d: spec(d).update(attempts=4),
+        lambda d: spec(d).update(agent="oracle"),
+        lambda d: spec(d).update(tasks={"services": ["filesystem"]}),
+    ],
+    ids=["param", "model", "api-base", "max-turns", "verifier-timeout", "attempts", "agent", "tasks"],
+)
 def test_spec_hash_changes_with_what_is_measured(mutate: Callable[[Doc], Any]) -> None:
     assert _hash(mutate) != _hash()
 

@@ -19,15 +19,15 @@ import boto3
 import pytest
 import yaml
 from botocore.config import Config
-
 from conftest import make_tiny_pack
+from s3server import FaultProxy, new_bucket
+
 from mcpfleet.runner import store as store_mod
 from mcpfleet.runner.launcher import execute
 from mcpfleet.runner.plan import plan
 from mcpfleet.runner.spec import Output, load_evalrun, parse_evalrun
 from mcpfleet.runner.store import LocalStore, S3Store, S3Tuning, StoreError, open_store, store_config
 from mcpfleet.runner.trial import TrialContext, run_trial
-from s3server import FaultProxy, free_port, new_bucket, s3_endpoint  # noqa: F401 - s3_endpoint is a fixture
 
 KEY_ID = "AKIAMCPFLEETTEST0042"
 SECRET = "mcpfleet/Test+Secret/0123456789abcdefXYZ"
@@ -73,14 +73,24 @@ def write_trial(st: S3Store, trial_id: str) -> None:
 
 # ------------------------------------------------------------------------------------------ layout
 
-@pytest.mark.parametrize(("prefix", "uid", "root"), [
-    ("evals/nightly", "6f1c-uid", "evals/nightly/run-a/6f1c-uid"),
-    ("evals/nightly", None, "evals/nightly/run-a"),
-    ("/evals//nightly/", None, "evals/nightly/run-a"),  # slashes normalised: no //, no leading /
-    ("", "u1", "run-a/u1"),
-])
-def test_layout_and_keys(s3_endpoint: str, s3: Any, bucket: str, prefix: str, uid: str | None,  # noqa: F811
-                         root: str) -> None:
+
+@pytest.mark.parametrize(
+    ("prefix", "uid", "root"),
+    [
+        ("evals/nightly", "6f1c-uid", "evals/nightly/run-a/6f1c-uid"),
+        ("evals/nightly", None, "evals/nightly/run-a"),
+        ("/evals//nightly/", None, "evals/nightly/run-a"),  # slashes normalised: no //, no leading /
+        ("", "u1", "run-a/u1"),
+    ],
+)
+def test_layout_and_keys(
+    s3_endpoint: str,
+    s3: Any,
+    bucket: str,
+    prefix: str,
+    uid: str | None,  # noqa: F811
+    root: str,
+) -> None:
     st = S3Store(bucket, prefix, "run-a", uid, endpoint_url=s3_endpoint)
     assert st.location() == f"s3://{bucket}/{root}"
     assert not st.exists()
@@ -88,10 +98,16 @@ def test_layout_and_keys(s3_endpoint: str, s3: Any, bucket: str, prefix: str, ui
     st.write_json("run.json", {"run": "run-a"})
     st.write_json("summary.json", {"rows": []})
     assert st.exists()
-    assert keys(s3, bucket) == sorted([
-        f"{root}/run.json", f"{root}/summary.json",
-        f"{root}/trials/oracle.fs.t1.1/mcp_server.log", f"{root}/trials/oracle.fs.t1.1/messages.json",
-        f"{root}/trials/oracle.fs.t1.1/meta.json", f"{root}/trials/oracle.fs.t1.1/result.json"])
+    assert keys(s3, bucket) == sorted(
+        [
+            f"{root}/run.json",
+            f"{root}/summary.json",
+            f"{root}/trials/oracle.fs.t1.1/mcp_server.log",
+            f"{root}/trials/oracle.fs.t1.1/messages.json",
+            f"{root}/trials/oracle.fs.t1.1/meta.json",
+            f"{root}/trials/oracle.fs.t1.1/result.json",
+        ]
+    )
     head = s3.head_object(Bucket=bucket, Key=f"{root}/trials/oracle.fs.t1.1/result.json")
     assert head["ContentType"] == "application/json"
     assert st.read_json("summary.json") == {"rows": []} and st.read_json("absent.json") is None
@@ -116,12 +132,17 @@ def test_open_store_picks_the_backend_from_the_uri(s3_endpoint: str, bucket: str
 
 # ---------------------------------------------------------------------------- order and idempotence
 
-def test_result_json_is_the_last_put_and_rewrites_are_idempotent(s3_endpoint: str, s3: Any,  # noqa: F811
-                                                                 bucket: str) -> None:
+
+def test_result_json_is_the_last_put_and_rewrites_are_idempotent(
+    s3_endpoint: str,
+    s3: Any,  # noqa: F811
+    bucket: str,
+) -> None:
     st = S3Store(bucket, "pre", "run", "uid", endpoint_url=s3_endpoint)
     puts: list[str] = []
-    st.client.meta.events.register("before-parameter-build.s3.PutObject",
-                                   lambda params, **_: puts.append(params["Key"]))
+    st.client.meta.events.register(
+        "before-parameter-build.s3.PutObject", lambda params, **_: puts.append(params["Key"])
+    )
     write_trial(st, "m.t.1")
     first = keys(s3, bucket)
     assert len(puts) == 4 and puts[-1] == "pre/run/uid/trials/m.t.1/result.json"
@@ -137,15 +158,23 @@ def test_result_json_is_the_last_put_and_rewrites_are_idempotent(s3_endpoint: st
 
 # ------------------------------------------------------------------- pagination, discard_unfinished
 
-def test_iter_results_paginates_past_1000_and_discard_unfinished(s3_endpoint: str, s3: Any,  # noqa: F811
-                                                                 bucket: str) -> None:
+
+def test_iter_results_paginates_past_1000_and_discard_unfinished(
+    s3_endpoint: str,
+    s3: Any,  # noqa: F811
+    bucket: str,
+) -> None:
     st = S3Store(bucket, "big", "run", endpoint_url=s3_endpoint)
     ids = [f"m.t{i:04d}.1" for i in range(1010)]
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda t: st.commit(t, record(t)), ids))
         # Unfinished trials: files but no result.json (a crash or a failed commit).
-        list(pool.map(lambda t: st.write_files(t, {"messages.json": b"[]", "meta.json": b"{}"}),
-                      [f"m.x{i}.1" for i in range(3)]))
+        list(
+            pool.map(
+                lambda t: st.write_files(t, {"messages.json": b"[]", "meta.json": b"{}"}),
+                [f"m.x{i}.1" for i in range(3)],
+            )
+        )
     s3.put_object(Bucket=bucket, Key="big/run/trials/stray.txt", Body=b"not a trial")
     s3.put_object(Bucket=bucket, Key="big/run/trials/m.t0000.1/nested/result.json", Body=b"{}")
     s3.put_object(Bucket=bucket, Key="big/other-run/trials/m.o.1/result.json", Body=record("m.o.1"))
@@ -167,6 +196,7 @@ def test_iter_results_paginates_past_1000_and_discard_unfinished(s3_endpoint: st
 
 # ----------------------------------------------------------------------------------- failures
 
+
 def test_transient_5xx_answers_are_retried(s3_endpoint: str, s3: Any, bucket: str) -> None:  # noqa: F811
     failed = []
 
@@ -177,8 +207,9 @@ def test_transient_5xx_answers_are_retried(s3_endpoint: str, s3: Any, bucket: st
         return None
 
     with FaultProxy(s3_endpoint, first_two_fail) as proxy:
-        st = S3Store(bucket, "p", "run", endpoint_url=proxy.url,
-                     tuning=S3Tuning(max_attempts=3, op_attempts=1, backoff_s=0.01))
+        st = S3Store(
+            bucket, "p", "run", endpoint_url=proxy.url, tuning=S3Tuning(max_attempts=3, op_attempts=1, backoff_s=0.01)
+        )
         st.commit("m.t.1", record("m.t.1"))  # botocore's own retries absorb two 503s
         assert proxy.count(503) == 2 and proxy.count(None, "PUT", "/result.json") == 1
     assert keys(s3, bucket) == ["p/run/trials/m.t.1/result.json"]
@@ -195,8 +226,9 @@ def test_dropped_connections_are_retried_as_a_whole(s3_endpoint: str, s3: Any, b
 
     with FaultProxy(s3_endpoint, drop_twice) as proxy:
         # No botocore retries at all: only the store's whole-operation retries can save the write.
-        st = S3Store(bucket, "p", "run", endpoint_url=proxy.url,
-                     tuning=S3Tuning(max_attempts=1, op_attempts=3, backoff_s=0.01))
+        st = S3Store(
+            bucket, "p", "run", endpoint_url=proxy.url, tuning=S3Tuning(max_attempts=1, op_attempts=3, backoff_s=0.01)
+        )
         st.write_json("summary.json", {"ok": True})
         assert proxy.count("drop") == 2 and proxy.count(None, "PUT") == 1
     assert json.loads(s3.get_object(Bucket=bucket, Key="p/run/summary.json")["Body"].read()) == {"ok": True}
@@ -207,10 +239,14 @@ def test_endpoint_down_raises_store_error_quickly_without_credentials() -> None:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
     st = S3Store("some-bucket", "p", "run", "uid", endpoint_url=dead, tuning=FAST)
-    ops = [lambda: st.commit("m.t.1", record("m.t.1")),
-           lambda: st.write_files("m.t.1", {"messages.json": b"[]"}),
-           lambda: st.read_result("m.t.1"), lambda: list(st.iter_results()),
-           lambda: st.write_json("summary.json", {}), st.discard_unfinished]
+    ops = [
+        lambda: st.commit("m.t.1", record("m.t.1")),
+        lambda: st.write_files("m.t.1", {"messages.json": b"[]"}),
+        lambda: st.read_result("m.t.1"),
+        lambda: list(st.iter_results()),
+        lambda: st.write_json("summary.json", {}),
+        st.discard_unfinished,
+    ]
     for op in ops:
         t = time.monotonic()
         with pytest.raises(StoreError) as info:
@@ -229,13 +265,24 @@ def test_missing_bucket_is_a_store_error_without_retries(s3_endpoint: str) -> No
         st.commit("m.t.1", b"{}")
 
 
-async def test_run_trial_propagates_a_failed_commit(s3_endpoint: str, s3: Any, bucket: str,  # noqa: F811
-                                                    tmp_path: Path) -> None:
+async def test_run_trial_propagates_a_failed_commit(
+    s3_endpoint: str,
+    s3: Any,
+    bucket: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     """run_trial does not swallow store errors in its record phase: no record, an exception instead."""
     pack = make_tiny_pack(tmp_path / "pack")
-    doc = {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "t"},
-           "spec": {"models": [{"name": "m", "model": "scripted/oracle"}], "agent": "oracle",
-                    "tasks": {"path": str(pack)}}}
+    doc = {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "t"},
+        "spec": {
+            "models": [{"name": "m", "model": "scripted/oracle"}],
+            "agent": "oracle",
+            "tasks": {"path": str(pack)},
+        },
+    }
     [spec] = plan(parse_evalrun(doc), pack)
     with FaultProxy(s3_endpoint, lambda m, p: "drop" if m == "PUT" and p.endswith("/result.json") else None) as px:
         st = S3Store(bucket, "p", "t", endpoint_url=px.url, tuning=FAST)
@@ -247,15 +294,25 @@ async def test_run_trial_propagates_a_failed_commit(s3_endpoint: str, s3: Any, b
 
 # --------------------------------------------------------------------------------- end to end
 
-def write_run(tmp_path: Path, name: str, uri: str, endpoint: str, tasks: int = 2,
-              retries: dict[str, Any] | None = None) -> Path:
+
+def write_run(
+    tmp_path: Path, name: str, uri: str, endpoint: str, tasks: int = 2, retries: dict[str, Any] | None = None
+) -> Path:
     pack = tmp_path / "pack"
     if not pack.exists():
         make_tiny_pack(pack, tasks=tasks)
-    doc = {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": name},
-           "spec": {"models": [{"name": "oracle", "model": "scripted/oracle"}], "tasks": {"path": str(pack)},
-                    "concurrency": {"total": 2}, "retries": retries or {"limit": 0, "backoffSeconds": 0},
-                    "output": {"uri": uri, "endpointUrl": endpoint}}}
+    doc = {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": name},
+        "spec": {
+            "models": [{"name": "oracle", "model": "scripted/oracle"}],
+            "tasks": {"path": str(pack)},
+            "concurrency": {"total": 2},
+            "retries": retries or {"limit": 0, "backoffSeconds": 0},
+            "output": {"uri": uri, "endpointUrl": endpoint},
+        },
+    }
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
@@ -281,8 +338,10 @@ def test_local_run_records_to_s3_and_resumes(s3_endpoint: str, s3: Any, bucket: 
     assert stored["rows"] == summary["rows"]
     assert json.loads(s3.get_object(Bucket=bucket, Key=f"{root}/run.json")["Body"].read())["run"] == "s3run"
     heads = result_heads(s3, bucket, root)
-    assert sorted(heads) == ["oracle.filesystem.standard.tiny.move_todo_0.1",
-                             "oracle.filesystem.standard.tiny.move_todo_1.1"]
+    assert sorted(heads) == [
+        "oracle.filesystem.standard.tiny.move_todo_0.1",
+        "oracle.filesystem.standard.tiny.move_todo_1.1",
+    ]
     for trial in heads:
         rec = json.loads(s3.get_object(Bucket=bucket, Key=f"{root}/trials/{trial}/result.json")["Body"].read())
         assert rec["passed"] is True and rec["trial_id"] == trial
@@ -294,8 +353,13 @@ def test_local_run_records_to_s3_and_resumes(s3_endpoint: str, s3: Any, bucket: 
     assert result_heads(s3, bucket, root) == heads
 
 
-def test_a_failed_commit_is_never_counted_as_passed(s3_endpoint: str, s3: Any, bucket: str, tmp_path: Path,  # noqa: F811
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_commit_is_never_counted_as_passed(
+    s3_endpoint: str,
+    s3: Any,
+    bucket: str,
+    tmp_path: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The endpoint goes away exactly when result.json is written: the trial is an infra error (retried by
     the launcher), never a pass. move_todo_0 can never commit; move_todo_1 fails once, then commits."""
     monkeypatch.setattr(store_mod, "S3_DEFAULTS", FAST)  # reaches the workers through StoreConfig
@@ -317,8 +381,11 @@ def test_a_failed_commit_is_never_counted_as_passed(s3_endpoint: str, s3: Any, b
     assert dropped == {"move_todo_0": 2 * per_commit, "move_todo_1": per_commit}  # two attempts; one attempt
     heads = result_heads(s3, bucket, "e/flaky")
     assert list(heads) == ["oracle.filesystem.standard.tiny.move_todo_1.1"]  # nothing recorded for move_todo_0
-    rec = json.loads(s3.get_object(
-        Bucket=bucket, Key="e/flaky/trials/oracle.filesystem.standard.tiny.move_todo_1.1/result.json")["Body"].read())
+    rec = json.loads(
+        s3.get_object(Bucket=bucket, Key="e/flaky/trials/oracle.filesystem.standard.tiny.move_todo_1.1/result.json")[
+            "Body"
+        ].read()
+    )
     assert rec["passed"] is True and rec["infra_attempts"] == 2  # the first attempt's pass was never recorded
     (row,) = summary["rows"]
     assert summary["trials_recorded"] == 1 and not summary["complete"] and row["passed"] == 1
@@ -330,5 +397,8 @@ def test_a_failed_commit_is_never_counted_as_passed(s3_endpoint: str, s3: Any, b
     summary, _ = execute(load_evalrun(path), tmp_path, show_progress=False)
     assert summary["complete"] and summary["rows"][0]["pass_at_1"] == 1.0
     after = result_heads(s3, bucket, "e/flaky")
-    assert len(after) == 2 and after["oracle.filesystem.standard.tiny.move_todo_1.1"] == \
-        heads["oracle.filesystem.standard.tiny.move_todo_1.1"]
+    assert (
+        len(after) == 2
+        and after["oracle.filesystem.standard.tiny.move_todo_1.1"]
+        == heads["oracle.filesystem.standard.tiny.move_todo_1.1"]
+    )

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import TASKS
 
 from mcpfleet.runner.agent import run_oracle_agent
 from mcpfleet.runner.mcp_client import connect_stdio
@@ -17,8 +18,6 @@ from mcpfleet.runner.states import DEFAULT_TIME, copy_state, load_times, materia
 from mcpfleet.runner.taskcheck import validate
 from mcpfleet.runner.tasks import Task, check_task, discover
 from mcpfleet.runner.verifier import run_verifier
-
-from conftest import TASKS
 
 SUITE = discover(TASKS)
 IDS = [t.id for t in SUITE]
@@ -53,16 +52,20 @@ def test_materialised_state_keeps_times_in_utc(tmp_path: Path) -> None:
     copy_state(task.state_dir, tmp_path / "s", task.state_times)
     rel, ts = next(iter(times.items()))
     assert os.stat(tmp_path / "s" / rel).st_mtime == ts
-    unlisted = [p for p in (tmp_path / "s").rglob("*") if p.is_file()
-                and p.relative_to(tmp_path / "s").as_posix() not in times]
+    unlisted = [
+        p for p in (tmp_path / "s").rglob("*") if p.is_file() and p.relative_to(tmp_path / "s").as_posix() not in times
+    ]
     for p in unlisted:
         assert p.stat().st_mtime == DEFAULT_TIME
     assert os.stat(tmp_path / "s").st_mtime == DEFAULT_TIME
 
 
 def _digest(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 async def _oracle_end_state(task: Task, dest: Path) -> None:
@@ -85,7 +88,9 @@ async def test_verifier_is_timezone_independent_and_checks_collateral_damage(tas
     # Collateral damage: change one file the task had no reason to touch -> must fail.
     initial = _digest(task.state_dir)
     final = _digest(state)
-    untouched = sorted(p for p, h in initial.items() if final.get(p) == h and initial[p] != hashlib.sha256(b"").hexdigest())
+    untouched = sorted(
+        p for p, h in initial.items() if final.get(p) == h and initial[p] != hashlib.sha256(b"").hexdigest()
+    )
     assert untouched, f"{task.id}: the oracle touched every file"
     victim = state / untouched[len(untouched) // 2]
     original = victim.read_bytes()

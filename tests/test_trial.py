@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import TASKS, TINY_DESCRIPTION, make_tiny_pack
 
 import mcpfleet.runner.llm  # noqa: F401 - the warm-worker import (sets its LiteLLM env defaults once)
 from mcpfleet.runner import plan, spec, store, trial
@@ -29,8 +30,6 @@ from mcpfleet.runner.records import TrialResult
 from mcpfleet.runner.services import servers_bin
 from mcpfleet.runner.states import materialise
 from mcpfleet.runner.tasks import find_task
-
-from conftest import TASKS, TINY_DESCRIPTION, make_tiny_pack
 
 TINY_ID = "filesystem/standard/tiny/move_todo_0"
 REAL_ID = "filesystem/standard/team_project/spend_vs_budget"
@@ -40,13 +39,28 @@ FS_SERVER = b"mcp-server-filesystem"
 
 # -- helpers ------------------------------------------------------------------------------------------
 
-def specs(pack: Path, model: str = "scripted/oracle", *, agent: str | None = None, limits: dict[str, Any] | None = None,
-          include: list[str] | None = None, attempts: int = 1, **model_extra: Any) -> list[plan.TrialSpec]:
+
+def specs(
+    pack: Path,
+    model: str = "scripted/oracle",
+    *,
+    agent: str | None = None,
+    limits: dict[str, Any] | None = None,
+    include: list[str] | None = None,
+    attempts: int = 1,
+    **model_extra: Any,
+) -> list[plan.TrialSpec]:
     doc: dict[str, Any] = {
-        "apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "t"},
-        "spec": {"models": [{"name": "m", "model": model, **model_extra}],
-                 "tasks": {"path": str(pack), **({"include": include} if include else {})},
-                 "attempts": attempts, "limits": limits or {}}}
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "t"},
+        "spec": {
+            "models": [{"name": "m", "model": model, **model_extra}],
+            "tasks": {"path": str(pack), **({"include": include} if include else {})},
+            "attempts": attempts,
+            "limits": limits or {},
+        },
+    }
     if agent:
         doc["spec"]["agent"] = agent
     return plan.plan(spec.parse_evalrun(doc), pack)
@@ -142,12 +156,17 @@ def check_mcpmark_messages(items: list[dict[str, Any]], description: str, final_
     for i, item in enumerate(items):
         if item.get("type") == "function_call_output":
             assert items[i - 1]["call_id"] == item["call_id"]
-    assert items[-1] == {"type": "message", "role": "assistant", "status": "completed",
-                         "content": [{"type": "output_text", "text": final_text}]}
+    assert items[-1] == {
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": final_text}],
+    }
     return [c["name"] for c in calls]
 
 
 # -- 1. LLM-driven oracle on the tiny pack --------------------------------------------------------------
+
 
 async def test_scripted_oracle_passes_with_full_records(tiny_pack: Path, scripted_url: str, tmp_path: Path) -> None:
     s = one(tiny_pack)
@@ -206,18 +225,21 @@ async def test_meta_json_carries_execution_times(tiny_pack: Path, scripted_url: 
 
 # -- 2. a real bundled task -----------------------------------------------------------------------------
 
+
 async def test_real_task_oracle_passes_and_noop_fails(scripted_url: str, tmp_path: Path) -> None:
     passing, failing = await asyncio.gather(
         run(one(TASKS, include=[REAL_ID]), tmp_path / "a", ctx(scripted_url)),
-        run(one(TASKS, "scripted/noop", include=[REAL_ID]), tmp_path / "b", ctx(scripted_url)))
+        run(one(TASKS, "scripted/noop", include=[REAL_ID]), tmp_path / "b", ctx(scripted_url)),
+    )
     result, d = passing
     assert result.task_id == REAL_ID
     assert result.passed and result.failure is None, (result.error, result.verifier)
     steps = len(find_task(TASKS, REAL_ID).oracle)
     assert result.totals.tool_calls == steps + 1 and result.totals.turns == steps + 2
     assert result.totals.tool_errors == 0
-    check_mcpmark_messages(json.loads((d / "messages.json").read_text()),
-                           find_task(TASKS, REAL_ID).description, "Done.")
+    check_mcpmark_messages(
+        json.loads((d / "messages.json").read_text()), find_task(TASKS, REAL_ID).description, "Done."
+    )
 
     result, d = failing
     assert not result.passed and result.failure == "premature_stop"
@@ -237,8 +259,9 @@ TAXONOMY = [
 
 
 @pytest.mark.parametrize("case,model,limits,failure", TAXONOMY, ids=[t[0] for t in TAXONOMY])
-async def test_failure_taxonomy(case: str, model: str, limits: dict[str, Any], failure: str, tiny_pack: Path,
-                                scripted_url: str, tmp_path: Path) -> None:
+async def test_failure_taxonomy(
+    case: str, model: str, limits: dict[str, Any], failure: str, tiny_pack: Path, scripted_url: str, tmp_path: Path
+) -> None:
     t = time.perf_counter()
     result, d = await run(one(tiny_pack, model, limits=limits), tmp_path / "out", ctx(scripted_url))
     elapsed = time.perf_counter() - t
@@ -282,8 +305,9 @@ async def test_llm_api_error_after_retries_run_out(scripted_url: str, tmp_path: 
 async def test_llm_api_error_records_the_retries_it_spent(scripted_url: str, tmp_path: Path) -> None:
     """The failed turn of an llm_api_error trial must still say how many retries it used (and its wait)."""
     pack = unique_pack(tmp_path / "pack")
-    result, _ = await run(one(pack, "scripted/noop?fail=3&fail_status=503", limits={"llmRetries": 1}),
-                          tmp_path / "out", ctx(scripted_url))
+    result, _ = await run(
+        one(pack, "scripted/noop?fail=3&fail_status=503", limits={"llmRetries": 1}), tmp_path / "out", ctx(scripted_url)
+    )
     assert result.failure == "llm_api_error"
     assert result.turns[0]["retries"] == 1 and result.totals.llm_retries == 1
     assert result.timings.llm_wait > 0
@@ -293,8 +317,11 @@ async def test_transient_errors_are_retried_by_tenacity_only(scripted_url: str, 
     """fail=2 with llmRetries=3 passes with exactly 2 retries: the OpenAI client's own retries are off
     (max_retries=0), else it would absorb the 503s and tenacity would count 0."""
     pack = unique_pack(tmp_path / "pack")
-    result, _ = await run(one(pack, "scripted/oracle?fail=2&fail_status=503", limits={"llmRetries": 3}),
-                          tmp_path / "out", ctx(scripted_url))
+    result, _ = await run(
+        one(pack, "scripted/oracle?fail=2&fail_status=503", limits={"llmRetries": 3}),
+        tmp_path / "out",
+        ctx(scripted_url),
+    )
     assert result.passed and result.failure is None, (result.error, result.verifier)
     assert result.turns[0]["retries"] == 2
     assert [t["retries"] for t in result.turns[1:]] == [0] * 5
@@ -302,18 +329,31 @@ async def test_transient_errors_are_retried_by_tenacity_only(scripted_url: str, 
 
 
 async def test_abandoned_and_verifier_failed(tiny_pack: Path, scripted_url: str, tmp_path: Path) -> None:
-    give_up = script(tmp_path / "give_up.json", [
-        LIST,
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": "{root}/notes/todo.txt", "content": "wrong\n"}}]},
-        {"content": "I cannot complete this task."}])
-    reads = script(tmp_path / "reads.json", [
-        LIST,
-        {"tool_calls": [{"name": "read_text_file", "arguments": {"path": "{root}/notes/todo.txt"}}]},
-        {"tool_calls": [{"name": "read_text_file", "arguments": {"path": "{root}/keep.txt"}}]},
-        {"content": "I reviewed the notes; everything is in order."}])
+    give_up = script(
+        tmp_path / "give_up.json",
+        [
+            LIST,
+            {
+                "tool_calls": [
+                    {"name": "write_file", "arguments": {"path": "{root}/notes/todo.txt", "content": "wrong\n"}}
+                ]
+            },
+            {"content": "I cannot complete this task."},
+        ],
+    )
+    reads = script(
+        tmp_path / "reads.json",
+        [
+            LIST,
+            {"tool_calls": [{"name": "read_text_file", "arguments": {"path": "{root}/notes/todo.txt"}}]},
+            {"tool_calls": [{"name": "read_text_file", "arguments": {"path": "{root}/keep.txt"}}]},
+            {"content": "I reviewed the notes; everything is in order."},
+        ],
+    )
     (abandoned, d1), (wrong, _) = await asyncio.gather(
         run(one(tiny_pack, give_up), tmp_path / "o1", ctx(scripted_url)),
-        run(one(tiny_pack, reads), tmp_path / "o2", ctx(scripted_url)))
+        run(one(tiny_pack, reads), tmp_path / "o2", ctx(scripted_url)),
+    )
 
     assert not abandoned.passed and abandoned.failure == "abandoned"
     assert abandoned.stop_reason == "completed" and abandoned.totals.tool_calls == 2
@@ -329,14 +369,16 @@ async def test_abandoned_and_verifier_failed(tiny_pack: Path, scripted_url: str,
 
 # -- 4. the LLM-free agents -----------------------------------------------------------------------------
 
+
 async def test_oracle_and_noop_agents(tiny_pack: Path, tmp_path: Path) -> None:
     # No scripted URL at all: neither agent may touch an LLM.
     oracle, d = await run(one(tiny_pack, agent="oracle"), tmp_path / "o", trial.TrialContext())
     assert oracle.passed and oracle.failure is None
     assert oracle.totals.tool_calls == 4 and oracle.totals.turns == 4 and oracle.totals.input_tokens == 0
     assert oracle.timings.llm_wait == 0
-    names = check_mcpmark_messages(json.loads((d / "messages.json").read_text()), TINY_DESCRIPTION,
-                                   "Oracle solution applied.")
+    names = check_mcpmark_messages(
+        json.loads((d / "messages.json").read_text()), TINY_DESCRIPTION, "Oracle solution applied."
+    )
     assert names == ["read_text_file", "create_directory", "write_file", "move_file"]
 
     noop, d = await run(one(tiny_pack, agent="noop"), tmp_path / "n", trial.TrialContext())
@@ -356,6 +398,7 @@ async def test_result_names_the_agent_kind(agent: str, tiny_pack: Path, tmp_path
 
 # -- 5. infrastructure ----------------------------------------------------------------------------------
 
+
 async def test_missing_state_is_infra_error_with_a_record(tiny_pack: Path, scripted_url: str, tmp_path: Path) -> None:
     state = tiny_pack / "filesystem" / "states" / "tiny"
     shutil.rmtree(state)
@@ -374,8 +417,9 @@ async def test_verifier_timeout_is_enforced(tmp_path: Path) -> None:
     verify = pack / "filesystem" / "standard" / "tiny" / "move_todo_0" / "verify.py"
     verify.write_text("import time\ntime.sleep(30)\n")
     t = time.perf_counter()
-    result, d = await run(one(pack, agent="noop", limits={"verifierTimeoutSeconds": 1}), tmp_path / "out",
-                          trial.TrialContext())
+    result, d = await run(
+        one(pack, agent="noop", limits={"verifierTimeoutSeconds": 1}), tmp_path / "out", trial.TrialContext()
+    )
     elapsed = time.perf_counter() - t
     assert elapsed < 5, f"trial took {elapsed:.1f} s: the 30 s verifier was not killed at 1 s"
     assert not result.passed and result.verifier.timed_out and result.verifier.exit_code is None
@@ -388,10 +432,13 @@ async def test_timed_out_verifier_keeps_its_output(tmp_path: Path) -> None:
     """What a verifier printed before it hung is the only clue to where it hung: it must reach the record."""
     pack = make_tiny_pack(tmp_path / "pack")
     verify = pack / "filesystem" / "standard" / "tiny" / "move_todo_0" / "verify.py"
-    verify.write_text("import sys, time\nprint('checked summary.txt', flush=True)\n"
-                      "print('checking archive', file=sys.stderr, flush=True)\ntime.sleep(30)\n")
-    result, _ = await run(one(pack, agent="noop", limits={"verifierTimeoutSeconds": 1}), tmp_path / "out",
-                          trial.TrialContext())
+    verify.write_text(
+        "import sys, time\nprint('checked summary.txt', flush=True)\n"
+        "print('checking archive', file=sys.stderr, flush=True)\ntime.sleep(30)\n"
+    )
+    result, _ = await run(
+        one(pack, agent="noop", limits={"verifierTimeoutSeconds": 1}), tmp_path / "out", trial.TrialContext()
+    )
     assert result.verifier.timed_out
     assert "checked summary.txt" in result.verifier.stdout
     assert "checking archive" in result.verifier.stderr
@@ -399,11 +446,13 @@ async def test_timed_out_verifier_keeps_its_output(tmp_path: Path) -> None:
 
 # -- 6. isolation ---------------------------------------------------------------------------------------
 
+
 async def test_concurrent_trials_of_one_task_are_isolated(tiny_pack: Path, scripted_url: str, tmp_path: Path) -> None:
     a, b = specs(tiny_pack, attempts=2)
     assert a.task_id == b.task_id and a.trial_id != b.trial_id
-    (ra, da), (rb, db) = await asyncio.gather(run(a, tmp_path / "out", ctx(scripted_url)),
-                                              run(b, tmp_path / "out", ctx(scripted_url)))
+    (ra, da), (rb, db) = await asyncio.gather(
+        run(a, tmp_path / "out", ctx(scripted_url)), run(b, tmp_path / "out", ctx(scripted_url))
+    )
     assert ra.passed and rb.passed, (ra.verifier, rb.verifier)
     assert da != db and (da / "result.json").is_file() and (db / "result.json").is_file()
     assert {r["attempt"] for r in store.LocalStore(tmp_path / "out").iter_results()} == {1, 2}
@@ -415,12 +464,21 @@ async def test_concurrent_trials_of_one_task_are_isolated(tiny_pack: Path, scrip
     assert root(da) != root(db)  # each trial had its own state folder and its own server
 
 
-async def test_secret_never_written_and_environment_untouched(tiny_pack: Path, scripted_url: str,
-                                                              tmp_path: Path) -> None:
-    leaky = script(tmp_path / "leak.json", [
-        LIST,
-        {"tool_calls": [{"name": "write_file", "arguments": {"path": "{root}/leak.txt", "content": f"key={SECRET}"}}]},
-        {"content": f"Done. For the record, the key you gave me is {SECRET}."}])
+async def test_secret_never_written_and_environment_untouched(
+    tiny_pack: Path, scripted_url: str, tmp_path: Path
+) -> None:
+    leaky = script(
+        tmp_path / "leak.json",
+        [
+            LIST,
+            {
+                "tool_calls": [
+                    {"name": "write_file", "arguments": {"path": "{root}/leak.txt", "content": f"key={SECRET}"}}
+                ]
+            },
+            {"content": f"Done. For the record, the key you gave me is {SECRET}."},
+        ],
+    )
     s = one(tiny_pack, leaky, apiKeyEnv="MCPFLEET_TEST_API_KEY")
     assert s.model.is_scripted and s.model.api_key_env == "MCPFLEET_TEST_API_KEY"
     assert "MCPFLEET_TEST_API_KEY" not in os.environ
@@ -438,12 +496,12 @@ async def test_secret_never_written_and_environment_untouched(tiny_pack: Path, s
     assert messages.count("[REDACTED]") == 2  # the write_file arguments and the final message
 
 
-async def test_mcp_server_does_not_inherit_secrets(tiny_pack: Path, scripted_url: str, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_mcp_server_does_not_inherit_secrets(
+    tiny_pack: Path, scripted_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET + "-aws")
-    job = asyncio.create_task(run(one(tiny_pack, "scripted/oracle?latency=0.3"), tmp_path / "out",
-                                  ctx(scripted_url)))
+    job = asyncio.create_task(run(one(tiny_pack, "scripted/oracle?latency=0.3"), tmp_path / "out", ctx(scripted_url)))
     env = None
     deadline = time.monotonic() + 10
     while env is None and time.monotonic() < deadline and not job.done():
@@ -462,8 +520,10 @@ async def test_mcp_server_does_not_inherit_secrets(tiny_pack: Path, scripted_url
 
 # -- 7. cancellation ------------------------------------------------------------------------------------
 
-async def test_cancellation_writes_nothing_and_leaves_nothing(tiny_pack: Path, scripted_url: str, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+
+async def test_cancellation_writes_nothing_and_leaves_nothing(
+    tiny_pack: Path, scripted_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     private_tmp = tmp_path / "tmp"
     private_tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(private_tmp))  # mkdtemp lands here, unseen by other runs
@@ -485,6 +545,7 @@ async def test_cancellation_writes_nothing_and_leaves_nothing(tiny_pack: Path, s
 
 # -- 8. streamable HTTP sidecar -------------------------------------------------------------------------
 
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -498,11 +559,26 @@ async def test_streamable_http_sidecar(tiny_pack: Path, scripted_url: str, tmp_p
     port = _free_port()
     log = open(tmp_path / "supergateway.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [str(servers_bin() / "supergateway"), "--stdio", f"{servers_bin() / 'mcp-server-filesystem'} {state}",
-         "--outputTransport", "streamableHttp", "--stateful", "--port", str(port), "--healthEndpoint", "/healthz",
-         "--logLevel", "none"],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        env={**{k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}, "TZ": "UTC"})
+        [
+            str(servers_bin() / "supergateway"),
+            "--stdio",
+            f"{servers_bin() / 'mcp-server-filesystem'} {state}",
+            "--outputTransport",
+            "streamableHttp",
+            "--stateful",
+            "--port",
+            str(port),
+            "--healthEndpoint",
+            "/healthz",
+            "--logLevel",
+            "none",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**{k: v for k, v in os.environ.items() if k in ("PATH", "HOME")}, "TZ": "UTC"},
+    )
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -512,12 +588,12 @@ async def test_streamable_http_sidecar(tiny_pack: Path, scripted_url: str, tmp_p
                         break
             except OSError:
                 pass
-            assert proc.poll() is None and time.monotonic() < deadline, \
-                (tmp_path / "supergateway.log").read_text()
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "supergateway.log").read_text()
             await asyncio.sleep(0.1)
         before = set(descendants(os.getpid()))
-        result, d = await run(one(tiny_pack), tmp_path / "out",
-                              ctx(scripted_url, mcp_url=f"http://localhost:{port}/mcp", state_dir=state))
+        result, d = await run(
+            one(tiny_pack), tmp_path / "out", ctx(scripted_url, mcp_url=f"http://localhost:{port}/mcp", state_dir=state)
+        )
         assert result.passed and result.failure is None, (result.error, result.verifier)
         assert result.totals.tool_calls == 5 and result.totals.turns == 6
         # the tools ran against the sidecar's folder, not a locally spawned server's

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import make_tiny_pack
+
 from mcpfleet.runner import warm, warmup
 from mcpfleet.runner.launcher import RunState, Scheduler
 from mcpfleet.runner.plan import plan
@@ -60,8 +60,9 @@ class _InstantPool:
     def submit(self, fn: Any, item: Any) -> Future[dict[str, Any]]:
         self.items.append(item)
         fut: Future[dict[str, Any]] = Future()
-        fut.set_result({"trial_id": f"t{len(self.items)}", "model": "oracle", "passed": True,
-                        "failure": None, "error": None})
+        fut.set_result(
+            {"trial_id": f"t{len(self.items)}", "model": "oracle", "passed": True, "failure": None, "error": None}
+        )
         return fut
 
     def shutdown(self, **kw: Any) -> None:
@@ -70,16 +71,31 @@ class _InstantPool:
 
 def test_only_trials_dispatched_with_nothing_left_queued_skip_the_spare(tmp_path: Path) -> None:
     pack = make_tiny_pack(tmp_path / "pack", tasks=5)
-    run = parse_evalrun({"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "s"},
-                         "spec": {"models": [{"name": "oracle", "model": "scripted/oracle"}],
-                                  "tasks": {"path": str(pack)}, "concurrency": {"total": 2},
-                                  "output": {"uri": str(tmp_path / "out")}}})
+    run = parse_evalrun(
+        {
+            "apiVersion": "mcpfleet.io/v1alpha1",
+            "kind": "EvalRun",
+            "metadata": {"name": "s"},
+            "spec": {
+                "models": [{"name": "oracle", "model": "scripted/oracle"}],
+                "tasks": {"path": str(pack)},
+                "concurrency": {"total": 2},
+                "output": {"uri": str(tmp_path / "out")},
+            },
+        }
+    )
     trials = plan(run, tmp_path)
     assert len(trials) == 5
     pool = _InstantPool()
     done: list[dict[str, Any]] = []
-    scheduler = Scheduler(run, RunState(todo=trials, skipped=0), lambda: pool,  # type: ignore[arg-type, return-value]
-                          store_config(run.spec.output, run.name, tmp_path), None, done.append)
+    scheduler = Scheduler(
+        run,
+        RunState(todo=trials, skipped=0),
+        lambda: pool,  # type: ignore[arg-type, return-value]
+        store_config(run.spec.output, run.name, tmp_path),
+        None,
+        done.append,
+    )
     asyncio.run(scheduler.run_all())
     assert len(done) == 5
     # Two in flight: the first four leave work behind them (a spare will be claimed), the fifth does not.

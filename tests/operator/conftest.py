@@ -8,11 +8,16 @@ Run an operator against it with ``kubeemu.run_kopf_in_thread(module, kube.kubeco
 
 from __future__ import annotations
 
+import base64
 import logging
+import shutil
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
 
 _TESTS = str(Path(__file__).resolve().parents[1])
@@ -20,6 +25,8 @@ if _TESTS not in sys.path:  # tests/ holds kubeemu.py; there is no package here 
     sys.path.insert(0, _TESTS)
 
 from kubeemu import EVALRUN_CRD_PATH, RunningEmulator, running_emulator  # noqa: E402
+from s3server import moto_endpoint  # noqa: E402
+from support import CREDS, NS  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -47,7 +54,52 @@ def kube() -> Iterator[RunningEmulator]:
 def no_operator_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     """kopf retries a crashed daemon after a minute, so a crash can hide behind a passing test: fail on it."""
     yield
-    bad = [r for r in caplog.get_records("call")
-           if r.levelno >= logging.ERROR and r.name.startswith(("kopf", "mcpfleet"))]
+    bad = [
+        r for r in caplog.get_records("call") if r.levelno >= logging.ERROR and r.name.startswith(("kopf", "mcpfleet"))
+    ]
     assert not bad, "the operator logged errors:\n" + "\n".join(
-        f"{r.name}: {r.getMessage()}\n{r.exc_text or ''}" for r in bad[:5])
+        f"{r.name}: {r.getMessage()}\n{r.exc_text or ''}" for r in bad[:5]
+    )
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[str]:
+    with moto_endpoint() as url:
+        yield url
+
+
+@pytest.fixture
+def bucket(s3: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    for k, v in CREDS.items():
+        monkeypatch.setenv(k, v)
+    name = f"runs-{int(time.time() * 1000) % 10**9}"
+    boto3.client("s3", endpoint_url=s3, region_name="us-east-1").create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def operator_env(kube: RunningEmulator, scripted_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig_path))
+    monkeypatch.setenv("MCPFLEET_SCRIPTED_URL", scripted_url)
+    monkeypatch.setenv("MCPFLEET_STATUS_INTERVAL", "0.3")
+    monkeypatch.setenv("MCPFLEET_CREATE_RATE", "50")
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "s3-credentials", "namespace": NS},
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in CREDS.items()},
+        }
+    )
+
+
+@pytest.fixture
+def image_pack() -> Iterator[Path]:
+    """A task pack "in the image": outside /tmp, which trial pods mount over with an emptyDir."""
+    from conftest import make_tiny_pack  # tests/conftest.py once pytest_configure has run (see there)
+
+    base = Path(__file__).resolve().parents[2] / ".test-image"
+    base.mkdir(exist_ok=True)
+    root = Path(tempfile.mkdtemp(dir=base))
+    yield make_tiny_pack(root / "pack", tasks=3)
+    shutil.rmtree(root, ignore_errors=True)

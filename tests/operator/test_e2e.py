@@ -4,117 +4,22 @@ the real `mcpfleet trial`) -> records in S3 (moto) -> status -> pods deleted."""
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import json
 import shutil
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import boto3
 import pytest
 import yaml
-
 from conftest import make_tiny_pack
 from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet
-from s3server import moto_endpoint
-
-NS = "default"
-CREDS = {"AWS_ACCESS_KEY_ID": "AKIAMCPFLEETTEST", "AWS_SECRET_ACCESS_KEY": "mcpfleet-test-secret-key-123",
-         "AWS_DEFAULT_REGION": "us-east-1"}
+from support import CREDS, NS, evalrun, infra_errors, s3_keys, status_of, wait_until
 
 
-@pytest.fixture(scope="module")
-def s3() -> Iterator[str]:
-    with moto_endpoint() as url:
-        yield url
-
-
-@pytest.fixture
-def bucket(s3: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    for k, v in CREDS.items():
-        monkeypatch.setenv(k, v)
-    name = f"runs-{int(time.time() * 1000) % 10**9}"
-    boto3.client("s3", endpoint_url=s3, region_name="us-east-1").create_bucket(Bucket=name)
-    return name
-
-
-@pytest.fixture
-def operator_env(kube: RunningEmulator, scripted_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig_path))
-    monkeypatch.setenv("MCPFLEET_SCRIPTED_URL", scripted_url)
-    monkeypatch.setenv("MCPFLEET_STATUS_INTERVAL", "0.3")
-    monkeypatch.setenv("MCPFLEET_CREATE_RATE", "50")
-    kube.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s3-credentials", "namespace": NS},
-                 "data": {k: base64.b64encode(v.encode()).decode() for k, v in CREDS.items()}})
-
-
-@pytest.fixture
-def image_pack() -> Iterator[Path]:
-    """A task pack "in the image": outside /tmp, which trial pods mount over with an emptyDir."""
-    import shutil
-    import tempfile
-
-    base = Path(__file__).resolve().parents[2] / ".test-image"
-    base.mkdir(exist_ok=True)
-    root = Path(tempfile.mkdtemp(dir=base))
-    yield make_tiny_pack(root / "pack", tasks=3)
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def evalrun(name: str, pack: Path, s3: str, bucket: str, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "models": [{"name": "oracle", "model": "scripted/oracle"}, {"name": "idle", "model": "scripted/noop"}],
-        "tasks": {"path": str(pack)},
-        "attempts": 2,
-        "concurrency": {"total": 3},
-        "retries": {"limit": 1, "backoffSeconds": 0},
-        "output": {"uri": f"s3://{bucket}/runs", "endpointUrl": s3, "credentialsSecretRef": "s3-credentials"},
-    }
-    body.update(spec)
-    return {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": name, "namespace": NS},
-            "spec": body}
-
-
-async def wait_until(pred: Any, timeout: float, what: str) -> Any:
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        value = pred()
-        if value:
-            return value
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def status_of(kube: RunningEmulator, name: str) -> dict[str, Any]:
-    obj = kube.get("evalruns", NS, name) if hasattr(kube, "get") else None
-    return (obj or {}).get("status") or {}
-
-
-def s3_keys(s3: str, bucket: str) -> list[str]:
-    client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
-    keys: list[str] = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-        keys += [o["Key"] for o in page.get("Contents", [])]
-    return keys
-
-
-def infra_errors(s3: str, bucket: str) -> list[str]:
-    client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
-    out = []
-    for key in s3_keys(s3, bucket):
-        if key.endswith("/result.json"):
-            rec = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
-            if rec.get("failure") == "infra_error":
-                out.append(f"{rec['trial_id']}: {rec.get('error')}")
-    return out
-
-
-async def test_evalrun_end_to_end(kube: RunningEmulator, operator_env: None, s3: str, bucket: str,
-                                  image_pack: Path, tmp_path: Path) -> None:
+async def test_evalrun_end_to_end(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path, tmp_path: Path
+) -> None:
     pack = image_pack
     manifest = tmp_path / "run.yaml"
     manifest.write_text(yaml.safe_dump(evalrun("e2e", pack, s3, bucket)))
@@ -122,15 +27,26 @@ async def test_evalrun_end_to_end(kube: RunningEmulator, operator_env: None, s3:
         with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
             out = kube.kubectl("apply", "--validate=false", "-f", str(manifest))
             assert "evalrun.mcpfleet.io/e2e created" in str(out)
-            status = await wait_until(lambda: status_of(kube, "e2e").get("phase") == "Succeeded"
-                                      and status_of(kube, "e2e"), 240, "the run to succeed")
+            status = await wait_until(
+                lambda: status_of(kube, "e2e").get("phase") == "Succeeded" and status_of(kube, "e2e"),
+                240,
+                "the run to succeed",
+            )
             await wait_until(lambda: not kube.objects("pods", NS), 30, "every pod to be deleted")
             table = str(kube.kubectl("get", "evalruns"))
     counts = status["counts"]
     errors = infra_errors(s3, bucket)
     assert not errors, f"infrastructure errors: {errors[:3]}"
-    assert counts == {"total": 12, "pending": 0, "running": 0, "finished": 12, "passed": 6, "failed": 6,
-                      "infraErrors": 0, "retries": 0}
+    assert counts == {
+        "total": 12,
+        "pending": 0,
+        "running": 0,
+        "finished": 12,
+        "passed": 6,
+        "failed": 6,
+        "infraErrors": 0,
+        "retries": 0,
+    }
     assert status["progress"] == "12/12"
     rows = {(r["model"], r["service"]): r for r in status["results"]}
     assert rows[("oracle", "filesystem")]["passAt1"] == "1.0000"
@@ -156,8 +72,9 @@ async def test_evalrun_end_to_end(kube: RunningEmulator, operator_env: None, s3:
     assert CREDS["AWS_SECRET_ACCESS_KEY"] not in json.dumps(status)
 
 
-async def test_a_task_pack_in_s3(kube: RunningEmulator, operator_env: None, s3: str, bucket: str, tmp_path: Path,
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_task_pack_in_s3(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A foreign pack kept in S3: the operator plans from its mirror, each pod's init container fetches its
     task and state with the Secret's credentials, and the runner reads the task from the fetched copy."""
     monkeypatch.setenv("MCPFLEET_CACHE_DIR", str(tmp_path / "operator-cache"))
@@ -167,13 +84,19 @@ async def test_a_task_pack_in_s3(kube: RunningEmulator, operator_env: None, s3: 
         client.put_object(Bucket=bucket, Key=f"packs/tiny/{f.relative_to(pack).as_posix()}", Body=f.read_bytes())
     shutil.rmtree(pack)  # nothing local to fall back on
     body = evalrun("s3pack", pack, s3, bucket, models=[{"name": "oracle", "model": "scripted/oracle"}], attempts=1)
-    body["spec"]["tasks"] = {"path": f"s3://{bucket}/packs/tiny", "endpointUrl": s3,
-                             "credentialsSecretRef": "s3-credentials"}
+    body["spec"]["tasks"] = {
+        "path": f"s3://{bucket}/packs/tiny",
+        "endpointUrl": s3,
+        "credentialsSecretRef": "s3-credentials",
+    }
     async with Kubelet(kube.url) as kubelet:
         with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
             kube.create(body)
-            status = await wait_until(lambda: status_of(kube, "s3pack").get("phase") == "Succeeded"
-                                      and status_of(kube, "s3pack"), 180, "the run to succeed")
+            status = await wait_until(
+                lambda: status_of(kube, "s3pack").get("phase") == "Succeeded" and status_of(kube, "s3pack"),
+                180,
+                "the run to succeed",
+            )
             await wait_until(lambda: not kube.objects("pods", NS), 30, "every pod to be deleted")
     assert not infra_errors(s3, bucket)
     assert status["counts"]["passed"] == 3 and status["counts"]["finished"] == 3

@@ -10,25 +10,34 @@ import time
 from pathlib import Path
 
 import pytest
-
 from kubeemu import RunningEmulator
 
 BIN = Path(sys.executable).parent
 
 
-@pytest.mark.parametrize("argv", [
-    [str(BIN / "mcpfleet"), "operator", "-n", "default"],
-    [str(BIN / "kopf"), "run", "--standalone", "-n", "default", "-m", "mcpfleet.operator"],
-], ids=["mcpfleet-operator", "kopf-run-module"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [str(BIN / "mcpfleet"), "operator", "-n", "default"],
+        [str(BIN / "kopf"), "run", "--standalone", "-n", "default", "-m", "mcpfleet.operator"],
+    ],
+    ids=["mcpfleet-operator", "kopf-run-module"],
+)
 def test_operator_process_handles_an_evalrun(kube: RunningEmulator, argv: list[str], tmp_path: Path) -> None:
     env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig_path)}
     log = open(tmp_path / "operator.log", "wb")
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd="/")
     try:
-        kube.create({"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun",
-                     "metadata": {"name": "dup", "namespace": "default"},
-                     "spec": {"models": [{"name": "a", "model": "scripted/noop"},
-                                         {"name": "a", "model": "scripted/oracle"}]}})
+        kube.create(
+            {
+                "apiVersion": "mcpfleet.io/v1alpha1",
+                "kind": "EvalRun",
+                "metadata": {"name": "dup", "namespace": "default"},
+                "spec": {
+                    "models": [{"name": "a", "model": "scripted/noop"}, {"name": "a", "model": "scripted/oracle"}]
+                },
+            }
+        )
         deadline = time.monotonic() + 30
         status: dict = {}
         while time.monotonic() < deadline and status.get("phase") != "Failed":

@@ -20,9 +20,11 @@ from typing import Any
 import boto3
 import pytest
 import yaml
-
 from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet
+from s3server import FaultProxy
+from support import NS, evalrun, s3_keys, status_of, wait_until
+
 from mcpfleet.operator.manifests import LABEL_RUN_UID, pod_name, trial_pod
 from mcpfleet.operator.reconciler import infra_record
 from mcpfleet.operator.settings import OperatorSettings
@@ -31,9 +33,6 @@ from mcpfleet.runner.records import dumps
 from mcpfleet.runner.spec import parse_evalrun
 from mcpfleet.runner.store import open_store
 from mcpfleet.runner.tasks import bundled_root
-from s3server import FaultProxy
-from test_e2e import (NS, bucket, evalrun, image_pack, operator_env, s3, s3_keys,  # noqa: F401 - fixtures
-                      status_of, wait_until)
 
 REPO = Path(__file__).resolve().parents[2]
 ORACLE_SLOW = {"name": "oracle", "model": "scripted/oracle?latency=0.3"}
@@ -42,6 +41,7 @@ ONE_TASK = "filesystem/standard/tiny/move_todo_0"
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def operator(kube: RunningEmulator) -> Iterator[Any]:
@@ -90,23 +90,31 @@ async def finished_run(kube: RunningEmulator, name: str, timeout: float = 120) -
 
 
 def one_trial(name: str, pack: Path, s3: str, bucket: str, model: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    return evalrun(name, pack, s3, bucket, models=[model], attempts=1,
-                   tasks={"path": str(pack), "include": [ONE_TASK]}, **spec)
+    return evalrun(
+        name, pack, s3, bucket, models=[model], attempts=1, tasks={"path": str(pack), "include": [ONE_TASK]}, **spec
+    )
 
 
 # -- 1. operator restart ------------------------------------------------------------------------------
 
-async def test_operator_restart_mid_run(kube: RunningEmulator, operator_env: None, s3: str, bucket: str,
-                                        image_pack: Path) -> None:
+
+async def test_operator_restart_mid_run(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
     """Stop the operator with pods in flight and start a new one: the run completes, no trial runs twice."""
     body = evalrun("restart", image_pack, s3, bucket, models=[ORACLE_SLOW, IDLE])
     async with Kubelet(kube.url) as kubelet:
         stack = contextlib.ExitStack()
         stack.enter_context(operator(kube))
         kube.create(body)
-        await wait_until(lambda: status_of(kube, "restart").get("counts", {}).get("finished", 0) >= 4
-                         and any(pod_phase(kube, p["metadata"]["name"]) == "Running"
-                                 for p in kube.objects("pods", NS)), 120, "4 finished trials and one running")
+        await wait_until(
+            lambda: (
+                status_of(kube, "restart").get("counts", {}).get("finished", 0) >= 4
+                and any(pod_phase(kube, p["metadata"]["name"]) == "Running" for p in kube.objects("pods", NS))
+            ),
+            120,
+            "4 finished trials and one running",
+        )
         started_at = status_of(kube, "restart")["startedAt"]
         # Stop in a thread: the kubelet on this loop keeps running the pods meanwhile.
         await asyncio.to_thread(stack.close)
@@ -126,24 +134,41 @@ async def test_operator_restart_mid_run(kube: RunningEmulator, operator_env: Non
     assert sorted(recs) == sorted(t.trial_id for t in trials)
     assert all(r["failure"] != "infra_error" and r["infra_attempts"] == 1 for r in recs.values()), recs
     assert sum(r["passed"] for r in recs.values()) == 6
-    assert status["counts"] == {"total": 12, "pending": 0, "running": 0, "finished": 12, "passed": 6, "failed": 6,
-                                "infraErrors": 0, "retries": 0}
+    assert status["counts"] == {
+        "total": 12,
+        "pending": 0,
+        "running": 0,
+        "finished": 12,
+        "passed": 6,
+        "failed": 6,
+        "infraErrors": 0,
+        "retries": 0,
+    }
     assert status["progress"] == "12/12" and status["startedAt"] == started_at
     assert kubelet.max_seen <= 3
 
 
 async def test_restart_after_crash_between_infra_record_and_pod_delete(
-        kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path) -> None:
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
     """An operator that died after recording a try's infra error but before deleting its pod: the new one must
     not count that try again (it would give up without ever running the retry)."""
-    body = one_trial("stale", image_pack, s3, bucket, {"name": "oracle", "model": "scripted/oracle"},
-                     retries={"limit": 1, "backoffSeconds": 0})
+    body = one_trial(
+        "stale",
+        image_pack,
+        s3,
+        bucket,
+        {"name": "oracle", "model": "scripted/oracle"},
+        retries={"limit": 1, "backoffSeconds": 0},
+    )
     uid = kube.create(body)["metadata"]["uid"]
     run = parse_evalrun(dict(body, metadata=dict(body["metadata"], uid=uid)))
     [trial] = plan(run, bundled_root())
     store = open_store(run.spec.output, run.name, bundled_root(), run_uid=uid)
-    store.commit(trial.trial_id, dumps(infra_record(run, trial, 1, "pod Failed; state exit 1; no stored record")
-                                       .model_dump(mode="json")))
+    store.commit(
+        trial.trial_id,
+        dumps(infra_record(run, trial, 1, "pod Failed; state exit 1; no stored record").model_dump(mode="json")),
+    )
     stale = trial_pod(run, trial, OperatorSettings.from_env(), 0)
     kube.create(stale)
     kube.patch("pods", NS, stale["metadata"]["name"], {"status": {"phase": "Failed"}}, subresource="status")
@@ -159,6 +184,7 @@ async def test_restart_after_crash_between_infra_record_and_pod_delete(
 
 # -- 2. infrastructure failures of a pod ------------------------------------------------------------
 
+
 def add_stateless_task(pack: Path) -> str:
     """A task whose initial state folder is missing: the pod's init container (materialise) exits 2."""
     src = pack / "filesystem" / "standard" / "tiny" / "move_todo_0"
@@ -169,11 +195,19 @@ def add_stateless_task(pack: Path) -> str:
 
 
 async def test_pod_failing_without_record_is_retried_then_infra_error(
-        kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path) -> None:
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
     task = add_stateless_task(image_pack)
-    body = evalrun("broken", image_pack, s3, bucket, models=[IDLE], attempts=1,
-                   tasks={"path": str(image_pack), "include": [task]},
-                   retries={"limit": 1, "backoffSeconds": 1.5})
+    body = evalrun(
+        "broken",
+        image_pack,
+        s3,
+        bucket,
+        models=[IDLE],
+        attempts=1,
+        tasks={"path": str(image_pack), "include": [task]},
+        retries={"limit": 1, "backoffSeconds": 1.5},
+    )
     async with Kubelet(kube.url) as kubelet:
         with operator(kube):
             kube.create(body)
@@ -188,17 +222,25 @@ async def test_pod_failing_without_record_is_retried_then_infra_error(
     rec = records(s3, bucket)[trial.trial_id]
     assert rec["failure"] == "infra_error" and rec["passed"] is False and rec["infra_attempts"] == 2, rec
     assert "state exit 2" in rec["error"] and "no stored record" in rec["error"], rec["error"]
-    assert status["counts"] == {"total": 1, "pending": 0, "running": 0, "finished": 1, "passed": 0, "failed": 0,
-                                "infraErrors": 1, "retries": 1}
+    assert status["counts"] == {
+        "total": 1,
+        "pending": 0,
+        "running": 0,
+        "finished": 1,
+        "passed": 0,
+        "failed": 0,
+        "infraErrors": 1,
+        "retries": 1,
+    }
     warnings = [e for e in events(kube, "InfraError") if e.get("type") == "Warning"]
     assert len(warnings) == 1 and trial.trial_id in warnings[0]["message"], warnings
     assert "gave up after 2 tries" in warnings[0]["message"]
 
 
-async def test_pod_deleted_while_running_is_retried(kube: RunningEmulator, operator_env: None, s3: str,
-                                                    bucket: str, image_pack: Path) -> None:
-    body = one_trial("deleted", image_pack, s3, bucket, ORACLE_SLOW,
-                     retries={"limit": 1, "backoffSeconds": 0})
+async def test_pod_deleted_while_running_is_retried(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
+    body = one_trial("deleted", image_pack, s3, bucket, ORACLE_SLOW, retries={"limit": 1, "backoffSeconds": 0})
     [trial] = trials_of(body)
     first = pod_name("deleted", trial.trial_id)
     async with Kubelet(kube.url) as kubelet:
@@ -210,16 +252,26 @@ async def test_pod_deleted_while_running_is_retried(kube: RunningEmulator, opera
     assert kubelet.started == [first, first + "-r1"]
     rec = records(s3, bucket)[trial.trial_id]
     assert rec["passed"] is True and rec["infra_attempts"] == 2, rec  # the retry's own record
-    assert status["counts"] == {"total": 1, "pending": 0, "running": 0, "finished": 1, "passed": 1, "failed": 0,
-                                "infraErrors": 0, "retries": 1}
+    assert status["counts"] == {
+        "total": 1,
+        "pending": 0,
+        "running": 0,
+        "finished": 1,
+        "passed": 1,
+        "failed": 0,
+        "infraErrors": 0,
+        "retries": 1,
+    }
     assert not events(kube, "InfraError")
 
 
-async def test_image_pull_backoff_is_an_infra_error_at_once(kube: RunningEmulator, operator_env: None, s3: str,
-                                                            bucket: str, image_pack: Path) -> None:
+async def test_image_pull_backoff_is_an_infra_error_at_once(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
     image = "registry.invalid/mcpfleet/runner:missing"
-    body = one_trial("nopull", image_pack, s3, bucket, IDLE, retries={"limit": 1, "backoffSeconds": 0},
-                     pod={"runnerImage": image})  # pendingTimeoutSeconds stays 600
+    body = one_trial(
+        "nopull", image_pack, s3, bucket, IDLE, retries={"limit": 1, "backoffSeconds": 0}, pod={"runnerImage": image}
+    )  # pendingTimeoutSeconds stays 600
     [trial] = trials_of(body)
     t0 = time.monotonic()
     async with Kubelet(kube.url, pull_failures={image}) as kubelet:
@@ -237,11 +289,11 @@ async def test_image_pull_backoff_is_an_infra_error_at_once(kube: RunningEmulato
     assert any(trial.trial_id in e["message"] for e in events(kube, "InfraError"))
 
 
-async def test_pending_deadline(kube: RunningEmulator, operator_env: None, s3: str, bucket: str,
-                                image_pack: Path) -> None:
+async def test_pending_deadline(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
     """No kubelet: the pod stays Pending with no status at all (unschedulable). The spec minimum is 10 s."""
-    body = one_trial("pending", image_pack, s3, bucket, IDLE, retries={"limit": 0},
-                     pod={"pendingTimeoutSeconds": 10})
+    body = one_trial("pending", image_pack, s3, bucket, IDLE, retries={"limit": 0}, pod={"pendingTimeoutSeconds": 10})
     [trial] = trials_of(body)
     name = pod_name("pending", trial.trial_id)
     with operator(kube):
@@ -262,8 +314,10 @@ async def test_pending_deadline(kube: RunningEmulator, operator_env: None, s3: s
 
 # -- 5. the EvalRun deleted mid-run ------------------------------------------------------------------
 
-async def test_evalrun_deleted_mid_run(kube: RunningEmulator, operator_env: None, s3: str, bucket: str,
-                                       image_pack: Path) -> None:
+
+async def test_evalrun_deleted_mid_run(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
     body = evalrun("doomed", image_pack, s3, bucket, models=[ORACLE_SLOW], attempts=1, concurrency={"total": 2})
     async with Kubelet(kube.url) as kubelet:
         with operator(kube):
@@ -284,8 +338,10 @@ async def test_evalrun_deleted_mid_run(kube: RunningEmulator, operator_env: None
 
 # -- 6. S3 unreachable -------------------------------------------------------------------------------
 
-async def test_s3_outage_during_upload(kube: RunningEmulator, operator_env: None, s3: str, bucket: str,
-                                       image_pack: Path, caplog: pytest.LogCaptureFixture) -> None:
+
+async def test_s3_outage_during_upload(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """The S3 endpoint drops every connection from the first upload of a record until at least 8 s have passed
     and the operator has lost one whole read of a record (3 x 5 tries): runner and operator both meet the outage.
     A runner gives up on S3 within ~5 s, so at least the first upload fails whole. Trials whose upload failed
@@ -307,15 +363,23 @@ async def test_s3_outage_during_upload(kube: RunningEmulator, operator_env: None
         return "drop"
 
     with FaultProxy(s3, fault) as proxy:
-        body = evalrun("outage", image_pack, s3, bucket, models=[{"name": "oracle", "model": "scripted/oracle"}],
-                       attempts=1, retries={"limit": 3, "backoffSeconds": 0})
+        body = evalrun(
+            "outage",
+            image_pack,
+            s3,
+            bucket,
+            models=[{"name": "oracle", "model": "scripted/oracle"}],
+            attempts=1,
+            retries={"limit": 3, "backoffSeconds": 0},
+        )
         body["spec"]["output"]["endpointUrl"] = proxy.url
         async with Kubelet(kube.url) as kubelet:
             with operator(kube):
                 kube.create(body)
                 status = await finished_run(kube, "outage", timeout=180)
-    assert any("results store failed" in r.getMessage() for r in caplog.get_records("call")), \
+    assert any("results store failed" in r.getMessage() for r in caplog.get_records("call")), (
         "the operator never met the outage"
+    )
     assert window["end"] and proxy.count("drop", "PUT") >= 15  # at least one whole upload (3 x 5 tries) was lost
     recs = records(s3, bucket)
     trials = trials_of(body)
@@ -327,16 +391,27 @@ async def test_s3_outage_during_upload(kube: RunningEmulator, operator_env: None
     assert status["counts"]["infraErrors"] == 0
     assert status["counts"]["retries"] == sum(r["infra_attempts"] - 1 for r in recs.values())
     # The pods the kubelet ran are exactly each trial's tries, by name.
-    assert sorted(kubelet.started) == sorted(pod_name("outage", tid, n) for tid, r in recs.items()
-                                             for n in range(r["infra_attempts"]))
+    assert sorted(kubelet.started) == sorted(
+        pod_name("outage", tid, n) for tid, r in recs.items() for n in range(r["infra_attempts"])
+    )
 
 
 # -- 7. suspend --------------------------------------------------------------------------------------
 
-async def test_suspend_then_resume(kube: RunningEmulator, operator_env: None, s3: str, bucket: str,
-                                   image_pack: Path) -> None:
-    body = evalrun("paused", image_pack, s3, bucket, models=[IDLE], attempts=1, suspend=True,
-                   tasks={"path": str(image_pack), "include": ["*/move_todo_0", "*/move_todo_1"]})
+
+async def test_suspend_then_resume(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
+    body = evalrun(
+        "paused",
+        image_pack,
+        s3,
+        bucket,
+        models=[IDLE],
+        attempts=1,
+        suspend=True,
+        tasks={"path": str(image_pack), "include": ["*/move_todo_0", "*/move_todo_1"]},
+    )
     async with Kubelet(kube.url) as kubelet:
         with operator(kube):
             kube.create(body)
@@ -355,8 +430,10 @@ async def test_suspend_then_resume(kube: RunningEmulator, operator_env: None, s3
 
 # -- 8. the example, applied with kubectl -------------------------------------------------------------
 
-async def test_example_evalrun_applied_with_kubectl(kube: RunningEmulator, operator_env: None, s3: str,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+
+async def test_example_evalrun_applied_with_kubectl(
+    kube: RunningEmulator, operator_env: None, s3: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """examples/evalrun.yaml as a user applies it: real models, no LLM keys Secret.
 
     No kubelet runs here: pods are never started, so the missing Secret never matters (a kubelet would hold
@@ -365,8 +442,11 @@ async def test_example_evalrun_applied_with_kubectl(kube: RunningEmulator, opera
     holds: exactly spec.concurrency.total pods (perModel each), labelled and owned, until the run is deleted.
     The example's bucket is served by moto through AWS_ENDPOINT_URL_S3 (the example names no endpoint)."""
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3)
-    for k, v in {"AWS_ACCESS_KEY_ID": "AKIAMCPFLEETTEST", "AWS_SECRET_ACCESS_KEY": "x" * 20,
-                 "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for k, v in {
+        "AWS_ACCESS_KEY_ID": "AKIAMCPFLEETTEST",
+        "AWS_SECRET_ACCESS_KEY": "x" * 20,
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(k, v)
     client = boto3.client("s3", region_name="us-east-1")
     with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
@@ -383,8 +463,11 @@ async def test_example_evalrun_applied_with_kubectl(kube: RunningEmulator, opera
             most = max(most, len(kube.objects("pods", NS)))
             await asyncio.sleep(0.2)
         assert most == 16
-        status = await wait_until(lambda: status_of(kube, name).get("counts", {}).get("running") == 16
-                                  and status_of(kube, name), 10, "status with 16 running")
+        status = await wait_until(
+            lambda: status_of(kube, name).get("counts", {}).get("running") == 16 and status_of(kube, name),
+            10,
+            "status with 16 running",
+        )
         assert status["phase"] == "Running" and status["progress"] == "0/120"
         table = kube.kubectl("get", "evalruns").stdout
         assert name in table and "Running" in table and "0/120" in table
@@ -404,14 +487,22 @@ async def test_example_evalrun_applied_with_kubectl(kube: RunningEmulator, opera
             assert labels["mcpfleet.io/service"] == "filesystem"
             assert labels["mcpfleet.io/task"] == trial.task_id.rsplit("/", 1)[-1]
             assert labels["mcpfleet.io/attempt"] == str(trial.attempt)
-            assert meta["ownerReferences"] == [{"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "name": name,
-                                                "uid": er["metadata"]["uid"], "controller": True,
-                                                "blockOwnerDeletion": True}]
+            assert meta["ownerReferences"] == [
+                {
+                    "apiVersion": "mcpfleet.io/v1alpha1",
+                    "kind": "EvalRun",
+                    "name": name,
+                    "uid": er["metadata"]["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ]
             env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
             key = {"gpt-5": "openai", "claude-sonnet": "anthropic"}[trial.model.name]
             assert env["MCPFLEET_MODEL_API_KEY"]["valueFrom"] == {"secretKeyRef": {"name": "llm-keys", "key": key}}
-        per_model = {m: sum(p["metadata"]["labels"]["mcpfleet.io/model"] == m for p in pods)
-                     for m in ("gpt-5", "claude-sonnet")}
+        per_model = {
+            m: sum(p["metadata"]["labels"]["mcpfleet.io/model"] == m for p in pods) for m in ("gpt-5", "claude-sonnet")
+        }
         assert per_model == {"gpt-5": 8, "claude-sonnet": 8}
         listed = kube.kubectl("get", "pods", "-l", f"mcpfleet.io/run={name}", "-o", "name").stdout.split()
         assert len(listed) == 16

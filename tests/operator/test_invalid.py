@@ -12,16 +12,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import shutil
-
 from pathlib import Path
 from typing import Any
 
 import pytest
-
 from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet
-from test_e2e import (NS, bucket, evalrun, image_pack, operator_env, s3,  # noqa: F401 - fixtures
-                      status_of, wait_until)
+from support import NS, evalrun, status_of, wait_until
 
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
 
@@ -29,13 +26,15 @@ WRITES = ("create", "update", "patch", "delete", "deletecollection")
 def postgres_pack(pack: Path) -> Path:
     """A pack with a postgres task: the operator has no default MCP sidecar image for that service."""
     root = pack.parent / "pgpack"
-    shutil.copytree(pack / "filesystem" / "standard" / "tiny" / "move_todo_0",
-                    root / "postgres" / "standard" / "tiny" / "pg_task")
+    shutil.copytree(
+        pack / "filesystem" / "standard" / "tiny" / "move_todo_0", root / "postgres" / "standard" / "tiny" / "pg_task"
+    )
     return root
 
 
 def cases(pack: Path, s3: str, bucket: str) -> list[tuple[dict[str, Any], str]]:
     """(EvalRun, the field path its Failed condition must name)."""
+
     def run(name: str, **spec: Any) -> dict[str, Any]:
         return evalrun(name, pack, s3, bucket, **{"models": [{"name": "idle", "model": "scripted/noop"}], **spec})
 
@@ -47,11 +46,27 @@ def cases(pack: Path, s3: str, bucket: str) -> list[tuple[dict[str, Any], str]]:
     dotted = run("dotted.run")
     long_name = run("x" * 70)
     return [
-        (run("dup-models", models=[{"name": "a", "model": "scripted/noop"},
-                                   {"name": "a", "model": "scripted/oracle"}]), "spec.models:"),
-        (run("two-key-sources", models=[{"name": "gpt", "model": "openai/gpt-5", "apiKeyEnv": "OPENAI_API_KEY",
-                                         "apiKeySecretRef": {"name": "llm-keys", "key": "openai"}}]),
-         "spec.models[0]:"),
+        (
+            run(
+                "dup-models",
+                models=[{"name": "a", "model": "scripted/noop"}, {"name": "a", "model": "scripted/oracle"}],
+            ),
+            "spec.models:",
+        ),
+        (
+            run(
+                "two-key-sources",
+                models=[
+                    {
+                        "name": "gpt",
+                        "model": "openai/gpt-5",
+                        "apiKeyEnv": "OPENAI_API_KEY",
+                        "apiKeySecretRef": {"name": "llm-keys", "key": "openai"},
+                    }
+                ],
+            ),
+            "spec.models[0]:",
+        ),
         (run("no-task-selected", tasks={"path": str(pack), "categories": ["no-such-category"]}), "spec.tasks"),
         (run("missing-pack", tasks={"path": "/nonexistent/mcpfleet/pack"}), "spec.tasks.path"),
         (run("empty-s3-pack", tasks={"path": f"s3://{bucket}/no-such-pack", "endpointUrl": s3}), "spec.tasks.path"),
@@ -60,8 +75,8 @@ def cases(pack: Path, s3: str, bucket: str) -> list[tuple[dict[str, Any], str]]:
         (with_output("relative-output", "runs"), "spec.output.uri:"),  # each pod would resolve it on its own disk
         (run("bad-quantity", pod={"resources": {"requests": {"cpu": "lots"}}}), "spec.pod.resources.requests:"),
         (run("gpu-limit", pod={"resources": {"limits": {"nvidia.com/gpu": "1"}}}), "spec.pod.resources.limits"),
-        (dotted, "metadata.name:"),      # a valid object name, but not a DNS label (pod names, labels)
-        (long_name, "metadata.name:"),   # 70 characters: fine for the API, too long for a label value
+        (dotted, "metadata.name:"),  # a valid object name, but not a DNS label (pod names, labels)
+        (long_name, "metadata.name:"),  # 70 characters: fine for the API, too long for a label value
         (run("no-sidecar", tasks={"path": str(postgres_pack(pack))}), "spec.pod.sidecarImages.postgres"),
     ]
 
@@ -77,7 +92,8 @@ def failed(kube: RunningEmulator, name: str) -> dict[str, Any] | None:
 
 
 async def test_invalid_runs_fail_once_and_the_operator_keeps_serving(
-        kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path) -> None:
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
     bad = cases(image_pack, s3, bucket)
     assert len(bad) >= 8
     async with Kubelet(kube.url) as kubelet:
@@ -99,15 +115,28 @@ async def test_invalid_runs_fail_once_and_the_operator_keeps_serving(
             after = writes(kube)
             assert after == before, f"the operator kept writing for failed runs: {before} -> {after}"
             assert not kube.objects("pods", NS) and ("create", "pods") not in after
-            warned = {e["involvedObject"]["name"] for e in kube.objects("events", NS)
-                      if e.get("reason") == "InvalidSpec" and e.get("type") == "Warning"}
+            warned = {
+                e["involvedObject"]["name"]
+                for e in kube.objects("events", NS)
+                if e.get("reason") == "InvalidSpec" and e.get("type") == "Warning"
+            }
             assert warned == {body["metadata"]["name"] for body, _ in bad}
             # ... and a valid run created afterwards is served as usual.
-            good = evalrun("good", image_pack, s3, bucket, models=[{"name": "idle", "model": "scripted/noop"}],
-                           attempts=1, tasks={"path": str(image_pack), "include": ["*/move_todo_0"]})
+            good = evalrun(
+                "good",
+                image_pack,
+                s3,
+                bucket,
+                models=[{"name": "idle", "model": "scripted/noop"}],
+                attempts=1,
+                tasks={"path": str(image_pack), "include": ["*/move_todo_0"]},
+            )
             kube.create(good)
-            status = await wait_until(lambda: status_of(kube, "good").get("phase") == "Succeeded"
-                                      and status_of(kube, "good"), 90, "the valid run to succeed")
+            status = await wait_until(
+                lambda: status_of(kube, "good").get("phase") == "Succeeded" and status_of(kube, "good"),
+                90,
+                "the valid run to succeed",
+            )
     assert status["counts"]["finished"] == 1 and status["counts"]["infraErrors"] == 0
     assert len(kubelet.started) == 1
     for body, _ in bad:  # the failed runs stay failed
@@ -115,41 +144,74 @@ async def test_invalid_runs_fail_once_and_the_operator_keeps_serving(
 
 
 async def test_edit_to_an_invalid_spec_fails_the_run_and_frees_its_capacity(
-        kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An edit that makes a running run invalid fails it (no crash, no retry loop), deletes its pods in flight
     and frees their place under the operator-wide pod cap (MCPFLEET_MAX_PODS=1 here), so other runs proceed."""
     monkeypatch.setenv("MCPFLEET_MAX_PODS", "1")
     one = {"tasks": {"path": str(image_pack), "include": ["*/move_todo_0"]}, "attempts": 1}
-    first = evalrun("edited", image_pack, s3, bucket, models=[{"name": "oracle", "model": "scripted/oracle?latency=0.3"}],
-                    **one)
+    first = evalrun(
+        "edited", image_pack, s3, bucket, models=[{"name": "oracle", "model": "scripted/oracle?latency=0.3"}], **one
+    )
     async with Kubelet(kube.url) as kubelet:
         with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
             kube.create(first)
             await wait_until(lambda: kubelet.running == 1, 60, "the first run's pod")
-            kube.patch("evalruns", NS, "edited", {"spec": {"models": [
-                {"name": "oracle", "model": "scripted/oracle"}, {"name": "oracle", "model": "scripted/noop"}]}})
+            kube.patch(
+                "evalruns",
+                NS,
+                "edited",
+                {
+                    "spec": {
+                        "models": [
+                            {"name": "oracle", "model": "scripted/oracle"},
+                            {"name": "oracle", "model": "scripted/noop"},
+                        ]
+                    }
+                },
+            )
             status = await wait_until(lambda: failed(kube, "edited"), 20, "the edited run to fail")
             cond = next(c for c in status["conditions"] if c["type"] == "Valid")
             assert cond["reason"] == "InvalidSpec" and "spec.models:" in cond["message"], cond
             assert status["observedGeneration"] == 2
             # The failed run stops what it had running, rather than leaving pods nobody tracks.
-            await wait_until(lambda: not [p for p in kube.objects("pods", NS)
-                                          if p["metadata"]["labels"].get("mcpfleet.io/run") == "edited"],
-                             20, "the failed run's pod to be deleted")
+            await wait_until(
+                lambda: (
+                    not [
+                        p
+                        for p in kube.objects("pods", NS)
+                        if p["metadata"]["labels"].get("mcpfleet.io/run") == "edited"
+                    ]
+                ),
+                20,
+                "the failed run's pod to be deleted",
+            )
             # kopf posts events from its own task, a moment after the deletes: wait for it, do not race it.
-            await wait_until(lambda: [e for e in kube.objects("events", NS) if e.get("reason") == "Stopped"
-                                      and "1 trial pod(s) deleted" in e.get("message", "")],
-                             10, "the Stopped event for the failed run")
-            second = evalrun("after", image_pack, s3, bucket, models=[{"name": "idle", "model": "scripted/noop"}],
-                             **one)
+            await wait_until(
+                lambda: [
+                    e
+                    for e in kube.objects("events", NS)
+                    if e.get("reason") == "Stopped" and "1 trial pod(s) deleted" in e.get("message", "")
+                ],
+                10,
+                "the Stopped event for the failed run",
+            )
+            second = evalrun(
+                "after", image_pack, s3, bucket, models=[{"name": "idle", "model": "scripted/noop"}], **one
+            )
             kube.create(second)
-            status = await wait_until(lambda: status_of(kube, "after").get("phase") == "Succeeded"
-                                      and status_of(kube, "after"), 90, "the next run to succeed")
+            status = await wait_until(
+                lambda: status_of(kube, "after").get("phase") == "Succeeded" and status_of(kube, "after"),
+                90,
+                "the next run to succeed",
+            )
             assert status["counts"]["finished"] == 1
             before = writes(kube)
             await asyncio.sleep(2)
-            changed = {k: (before.get(k), v) for k, v in writes(kube).items()
-                       if v != before.get(k) and k[1].startswith("evalruns")}
+            changed = {
+                k: (before.get(k), v)
+                for k, v in writes(kube).items()
+                if v != before.get(k) and k[1].startswith("evalruns")
+            }
             assert not changed, f"the operator kept writing to EvalRuns: {changed}"
             assert status_of(kube, "edited")["phase"] == "Failed"

@@ -10,8 +10,8 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-
 from conftest import make_tiny_pack
+
 from mcpfleet.operator.manifests import LABEL_RETRY, pod_name, trial_pod
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.runner.plan import TrialSpec, plan
@@ -33,44 +33,102 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def evalrun(name: str, pack: Path, **spec: Any) -> EvalRun:
-    body: dict[str, Any] = {"models": [{"name": "oracle", "model": "scripted/oracle"}],
-                            "tasks": {"path": str(pack)}, "attempts": 2,
-                            "output": {"uri": "s3://mcpfleet-results/runs"}}
+    body: dict[str, Any] = {
+        "models": [{"name": "oracle", "model": "scripted/oracle"}],
+        "tasks": {"path": str(pack)},
+        "attempts": 2,
+        "output": {"uri": "s3://mcpfleet-results/runs"},
+    }
     body.update(spec)
-    return parse_evalrun({"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun",
-                          "metadata": {"name": name, "namespace": "evals", "uid": UID}, "spec": body})
+    return parse_evalrun(
+        {
+            "apiVersion": "mcpfleet.io/v1alpha1",
+            "kind": "EvalRun",
+            "metadata": {"name": name, "namespace": "evals", "uid": UID},
+            "spec": body,
+        }
+    )
 
 
 def variants(pack: Path) -> dict[str, tuple[EvalRun, OperatorSettings]]:
     plain = OperatorSettings()
     return {
         "defaults": (evalrun("defaults", pack), plain),
-        "custom-images-resources": (evalrun(
-            "custom", pack, limits={"timeoutSeconds": 900, "verifierTimeoutSeconds": 120},
-            pod={"runnerImage": "registry.example.com/team/runner@sha256:" + "a" * 64,
-                 "sidecarImages": {"filesystem": "registry.example.com/team/mcp-fs:2.0"},
-                 "resources": {"requests": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "1Gi"},
-                               "limits": {"cpu": "4", "memory": "8Gi"}},
-                 "sidecarResources": {"requests": {"cpu": "50m"}, "limits": {"memory": "512Mi"}}}),
-            plain),
-        "node-selector-service-account": (evalrun(
-            "placed", pack, pod={"nodeSelector": {"kubernetes.io/arch": "amd64", "pool": "evals"},
-                                 "serviceAccountName": "mcpfleet-trials"}), plain),
-        "s3-credentials": (evalrun(
-            "s3creds", pack, output={"uri": "s3://mcpfleet-results/runs", "endpointUrl": "https://minio.local:9000",
-                                     "region": "eu-west-1", "credentialsSecretRef": "s3-credentials"}), plain),
-        "api-key-secret": (evalrun(
-            "keyed", pack, models=[{"name": "gpt-5", "model": "openai/gpt-5",
-                                    "apiKeySecretRef": {"name": "llm-keys", "key": "openai"}},
-                                   {"name": "claude", "model": "anthropic/claude-sonnet-4",
-                                    "apiKeySecretRef": {"name": "llm-keys", "key": "anthropic"}}]), plain),
-        "scripted-url": (evalrun("scripted", pack), OperatorSettings(scripted_url=SCRIPTED_URL, mcp_port=9123,
-                                                                   pod_grace_seconds=60)),
-        "long-names": (evalrun(
-            "a-very-long-evaluation-run-name-that-goes-on-and-on-for-sixty3"[:63], pack,
-            models=[{"name": "model-with-a-rather-long-name-of-forty-c"[:40], "model": "scripted/noop"},
-                    {"name": "model-with-a-rather-long-name-of-forty-d"[:40], "model": "scripted/oracle"}]),
-            plain),
+        "custom-images-resources": (
+            evalrun(
+                "custom",
+                pack,
+                limits={"timeoutSeconds": 900, "verifierTimeoutSeconds": 120},
+                pod={
+                    "runnerImage": "registry.example.com/team/runner@sha256:" + "a" * 64,
+                    "sidecarImages": {"filesystem": "registry.example.com/team/mcp-fs:2.0"},
+                    "resources": {
+                        "requests": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "1Gi"},
+                        "limits": {"cpu": "4", "memory": "8Gi"},
+                    },
+                    "sidecarResources": {"requests": {"cpu": "50m"}, "limits": {"memory": "512Mi"}},
+                },
+            ),
+            plain,
+        ),
+        "node-selector-service-account": (
+            evalrun(
+                "placed",
+                pack,
+                pod={
+                    "nodeSelector": {"kubernetes.io/arch": "amd64", "pool": "evals"},
+                    "serviceAccountName": "mcpfleet-trials",
+                },
+            ),
+            plain,
+        ),
+        "s3-credentials": (
+            evalrun(
+                "s3creds",
+                pack,
+                output={
+                    "uri": "s3://mcpfleet-results/runs",
+                    "endpointUrl": "https://minio.local:9000",
+                    "region": "eu-west-1",
+                    "credentialsSecretRef": "s3-credentials",
+                },
+            ),
+            plain,
+        ),
+        "api-key-secret": (
+            evalrun(
+                "keyed",
+                pack,
+                models=[
+                    {
+                        "name": "gpt-5",
+                        "model": "openai/gpt-5",
+                        "apiKeySecretRef": {"name": "llm-keys", "key": "openai"},
+                    },
+                    {
+                        "name": "claude",
+                        "model": "anthropic/claude-sonnet-4",
+                        "apiKeySecretRef": {"name": "llm-keys", "key": "anthropic"},
+                    },
+                ],
+            ),
+            plain,
+        ),
+        "scripted-url": (
+            evalrun("scripted", pack),
+            OperatorSettings(scripted_url=SCRIPTED_URL, mcp_port=9123, pod_grace_seconds=60),
+        ),
+        "long-names": (
+            evalrun(
+                "a-very-long-evaluation-run-name-that-goes-on-and-on-for-sixty3"[:63],
+                pack,
+                models=[
+                    {"name": "model-with-a-rather-long-name-of-forty-c"[:40], "model": "scripted/noop"},
+                    {"name": "model-with-a-rather-long-name-of-forty-d"[:40], "model": "scripted/oracle"},
+                ],
+            ),
+            plain,
+        ),
     }
 
 
@@ -94,8 +152,10 @@ def test_every_variant_is_a_valid_pod(pack: Path, version: str) -> None:
         try:
             kubernetes_validate.validate(pod, version, strict=True)
         except kubernetes_validate.ValidationError as exc:
-            raise AssertionError(f"{variant}: {pod['metadata']['name']} is not a valid Pod for {version}: "
-                                 f"{exc.message} at {list(exc.path)}") from None
+            raise AssertionError(
+                f"{variant}: {pod['metadata']['name']} is not a valid Pod for {version}: "
+                f"{exc.message} at {list(exc.path)}"
+            ) from None
         seen.add(variant)
     assert len(seen) == 7
 
@@ -105,8 +165,9 @@ def test_pods_are_locked_down(pack: Path) -> None:
         spec, where = pod["spec"], f"{variant}/{pod['metadata']['name']}"
         assert spec["restartPolicy"] == "Never", where
         limits = run.spec.limits
-        assert spec["activeDeadlineSeconds"] == (limits.timeout_seconds + limits.verifier_timeout_seconds
-                                                 + settings.pod_grace_seconds), where
+        assert spec["activeDeadlineSeconds"] == (
+            limits.timeout_seconds + limits.verifier_timeout_seconds + settings.pod_grace_seconds
+        ), where
         assert spec["automountServiceAccountToken"] is False, where
         assert spec["securityContext"]["runAsNonRoot"] is True, where
         assert spec["securityContext"]["runAsUser"] != 0, where
@@ -127,8 +188,16 @@ def test_pods_are_locked_down(pack: Path) -> None:
         assert pod["metadata"]["annotations"]["mcpfleet.io/trial-id"] == trial.trial_id, where
         assert pod["metadata"]["labels"][LABEL_RETRY] == str(retry), where
         owner = pod["metadata"]["ownerReferences"]
-        assert owner == [{"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "name": run.name, "uid": UID,
-                          "controller": True, "blockOwnerDeletion": True}], where
+        assert owner == [
+            {
+                "apiVersion": "mcpfleet.io/v1alpha1",
+                "kind": "EvalRun",
+                "name": run.name,
+                "uid": UID,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ], where
 
 
 def test_settings_and_spec_reach_the_pod(pack: Path) -> None:
@@ -138,8 +207,10 @@ def test_settings_and_spec_reach_the_pod(pack: Path) -> None:
     assert runner["image"].startswith("registry.example.com/team/runner@sha256:")
     assert pod["spec"]["initContainers"][0]["image"] == runner["image"]  # the state init container
     assert pod["spec"]["initContainers"][1]["image"] == "registry.example.com/team/mcp-fs:2.0"
-    assert runner["resources"] == {"requests": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "1Gi"},
-                                   "limits": {"cpu": "4", "memory": "8Gi"}}
+    assert runner["resources"] == {
+        "requests": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "1Gi"},
+        "limits": {"cpu": "4", "memory": "8Gi"},
+    }
     assert pod["spec"]["activeDeadlineSeconds"] == 900 + 120 + 300
     _, _, _, _, pod = by_variant["node-selector-service-account"]
     assert pod["spec"]["nodeSelector"] == {"kubernetes.io/arch": "amd64", "pool": "evals"}
@@ -159,7 +230,7 @@ def test_settings_and_spec_reach_the_pod(pack: Path) -> None:
     assert env["AWS_DEFAULT_REGION"]["value"] == "eu-west-1"
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         assert env[key] == {"name": key, "valueFrom": {"secretKeyRef": {"name": "s3-credentials", "key": key}}}
-    for variant, (run, _, trial, _, pod) in by_variant.items():  # the runner rebuilds its trial from the pod alone
+    for variant, (_run, _, trial, _, pod) in by_variant.items():  # the runner rebuilds its trial from the pod alone
         env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
         assert TrialSpec.model_validate_json(env["MCPFLEET_TRIAL"]["value"]) == trial, variant
         assert env["MCPFLEET_RUN_UID"]["value"] == UID and env["MCPFLEET_INFRA_ATTEMPT"]["value"] == "1", variant
@@ -171,7 +242,7 @@ def test_secrets_only_by_reference(pack: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_VALUES[2])
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_VALUES[0])
     refs = 0
-    for variant, run, _, trial, _, pod in all_pods(pack):
+    for variant, _run, _, trial, _, pod in all_pods(pack):
         text = json.dumps(pod)
         for value in SECRET_VALUES:
             assert value not in text, variant
@@ -213,14 +284,19 @@ def test_pod_names_deterministic_short_and_distinct(pack: Path) -> None:
 
 def test_pod_name_is_stable_across_processes() -> None:
     """Restart safety rests on the name being a pure function (no hash randomisation, no clock)."""
-    assert pod_name("e2e", "oracle.filesystem.standard.tiny.move_todo_0.1") == \
-        pod_name("e2e", "oracle.filesystem.standard.tiny.move_todo_0.1", 0)
+    assert pod_name("e2e", "oracle.filesystem.standard.tiny.move_todo_0.1") == pod_name(
+        "e2e", "oracle.filesystem.standard.tiny.move_todo_0.1", 0
+    )
     import subprocess
     import sys
-    code = ("from mcpfleet.operator.manifests import pod_name;"
-            "print(pod_name('e2e', 'oracle.filesystem.standard.tiny.move_todo_0.1', 2))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONHASHSEED": "123"}).stdout.strip()
+
+    code = (
+        "from mcpfleet.operator.manifests import pod_name;"
+        "print(pod_name('e2e', 'oracle.filesystem.standard.tiny.move_todo_0.1', 2))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": "123"}
+    ).stdout.strip()
     assert out == pod_name("e2e", "oracle.filesystem.standard.tiny.move_todo_0.1", 2)
     assert out.endswith("-1-r2")
 
@@ -228,18 +304,40 @@ def test_pod_name_is_stable_across_processes() -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_an_s3_pack_is_fetched_by_the_init_container_and_checked_by_digest(pack: Path, version: str) -> None:
     local = evalrun("fetch", pack)
-    remote = evalrun("fetch", pack, tasks={
-        "path": "s3://team-packs/mcpmark", "statesPath": "s3://team-packs/states",
-        "endpointUrl": "https://minio.local:9000", "region": "eu-west-1", "credentialsSecretRef": "pack-reader"})
+    remote = evalrun(
+        "fetch",
+        pack,
+        tasks={
+            "path": "s3://team-packs/mcpmark",
+            "statesPath": "s3://team-packs/states",
+            "endpointUrl": "https://minio.local:9000",
+            "region": "eu-west-1",
+            "credentialsSecretRef": "pack-reader",
+        },
+    )
     trial = plan(local, bundled_root())[0]  # the plan an S3 mirror gives is the same (tests/test_packs.py)
     assert trial.task_digest
     pod = trial_pod(remote, trial, OperatorSettings())
     kubernetes_validate.validate(pod, version, strict=True)
     init, sidecar = pod["spec"]["initContainers"]
-    assert init["args"] == ["--task", trial.task_id, "--dest", "/state", "--tasks-root", "s3://team-packs/mcpmark",
-                            "--task-dest", "/task", "--states", "s3://team-packs/states",
-                            "--endpoint-url", "https://minio.local:9000", "--region", "eu-west-1",
-                            "--digest", trial.task_digest]
+    assert init["args"] == [
+        "--task",
+        trial.task_id,
+        "--dest",
+        "/state",
+        "--tasks-root",
+        "s3://team-packs/mcpmark",
+        "--task-dest",
+        "/task",
+        "--states",
+        "s3://team-packs/states",
+        "--endpoint-url",
+        "https://minio.local:9000",
+        "--region",
+        "eu-west-1",
+        "--digest",
+        trial.task_digest,
+    ]
     env = {e["name"]: e for e in init["env"]}
     for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         assert env[key] == {"name": key, "valueFrom": {"secretKeyRef": {"name": "pack-reader", "key": key}}}
@@ -252,7 +350,15 @@ def test_an_s3_pack_is_fetched_by_the_init_container_and_checked_by_digest(pack:
     # A bundled pack is read from the image, with the same digest check against image/operator skew.
     pod = trial_pod(local, trial, OperatorSettings())
     init = pod["spec"]["initContainers"][0]
-    assert init["args"] == ["--task", trial.task_id, "--dest", "/state", "--tasks-root", trial.tasks_root,
-                            "--digest", trial.task_digest]
+    assert init["args"] == [
+        "--task",
+        trial.task_id,
+        "--dest",
+        "/state",
+        "--tasks-root",
+        trial.tasks_root,
+        "--digest",
+        trial.task_digest,
+    ]
     assert "task" not in {v["name"] for v in pod["spec"]["volumes"]}
     assert "--tasks-root" not in pod["spec"]["containers"][0]["args"]

@@ -35,13 +35,12 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
-
 from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet, free_port
+from prometheus_client.parser import text_string_to_metric_families
+from support import NS, evalrun, infra_errors, s3_keys, status_of, wait_until
+
 from mcpfleet.operator.settings import OperatorSettings
-from test_e2e import (NS, bucket, evalrun, image_pack, infra_errors, operator_env, s3, s3_keys,  # noqa: F401
-                      status_of, wait_until)
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "charts" / "mcpfleet" / "dashboards" / "mcpfleet.json"
@@ -64,6 +63,7 @@ assert PROMETHEUS is not None, "the prometheus binary is missing: run scripts/se
 
 
 # -- Prometheus ---------------------------------------------------------------------------------------
+
 
 @dataclass
 class Prom:
@@ -96,18 +96,25 @@ def prometheus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Prom
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "scrape_configs": [
             {"job_name": "mcpfleet-operator", "static_configs": [{"targets": [f"127.0.0.1:{operator_port}"]}]},
-            {"job_name": "mcpfleet-runner",
-             "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}]},
+            {"job_name": "mcpfleet-runner", "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}]},
         ],
     }
     (home / "prometheus.yml").write_text(yaml.safe_dump(config))
     log = home / "prometheus.log"
     start = time.monotonic()
     with open(log, "wb") as out:
-        proc = subprocess.Popen([PROMETHEUS, f"--config.file={home / 'prometheus.yml'}",
-                                 f"--storage.tsdb.path={home / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-                                 "--web.enable-lifecycle"], stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                PROMETHEUS,
+                f"--config.file={home / 'prometheus.yml'}",
+                f"--storage.tsdb.path={home / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--web.enable-lifecycle",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     prom = Prom(f"http://127.0.0.1:{port}", targets, operator_port, proc, log)
     try:
         import urllib.request
@@ -138,8 +145,11 @@ async def discover_runner_pods(kubelet: Kubelet, prom: Prom) -> None:
     current: list[int] = []
     while True:
         ended = {pod for _, pod, what in kubelet.timeline if what == "end"}
-        live = {pod: ports[RUNNER_METRICS_PORT] for pod, ports in list(kubelet.port_maps.items())
-                if pod not in ended and RUNNER_METRICS_PORT in ports}
+        live = {
+            pod: ports[RUNNER_METRICS_PORT]
+            for pod, ports in list(kubelet.port_maps.items())
+            if pod not in ended and RUNNER_METRICS_PORT in ports
+        }
         now = time.time()
         for pod in live:
             prom.published.setdefault(pod, now)
@@ -158,6 +168,7 @@ async def api(session: aiohttp.ClientSession, prom: Prom, path: str, **params: A
 
 
 # -- the dashboard ------------------------------------------------------------------------------------
+
 
 def dashboard_queries() -> list[tuple[str, str]]:
     """(what, expr) for every panel target and every query variable."""
@@ -180,8 +191,12 @@ def dashboard_queries() -> list[tuple[str, str]]:
 
 
 def substitute(expr: str, run: str) -> str:
-    return (expr.replace("$run", run).replace("$__rate_interval", RATE_INTERVAL).replace("$__range", RANGE)
-            .replace("${run}", run))
+    return (
+        expr.replace("$run", run)
+        .replace("$__rate_interval", RATE_INTERVAL)
+        .replace("$__range", RANGE)
+        .replace("${run}", run)
+    )
 
 
 LABEL_VALUES = re.compile(r"^label_values\(\s*(.+?)\s*,\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\)$")
@@ -201,15 +216,19 @@ def peak(result: list[dict[str, Any]]) -> float:
 
 # -- the test -----------------------------------------------------------------------------------------
 
-async def test_dashboard_queries_against_a_real_prometheus(kube: RunningEmulator, prometheus: Prom,
-                                                           operator_env: None, s3: str, bucket: str,
-                                                           image_pack: Path, tmp_path: Path) -> None:
+
+async def test_dashboard_queries_against_a_real_prometheus(
+    kube: RunningEmulator, prometheus: Prom, operator_env: None, s3: str, bucket: str, image_pack: Path, tmp_path: Path
+) -> None:
     prom = prometheus
     run = f"prom-{uuid.uuid4().hex[:6]}"
     oracle_trials = TASKS  # x 1 attempt
     manifest = tmp_path / "run.yaml"
-    manifest.write_text(yaml.safe_dump(evalrun(run, image_pack, s3, bucket, models=[ORACLE, IDLE], attempts=1,
-                                               concurrency={"total": 3})))
+    manifest.write_text(
+        yaml.safe_dump(
+            evalrun(run, image_pack, s3, bucket, models=[ORACLE, IDLE], attempts=1, concurrency={"total": 3})
+        )
+    )
     t0 = time.time()
     timings: dict[str, float] = {"prometheus ready": prom.ready_s}
     async with aiohttp.ClientSession() as session, Kubelet(kube.url) as kubelet:
@@ -217,8 +236,11 @@ async def test_dashboard_queries_against_a_real_prometheus(kube: RunningEmulator
         try:
             with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
                 kube.kubectl("apply", "--validate=false", "-f", str(manifest))
-                status = await wait_until(lambda: status_of(kube, run).get("phase") == "Succeeded"
-                                          and status_of(kube, run), 120, "the run to succeed")
+                status = await wait_until(
+                    lambda: status_of(kube, run).get("phase") == "Succeeded" and status_of(kube, run),
+                    120,
+                    "the run to succeed",
+                )
                 timings["run (apply -> Succeeded)"] = time.time() - t0
                 assert not infra_errors(s3, bucket)
                 assert status["counts"]["passed"] == oracle_trials and status["counts"]["failed"] == TASKS
@@ -230,16 +252,22 @@ async def test_dashboard_queries_against_a_real_prometheus(kube: RunningEmulator
                     exposition = await r.text()
                 samples = [s for fam in text_string_to_metric_families(exposition) for s in fam.samples]
                 ours = [s for s in samples if s.labels.get("run") == run]
-                passed = [s for s in ours if s.name == "mcpfleet_trials_total" and s.labels["model"] == "oracle"
-                          and s.labels["outcome"] == "passed"]
+                passed = [
+                    s
+                    for s in ours
+                    if s.name == "mcpfleet_trials_total"
+                    and s.labels["model"] == "oracle"
+                    and s.labels["outcome"] == "passed"
+                ]
                 assert passed and sum(s.value for s in passed) == oracle_trials, passed
                 rates = {s.labels["model"]: s.value for s in ours if s.name == "mcpfleet_pass_rate"}
                 assert rates == {"oracle": 1.0, "idle": 0.0}, rates
 
                 # Prometheus has the final state once it has scraped the last status write.
                 async def scraped_final() -> bool:
-                    body = await api(session, prom, "/api/v1/query",
-                                     query=f'mcpfleet_run_trials{{run="{run}",state="finished"}}')
+                    body = await api(
+                        session, prom, "/api/v1/query", query=f'mcpfleet_run_trials{{run="{run}",state="finished"}}'
+                    )
                     res = body.get("data", {}).get("result", [])
                     return bool(res) and float(res[0]["value"][1]) == 2 * TASKS
 
@@ -258,16 +286,27 @@ async def test_dashboard_queries_against_a_real_prometheus(kube: RunningEmulator
                         lv = LABEL_VALUES.match(expr)
                         if lv:  # Grafana's label_values(metric, label): the label values API, as Grafana does
                             metric, label = lv.groups()
-                            body = await api(session, prom, f"/api/v1/label/{label}/values",
-                                             **{"match[]": metric, "start": str(start), "end": str(end)})
+                            body = await api(
+                                session,
+                                prom,
+                                f"/api/v1/label/{label}/values",
+                                **{"match[]": metric, "start": str(start), "end": str(end)},
+                            )
                             values = body.get("data") or []
                             table.append((what, expr, len(values), math.nan))
                             if body.get("status") != "success" or run not in values:
                                 failures.append(f"{what}: {expr} -> {body.get('error') or values}")
                             continue
                         for chosen in (run, ".*"):  # one run picked, and "All" (allValue .*)
-                            body = await api(session, prom, "/api/v1/query_range", query=substitute(expr, chosen),
-                                             start=str(start), end=str(end), step="1")
+                            body = await api(
+                                session,
+                                prom,
+                                "/api/v1/query_range",
+                                query=substitute(expr, chosen),
+                                start=str(start),
+                                end=str(end),
+                                step="1",
+                            )
                             if body.get("status") != "success":
                                 failures.append(f"{what}: {substitute(expr, chosen)} -> {body.get('error')}")
                                 continue
@@ -276,8 +315,10 @@ async def test_dashboard_queries_against_a_real_prometheus(kube: RunningEmulator
                                 good = finite_values(result)
                                 table.append((what, expr, len(good), peak(good)))
                                 if not good:
-                                    failures.append(f"{what}: {substitute(expr, chosen)} -> {len(result)} series, "
-                                                    "none with a finite value")
+                                    failures.append(
+                                        f"{what}: {substitute(expr, chosen)} -> {len(result)} series, "
+                                        "none with a finite value"
+                                    )
                     if not failures or time.monotonic() > deadline:
                         break
                     await asyncio.sleep(1)
@@ -286,12 +327,17 @@ async def test_dashboard_queries_against_a_real_prometheus(kube: RunningEmulator
                 # Runner pods: how each was discovered and scraped (raw samples of `up`).
                 body = await api(session, prom, "/api/v1/query", query='up{job="mcpfleet-runner"}[15m]')
                 scrapes = {s["metric"]["instance"]: s["values"] for s in body["data"]["result"]}
-                body = await api(session, prom, "/api/v1/query",
-                                 query=f'mcpfleet_runner_turns_total{{run="{run}"}}[15m]')
+                body = await api(
+                    session, prom, "/api/v1/query", query=f'mcpfleet_runner_turns_total{{run="{run}"}}[15m]'
+                )
                 turns = {s["metric"]["instance"]: [v for _, v in s["values"]] for s in body["data"]["result"]}
                 # No series carries a per-trial label (trial id, pod name, its digest, the run uid).
-                body = await api(session, prom, "/api/v1/series",
-                                 **{"match[]": '{job=~"mcpfleet-.+"}', "start": str(start), "end": str(time.time())})
+                body = await api(
+                    session,
+                    prom,
+                    "/api/v1/series",
+                    **{"match[]": '{job=~"mcpfleet-.+"}', "start": str(start), "end": str(time.time())},
+                )
                 series = body["data"]
         finally:
             discovery.cancel()
@@ -313,22 +359,36 @@ async def test_dashboard_queries_against_a_real_prometheus(kube: RunningEmulator
         up = sum(1 for _, v in values if v == "1")
         first = min(float(ts) for ts, v in values if v == "1") if up else float("nan")
         wrote, dropped = prom.published.get(pod, math.nan), prom.dropped.get(pod, math.nan)
-        print(f"{pod:<34} {wrote - t0:>13.1f}s {first - wrote:>+12.1f}s {up:>11} {dropped - t0:>7.1f}s  "
-              f"{','.join(turns.get(inst, []))}")
+        print(
+            f"{pod:<34} {wrote - t0:>13.1f}s {first - wrote:>+12.1f}s {up:>11} {dropped - t0:>7.1f}s  "
+            f"{','.join(turns.get(inst, []))}"
+        )
     print("\n" + "\n".join(f"{k}: {v:.1f} s" for k, v in timings.items()))
 
     assert not failures, "dashboard queries without data:\n" + "\n".join(failures)
     assert len(pods) == 2 * TASKS
     # Every oracle pod was discovered and scraped while up (an idle pod may be too short-lived for that).
-    ups = {pod: sum(1 for _, v in scrapes.get(f"127.0.0.1:{ports[RUNNER_METRICS_PORT]}", []) if v == "1")
-           for pod, ports in port_maps.items()}
+    ups = {
+        pod: sum(1 for _, v in scrapes.get(f"127.0.0.1:{ports[RUNNER_METRICS_PORT]}", []) if v == "1")
+        for pod, ports in port_maps.items()
+    }
     assert all(ups[p] >= 2 for p in pods if "-oracle-" in p), ups
     uid = kube.get("evalruns", NS, run)["metadata"]["uid"]
     trial_ids = {k.split("/trials/")[1].split("/")[0] for k in s3_keys(s3, bucket) if k.endswith("/result.json")}
     assert len(trial_ids) == 2 * TASKS
     per_trial = set(trial_ids) | set(pods) | {uid}
-    suspicious = sorted({f"{name}={value}" for labels in series + [dict(s.labels) for s in samples]
-                         for name, value in labels.items() if name != "__name__"
-                         and (value in per_trial or TRIAL_ID.fullmatch(value) or DIGEST.search(value)
-                              or any(t in value for t in per_trial))})
+    suspicious = sorted(
+        {
+            f"{name}={value}"
+            for labels in series + [dict(s.labels) for s in samples]
+            for name, value in labels.items()
+            if name != "__name__"
+            and (
+                value in per_trial
+                or TRIAL_ID.fullmatch(value)
+                or DIGEST.search(value)
+                or any(t in value for t in per_trial)
+            )
+        }
+    )
     assert not suspicious, f"labels that identify a trial: {suspicious[:10]}"

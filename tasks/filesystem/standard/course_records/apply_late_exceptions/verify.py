@@ -6,6 +6,7 @@ Derives the expected edits from the untouched initial state
 [EXC-xx] tag, the exceptions_applied.csv content and the register footer.
 Every other file must be byte-identical and no stray file may exist.
 """
+
 import os
 import re
 import sys
@@ -92,8 +93,10 @@ def main():
     root = Path(root)
 
     edits, exp_csv = expected()
-    check([ln.split(",")[0] for ln in exp_csv[1:]] == KNOWN_REFS,
-          "sanity: approved, non-withdrawn exceptions derived from state")
+    check(
+        [ln.split(",")[0] for ln in exp_csv[1:]] == KNOWN_REFS,
+        "sanity: approved, non-withdrawn exceptions derived from state",
+    )
 
     # ---- edited gradebooks
     for rel, want in sorted(edits.items()):
@@ -131,8 +134,7 @@ def main():
     check(not missing, f"all original files still present (missing: {missing[:5]})")
     check(not extra, f"no stray files (extra: {extra[:5]})")
     touched = set(edits) | {REGISTER}
-    changed = [rel for rel in sorted((init & now) - touched)
-               if (root / rel).read_bytes() != (STATE / rel).read_bytes()]
+    changed = [rel for rel in sorted((init & now) - touched) if (root / rel).read_bytes() != (STATE / rel).read_bytes()]
     check(not changed, f"no other file modified, e.g. pending/denied/withdrawn students (changed: {changed[:5]})")
 
     if failures:

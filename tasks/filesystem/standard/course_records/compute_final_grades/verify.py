@@ -5,18 +5,29 @@ Recomputes the expected grade report from the untouched initial state
 (tasks/filesystem/states/course_records) and compares the agent's output
 exactly. Also checks that no existing file was changed and no stray file exists.
 """
+
 import os
 import re
 import sys
-from decimal import Decimal, ROUND_HALF_UP
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from pathlib import Path
 
 STATE = Path(__file__).resolve().parents[3] / "states" / "course_records"
 OUTPUTS = {"reports/final_grades.csv", "reports/grade_distribution.csv"}
 WEIGHTS = {"hw": Fraction(40, 100), "mid": Fraction(25, 100), "final": Fraction(30, 100), "part": Fraction(5, 100)}
-CUTS = [(93, "A"), (90, "A-"), (87, "B+"), (83, "B"), (80, "B-"), (77, "C+"),
-        (73, "C"), (70, "C-"), (60, "D"), (0, "F")]
+CUTS = [
+    (93, "A"),
+    (90, "A-"),
+    (87, "B+"),
+    (83, "B"),
+    (80, "B-"),
+    (77, "C+"),
+    (73, "C"),
+    (70, "C-"),
+    (60, "D"),
+    (0, "F"),
+]
 HEADER = "student_id,name,homework_avg,final_score,letter_grade"
 
 failures = []
@@ -88,8 +99,12 @@ def expected_rows():
             adj.append(max(0, score - 10 * late))
         hw_avg = Fraction(sum(sorted(adj)[1:]), 3)
         part = int(grades["participation"].split("/")[0])
-        final = (WEIGHTS["hw"] * hw_avg + WEIGHTS["mid"] * int(grades["midterm"])
-                 + WEIGHTS["final"] * int(grades["final exam"]) + WEIGHTS["part"] * part * 10)
+        final = (
+            WEIGHTS["hw"] * hw_avg
+            + WEIGHTS["mid"] * int(grades["midterm"])
+            + WEIGHTS["final"] * int(grades["final exam"])
+            + WEIGHTS["part"] * part * 10
+        )
         fr = r2(final)
         rows.append((sid, prof["name"], r2(hw_avg), fr, letter(fr)))
     rows.sort(key=lambda r: (-r[3], r[0]))
@@ -123,7 +138,10 @@ def main():
         check(len(got) == len(exp_lines), f"final_grades.csv has {len(exp_lines) - 1} data rows (got {len(got) - 1})")
         got_ids = [ln.split(",")[0] for ln in got[1:]]
         exp_ids = [r[0] for r in exp]
-        check(sorted(got_ids) == sorted(exp_ids), "final_grades.csv contains exactly the enrolled students (no withdrawn/template)")
+        check(
+            sorted(got_ids) == sorted(exp_ids),
+            "final_grades.csv contains exactly the enrolled students (no withdrawn/template)",
+        )
         check(got_ids == exp_ids, "rows sorted by final_score desc, ties by student_id asc")
         check(len(set(got_ids)) == len(got_ids), "no duplicate student rows")
         for want in exp_lines[1:]:
@@ -153,8 +171,7 @@ def main():
     extra = sorted(now - init - OUTPUTS)
     check(not missing, f"all original files still present (missing: {missing[:5]})")
     check(not extra, f"no stray files created (extra: {extra[:5]})")
-    changed = [rel for rel in sorted(init & now)
-               if (root / rel).read_bytes() != (STATE / rel).read_bytes()]
+    changed = [rel for rel in sorted(init & now) if (root / rel).read_bytes() != (STATE / rel).read_bytes()]
     check(not changed, f"original files unchanged (changed: {changed[:5]})")
 
     if failures:

@@ -6,6 +6,7 @@ initial state (tasks/filesystem/states/course_records) and checks
 honors/shortlist.csv, honors/runner_up.txt and the byte-identical profile
 copies, plus that no original file was moved or modified.
 """
+
 import os
 import re
 import sys
@@ -54,11 +55,16 @@ def ranking():
         if prof["status"] != "Enrolled" or prof["major"] != "Computer Science":
             continue
         g = parse_kv((folder / "grades.txt").read_text(encoding="utf-8"))
-        cands.append({
-            "sid": prof["student id"], "name": prof["name"], "email": prof["email"],
-            "final": int(g["final exam"]), "mid": int(g["midterm"]),
-            "profile": folder / "profile.txt",
-        })
+        cands.append(
+            {
+                "sid": prof["student id"],
+                "name": prof["name"],
+                "email": prof["email"],
+                "final": int(g["final exam"]),
+                "mid": int(g["midterm"]),
+                "profile": folder / "profile.txt",
+            }
+        )
     cands.sort(key=lambda c: (-c["final"], -c["mid"], c["sid"]))
     return cands
 
@@ -80,20 +86,23 @@ def main():
 
     ranked = ranking()
     top, runner = ranked[:3], ranked[3]
-    check([c["sid"] for c in top] == KNOWN_TOP and runner["sid"] == KNOWN_RUNNER_UP,
-          "sanity: ranking derived from state matches the designed answer")
+    check(
+        [c["sid"] for c in top] == KNOWN_TOP and runner["sid"] == KNOWN_RUNNER_UP,
+        "sanity: ranking derived from state matches the designed answer",
+    )
 
     # ---- shortlist.csv
-    exp = [HEADER] + [f'{i},{c["sid"]},{c["name"]},{c["email"]},{c["final"]},{c["mid"]}'
-                      for i, c in enumerate(top, 1)]
+    exp = [HEADER] + [f"{i},{c['sid']},{c['name']},{c['email']},{c['final']},{c['mid']}" for i, c in enumerate(top, 1)]
     p = root / "honors" / "shortlist.csv"
     if check(p.is_file(), "honors/shortlist.csv exists"):
         got = read_lines(p)
         check(got[:1] == [HEADER], f"shortlist header is exactly '{HEADER}'")
         check(len(got) == 4, f"shortlist has exactly 3 data rows (got {len(got) - 1})")
         got_ids = [ln.split(",")[1] for ln in got[1:] if "," in ln]
-        check(set(got_ids) == {c["sid"] for c in top},
-              f"shortlist contains exactly the top-3 students {[c['sid'] for c in top]} (got {got_ids})")
+        check(
+            set(got_ids) == {c["sid"] for c in top},
+            f"shortlist contains exactly the top-3 students {[c['sid'] for c in top]} (got {got_ids})",
+        )
         check(got_ids == [c["sid"] for c in top], "shortlist rows in rank order")
         for want in exp[1:]:
             check(want in got, f"shortlist row exact: '{want}'")
@@ -106,7 +115,7 @@ def main():
         check(got == [runner["sid"]], f"runner_up.txt contains only {runner['sid']} (got {got})")
 
     # ---- profile copies
-    exp_copies = {f'honors/profiles/{c["sid"]}_profile.txt': c["profile"] for c in top}
+    exp_copies = {f"honors/profiles/{c['sid']}_profile.txt": c["profile"] for c in top}
     for rel, src in sorted(exp_copies.items()):
         p = root / rel
         if check(p.is_file(), f"{rel} exists"):
@@ -125,7 +134,9 @@ def main():
     changed = [rel for rel in sorted(init & now) if (root / rel).read_bytes() != (STATE / rel).read_bytes()]
     check(not changed, f"original files unchanged (changed: {changed[:5]})")
     new_dirs = sorted(all_dirs(root) - all_dirs(STATE))
-    check(new_dirs == ["honors", "honors/profiles"], f"only honors/ and honors/profiles/ created (new dirs: {new_dirs})")
+    check(
+        new_dirs == ["honors", "honors/profiles"], f"only honors/ and honors/profiles/ created (new dirs: {new_dirs})"
+    )
 
     if failures:
         print(f"\nRESULT: FAIL ({len(failures)} check(s) failed)")

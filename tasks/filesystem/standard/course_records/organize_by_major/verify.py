@@ -7,6 +7,7 @@ sit under students/<major_slug>/, withdrawn ones under students/withdrawn/,
 with byte-identical contents; students/index.csv must match exactly; the
 README gets exactly one appended line; nothing else may change.
 """
+
 import os
 import re
 import sys
@@ -77,9 +78,11 @@ def main():
     groups = expected_groups()
     check(len(groups) == 20, f"sanity: 20 student folders in initial state (got {len(groups)})")
     group_names = sorted({g for g, _, _ in groups.values()})
-    check(group_names == ["computer_science", "data_science", "electrical_engineering",
-                          "mathematics", "physics", "withdrawn"],
-          f"sanity: expected group set ({group_names})")
+    check(
+        group_names
+        == ["computer_science", "data_science", "electrical_engineering", "mathematics", "physics", "withdrawn"],
+        f"sanity: expected group set ({group_names})",
+    )
 
     # ---- build expected mapping of every initial file to its new location
     mapping = {}
@@ -91,13 +94,13 @@ def main():
             mapping[rel] = rel
 
     # ---- student folders moved with identical content
-    for folder, (group, sid, _) in sorted(groups.items()):
+    for folder, (group, _sid, _) in sorted(groups.items()):
         old = root / "students" / folder
         new = root / "students" / group / folder
         check(not old.exists(), f"{folder} no longer directly under students/")
         check(new.is_dir(), f"{folder} now at students/{group}/{folder}")
 
-    moved_bad, missing, changed = [], [], []
+    _moved_bad, missing, changed = [], [], []
     for src, dst in mapping.items():
         p = root / dst
         if not p.is_file():
@@ -119,8 +122,10 @@ def main():
     extra_dirs = sorted(all_dirs(root) - expected_dirs)
     check(not extra_dirs, f"no extra directories (extra: {extra_dirs[:5]})")
     top = sorted(p.name for p in (root / "students").iterdir() if p.is_dir())
-    check(top == sorted(group_names + ["_template"]),
-          f"students/ contains only the group folders and _template (got {top})")
+    check(
+        top == sorted(group_names + ["_template"]),
+        f"students/ contains only the group folders and _template (got {top})",
+    )
 
     # ---- index.csv
     idx = root / "students" / "index.csv"
@@ -142,8 +147,8 @@ def main():
     if check(readme.is_file(), "students/README.txt still in place"):
         orig = read_lines(STATE / "students" / "README.txt")
         got = read_lines(readme)
-        check(got[:len(orig)] == orig, "README original text kept unchanged")
-        check(got[len(orig):] == [README_LINE], "README has exactly the required line appended at the end")
+        check(got[: len(orig)] == orig, "README original text kept unchanged")
+        check(got[len(orig) :] == [README_LINE], "README has exactly the required line appended at the end")
 
     if failures:
         print(f"\nRESULT: FAIL ({len(failures)} check(s) failed)")

@@ -6,6 +6,7 @@ Recomputes the roster/profile reconciliation from the untouched initial state
 the corrected roster, the archived preliminary roster, and that nothing else
 changed.
 """
+
 import csv
 import os
 import re
@@ -21,9 +22,15 @@ OUT_CORR = "roster/roster_corrected.csv"
 DISC_HEADER = "student_id,issue,roster_value,profile_value"
 FIELDS = ["name", "email", "cohort", "major", "status"]
 # Sanity anchor: the discrepancies the state was built with.
-KNOWN = {("20220539", "cohort"), ("20230102", "name"), ("20230166", "status"),
-         ("20230190", "major"), ("20230212", "no_folder"), ("20230258", "email"),
-         ("20240117", "not_in_roster")}
+KNOWN = {
+    ("20220539", "cohort"),
+    ("20230102", "name"),
+    ("20230166", "status"),
+    ("20230190", "major"),
+    ("20230212", "no_folder"),
+    ("20230258", "email"),
+    ("20240117", "not_in_roster"),
+}
 
 failures = []
 
@@ -60,8 +67,7 @@ def load_profiles():
 
 def load_roster():
     with open(STATE / ROSTER, encoding="utf-8", newline="") as fh:
-        return {row["student_id"].strip(): {f: row[f].strip() for f in FIELDS}
-                for row in csv.DictReader(fh)}
+        return {row["student_id"].strip(): {f: row[f].strip() for f in FIELDS} for row in csv.DictReader(fh)}
 
 
 def expected():
@@ -81,7 +87,8 @@ def expected():
     rows.sort(key=lambda r: (r[0], r[1]))
     disc = [DISC_HEADER] + [",".join(r) for r in rows]
     corr = ["student_id," + ",".join(FIELDS)] + [
-        ",".join([sid] + [profs[sid][f] for f in FIELDS]) for sid in sorted(profs)]
+        ",".join([sid] + [profs[sid][f] for f in FIELDS]) for sid in sorted(profs)
+    ]
     return rows, disc, corr
 
 
@@ -112,7 +119,9 @@ def main():
         for want in exp_disc[1:]:
             check(want in got, f"discrepancy row present: '{want}'")
         noise = [ln for ln in got[1:] if ln not in exp_disc]
-        check(not noise, f"no false-positive discrepancy rows (e.g. case-only email or whitespace) (extra: {noise[:3]})")
+        check(
+            not noise, f"no false-positive discrepancy rows (e.g. case-only email or whitespace) (extra: {noise[:3]})"
+        )
         check(got == exp_disc, "discrepancies.csv sorted by student_id, issue and exactly as expected")
 
     # ---- roster_corrected.csv
@@ -122,8 +131,10 @@ def main():
         check(got[:1] == exp_corr[:1], "corrected roster header matches the registrar roster header")
         got_ids = [ln.split(",")[0] for ln in got[1:]]
         exp_ids = [ln.split(",")[0] for ln in exp_corr[1:]]
-        check(sorted(got_ids) == sorted(exp_ids),
-              "corrected roster has one row per student folder (late add in, no-folder student out, withdrawn kept)")
+        check(
+            sorted(got_ids) == sorted(exp_ids),
+            "corrected roster has one row per student folder (late add in, no-folder student out, withdrawn kept)",
+        )
         check(got_ids == exp_ids, "corrected roster sorted by student_id")
         bad = [ln for ln in got[1:] if ln not in exp_corr]
         check(not bad, f"corrected roster values come from profiles, trimmed (wrong rows: {bad[:3]})")

@@ -6,6 +6,7 @@ merged contact list (newest source wins per field, fallbacks for missing
 fields, exclusions, phone normalisation, sort by last name) and checks that
 no other file in the working directory was created, changed or moved.
 """
+
 import csv
 import io
 import os
@@ -39,9 +40,14 @@ EXPECTED = [
 
 # People / addresses that must NOT appear (cc-only, staff, automated, ignored csv).
 FORBIDDEN = [
-    "ben.carter@northwindtraders.com", "dana@harborpine.com", "sam@harborpine.com",
-    "luis@harborpine.com", "noreply@quickbooks-notify.com", "notifications@slack-mail.com",
-    "jon@fairbanks-freight.com", "praman@northwind-old.com",
+    "ben.carter@northwindtraders.com",
+    "dana@harborpine.com",
+    "sam@harborpine.com",
+    "luis@harborpine.com",
+    "noreply@quickbooks-notify.com",
+    "notifications@slack-mail.com",
+    "jon@fairbanks-freight.com",
+    "praman@northwind-old.com",
 ]
 
 failures = []
@@ -89,7 +95,7 @@ def main():
         return 1
     text = text.replace("\r\n", "\n").strip("\n")
     lines = text.split("\n")
-    check("" not in [l.strip() for l in lines], "no blank lines inside the CSV")
+    check("" not in [ln.strip() for ln in lines], "no blank lines inside the CSV")
     check(lines[0].strip() == ",".join(HEADER), f"header is exactly '{','.join(HEADER)}' (got {lines[0]!r})")
     rows = [r for r in csv.reader(io.StringIO(text)) if r]
     data = rows[1:]
@@ -128,8 +134,10 @@ def main():
     check(not titles, f"company fields contain no job titles (bad: {titles[:4]})")
 
     # 6. Order.
-    check([r[1].lower() for r in data if len(r) == 4] == [e[1] for e in EXPECTED],
-          "rows sorted by last name, then first name")
+    check(
+        [r[1].lower() for r in data if len(r) == 4] == [e[1] for e in EXPECTED],
+        "rows sorted by last name, then first name",
+    )
     names = [r[0].split() for r in data if len(r) == 4 and r[0].split()]
     keys = [(n[-1].lower(), n[0].lower()) for n in names]
     check(keys == sorted(keys), "row order is non-decreasing by (last name, first name)")

@@ -6,6 +6,7 @@ downloads) was moved to Filed/<YEAR>/<category>/<name> using the UTC year of
 its modification time, that Filed/filing_log.csv lists them exactly, and that
 nothing else in the working directory changed.
 """
+
 import csv
 import io
 import os
@@ -78,10 +79,11 @@ def main():
     actual = snapshot(root)
 
     # Sanity: the expectation table matches the initial state.
-    loose = sorted(k[len("Downloads/"):] for k in initial
-                   if k.startswith("Downloads/") and k.count("/") == 1)
-    check(sorted(list(EXPECTED) + [s.split("/", 1)[1] for s in SKIPPED]) == loose,
-          "verifier table covers exactly the loose Downloads files of the initial state")
+    loose = sorted(k[len("Downloads/") :] for k in initial if k.startswith("Downloads/") and k.count("/") == 1)
+    check(
+        sorted(list(EXPECTED) + [s.split("/", 1)[1] for s in SKIPPED]) == loose,
+        "verifier table covers exactly the loose Downloads files of the initial state",
+    )
 
     # Build the expected end state.
     expected = {}
@@ -97,8 +99,7 @@ def main():
     for name, (year, cat) in sorted(EXPECTED.items()):
         target = f"Filed/{year}/{cat}/{name}"
         if check(target in actual, f"{name} filed at {target}"):
-            check(actual[target] == initial["Downloads/" + name],
-                  f"{target} content is byte-identical to the original")
+            check(actual[target] == initial["Downloads/" + name], f"{target} content is byte-identical to the original")
         check("Downloads/" + name not in actual, f"Downloads/{name} no longer in Downloads/")
 
     # 2. Skipped files and the subfolder are untouched.
@@ -108,8 +109,7 @@ def main():
         check(actual.get(rel) == initial[rel], f"{rel} left in place, unchanged")
 
     # 3. Every file outside Downloads/ is unchanged.
-    untouched_bad = [rel for rel in initial if not rel.startswith("Downloads/")
-                     and actual.get(rel) != initial[rel]]
+    untouched_bad = [rel for rel in initial if not rel.startswith("Downloads/") and actual.get(rel) != initial[rel]]
     check(not untouched_bad, f"all files outside Downloads/ unchanged (problems: {untouched_bad[:5]})")
 
     # 4. No stray files anywhere (only the expected files + the log).
@@ -124,8 +124,7 @@ def main():
         want_dirs.add(f"Filed/{year}")
         want_dirs.add(f"Filed/{year}/{cat}")
     got_dirs = dirs_under(root, "Filed")
-    check(got_dirs == want_dirs,
-          f"Filed/ has exactly the folders {sorted(want_dirs)} (got {sorted(got_dirs)})")
+    check(got_dirs == want_dirs, f"Filed/ has exactly the folders {sorted(want_dirs)} (got {sorted(got_dirs)})")
 
     # 6. The filing log.
     if check(LOG_PATH in actual, f"{LOG_PATH} exists"):
@@ -137,8 +136,10 @@ def main():
         want_rows = [[n, y, c] for n, (y, c) in sorted(EXPECTED.items(), key=lambda kv: kv[0].encode())]
         check(all(len(r) == 3 for r in rows), "every log row has exactly 3 fields")
         check(len(rows) == len(want_rows), f"log has {len(want_rows)} data rows (got {len(rows)})")
-        check([r[0] for r in rows] == [w[0] for w in want_rows],
-              "log rows are the moved files in ASCII order of file name")
+        check(
+            [r[0] for r in rows] == [w[0] for w in want_rows],
+            "log rows are the moved files in ASCII order of file name",
+        )
         for w in want_rows:
             match = [r for r in rows if r and r[0] == w[0]]
             check(bool(match) and match[0] == w, f"log row for {w[0]} is {','.join(w)}")

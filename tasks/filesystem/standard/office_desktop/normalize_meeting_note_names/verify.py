@@ -7,6 +7,7 @@ date on its Date: line and the slug of its title, contents unchanged; the
 non-notes files untouched; Documents/Meetings/INDEX.md lists all notes sorted
 by date then file name; nothing else in the working directory changed.
 """
+
 import os
 import re
 import sys
@@ -21,7 +22,11 @@ INDEX = MEET + "INDEX.md"
 EXPECTED = {
     "meeting notes 3-7-24.txt": ("2024-03-07_vendor-review-q2-pricing.txt", "2024-03-07", "Vendor Review - Q2 Pricing"),
     "2024.02.14 standup.txt": ("2024-02-14_ops-standup.txt", "2024-02-14", "Ops Standup"),
-    "Team_Sync_14Feb2024.txt": ("2024-02-14_team-sync-warehouse-office.txt", "2024-02-14", "Team Sync (Warehouse + Office)"),
+    "Team_Sync_14Feb2024.txt": (
+        "2024-02-14_team-sync-warehouse-office.txt",
+        "2024-02-14",
+        "Team Sync (Warehouse + Office)",
+    ),
     "notes-march 21 2024.md": ("2024-03-21_safety-walkthrough.md", "2024-03-21", "Safety Walkthrough"),
     # file name says 20240105 but the Date: line says January 4, 2024
     "mtg_20240105_vendor.txt": ("2024-01-04_northwind-quarterly-call.txt", "2024-01-04", "Northwind Quarterly Call"),
@@ -32,7 +37,11 @@ EXPECTED = {
     # upper-case extension must become lower-case
     "BoardPrep.TXT": ("2024-03-28_board-prep-budget-review.txt", "2024-03-28", "Board Prep & Budget Review"),
     # looks normalised but the slug is incomplete
-    "2024-02-02_hiring-sync.md": ("2024-02-02_hiring-sync-seasonal-staff.md", "2024-02-02", "Hiring Sync \u2014 Seasonal Staff"),
+    "2024-02-02_hiring-sync.md": (
+        "2024-02-02_hiring-sync-seasonal-staff.md",
+        "2024-02-02",
+        "Hiring Sync \u2014 Seasonal Staff",
+    ),
 }
 # Files in Documents/Meetings that are not meeting notes (must stay as they are).
 NOT_NOTES = ["agenda_template.md", "standup 2024-02-21.txt.bak", "attachments/floorplan_notes.txt"]
@@ -98,30 +107,40 @@ def main():
     # 3. Whole tree.
     expected_files = {}
     for rel, data in initial.items():
-        if rel.startswith(MEET) and rel[len(MEET):] in EXPECTED:
-            expected_files[MEET + EXPECTED[rel[len(MEET):]][0]] = data
+        if rel.startswith(MEET) and rel[len(MEET) :] in EXPECTED:
+            expected_files[MEET + EXPECTED[rel[len(MEET) :]][0]] = data
         else:
             expected_files[rel] = data
     wrong = sorted(rel for rel, data in expected_files.items() if actual.get(rel) != data)
     check(not wrong, f"all other files present and unchanged (problems: {wrong[:6]})")
     extra = sorted(set(actual) - set(expected_files) - {INDEX})
     check(not extra, f"no unexpected files (found: {extra[:6]})")
-    meet_dirs = sorted(p.relative_to(root).as_posix() for p in (root / MEET).rglob("*") if p.is_dir()) \
-        if (root / MEET).is_dir() else []
+    meet_dirs = (
+        sorted(p.relative_to(root).as_posix() for p in (root / MEET).rglob("*") if p.is_dir())
+        if (root / MEET).is_dir()
+        else []
+    )
     check(meet_dirs == [MEET + "attachments"], f"no new folders in Documents/Meetings (got {meet_dirs})")
 
     # 4. INDEX.md
     if check(INDEX in actual, f"{INDEX} exists"):
         text = actual[INDEX].decode("utf-8", errors="replace").replace("\r\n", "\n")
-        lines = [l.rstrip() for l in text.strip("\n").split("\n")]
-        nonblank = [l for l in lines if l.strip()]
+        lines = [ln.rstrip() for ln in text.strip("\n").split("\n")]
+        nonblank = [ln for ln in lines if ln.strip()]
         check(bool(nonblank) and nonblank[0].strip() == "# Meeting index", "first line is '# Meeting index'")
-        table = [l for l in nonblank[1:]]
-        check(all(l.strip().startswith("|") for l in table), "all lines after the heading are table rows")
-        check(len(table) >= 2 and cells(table[0]) == ["Date", "Meeting", "File"], "table header is | Date | Meeting | File |")
-        check(len(table) >= 2 and len(cells(table[1])) == 3 and all(re.fullmatch(r":?-{3,}:?", c) for c in cells(table[1])),
-              "second table line is the separator row")
-        rows = [cells(l) for l in table[2:]]
+        table = [ln for ln in nonblank[1:]]
+        check(all(ln.strip().startswith("|") for ln in table), "all lines after the heading are table rows")
+        check(
+            len(table) >= 2 and cells(table[0]) == ["Date", "Meeting", "File"],
+            "table header is | Date | Meeting | File |",
+        )
+        check(
+            len(table) >= 2
+            and len(cells(table[1])) == 3
+            and all(re.fullmatch(r":?-{3,}:?", c) for c in cells(table[1])),
+            "second table line is the separator row",
+        )
+        rows = [cells(ln) for ln in table[2:]]
         want = sorted(((d, t, n) for n, d, t in EXPECTED.values()), key=lambda r: (r[0], r[2].encode()))
         want = [list(r) for r in want]
         check(len(rows) == len(want), f"index has {len(want)} data rows (got {len(rows)})")

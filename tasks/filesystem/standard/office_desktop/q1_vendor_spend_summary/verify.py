@@ -7,6 +7,7 @@ INV-1079 void, INV-1042/INV-0998 are 2023, INV-S-3301 is April), sorted by
 total descending plus a TOTAL row; Desktop/Q1 budget tracker.md with the two
 TBD cells filled in and every other line unchanged; nothing else touched.
 """
+
 import csv
 import io
 import os
@@ -88,11 +89,13 @@ def main():
         text = actual[OUTPUT].decode("utf-8-sig", errors="replace").replace("\r\n", "\n").strip("\n")
         lines = text.split("\n")
         check(lines[0].strip() == "vendor,invoices,total", f"header is 'vendor,invoices,total' (got {lines[0]!r})")
-        check("" not in [l.strip() for l in lines], "no blank lines")
+        check("" not in [ln.strip() for ln in lines], "no blank lines")
         rows = [[c.strip() for c in r] for r in csv.reader(io.StringIO(text)) if r][1:]
         check(all(len(r) == 3 for r in rows), "every row has 3 fields")
-        check(all(re.fullmatch(r"\d+\.\d{2}", r[2]) for r in rows if len(r) == 3),
-              "totals use plain two-decimal format (no $ or thousands separator)")
+        check(
+            all(re.fullmatch(r"\d+\.\d{2}", r[2]) for r in rows if len(r) == 3),
+            "totals use plain two-decimal format (no $ or thousands separator)",
+        )
         got = {r[0]: r for r in rows if len(r) == 3}
         for w in want_rows:
             g = got.get(w[0])
@@ -117,13 +120,21 @@ def main():
                 got_line = after[i] if i < len(after) else ""
                 got_cells = table_cells(got_line)
                 seen[cells[0]] = got_cells
-                check(got_cells is not None and len(got_cells) == 2 and got_cells[0] == cells[0],
-                      f"tracker line {i + 1} is still the '{cells[0]}' table row")
+                check(
+                    got_cells is not None and len(got_cells) == 2 and got_cells[0] == cells[0],
+                    f"tracker line {i + 1} is still the '{cells[0]}' table row",
+                )
             else:
-                check(i < len(after) and after[i].rstrip() == line.rstrip(), f"tracker line {i + 1} unchanged: {line.strip()[:50]!r}")
+                check(
+                    i < len(after) and after[i].rstrip() == line.rstrip(),
+                    f"tracker line {i + 1} unchanged: {line.strip()[:50]!r}",
+                )
         for label, value in targets.items():
             g = seen.get(label)
-            check(bool(g) and len(g) == 2 and g[1] == value, f"tracker '{label}' = {value} (got {g[1] if g and len(g) == 2 else g})")
+            check(
+                bool(g) and len(g) == 2 and g[1] == value,
+                f"tracker '{label}' = {value} (got {g[1] if g and len(g) == 2 else g})",
+            )
         check("TBD" not in "\n".join(after), "no TBD left in the tracker")
 
     print()

@@ -7,6 +7,7 @@ every other copy is moved to duplicates/<original relative path> unchanged;
 duplicates/manifest.csv lists them (duplicate,kept) sorted by duplicate.
 Everything else must be untouched.
 """
+
 import csv
 import datetime
 import hashlib
@@ -36,10 +37,12 @@ EXPECTED = {
 LOOKALIKES = [
     "Documents/Invoices/2024/INV-1077_Acme (2).txt",  # differs only by trailing newline
     "Documents/Invoices/2024/INV-1077_Acme.txt",
-    "Documents/Quotes/Acme_Quote_Q-5581_rev1.txt",    # differs by one line
+    "Documents/Quotes/Acme_Quote_Q-5581_rev1.txt",  # differs by one line
     "Downloads/Acme_Quote_Q-5581.txt",
-    "Desktop/notes.txt", "Downloads/notes.txt",        # same name, different content
-    "Desktop/New Text Document.txt", "Documents/untitled.txt",  # empty files
+    "Desktop/notes.txt",
+    "Downloads/notes.txt",  # same name, different content
+    "Desktop/New Text Document.txt",
+    "Documents/untitled.txt",  # empty files
 ]
 
 failures = []
@@ -57,7 +60,7 @@ def snapshot(root):
 
 
 def parse_utc(s):
-    return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
 
 
 def derive_expected(initial):
@@ -92,7 +95,7 @@ def main():
     check(derive_expected(initial) == EXPECTED, "verifier's expectation table matches the initial state")
 
     # 1. Duplicates moved with their relative path preserved, content intact.
-    for dup, keep in sorted(EXPECTED.items()):
+    for dup in sorted(EXPECTED):
         target = "duplicates/" + dup
         check(dup not in actual, f"{dup} is no longer at its original place")
         if check(target in actual, f"{dup} moved to {target}"):
@@ -123,14 +126,17 @@ def main():
             for i in range(2, len(parts) + 1):
                 want_dirs.add("/".join(parts[:i]))
         got_dirs = {p.relative_to(root).as_posix() for p in dup_dir.rglob("*") if p.is_dir()}
-        check(got_dirs == want_dirs, f"duplicates/ contains only the needed folders (extra: {sorted(got_dirs - want_dirs)[:4]})")
+        check(
+            got_dirs == want_dirs,
+            f"duplicates/ contains only the needed folders (extra: {sorted(got_dirs - want_dirs)[:4]})",
+        )
 
     # 5. Manifest.
     if check(MANIFEST in actual, f"{MANIFEST} exists"):
         text = actual[MANIFEST].decode("utf-8", errors="replace").replace("\r\n", "\n").strip("\n")
         lines = text.split("\n")
         check(lines[0].strip() == "duplicate,kept", f"manifest header is 'duplicate,kept' (got {lines[0]!r})")
-        check("" not in [l.strip() for l in lines], "no blank lines in manifest")
+        check("" not in [ln.strip() for ln in lines], "no blank lines in manifest")
         rows = [r for r in csv.reader(io.StringIO(text)) if r][1:]
         check(all(len(r) == 2 for r in rows), "every manifest row has 2 fields")
         rows = [[c.strip() for c in r] for r in rows]

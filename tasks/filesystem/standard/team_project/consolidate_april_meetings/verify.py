@@ -5,6 +5,7 @@ Expected end state: meetings/2024-04-meeting-notes.md with the seven April 2024 
 chronological order (duplicate included once), all eight April source files moved unchanged to
 meetings/archive/2024-04/, and every other file untouched.
 """
+
 import os
 import re
 import sys
@@ -35,7 +36,7 @@ def get_test_dir():
 def snapshot(root):
     """Map relative POSIX path -> bytes for every file; plus the set of directories."""
     files, dirs = {}, set()
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
         if rel_dir != ".":
             dirs.add(rel_dir)
@@ -69,10 +70,15 @@ MEETINGS = [
 DUPLICATE = "notes_apr9_planning (copy).md"
 MOVED = [src for _, src in MEETINGS] + [DUPLICATE]
 # Files that look similar but must stay in meetings/ untouched.
-STAY = ["meetings/2023-04-18-kickoff.md", "meetings/2024-03-26-weekly-sync.md",
-        "meetings/2024-05-07-weekly-sync.md", "meetings/2024-05-21-incident-review-INC-2024-031.md",
-        "meetings/meeting-template.md", "meetings/drafts/2024-04-26-architecture-review-DRAFT.md",
-        "meetings/1on1s/README.txt"]
+STAY = [
+    "meetings/2023-04-18-kickoff.md",
+    "meetings/2024-03-26-weekly-sync.md",
+    "meetings/2024-05-07-weekly-sync.md",
+    "meetings/2024-05-21-incident-review-INC-2024-031.md",
+    "meetings/meeting-template.md",
+    "meetings/drafts/2024-04-26-architecture-review-DRAFT.md",
+    "meetings/1on1s/README.txt",
+]
 
 
 def section_lines(date, src, original):
@@ -93,7 +99,7 @@ def expected_doc(init_files):
 
 
 def nonblank(lines):
-    return [l.rstrip() for l in lines if l.strip()]
+    return [ln.rstrip() for ln in lines if ln.strip()]
 
 
 def check_doc(root, init_files):
@@ -105,23 +111,23 @@ def check_doc(root, init_files):
     g, w = nonblank(got), nonblank(want)
     if not g or g[0] != TITLE:
         fail(f"first line must be {TITLE!r}, found {g[0] if g else ''!r}")
-    headings = [l for l in g if SECTION.match(l)]
-    want_headings = [l for l in w if SECTION.match(l)]
+    headings = [ln for ln in g if SECTION.match(ln)]
+    want_headings = [ln for ln in w if SECTION.match(ln)]
     if len(headings) != len(want_headings):
         fail(f"expected {len(want_headings)} meeting sections, found {len(headings)}: {headings}")
     if sorted(headings) == sorted(want_headings) and headings != want_headings:
         fail(f"sections are not in chronological order: {headings}")
-    for h, wh in zip(headings, want_headings):
+    for h, wh in zip(headings, want_headings, strict=False):
         if h != wh:
             fail(f"section heading: expected {wh!r}, found {h!r}")
     ok("title and all 7 section headings correct and in order")
-    sources = [l for l in g if l.startswith("Source:")]
-    want_sources = [l for l in w if l.startswith("Source:")]
+    sources = [ln for ln in g if ln.startswith("Source:")]
+    want_sources = [ln for ln in w if ln.startswith("Source:")]
     if sources != want_sources:
         fail(f"Source lines: expected {want_sources}, found {sources}")
     ok("Source lines correct (duplicate cited once, as the original)")
     if g != w:
-        for i, (a, b) in enumerate(zip(w, g)):
+        for i, (a, b) in enumerate(zip(w, g, strict=False)):
             if a != b:
                 fail(f"document body differs at non-blank line {i + 1}: expected {a!r}, found {b!r}")
         fail(f"document has {len(g)} non-blank lines, expected {len(w)}")

@@ -4,7 +4,11 @@
 Expected end state: reports/error_counts.csv with ERROR-level entry counts per (UTC date, service),
 exact header and sort order; all original files untouched; no other new files/folders.
 """
+
+import datetime as dt
+import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -33,7 +37,7 @@ def get_test_dir():
 def snapshot(root):
     """Map relative POSIX path -> bytes for every file; plus the set of directories."""
     files, dirs = {}, set()
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
         if rel_dir != ".":
             dirs.add(rel_dir)
@@ -47,9 +51,7 @@ def norm_text(b):
     """Decode and normalise only trivial whitespace: CRLF, trailing spaces, trailing newlines."""
     t = b.decode("utf-8").replace("\r\n", "\n")
     return "\n".join(line.rstrip() for line in t.split("\n")).rstrip("\n")
-import datetime as dt
-import json
-import re
+
 
 SERVICES = ["api-gateway", "billing-worker", "notifier"]
 HEADER = "date,service,error_count"
@@ -101,7 +103,7 @@ def count_from_state(state_files, mode="correct"):
                 rec = json.loads(line)
                 level = rec["level"].upper()
                 ts = dt.datetime.fromisoformat(rec["ts"])
-                day = ts.date() if mode == "no_utc" else ts.astimezone(dt.timezone.utc).date()
+                day = ts.date() if mode == "no_utc" else ts.astimezone(dt.UTC).date()
                 day = day.isoformat()
             else:
                 m = TEXT_ENTRY.match(line)
@@ -178,8 +180,10 @@ def check_rest(root, init_files, init_dirs):
     if changed:
         fail(f"files must not be modified: {changed}")
     if dirs != init_dirs | {"reports"}:
-        fail(f"unexpected folder structure: added {sorted(dirs - init_dirs - {'reports'})}, "
-             f"removed {sorted(init_dirs - dirs)}")
+        fail(
+            f"unexpected folder structure: added {sorted(dirs - init_dirs - {'reports'})}, "
+            f"removed {sorted(init_dirs - dirs)}"
+        )
     ok(f"all {len(init_files)} original files unchanged, no stray files or folders")
 
 

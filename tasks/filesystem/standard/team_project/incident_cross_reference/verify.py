@@ -4,6 +4,7 @@
 Expected end state: a new file answer.txt in the working directory with exactly five
 "key: value" lines (fixed keys, fixed order); every other file and folder unchanged.
 """
+
 import os
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ def get_test_dir():
 def snapshot(root):
     """Map relative POSIX path -> bytes for every file; plus the set of directories."""
     files, dirs = {}, set()
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
         if rel_dir != ".":
             dirs.add(rel_dir)
@@ -94,12 +95,12 @@ def check_answer(root):
     if not p.is_file():
         fail("answer.txt is missing in the working directory")
     text = norm_text(p.read_bytes())
-    lines = [l.strip() for l in text.split("\n")]
-    if any(l == "" for l in lines):
+    lines = [ln.strip() for ln in text.split("\n")]
+    if any(ln == "" for ln in lines):
         fail(f"answer.txt must not contain blank lines: {lines!r}")
     if len(lines) != len(EXPECTED):
         fail(f"answer.txt must have exactly {len(EXPECTED)} lines, found {len(lines)}")
-    for i, (line, (key, value)) in enumerate(zip(lines, EXPECTED), start=1):
+    for i, (line, (key, value)) in enumerate(zip(lines, EXPECTED, strict=False), start=1):
         if ":" not in line:
             fail(f"line {i} is not 'key: value': {line!r}")
         k, v = line.split(":", 1)

@@ -6,6 +6,7 @@ pgbouncer.<env>.harbor.internal:6432, config_revision bumped by one in exactly t
 comments/replicas/other environments untouched, CHANGELOG.md and TODO.md updated by one line each.
 Every other file must be byte-identical to the initial state.
 """
+
 import json
 import os
 import sys
@@ -36,7 +37,7 @@ def get_test_dir():
 def snapshot(root):
     """Map relative POSIX path -> bytes for every file; plus the set of directories."""
     files, dirs = {}, set()
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
         if rel_dir != ".":
             dirs.add(rel_dir)
@@ -55,16 +56,20 @@ def norm_text(b):
 def gw(env, old_rev):
     return [
         (f"config_revision: {old_rev}\n", f"config_revision: {old_rev + 1}\n"),
-        (f"  host: db-primary.{env}.harbor.internal\n  port: 5432\n",
-         f"  host: pgbouncer.{env}.harbor.internal\n  port: 6432\n"),
+        (
+            f"  host: db-primary.{env}.harbor.internal\n  port: 5432\n",
+            f"  host: pgbouncer.{env}.harbor.internal\n  port: 6432\n",
+        ),
     ]
 
 
 def bw(env, old_rev):
     return [
         (f"config_revision = {old_rev}\n", f"config_revision = {old_rev + 1}\n"),
-        (f"dsn = postgresql://billing@db-primary.{env}.harbor.internal:5432/harbor_billing?sslmode=require\n",
-         f"dsn = postgresql://billing@pgbouncer.{env}.harbor.internal:6432/harbor_billing?sslmode=require\n"),
+        (
+            f"dsn = postgresql://billing@db-primary.{env}.harbor.internal:5432/harbor_billing?sslmode=require\n",
+            f"dsn = postgresql://billing@pgbouncer.{env}.harbor.internal:6432/harbor_billing?sslmode=require\n",
+        ),
     ]
 
 
@@ -74,39 +79,55 @@ EDITS = {
     "config/staging/billing-worker.ini": bw("staging", 9),
     "config/staging/notifier.json": [
         ('  "config_revision": 7,\n', '  "config_revision": 8,\n'),
-        ('    "host": "db-primary.staging.harbor.internal",\n    "port": 5432,\n',
-         '    "host": "pgbouncer.staging.harbor.internal",\n    "port": 6432,\n'),
+        (
+            '    "host": "db-primary.staging.harbor.internal",\n    "port": 5432,\n',
+            '    "host": "pgbouncer.staging.harbor.internal",\n    "port": 6432,\n',
+        ),
     ],
     "config/prod/api-gateway.yaml": gw("prod", 27),
     "config/prod/billing-worker.ini": bw("prod", 16),
     "config/prod/cron-jobs.yaml": [
         ("config_revision: 22\n", "config_revision: 23\n"),
-        ("  - name: nightly-settlement\n    schedule: \"0 2 * * *\"\n"
-         "    db_url: postgres://billing@db-primary.prod.harbor.internal:5432/harbor_billing\n",
-         "  - name: nightly-settlement\n    schedule: \"0 2 * * *\"\n"
-         "    db_url: postgres://billing@pgbouncer.prod.harbor.internal:6432/harbor_billing\n"),
-        ("  - name: tenant-usage-rollup\n    schedule: \"15 * * * *\"\n"
-         "    db_url: postgres://billing@db-primary.prod.harbor.internal:5432/harbor_billing\n",
-         "  - name: tenant-usage-rollup\n    schedule: \"15 * * * *\"\n"
-         "    db_url: postgres://billing@pgbouncer.prod.harbor.internal:6432/harbor_billing\n"),
+        (
+            '  - name: nightly-settlement\n    schedule: "0 2 * * *"\n'
+            "    db_url: postgres://billing@db-primary.prod.harbor.internal:5432/harbor_billing\n",
+            '  - name: nightly-settlement\n    schedule: "0 2 * * *"\n'
+            "    db_url: postgres://billing@pgbouncer.prod.harbor.internal:6432/harbor_billing\n",
+        ),
+        (
+            '  - name: tenant-usage-rollup\n    schedule: "15 * * * *"\n'
+            "    db_url: postgres://billing@db-primary.prod.harbor.internal:5432/harbor_billing\n",
+            '  - name: tenant-usage-rollup\n    schedule: "15 * * * *"\n'
+            "    db_url: postgres://billing@pgbouncer.prod.harbor.internal:6432/harbor_billing\n",
+        ),
     ],
     "CHANGELOG.md": [
-        ("- billing-worker: switch invoice PDF rendering to the new template engine (HBR-418)\n\n## [2.8.3]",
-         "- billing-worker: switch invoice PDF rendering to the new template engine (HBR-418)\n"
-         "- config: route staging and prod primary database connections through PgBouncer (HBR-420)\n\n## [2.8.3]"),
+        (
+            "- billing-worker: switch invoice PDF rendering to the new template engine (HBR-418)\n\n## [2.8.3]",
+            "- billing-worker: switch invoice PDF rendering to the new template engine (HBR-418)\n"
+            "- config: route staging and prod primary database connections through PgBouncer (HBR-420)\n\n## [2.8.3]",
+        ),
     ],
     "TODO.md": [
-        ("- [ ] Roll PgBouncer out to staging and prod (see ADR-010) — owner: @pnair\n",
-         "- [x] Roll PgBouncer out to staging and prod (see ADR-010) — owner: @pnair\n"),
+        (
+            "- [ ] Roll PgBouncer out to staging and prod (see ADR-010) — owner: @pnair\n",
+            "- [x] Roll PgBouncer out to staging and prod (see ADR-010) — owner: @pnair\n",
+        ),
     ],
 }
 
 # In scope but must stay untouched (no primary-DB connection): a revision bump here is wrong.
 MUST_STAY = ["config/prod/notifier.json"]
 # Out of scope files that contain the primary host and are tempting to edit.
-OUT_OF_SCOPE = ["config/dev/api-gateway.yaml", "config/dev/billing-worker.ini", "config/dev/notifier.json",
-                "config/prod-eu/api-gateway.yaml", "config/prod-eu/billing-worker.ini",
-                "config/staging.old/api-gateway.yaml", "config/templates/api-gateway.yaml.example"]
+OUT_OF_SCOPE = [
+    "config/dev/api-gateway.yaml",
+    "config/dev/billing-worker.ini",
+    "config/dev/notifier.json",
+    "config/prod-eu/api-gateway.yaml",
+    "config/prod-eu/billing-worker.ini",
+    "config/staging.old/api-gateway.yaml",
+    "config/templates/api-gateway.yaml.example",
+]
 
 
 def expected_text(path, original):
@@ -120,7 +141,7 @@ def expected_text(path, original):
 
 def diff_hint(path, want, got):
     w, g = want.split("\n"), got.split("\n")
-    for i, (a, b) in enumerate(zip(w, g), start=1):
+    for i, (a, b) in enumerate(zip(w, g, strict=False), start=1):
         if a != b:
             return f"{path} line {i}: expected {a!r}, found {b!r}"
     return f"{path}: expected {len(w)} lines, found {len(g)}"
@@ -137,8 +158,8 @@ def check_edited(root, init_files):
         if got != want:
             fail("content mismatch: " + diff_hint(path, want, got))
         if path.startswith("config/"):
-            body = [l for l in got.split("\n") if not l.lstrip().startswith(("#", ";"))]
-            if any("db-primary" in l for l in body):
+            body = [ln for ln in got.split("\n") if not ln.lstrip().startswith(("#", ";"))]
+            if any("db-primary" in ln for ln in body):
                 fail(f"{path}: a primary-database connection still uses db-primary")
             if path.endswith(".json"):
                 try:

@@ -5,8 +5,12 @@ Expected end state: finance/spend_vs_budget_2024.csv (approved spend per budget 
 exact header, two-decimal values, sorted by budget_used_pct desc), the stale Q2 export moved to
 finance/archive/, one line appended to finance/README.md; everything else unchanged.
 """
+
+import csv
+import io
 import os
 import sys
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 STATE = Path(__file__).resolve().parents[3] / "states" / "team_project"
@@ -34,7 +38,7 @@ def get_test_dir():
 def snapshot(root):
     """Map relative POSIX path -> bytes for every file; plus the set of directories."""
     files, dirs = {}, set()
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
         if rel_dir != ".":
             dirs.add(rel_dir)
@@ -48,9 +52,7 @@ def norm_text(b):
     """Decode and normalise only trivial whitespace: CRLF, trailing spaces, trailing newlines."""
     t = b.decode("utf-8").replace("\r\n", "\n")
     return "\n".join(line.rstrip() for line in t.split("\n")).rstrip("\n")
-import csv
-import io
-from decimal import ROUND_HALF_UP, Decimal
+
 
 OUT = "finance/spend_vs_budget_2024.csv"
 STALE = "finance/expenses_2024_Q2 (old export).csv"
@@ -72,8 +74,7 @@ def q2(x):
     return str(Decimal(x).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
 
 
-def compute(init_files, statuses=("approved",), q2_file="finance/expenses_2024_Q2.csv", sort="pct",
-            strict_case=False):
+def compute(init_files, statuses=("approved",), q2_file="finance/expenses_2024_Q2.csv", sort="pct", strict_case=False):
     """Recompute the report from the initial state (also used to name common mistakes)."""
     budget_rows = list(csv.DictReader(io.StringIO(init_files["finance/budget_2024.csv"].decode())))
     budget = {r["category"]: Decimal(r["annual_budget_usd"]) for r in budget_rows}
@@ -110,7 +111,7 @@ def check_report(root, init_files):
     if lines[0].strip() != HEADER:
         fail(f"header must be exactly {HEADER!r}, found {lines[0]!r}")
     ok("header")
-    rows = [l.strip() for l in lines[1:]]
+    rows = [ln.strip() for ln in lines[1:]]
     if any(not r for r in rows):
         fail("CSV contains blank lines")
     if any('"' in r or "%" in r or "$" in r for r in rows):
@@ -162,8 +163,10 @@ def check_rest(root, init_files, init_dirs):
     if changed:
         fail(f"files must not be modified: {changed}")
     if dirs != init_dirs | {"finance/archive"}:
-        fail(f"unexpected folder structure: added {sorted(dirs - init_dirs - {'finance/archive'})}, "
-             f"removed {sorted(init_dirs - dirs)}")
+        fail(
+            f"unexpected folder structure: added {sorted(dirs - init_dirs - {'finance/archive'})}, "
+            f"removed {sorted(init_dirs - dirs)}"
+        )
     ok("all other files unchanged, no stray files or folders")
 
 
