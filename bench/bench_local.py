@@ -138,11 +138,11 @@ def main() -> None:
     )
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
-    for label, conc, wall, p in results:
+    for label, level, wall, p in results:
         speed = f"{base / wall:.2f}x" if base else "-"
-        eff = f"{base / wall / conc:.2f}" if base and conc else "-"
+        eff = f"{base / wall / level:.2f}" if base and level else "-"
         print(
-            f"| {label} | {conc or 1} | {wall:.1f} | {speed} | {eff} | {p['outside']:.3f} | {p['state']:.3f} | "
+            f"| {label} | {level or 1} | {wall:.1f} | {speed} | {eff} | {p['outside']:.3f} | {p['state']:.3f} | "
             f"{p['mcp_start']:.3f} | {p['agent_x']:.3f} | {p['verify']:.3f} | {p['record']:.3f} | {p['rt_ms']:.1f} |"
         )
     print(f"\nrecords under {work}")

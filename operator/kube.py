@@ -6,8 +6,9 @@ at 10,000 pods (and tolerates servers that omit fields the generated models insi
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Protocol, cast
 
+import aiohttp
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -29,11 +30,45 @@ async def api_client() -> client.ApiClient:
     return client.ApiClient(configuration=cfg)
 
 
+class _RawCoreApi(Protocol):
+    """The CoreV1Api calls the operator makes, as the client runs them: plain dict bodies and, with
+    ``_preload_content=False``, the raw aiohttp response (the package's stubs declare models for both)."""
+
+    async def create_namespaced_pod(
+        self, namespace: str, body: dict[str, Any], *, _preload_content: bool
+    ) -> aiohttp.ClientResponse: ...
+
+    async def delete_namespaced_pod(
+        self, name: str, namespace: str, *, grace_period_seconds: int, _preload_content: bool
+    ) -> aiohttp.ClientResponse: ...
+
+    async def list_namespaced_pod(
+        self, namespace: str, *, label_selector: str, _preload_content: bool
+    ) -> aiohttp.ClientResponse: ...
+
+
+class _RawCustomObjectsApi(Protocol):
+    """Likewise for the status patch, which also needs ``_content_type`` (accepted through ``**kwargs``)."""
+
+    async def patch_namespaced_custom_object_status(
+        self,
+        group: str,
+        version: str,
+        namespace: str,
+        plural: str,
+        name: str,
+        body: dict[str, Any],
+        *,
+        _content_type: str,
+        _preload_content: bool,
+    ) -> aiohttp.ClientResponse: ...
+
+
 class Kube:
     def __init__(self, api: client.ApiClient):
         self.api = api
-        self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
+        self.core = cast(_RawCoreApi, client.CoreV1Api(api))
+        self.custom = cast(_RawCustomObjectsApi, client.CustomObjectsApi(api))
 
     async def create_pod(self, namespace: str, pod: dict[str, Any]) -> bool:
         """Create; False if it already exists (deterministic names make a repeat harmless)."""

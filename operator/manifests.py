@@ -160,7 +160,7 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
     remote = run.spec.tasks.in_s3
     init_args, init_env = state_init_args(run, trial)
     init_mounts = [state_mount, {"name": "tmp", "mountPath": "/tmp"}]
-    runner_mounts = [state_mount, {"name": "tmp", "mountPath": "/tmp"}]
+    runner_mounts: list[dict[str, Any]] = [state_mount, {"name": "tmp", "mountPath": "/tmp"}]
     runner_args = [
         "--mcp-url",
         "http://localhost:$(MCP_PORT)/mcp",

@@ -96,7 +96,7 @@ class Reconciler:
         self.dirty = True
         self.last_status = 0.0
         self.phase = "Pending"
-        self.started_at = (body.status or {}).get("startedAt")
+        self.started_at = body.status.get("startedAt")
         self.conditions: dict[str, dict[str, Any]] = {}
         self.deferred: list[tuple[str, dict[str, Any]]] = []  # pod events whose outcome the store could not take
         self.store_retry_at = 0.0

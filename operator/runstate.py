@@ -44,8 +44,8 @@ class RunState:
     # -- rebuilding -------------------------------------------------------------------------------
     def adopt_record(self, record: dict[str, Any]) -> bool:
         """Take a stored result. Returns True if it finishes its trial (False: retry it, or not ours)."""
-        tid = record.get("trial_id")
-        trial = self.trials.get(tid or "")
+        tid = str(record.get("trial_id") or "")
+        trial = self.trials.get(tid)
         if trial is None or record.get("spec_hash") != trial.spec_hash:
             return False
         tries = int(record.get("infra_attempts") or 1)

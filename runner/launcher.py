@@ -202,9 +202,11 @@ class Scheduler:
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
     for p in list((pool._processes or {}).values()):  # noqa: SLF001 - no public way to signal workers
+        if p.pid is None:  # not started yet: nothing to signal
+            continue
         try:
             os.kill(p.pid, signal.SIGTERM)
-        except (ProcessLookupError, TypeError):
+        except ProcessLookupError:
             pass
 
 

@@ -6,7 +6,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TextIO, cast
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -29,7 +29,9 @@ async def connect_stdio(cmd: ServerCommand, errlog: IO[Any], cwd: Path | None = 
     params = StdioServerParameters(
         command=cmd.command, args=cmd.args, env=server_env(cmd.env), cwd=str(cwd) if cwd else None
     )
-    async with stdio_client(params, errlog=errlog) as (read, write):
+    # The server's stderr goes straight into ``errlog``'s file descriptor (the SDK hands it to the child process),
+    # so a binary log file works although the SDK annotates a text stream.
+    async with stdio_client(params, errlog=cast(TextIO, errlog)) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             yield session

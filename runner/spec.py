@@ -17,6 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails
 
 API_GROUP = "mcpfleet.io"
 API_VERSION = "v1alpha1"
@@ -371,7 +372,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return model
 
 
-def _explain(err: dict[str, Any]) -> str:
+def _explain(err: ErrorDetails) -> str:
     kind, ctx, msg = err["type"], err.get("ctx") or {}, err["msg"]
     if kind == "extra_forbidden":
         model = _model_at(err["loc"])

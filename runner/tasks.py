@@ -221,11 +221,12 @@ def find_task(root: Path, task_id: str, states_path: Path | None = None) -> Task
     parts = task_id.split("/")
     if len(parts) != 4:
         raise TaskError(f"task id '{task_id}' must be <service>/<difficulty>/<category>/<task>")
+    service, difficulty, category, name = parts
     path = Path(root, *parts)
     if not (path / "description.md").is_file():
         raise TaskError(f"task '{task_id}' not found under {root}")
-    states_root = (Path(states_path) / parts[0]) if states_path else Path(root) / parts[0] / "states"
-    return Task(*parts, path=path, states_root=states_root)
+    states_root = (Path(states_path) / service) if states_path else Path(root) / service / "states"
+    return Task(service, difficulty, category, name, path=path, states_root=states_root)
 
 
 def check_task(task: Task) -> list[str]:

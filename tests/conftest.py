@@ -1,15 +1,29 @@
-"""Shared fixtures: the repo's task pack, a tiny task pack, and a scripted model server per session."""
+"""Shared fixtures: the repo's task pack, a tiny task pack, a scripted model server and S3 per session, and for
+the operator tests a realistic Kubernetes API emulator (tests/kubeemu.py) with the EvalRun CRD.
+
+``kube`` is a :class:`kubeemu.RunningEmulator`: ``.url``, ``.kubeconfig_path``, ``.emulator`` (the
+RealisticEmulator: ``objects()``, ``request_counts``, ``set_pod_log()``...), ``.call()``, loop-routed
+``create/get/patch/delete/objects``, ``.request()`` for raw HTTP and ``.kubectl()`` for the real kubectl.
+Run an operator against it with ``kubeemu.run_kopf_in_thread(module, kube.kubeconfig_path, namespace=...)``.
+One conftest for the whole tree: two files named conftest.py would both be the module ``conftest``.
+"""
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
 import os
+import shutil
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+import boto3
 import pytest
 
 from mcpfleet.runner.scripted_model import ScriptedServerProcess
@@ -18,7 +32,15 @@ _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:  # s3server.py and friends live here; tests/ is not a package on purpose
     sys.path.insert(0, _TESTS)
 
+from kubeemu import EVALRUN_CRD_PATH, RunningEmulator, running_emulator  # noqa: E402
 from s3server import moto_endpoint  # noqa: E402
+
+NS = "default"  # the operator tests' namespace
+CREDS = {
+    "AWS_ACCESS_KEY_ID": "AKIAMCPFLEETTEST",
+    "AWS_SECRET_ACCESS_KEY": "mcpfleet-test-secret-key-123",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "tasks"
@@ -121,3 +143,65 @@ def s3_endpoint() -> Iterator[str]:
     """One moto_server for the test session; its URL (http://127.0.0.1:PORT)."""
     with moto_endpoint() as url:
         yield url
+
+
+@pytest.fixture
+def kube() -> Iterator[RunningEmulator]:
+    """A fresh emulator per test, served from its own thread, with crds/evalrun.yaml stored and served."""
+    with running_emulator(crds=[EVALRUN_CRD_PATH]) as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def no_operator_errors(request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """kopf retries a crashed daemon after a minute, so a crash can hide behind a passing test: fail on it."""
+    yield
+    if request.node.path.parent.name != "operator":
+        return
+    bad = [
+        r for r in caplog.get_records("call") if r.levelno >= logging.ERROR and r.name.startswith(("kopf", "mcpfleet"))
+    ]
+    assert not bad, "the operator logged errors:\n" + "\n".join(
+        f"{r.name}: {r.getMessage()}\n{r.exc_text or ''}" for r in bad[:5]
+    )
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[str]:
+    with moto_endpoint() as url:
+        yield url
+
+
+@pytest.fixture
+def bucket(s3: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    for k, v in CREDS.items():
+        monkeypatch.setenv(k, v)
+    name = f"runs-{int(time.time() * 1000) % 10**9}"
+    boto3.client("s3", endpoint_url=s3, region_name="us-east-1").create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def operator_env(kube: RunningEmulator, scripted_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig_path))
+    monkeypatch.setenv("MCPFLEET_SCRIPTED_URL", scripted_url)
+    monkeypatch.setenv("MCPFLEET_STATUS_INTERVAL", "0.3")
+    monkeypatch.setenv("MCPFLEET_CREATE_RATE", "50")
+    kube.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "s3-credentials", "namespace": NS},
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in CREDS.items()},
+        }
+    )
+
+
+@pytest.fixture
+def image_pack() -> Iterator[Path]:
+    """A task pack "in the image": outside /tmp, which trial pods mount over with an emptyDir."""
+    base = REPO / ".test-image"
+    base.mkdir(exist_ok=True)
+    root = Path(tempfile.mkdtemp(dir=base))
+    yield make_tiny_pack(root / "pack", tasks=3)
+    shutil.rmtree(root, ignore_errors=True)

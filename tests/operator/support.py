@@ -9,14 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from conftest import CREDS, NS
 from kubeemu import RunningEmulator
 
-NS = "default"
-CREDS = {
-    "AWS_ACCESS_KEY_ID": "AKIAMCPFLEETTEST",
-    "AWS_SECRET_ACCESS_KEY": "mcpfleet-test-secret-key-123",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
+__all__ = ["CREDS", "NS", "evalrun", "infra_errors", "s3_keys", "status_of", "wait_until"]
 
 
 def evalrun(name: str, pack: Path, s3: str, bucket: str, **spec: Any) -> dict[str, Any]:
