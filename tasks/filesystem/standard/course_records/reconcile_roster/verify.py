@@ -3,8 +3,8 @@
 
 Recomputes the roster/profile reconciliation from the untouched initial state
 (tasks/filesystem/states/course_records) and checks the discrepancy report,
-the corrected roster, the archived preliminary roster, and that nothing else
-changed.
+the corrected roster (both line for line; only the newline after the last row
+is optional), the archived preliminary roster, and that nothing else changed.
 """
 
 import csv
@@ -93,11 +93,17 @@ def expected():
 
 
 def read_lines(path):
-    text = path.read_text(encoding="utf-8")
-    lines = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n")]
-    while lines and lines[-1] == "":
+    """The file's lines as written (a final newline does not add an empty line)."""
+    lines = path.read_bytes().decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
         lines.pop()
     return lines
+
+
+def exact_text(path, lines):
+    """The file holds exactly these lines, each ended by \\n (only the newline after the last one may be missing)."""
+    body = "\n".join(lines)
+    return path.read_bytes() in (body.encode("utf-8"), (body + "\n").encode("utf-8"))
 
 
 def main():
@@ -122,7 +128,10 @@ def main():
         check(
             not noise, f"no false-positive discrepancy rows (e.g. case-only email or whitespace) (extra: {noise[:3]})"
         )
-        check(got == exp_disc, "discrepancies.csv sorted by student_id, issue and exactly as expected")
+        check(
+            exact_text(p, exp_disc),
+            "discrepancies.csv sorted by student_id, issue and exactly as expected (no quoting, spaces or blank lines)",
+        )
 
     # ---- roster_corrected.csv
     p = root / OUT_CORR
@@ -138,7 +147,7 @@ def main():
         check(got_ids == exp_ids, "corrected roster sorted by student_id")
         bad = [ln for ln in got[1:] if ln not in exp_corr]
         check(not bad, f"corrected roster values come from profiles, trimmed (wrong rows: {bad[:3]})")
-        check(got == exp_corr, "roster_corrected.csv matches exactly")
+        check(exact_text(p, exp_corr), "roster_corrected.csv matches exactly (no quoting, spaces or blank lines)")
 
     # ---- archive move
     check(not (root / PRELIM).exists(), f"{PRELIM} no longer in roster/")
