@@ -32,6 +32,10 @@ def check(cond, msg):
     return cond
 
 
+def folders(base):
+    return {p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_dir()}
+
+
 def all_files(root):
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
@@ -145,6 +149,13 @@ def main():
     extra = sorted(now - init - {OUT})
     check(not missing, f"all original files still present (missing: {missing[:5]})")
     check(not extra, f"no stray files (extra: {extra[:5]})")
+    want_dirs = folders(STATE) | set()
+    got_dirs = folders(root)
+    check(
+        got_dirs == want_dirs,
+        f"no folder created or removed, not even an empty one (added: {sorted(got_dirs - want_dirs)[:5]}, "
+        f"removed: {sorted(want_dirs - got_dirs)[:5]})",
+    )
     touched = set(edits) | {REGISTER}
     changed = [rel for rel in sorted((init & now) - touched) if (root / rel).read_bytes() != (STATE / rel).read_bytes()]
     check(not changed, f"no other file modified, e.g. pending/denied/withdrawn students (changed: {changed[:5]})")

@@ -3,7 +3,9 @@
 
 Recomputes the expected grade report from the untouched initial state
 (tasks/filesystem/states/course_records) and compares the agent's output
-exactly, line for line (only the newline after the last row is optional). Also checks that no existing file was changed and no stray file exists.
+exactly, line for line (only the newline after the last row is optional).
+Also checks that no existing file was changed and no stray file or folder
+exists.
 """
 
 import os
@@ -38,6 +40,10 @@ def check(cond, msg):
     if not cond:
         failures.append(msg)
     return cond
+
+
+def folders(base):
+    return {p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_dir()}
 
 
 def all_files(root):
@@ -181,6 +187,13 @@ def main():
     extra = sorted(now - init - OUTPUTS)
     check(not missing, f"all original files still present (missing: {missing[:5]})")
     check(not extra, f"no stray files created (extra: {extra[:5]})")
+    want_dirs = folders(STATE) | set()
+    got_dirs = folders(root)
+    check(
+        got_dirs == want_dirs,
+        f"no folder created or removed, not even an empty one (added: {sorted(got_dirs - want_dirs)[:5]}, "
+        f"removed: {sorted(want_dirs - got_dirs)[:5]})",
+    )
     changed = [rel for rel in sorted(init & now) if (root / rel).read_bytes() != (STATE / rel).read_bytes()]
     check(not changed, f"original files unchanged (changed: {changed[:5]})")
 

@@ -158,7 +158,7 @@ def main():
         check(
             got[len(orig) :] in (README_LINE.encode(), (README_LINE + "\n").encode()),
             f"README has exactly the line {README_LINE!r} appended right after the original text (got "
-            f"{got[len(orig):][:120]!r})",
+            f"{got[len(orig) :][:120]!r})",
         )
 
     if failures:

@@ -42,6 +42,10 @@ def check(cond, msg):
     return cond
 
 
+def folders(base):
+    return {p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_dir()}
+
+
 def all_files(root):
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
@@ -162,6 +166,13 @@ def main():
     extra = sorted(now - init - {OUT_DISC, OUT_CORR, ARCHIVED})
     check(not missing, f"all other original files still present (missing: {missing[:5]})")
     check(not extra, f"no stray files created (extra: {extra[:5]})")
+    want_dirs = folders(STATE) | {"roster/archive"}
+    got_dirs = folders(root)
+    check(
+        got_dirs == want_dirs,
+        f"no folder created or removed, not even an empty one (added: {sorted(got_dirs - want_dirs)[:5]}, "
+        f"removed: {sorted(want_dirs - got_dirs)[:5]})",
+    )
     changed = [rel for rel in sorted(init & now) if (root / rel).read_bytes() != (STATE / rel).read_bytes()]
     check(not changed, f"original files unchanged, incl. {ROSTER} (changed: {changed[:5]})")
     dirs = sorted(p.relative_to(root).as_posix() for p in (root / "roster").rglob("*") if p.is_dir())
