@@ -3,8 +3,8 @@
 A task folder holds ``description.md`` (the instruction), ``verify.py`` (exit 0 = pass) and
 ``meta.json``; mcpfleet adds an optional ``oracle.json`` (a fixed list of MCP tool calls), an optional
 ``mutants.json`` (plausible wrong end states the verifier must reject) and bundled initial states under
-``<root>/<service>/states/<category>/``. Foreign packs (MCPMark's own)
-load unchanged; their states come from ``tasks.statesPath``.
+``<root>/<service>/states/<category>/``. Foreign packs (MCPMark's own) load unchanged; their states come
+from ``tasks.statesPath``.
 """
 
 from __future__ import annotations

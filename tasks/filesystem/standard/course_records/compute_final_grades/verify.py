@@ -163,7 +163,7 @@ def main():
                 check(False, f"row for {sid}: expected '{want}', got '{have[0]}'")
         check(
             exact_text(fg, exp_lines),
-            "final_grades.csv matches the expected report exactly (no quoting, spaces or blank lines)",
+            "final_grades.csv matches the expected report exactly (no quoting, padding or blank lines)",
         )
 
     # ---- grade_distribution.csv

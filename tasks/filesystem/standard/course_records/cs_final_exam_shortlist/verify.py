@@ -113,7 +113,7 @@ def main():
         check(got_ids == [c["sid"] for c in top], "shortlist rows in rank order")
         for want in exp[1:]:
             check(want in got, f"shortlist row exact: '{want}'")
-        check(exact_text(p, exp), "shortlist.csv matches exactly (no quoting, spaces or blank lines)")
+        check(exact_text(p, exp), "shortlist.csv matches exactly (no quoting, padding or blank lines)")
 
     # ---- runner_up.txt
     p = root / "honors" / "runner_up.txt"

@@ -147,7 +147,7 @@ def main():
         for want in exp_lines[1:]:
             if want not in got:
                 check(False, f"index.csv missing row '{want}'")
-        check(exact_text(idx, exp_lines), "index.csv matches exactly (no quoting, spaces or blank lines)")
+        check(exact_text(idx, exp_lines), "index.csv matches exactly (no quoting, padding or blank lines)")
 
     # ---- README appended
     readme = root / "students" / "README.txt"

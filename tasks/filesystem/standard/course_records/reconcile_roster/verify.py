@@ -134,7 +134,7 @@ def main():
         )
         check(
             exact_text(p, exp_disc),
-            "discrepancies.csv sorted by student_id, issue and exactly as expected (no quoting, spaces or blank lines)",
+            "discrepancies.csv sorted by student_id, issue, exactly as expected (no quoting, padding or blank lines)",
         )
 
     # ---- roster_corrected.csv
@@ -151,7 +151,7 @@ def main():
         check(got_ids == exp_ids, "corrected roster sorted by student_id")
         bad = [ln for ln in got[1:] if ln not in exp_corr]
         check(not bad, f"corrected roster values come from profiles, trimmed (wrong rows: {bad[:3]})")
-        check(exact_text(p, exp_corr), "roster_corrected.csv matches exactly (no quoting, spaces or blank lines)")
+        check(exact_text(p, exp_corr), "roster_corrected.csv matches exactly (no quoting, padding or blank lines)")
 
     # ---- archive move
     check(not (root / PRELIM).exists(), f"{PRELIM} no longer in roster/")

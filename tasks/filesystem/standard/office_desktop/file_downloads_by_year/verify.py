@@ -154,7 +154,7 @@ def main():
         body = "\n".join(want_lines)
         check(
             actual[LOG_PATH] in (body.encode("utf-8"), (body + "\n").encode("utf-8")),
-            "log is exactly the expected lines: no needless quotes, spaces or blank lines, \\n line ends",
+            "log is exactly the expected lines: no needless quotes, padding or blank lines, \\n line ends",
         )
 
     print()

@@ -122,7 +122,7 @@ def main():
         body = "\n".join(["vendor,invoices,total"] + [",".join(w) for w in want_rows])
         check(
             actual[OUTPUT] in (body.encode("utf-8"), (body + "\n").encode("utf-8")),
-            "summary CSV is exactly the expected lines: no quoting, spaces or blank lines, \\n line ends",
+            "summary CSV is exactly the expected lines: no quoting, padding or blank lines, \\n line ends",
         )
 
     # 3. Budget tracker edit.

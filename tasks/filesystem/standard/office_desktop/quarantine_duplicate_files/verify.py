@@ -163,7 +163,7 @@ def main():
         body = "\n".join(want)
         check(
             actual[MANIFEST] in (body.encode("utf-8"), (body + "\n").encode("utf-8")),
-            "manifest is exactly the expected lines: no needless quotes, spaces or blank lines, \\n line ends",
+            "manifest is exactly the expected lines: no needless quotes, padding or blank lines, \\n line ends",
         )
 
     print()
