@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ from mcp import ClientSession
 
 from .mcp_client import result_text, tool_to_openai
 from .metrics import TrialMetrics
-from .tasks import Task
+from .tasks import OracleStep, Task
 
 # Why the agent stopped. "completed" means the model ended with a message and no tool calls.
 STOP_COMPLETED = "completed"
@@ -198,13 +199,24 @@ async def run_llm_agent(
 
 
 async def run_oracle_agent(
-    session: ClientSession, task: Task, root: str, *, tool_timeout_s: float, metrics: TrialMetrics | None = None
+    session: ClientSession,
+    task: Task,
+    root: str,
+    *,
+    tool_timeout_s: float,
+    metrics: TrialMetrics | None = None,
+    steps: Sequence[OracleStep] | None = None,
+    answer: str | None = None,
 ) -> AgentRun:
-    """Replay the task's oracle directly on the MCP session (no LLM): proves the task is solvable."""
+    """Replay the task's oracle directly on the MCP session (no LLM): proves the task is solvable.
+
+    ``steps`` replaces the oracle's calls and ``answer`` its final message: that is how a mutant (a wrong end
+    state the verifier must reject) is replayed through the same path.
+    """
     listed = await session.list_tools()
     known = {t.name for t in listed.tools}
     run = AgentRun(messages=[{"role": "user", "content": task.description}])
-    for index, step in enumerate(task.oracle):
+    for index, step in enumerate(task.oracle if steps is None else steps):
         call_id = f"oracle_{index}"
         raw = json.dumps(step.resolve(root))
         run.messages.append(
@@ -219,7 +231,7 @@ async def run_oracle_agent(
         if metrics is not None:
             metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)
         run.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
-    run.final_text = "Oracle solution applied."
+    run.final_text = "Oracle solution applied." if answer is None else answer
     run.messages.append({"role": "assistant", "content": run.final_text})
     return run
 

@@ -336,7 +336,8 @@ def tasks_validate(
     states: Annotated[Path | None, typer.Option(help="States folder for foreign packs.")] = None,
     concurrency: int = 2,
 ) -> None:
-    """Check files and meta.json, then that the oracle passes and the no-op agent fails every task."""
+    """Check files, meta.json and mutants.json, then that the oracle passes and that the no-op agent and every
+    mutant (a plausible wrong end state) fail."""
     from .taskcheck import validate as run_validation
     from .tasks import discover
 
@@ -356,7 +357,7 @@ def tasks_validate(
         status = "[green]ok[/]" if r.ok else "[red]FAIL[/]"
         console.print(
             f"{status} {r.task.id}  oracle={'-' if r.oracle_passed is None else r.oracle_passed} "
-            f"noop_fails={r.noop_failed}",
+            f"noop_fails={r.noop_failed} mutants_rejected={len(r.mutants_rejected)}/{r.mutants_run}",
             highlight=False,
         )
         for p in r.problems:

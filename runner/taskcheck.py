@@ -1,17 +1,23 @@
-"""``mcpfleet tasks validate``: a task is usable only if its oracle passes and doing nothing fails."""
+"""``mcpfleet tasks validate``: a task is usable only if its oracle passes, doing nothing fails and every
+mutant (a plausible wrong end state from ``mutants.json``) fails too."""
 
 from __future__ import annotations
 
 import asyncio
 import tempfile
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from .plan import TrialSpec
+from .records import TrialResult
 from .spec import AgentKind, Limits, ModelSpec
 from .store import LocalStore
-from .tasks import Task, check_task
-from .trial import run_trial
+from .tasks import Mutant, Task, check_task
+from .trial import Replay, TrialContext, run_trial
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -22,16 +28,21 @@ class TaskReport:
     oracle_passed: bool | None = None
     noop_failed: bool | None = None
     oracle_seconds: float = 0.0
+    mutants_rejected: list[str] = field(default_factory=list)  # names of mutants the verifier rejected
+    mutants_accepted: list[str] = field(default_factory=list)  # names of mutants it wrongly accepted
+    mutants_run: int = 0
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
 
-def _spec(task: Task, root: Path, states_path: Path | None, agent: AgentKind, limits: Limits) -> TrialSpec:
+def _spec(
+    task: Task, root: Path, states_path: Path | None, agent: AgentKind, limits: Limits, label: str = ""
+) -> TrialSpec:
     return TrialSpec(
         run="validate",
-        trial_id=f"{agent.value}.{task.id.replace('/', '.')}",
+        trial_id=f"{agent.value}.{task.id.replace('/', '.')}{label}",
         spec_hash="validate",
         model=ModelSpec(name=agent.value, model=agent.value),
         task_id=task.id,
@@ -43,38 +54,82 @@ def _spec(task: Task, root: Path, states_path: Path | None, agent: AgentKind, li
     )
 
 
-async def check_one(task: Task, root: Path, states_path: Path | None, store: LocalStore, limits: Limits) -> TaskReport:
+def _detail(r: TrialResult) -> str:
+    return r.error or (r.verifier.stdout + r.verifier.stderr).strip()[-800:]
+
+
+def _step_error(r: TrialResult) -> str | None:
+    errors = [c for t in r.turns for c in t["tool_calls"] if c["is_error"]]
+    return errors[0]["name"] if errors else None
+
+
+async def check_one(
+    task: Task,
+    root: Path,
+    states_path: Path | None,
+    store: LocalStore,
+    limits: Limits,
+    sem: asyncio.Semaphore | None = None,
+) -> TaskReport:
+    """Run the oracle, the no-op agent and every mutant of one task; each trial holds ``sem`` while it runs."""
     report = TaskReport(task, problems=check_task(task))
     if report.problems:
         return report
-    if task.has_oracle:
-        r = await run_trial(_spec(task, root, states_path, AgentKind.oracle, limits), store)
+    sem = sem or asyncio.Semaphore(1)
+
+    async def guarded(trial: Awaitable[T]) -> T:
+        async with sem:
+            return await trial
+
+    def mutant_trial(m: Mutant) -> Awaitable[TrialResult]:
+        spec = _spec(task, root, states_path, AgentKind.oracle, limits, f".mutant.{m.name}")
+        return run_trial(spec, store, TrialContext(replay=Replay.of(task, m)))
+
+    oracle = (
+        guarded(run_trial(_spec(task, root, states_path, AgentKind.oracle, limits), store)) if task.has_oracle else None
+    )
+    noop = guarded(run_trial(_spec(task, root, states_path, AgentKind.noop, limits), store))
+    mutants = [guarded(mutant_trial(m)) for m in task.mutants]
+    results = await asyncio.gather(*([oracle] if oracle else []), noop, *mutants)
+    if oracle is not None:
+        r, results = results[0], results[1:]
         report.oracle_passed, report.oracle_seconds = r.passed, r.timings.total
         if not r.passed:
-            detail = r.error or (r.verifier.stdout + r.verifier.stderr).strip()[-800:]
-            report.problems.append(f"{task.id}: oracle does not pass ({r.failure}): {detail}")
-        errors = [c for t in r.turns for c in t["tool_calls"] if c["is_error"]]
-        if errors:
-            report.problems.append(f"{task.id}: oracle step '{errors[0]['name']}' returned an error")
+            report.problems.append(f"{task.id}: oracle does not pass ({r.failure}): {_detail(r)}")
+        if (tool := _step_error(r)) is not None:
+            report.problems.append(f"{task.id}: oracle step '{tool}' returned an error")
     else:
         report.warnings.append(f"{task.id}: no oracle.json; solvability not checked")
-    r = await run_trial(_spec(task, root, states_path, AgentKind.noop, limits), store)
+    r, results = results[0], results[1:]
     report.noop_failed = not r.passed
     if r.passed:
         report.problems.append(f"{task.id}: the no-op agent passes; the verifier accepts the untouched state")
+    report.mutants_run = len(results)
+    for m, r in zip(task.mutants, results, strict=True):
+        if r.passed:
+            report.mutants_accepted.append(m.name)
+            report.problems.append(f"{task.id}: the verifier accepts mutant '{m.name}' ({m.why})")
+        elif r.error:
+            report.problems.append(f"{task.id}: mutant '{m.name}' could not be replayed: {r.error}")
+        else:
+            report.mutants_rejected.append(m.name)
+            if "Traceback (most recent call last)" in r.verifier.stderr:
+                report.warnings.append(
+                    f"{task.id}: the verifier crashes on mutant '{m.name}' instead of failing a check"
+                )
+        if (tool := _step_error(r)) is not None:
+            report.problems.append(
+                f"{task.id}: mutant '{m.name}' step '{tool}' returned an error; it does not build the state it means"
+            )
     return report
 
 
 async def validate(
     tasks: list[Task], root: Path, states_path: Path | None = None, concurrency: int = 2
 ) -> list[TaskReport]:
+    """Check every task; at most ``concurrency`` trials (oracle, no-op, mutants of any task) run at once."""
     limits = Limits(max_turns=200, timeout_seconds=600, verifier_timeout_seconds=120)
     sem = asyncio.Semaphore(concurrency)
     with tempfile.TemporaryDirectory(prefix="mcpfleet-validate-") as tmp:
         store = LocalStore(Path(tmp))
-
-        async def guarded(t: Task) -> TaskReport:
-            async with sem:
-                return await check_one(t, root, states_path, store, limits)
-
-        return list(await asyncio.gather(*(guarded(t) for t in tasks)))
+        return list(await asyncio.gather(*(check_one(t, root, states_path, store, limits, sem) for t in tasks)))

@@ -1,9 +1,10 @@
 """Task packs in MCPMark's layout: ``<root>/<service>/<difficulty>/<category>/<task>/``.
 
 A task folder holds ``description.md`` (the instruction), ``verify.py`` (exit 0 = pass) and
-``meta.json``; mcpfleet adds an optional ``oracle.json`` (a fixed list of MCP tool calls) and
-bundled initial states under ``<root>/<service>/states/<category>/``. Foreign packs (MCPMark's own)
-load unchanged; their states come from ``tasks.statesPath``.
+``meta.json``; mcpfleet adds an optional ``oracle.json`` (a fixed list of MCP tool calls), an optional
+``mutants.json`` (plausible wrong end states the verifier must reject) and bundled initial states under
+``<root>/<service>/states/<category>/``. Foreign packs (MCPMark's own) load unchanged; their states come
+from ``tasks.statesPath``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ META_FIELDS = (
 )
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 ROOT_TOKEN = "{root}"
+MUTANT_KEYS = {"name", "why", "after_oracle", "steps", "answer"}
 NON_TASK_DIRS = {"states", "__pycache__"}
 
 
@@ -60,6 +62,81 @@ def _substitute(value: Any, root: str) -> Any:
     if isinstance(value, dict):
         return {k: _substitute(v, root) for k, v in value.items()}
     return value
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A plausible wrong end state: MCP tool calls replayed like the oracle's, which the verifier must reject.
+
+    ``after_oracle`` replays the oracle's steps first (a near miss of the right answer); ``answer``, if set,
+    is the final assistant message (for verifiers that read the conversation).
+    """
+
+    name: str
+    why: str
+    after_oracle: bool
+    steps: tuple[OracleStep, ...]
+    answer: str | None = None
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise TaskError(f"{path}: not valid JSON: {exc}") from None
+
+
+def _parse_steps(path: Path, where: str, steps: list[Any]) -> list[OracleStep]:
+    out = []
+    for i, s in enumerate(steps):
+        if (
+            not isinstance(s, dict)
+            or not isinstance(s.get("tool"), str)
+            or not isinstance(s.get("arguments", {}), dict)
+        ):
+            raise TaskError(f"{path}: {where}[{i}] needs a 'tool' string and an 'arguments' object")
+        out.append(OracleStep(s["tool"], s.get("arguments", {})))
+    return out
+
+
+def parse_mutants(path: Path, data: Any) -> list[Mutant]:
+    """Validate a loaded mutants.json; every error names the file and the mutant's index."""
+    items = data.get("mutants") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not items:
+        raise TaskError(
+            f'{path}: expected {{"mutants": [{{"name": ..., "why": ..., "after_oracle": ..., "steps": [...]}}, ...]}}'
+        )
+    out: list[Mutant] = []
+    for i, m in enumerate(items):
+        where = f"mutants[{i}]"
+        if not isinstance(m, dict):
+            raise TaskError(f"{path}: {where} must be an object")
+        unknown = sorted(set(m) - MUTANT_KEYS)
+        if unknown:
+            raise TaskError(f"{path}: {where} has unknown key(s) {', '.join(unknown)}; allowed: {sorted(MUTANT_KEYS)}")
+        name = m.get("name")
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise TaskError(f"{path}: {where}.name must be a string matching {NAME_RE.pattern}")
+        if any(prev.name == name for prev in out):
+            raise TaskError(f"{path}: {where}.name '{name}' is used twice")
+        why = m.get("why")
+        if not isinstance(why, str) or not why.strip():
+            raise TaskError(f"{path}: {where} ('{name}').why must say why this end state is wrong")
+        after_oracle = m.get("after_oracle")
+        if not isinstance(after_oracle, bool):
+            raise TaskError(f"{path}: {where} ('{name}').after_oracle must be true or false")
+        steps = m.get("steps")
+        if not isinstance(steps, list):
+            raise TaskError(f"{path}: {where} ('{name}').steps must be a list of tool calls")
+        answer = m.get("answer")
+        if answer is not None and not isinstance(answer, str):
+            raise TaskError(f"{path}: {where} ('{name}').answer must be a string")
+        if not steps and answer is None:
+            what = "the oracle" if after_oracle else "the no-op agent"
+            raise TaskError(f"{path}: {where} ('{name}') has no steps and no answer: it is {what}")
+        parsed = _parse_steps(path, f"{where}.steps", steps)
+        out.append(Mutant(name, why.strip(), after_oracle, tuple(parsed), answer))
+    return out
 
 
 @dataclass(frozen=True)
@@ -110,20 +187,21 @@ class Task:
         path = self.path / "oracle.json"
         if not path.is_file():
             raise TaskError(f"{self.id}: no oracle.json; the oracle agent needs one")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = _load_json(path)
         steps = data.get("steps") if isinstance(data, dict) else None
         if not isinstance(steps, list) or not steps:
             raise TaskError(f'{path}: expected {{"steps": [{{"tool": ..., "arguments": {{...}}}}, ...]}}')
-        out = []
-        for i, s in enumerate(steps):
-            if (
-                not isinstance(s, dict)
-                or not isinstance(s.get("tool"), str)
-                or not isinstance(s.get("arguments", {}), dict)
-            ):
-                raise TaskError(f"{path}: steps[{i}] needs a 'tool' string and an 'arguments' object")
-            out.append(OracleStep(s["tool"], s.get("arguments", {})))
-        return out
+        return _parse_steps(path, "steps", steps)
+
+    @property
+    def has_mutants(self) -> bool:
+        return (self.path / "mutants.json").is_file()
+
+    @cached_property
+    def mutants(self) -> list[Mutant]:
+        """The task's wrong end states (empty without mutants.json); a malformed file raises ``TaskError``."""
+        path = self.path / "mutants.json"
+        return parse_mutants(path, _load_json(path)) if path.is_file() else []
 
     @cached_property
     def digest(self) -> str:
@@ -262,6 +340,14 @@ def check_task(task: Task) -> list[str]:
     if task.has_oracle:
         try:
             _ = task.oracle  # parses oracle.json: a broken one is a problem to report
-        except (TaskError, json.JSONDecodeError) as exc:
+        except TaskError as exc:
             problems.append(str(exc))
+    if task.has_mutants:
+        try:
+            mutants = task.mutants
+        except TaskError as exc:
+            problems.append(str(exc))
+        else:
+            if any(m.after_oracle for m in mutants) and not task.has_oracle:
+                problems.append(f"{task.id}: a mutant replays the oracle (after_oracle) but there is no oracle.json")
     return problems

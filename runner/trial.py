@@ -39,12 +39,26 @@ from .services import get_service
 from .spec import AgentKind, ModelSpec
 from .states import materialise
 from .store import ResultStore
-from .tasks import Task, find_task
+from .tasks import Mutant, OracleStep, Task, find_task
 from .verifier import run_verifier
 from .warm import PREFIX, WarmServer
 
 SCRIPTED_PREFIX = "scripted/"
 LOG_LIMIT = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What the oracle agent replays instead of the task's oracle.json: a mutant's calls and final answer."""
+
+    steps: tuple[OracleStep, ...]
+    answer: str | None = None
+
+    @classmethod
+    def of(cls, task: Task, mutant: Mutant) -> Replay:
+        """A mutant's replay: the oracle's steps first when it is a near miss of the right answer."""
+        before = tuple(task.oracle) if mutant.after_oracle else ()
+        return cls(before + mutant.steps, mutant.answer)
 
 
 @dataclass
@@ -59,6 +73,7 @@ class TrialContext:
     warm: WarmServer | None = None  # a server already started on an empty state folder (workers)
     metrics: bool = False  # record Prometheus metrics (a pod serving /metrics)
     on_session: Callable[[], None] | None = None  # called once the MCP session is up (workers start a spare)
+    replay: Replay | None = None  # the oracle agent replays these calls instead of oracle.json (mutants)
 
 
 POD_API_KEY_ENV = "MCPFLEET_MODEL_API_KEY"  # where a trial pod receives the key of apiKeySecretRef
@@ -143,8 +158,15 @@ async def _run_agent(
         metrics = TrialMetrics(spec.run, spec.model.name, spec.service) if ctx.metrics else None
         try:
             if spec.agent == AgentKind.oracle:
+                replay = ctx.replay
                 return await agents.run_oracle_agent(
-                    session, task, str(state_dir), metrics=metrics, tool_timeout_s=spec.limits.tool_call_timeout_seconds
+                    session,
+                    task,
+                    str(state_dir),
+                    metrics=metrics,
+                    tool_timeout_s=spec.limits.tool_call_timeout_seconds,
+                    steps=replay.steps if replay else None,
+                    answer=replay.answer if replay else None,
                 )
             return await agents.run_llm_agent(
                 session,

@@ -1,8 +1,10 @@
-"""The shipped filesystem suite: every task is well-formed, solvable, not solved by doing nothing, and its
-verifier checks the whole end state independently of the timezone."""
+"""The shipped filesystem suite: every task is well-formed, solvable, not solved by doing nothing nor by any of its
+plausible wrong end states (mutants.json), and its verifier checks the whole end state independently of the
+timezone."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import tempfile
@@ -15,7 +17,7 @@ from mcpfleet.runner.agent import run_oracle_agent
 from mcpfleet.runner.mcp_client import connect_stdio
 from mcpfleet.runner.services import get_service
 from mcpfleet.runner.states import DEFAULT_TIME, copy_state, load_times, materialise
-from mcpfleet.runner.taskcheck import validate
+from mcpfleet.runner.taskcheck import TaskReport, validate
 from mcpfleet.runner.tasks import Task, check_task, discover
 from mcpfleet.runner.verifier import run_verifier
 
@@ -39,11 +41,35 @@ def test_task_folder_is_well_formed(task: Task) -> None:
     assert check_task(task) == []
 
 
-async def test_oracle_passes_and_noop_fails_every_task() -> None:
-    reports = await validate(SUITE, TASKS, concurrency=2)
-    bad = {r.task.id: r.problems for r in reports if not r.ok}
+@pytest.fixture(scope="module")
+def suite_reports() -> list[TaskReport]:
+    """One ``tasks validate`` run over the whole suite (oracle, no-op and every mutant), shared by the tests below:
+    the trials run through taskcheck's own concurrency, so CI pays for each replay once."""
+    return asyncio.run(validate(SUITE, TASKS, concurrency=2))
+
+
+def test_oracle_passes_and_noop_fails_every_task(suite_reports: list[TaskReport]) -> None:
+    bad = {r.task.id: r.problems for r in suite_reports if not r.ok}
     assert bad == {}
-    assert all(r.oracle_passed and r.noop_failed for r in reports)
+    assert all(r.oracle_passed and r.noop_failed for r in suite_reports)
+    assert not [w for r in suite_reports for w in r.warnings]
+
+
+def test_every_task_has_plausible_wrong_end_states() -> None:
+    fs = [t for t in SUITE if t.service == "filesystem"]
+    assert all(t.has_mutants for t in fs), [t.id for t in fs if not t.has_mutants]
+    few = {t.id: len(t.mutants) for t in SUITE if t.has_mutants and len(t.mutants) < 2}
+    assert few == {}, "every task with mutants.json needs at least two wrong end states"
+    for t in SUITE:
+        for m in t.mutants:
+            assert m.steps or m.answer is not None, f"{t.id}: mutant '{m.name}' changes nothing"
+
+
+def test_every_mutant_is_rejected_by_its_verifier(suite_reports: list[TaskReport]) -> None:
+    accepted = {r.task.id: r.mutants_accepted for r in suite_reports if r.mutants_accepted}
+    assert accepted == {}
+    for r in suite_reports:
+        assert sorted(r.mutants_rejected) == sorted(m.name for m in r.task.mutants), r.task.id
 
 
 def test_materialised_state_keeps_times_in_utc(tmp_path: Path) -> None:

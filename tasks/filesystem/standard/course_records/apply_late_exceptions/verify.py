@@ -4,7 +4,9 @@
 Derives the expected edits from the untouched initial state
 (tasks/filesystem/states/course_records): which grades.txt lines get an
 [EXC-xx] tag, the exceptions_applied.csv content and the register footer.
-Every other file must be byte-identical and no stray file may exist.
+Edited files are compared byte for byte, the CSV line for line (only the
+newline after its last row is optional). Every other file must be
+byte-identical and no stray file may exist.
 """
 
 import os
@@ -30,6 +32,10 @@ def check(cond, msg):
     return cond
 
 
+def folders(base):
+    return {p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_dir()}
+
+
 def all_files(root):
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
@@ -44,11 +50,14 @@ def parse_kv(text):
     return out
 
 
-def norm(text):
-    lines = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n")]
-    while lines and lines[-1] == "":
-        lines.pop()
-    return lines
+def exact_text(raw, lines):
+    """The file holds exactly these lines, each ended by \\n (only the newline after the last one may be missing)."""
+    body = "\n".join(lines)
+    return raw in (body.encode("utf-8"), (body + "\n").encode("utf-8"))
+
+
+def show(raw):
+    return raw.decode("utf-8", errors="replace").split("\n")
 
 
 def folders_by_id():
@@ -73,7 +82,7 @@ def expected():
         if prof["status"] == "Withdrawn":
             continue
         rel = (folder / "grades.txt").relative_to(STATE).as_posix()
-        glines = edits.get(rel) or norm((STATE / rel).read_text(encoding="utf-8"))
+        glines = edits.get(rel) or (STATE / rel).read_text(encoding="utf-8").split("\n")
         idx = [i for i, ln in enumerate(glines) if ln.startswith(hw + ":")][0]
         m = re.search(r"\(late (\d+) days?\)", glines[idx])
         late = int(m.group(1)) if m else 0
@@ -82,7 +91,8 @@ def expected():
         waived = min(days, late)
         rows.append((ref, sid, hw, late, waived, 10 * (late - waived)))
     rows.sort()
-    return edits, [HEADER] + [",".join(str(x) for x in r) for r in rows]
+    edited = {rel: "\n".join(lines).encode("utf-8") for rel, lines in edits.items()}
+    return edited, [HEADER] + [",".join(str(x) for x in r) for r in rows]
 
 
 def main():
@@ -98,33 +108,39 @@ def main():
         "sanity: approved, non-withdrawn exceptions derived from state",
     )
 
-    # ---- edited gradebooks
+    # ---- edited gradebooks: byte-for-byte the original plus " [EXC-xx]" at the end of one line
     for rel, want in sorted(edits.items()):
         p = root / rel
         if check(p.is_file(), f"{rel} still exists"):
-            got = norm(p.read_text(encoding="utf-8"))
-            tagged = [ln for ln in want if "[EXC-" in ln]
-            check(all(t in got for t in tagged), f"{rel}: tagged line(s) {tagged} present")
-            check(got == want, f"{rel}: only the tagged line changed, everything else identical")
+            got = p.read_bytes()
+            tagged = [ln for ln in show(want) if "[EXC-" in ln]
+            check(all(t in show(got) for t in tagged), f"{rel}: tagged line(s) {tagged} present")
+            check(got == want, f"{rel}: only ' [EXC-..]' appended to that line, every other byte identical")
 
-    # ---- csv
+    # ---- csv: exact lines; only the newline after the last row is optional
     p = root / OUT
     if check(p.is_file(), f"{OUT} exists"):
-        got = norm(p.read_text(encoding="utf-8"))
+        raw = p.read_bytes()
+        got = show(raw)
         check(got[:1] == [HEADER], f"header is exactly '{HEADER}'")
-        check(len(got) == len(exp_csv), f"{len(exp_csv) - 1} rows (got {len(got) - 1})")
         for want in exp_csv[1:]:
             check(want in got, f"row present: '{want}'")
-        check(got == exp_csv, "exceptions_applied.csv matches exactly (sorted by ref)")
+        check(
+            exact_text(raw, exp_csv),
+            "exceptions_applied.csv is exactly the header and the rows sorted by ref (no blank lines or spaces)",
+        )
 
-    # ---- register footer
+    # ---- register footer: the one line replaced, every other byte identical
     p = root / REGISTER
     if check(p.is_file(), f"{REGISTER} still exists"):
-        orig = norm((STATE / REGISTER).read_text(encoding="utf-8"))
-        want = [NEW_FOOTER if ln == OLD_FOOTER else ln for ln in orig]
-        got = norm(p.read_text(encoding="utf-8"))
-        check(NEW_FOOTER in got and OLD_FOOTER not in got, "register footer line replaced")
-        check(got == want, "register otherwise unchanged (table rows and statuses intact)")
+        orig = (STATE / REGISTER).read_text(encoding="utf-8")
+        check(orig.count(OLD_FOOTER) == 1, "sanity: the old footer occurs once in the register")
+        got = p.read_bytes()
+        check(NEW_FOOTER in show(got) and OLD_FOOTER not in show(got), "register footer line replaced")
+        check(
+            got == orig.replace(OLD_FOOTER, NEW_FOOTER).encode("utf-8"),
+            "register otherwise byte-for-byte unchanged (table rows and statuses intact)",
+        )
 
     # ---- nothing else changed
     init = all_files(STATE)
@@ -133,6 +149,13 @@ def main():
     extra = sorted(now - init - {OUT})
     check(not missing, f"all original files still present (missing: {missing[:5]})")
     check(not extra, f"no stray files (extra: {extra[:5]})")
+    want_dirs = folders(STATE) | set()
+    got_dirs = folders(root)
+    check(
+        got_dirs == want_dirs,
+        f"no folder created or removed, not even an empty one (added: {sorted(got_dirs - want_dirs)[:5]}, "
+        f"removed: {sorted(want_dirs - got_dirs)[:5]})",
+    )
     touched = set(edits) | {REGISTER}
     changed = [rel for rel in sorted((init & now) - touched) if (root / rel).read_bytes() != (STATE / rel).read_bytes()]
     check(not changed, f"no other file modified, e.g. pending/denied/withdrawn students (changed: {changed[:5]})")

@@ -3,7 +3,9 @@
 
 Recomputes the expected grade report from the untouched initial state
 (tasks/filesystem/states/course_records) and compares the agent's output
-exactly. Also checks that no existing file was changed and no stray file exists.
+exactly, line for line (only the newline after the last row is optional).
+Also checks that no existing file was changed and no stray file or folder
+exists.
 """
 
 import os
@@ -38,6 +40,10 @@ def check(cond, msg):
     if not cond:
         failures.append(msg)
     return cond
+
+
+def folders(base):
+    return {p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_dir()}
 
 
 def all_files(root):
@@ -112,11 +118,17 @@ def expected_rows():
 
 
 def read_lines(path):
-    text = path.read_text(encoding="utf-8")
-    lines = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n")]
-    while lines and lines[-1] == "":
+    """The file's lines as written (a final newline does not add an empty line)."""
+    lines = path.read_bytes().decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
         lines.pop()
     return lines
+
+
+def exact_text(path, lines):
+    """The file holds exactly these lines, each ended by \\n (only the newline after the last one may be missing)."""
+    body = "\n".join(lines)
+    return path.read_bytes() in (body.encode("utf-8"), (body + "\n").encode("utf-8"))
 
 
 def main():
@@ -149,7 +161,10 @@ def main():
             have = [ln for ln in got[1:] if ln.split(",")[0] == sid]
             if have and have[0] != want:
                 check(False, f"row for {sid}: expected '{want}', got '{have[0]}'")
-        check(got == exp_lines, "final_grades.csv matches the expected report exactly")
+        check(
+            exact_text(fg, exp_lines),
+            "final_grades.csv matches the expected report exactly (no quoting, padding or blank lines)",
+        )
 
     # ---- grade_distribution.csv
     gd = root / "reports" / "grade_distribution.csv"
@@ -160,6 +175,7 @@ def main():
     if check(gd.is_file(), "reports/grade_distribution.csv exists"):
         got = read_lines(gd)
         check(got == exp_dist, "grade_distribution.csv has all 10 letters in policy order with correct counts")
+        check(exact_text(gd, exp_dist), "grade_distribution.csv is exactly formatted (no spaces or blank lines)")
         if got != exp_dist:
             print("  expected:", exp_dist)
             print("  got     :", got)
@@ -171,6 +187,13 @@ def main():
     extra = sorted(now - init - OUTPUTS)
     check(not missing, f"all original files still present (missing: {missing[:5]})")
     check(not extra, f"no stray files created (extra: {extra[:5]})")
+    want_dirs = folders(STATE) | set()
+    got_dirs = folders(root)
+    check(
+        got_dirs == want_dirs,
+        f"no folder created or removed, not even an empty one (added: {sorted(got_dirs - want_dirs)[:5]}, "
+        f"removed: {sorted(want_dirs - got_dirs)[:5]})",
+    )
     changed = [rel for rel in sorted(init & now) if (root / rel).read_bytes() != (STATE / rel).read_bytes()]
     check(not changed, f"original files unchanged (changed: {changed[:5]})")
 

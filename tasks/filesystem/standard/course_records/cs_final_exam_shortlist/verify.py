@@ -3,8 +3,9 @@
 
 Recomputes the ranking of enrolled Computer Science majors from the untouched
 initial state (tasks/filesystem/states/course_records) and checks
-honors/shortlist.csv, honors/runner_up.txt and the byte-identical profile
-copies, plus that no original file was moved or modified.
+honors/shortlist.csv and honors/runner_up.txt line for line (only the
+newline after the last line is optional), the byte-identical profile copies,
+plus that no original file was moved or modified.
 """
 
 import os
@@ -70,11 +71,17 @@ def ranking():
 
 
 def read_lines(path):
-    text = path.read_text(encoding="utf-8")
-    lines = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n")]
-    while lines and lines[-1] == "":
+    """The file's lines as written (a final newline does not add an empty line)."""
+    lines = path.read_bytes().decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
         lines.pop()
     return lines
+
+
+def exact_text(path, lines):
+    """The file holds exactly these lines, each ended by \\n (only the newline after the last one may be missing)."""
+    body = "\n".join(lines)
+    return path.read_bytes() in (body.encode("utf-8"), (body + "\n").encode("utf-8"))
 
 
 def main():
@@ -106,22 +113,23 @@ def main():
         check(got_ids == [c["sid"] for c in top], "shortlist rows in rank order")
         for want in exp[1:]:
             check(want in got, f"shortlist row exact: '{want}'")
-        check(got == exp, "shortlist.csv matches exactly")
+        check(exact_text(p, exp), "shortlist.csv matches exactly (no quoting, padding or blank lines)")
 
     # ---- runner_up.txt
     p = root / "honors" / "runner_up.txt"
     if check(p.is_file(), "honors/runner_up.txt exists"):
         got = read_lines(p)
-        check(got == [runner["sid"]], f"runner_up.txt contains only {runner['sid']} (got {got})")
+        check(exact_text(p, [runner["sid"]]), f"runner_up.txt contains only the line {runner['sid']} (got {got})")
 
     # ---- profile copies
     exp_copies = {f"honors/profiles/{c['sid']}_profile.txt": c["profile"] for c in top}
     for rel, src in sorted(exp_copies.items()):
         p = root / rel
         if check(p.is_file(), f"{rel} exists"):
-            a = p.read_bytes().replace(b"\r\n", b"\n").rstrip(b"\n")
-            b = src.read_bytes().rstrip(b"\n")
-            check(a == b, f"{rel} is identical to {src.relative_to(STATE).as_posix()}")
+            check(
+                p.read_bytes() == src.read_bytes(),
+                f"{rel} is byte-for-byte identical to {src.relative_to(STATE).as_posix()}",
+            )
 
     # ---- nothing else created / changed
     init = all_files(STATE)

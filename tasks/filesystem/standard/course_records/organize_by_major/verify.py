@@ -4,8 +4,9 @@
 Derives the expected layout from the untouched initial state
 (tasks/filesystem/states/course_records): every enrolled student folder must
 sit under students/<major_slug>/, withdrawn ones under students/withdrawn/,
-with byte-identical contents; students/index.csv must match exactly; the
-README gets exactly one appended line; nothing else may change.
+with byte-identical contents; students/index.csv must match exactly, line for
+line; the README must be its original bytes plus exactly one appended line
+(only the newline after it is optional); nothing else may change.
 """
 
 import os
@@ -61,11 +62,17 @@ def expected_groups():
 
 
 def read_lines(path):
-    text = path.read_text(encoding="utf-8")
-    lines = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n")]
-    while lines and lines[-1] == "":
+    """The file's lines as written (a final newline does not add an empty line)."""
+    lines = path.read_bytes().decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
         lines.pop()
     return lines
+
+
+def exact_text(path, lines):
+    """The file holds exactly these lines, each ended by \\n (only the newline after the last one may be missing)."""
+    body = "\n".join(lines)
+    return path.read_bytes() in (body.encode("utf-8"), (body + "\n").encode("utf-8"))
 
 
 def main():
@@ -140,15 +147,19 @@ def main():
         for want in exp_lines[1:]:
             if want not in got:
                 check(False, f"index.csv missing row '{want}'")
-        check(got == exp_lines, "index.csv matches exactly")
+        check(exact_text(idx, exp_lines), "index.csv matches exactly (no quoting, padding or blank lines)")
 
     # ---- README appended
     readme = root / "students" / "README.txt"
     if check(readme.is_file(), "students/README.txt still in place"):
-        orig = read_lines(STATE / "students" / "README.txt")
-        got = read_lines(readme)
-        check(got[: len(orig)] == orig, "README original text kept unchanged")
-        check(got[len(orig) :] == [README_LINE], "README has exactly the required line appended at the end")
+        orig = (STATE / "students" / "README.txt").read_bytes()
+        got = readme.read_bytes()
+        check(got.startswith(orig), "README original text kept byte-for-byte")
+        check(
+            got[len(orig) :] in (README_LINE.encode(), (README_LINE + "\n").encode()),
+            f"README has exactly the line {README_LINE!r} appended right after the original text (got "
+            f"{got[len(orig) :][:120]!r})",
+        )
 
     if failures:
         print(f"\nRESULT: FAIL ({len(failures)} check(s) failed)")

@@ -3,8 +3,8 @@
 
 Recomputes the roster/profile reconciliation from the untouched initial state
 (tasks/filesystem/states/course_records) and checks the discrepancy report,
-the corrected roster, the archived preliminary roster, and that nothing else
-changed.
+the corrected roster (both line for line; only the newline after the last row
+is optional), the archived preliminary roster, and that nothing else changed.
 """
 
 import csv
@@ -40,6 +40,10 @@ def check(cond, msg):
     if not cond:
         failures.append(msg)
     return cond
+
+
+def folders(base):
+    return {p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_dir()}
 
 
 def all_files(root):
@@ -93,11 +97,17 @@ def expected():
 
 
 def read_lines(path):
-    text = path.read_text(encoding="utf-8")
-    lines = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n")]
-    while lines and lines[-1] == "":
+    """The file's lines as written (a final newline does not add an empty line)."""
+    lines = path.read_bytes().decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
         lines.pop()
     return lines
+
+
+def exact_text(path, lines):
+    """The file holds exactly these lines, each ended by \\n (only the newline after the last one may be missing)."""
+    body = "\n".join(lines)
+    return path.read_bytes() in (body.encode("utf-8"), (body + "\n").encode("utf-8"))
 
 
 def main():
@@ -122,7 +132,10 @@ def main():
         check(
             not noise, f"no false-positive discrepancy rows (e.g. case-only email or whitespace) (extra: {noise[:3]})"
         )
-        check(got == exp_disc, "discrepancies.csv sorted by student_id, issue and exactly as expected")
+        check(
+            exact_text(p, exp_disc),
+            "discrepancies.csv sorted by student_id, issue, exactly as expected (no quoting, padding or blank lines)",
+        )
 
     # ---- roster_corrected.csv
     p = root / OUT_CORR
@@ -138,7 +151,7 @@ def main():
         check(got_ids == exp_ids, "corrected roster sorted by student_id")
         bad = [ln for ln in got[1:] if ln not in exp_corr]
         check(not bad, f"corrected roster values come from profiles, trimmed (wrong rows: {bad[:3]})")
-        check(got == exp_corr, "roster_corrected.csv matches exactly")
+        check(exact_text(p, exp_corr), "roster_corrected.csv matches exactly (no quoting, padding or blank lines)")
 
     # ---- archive move
     check(not (root / PRELIM).exists(), f"{PRELIM} no longer in roster/")
@@ -153,6 +166,13 @@ def main():
     extra = sorted(now - init - {OUT_DISC, OUT_CORR, ARCHIVED})
     check(not missing, f"all other original files still present (missing: {missing[:5]})")
     check(not extra, f"no stray files created (extra: {extra[:5]})")
+    want_dirs = folders(STATE) | {"roster/archive"}
+    got_dirs = folders(root)
+    check(
+        got_dirs == want_dirs,
+        f"no folder created or removed, not even an empty one (added: {sorted(got_dirs - want_dirs)[:5]}, "
+        f"removed: {sorted(want_dirs - got_dirs)[:5]})",
+    )
     changed = [rel for rel in sorted(init & now) if (root / rel).read_bytes() != (STATE / rel).read_bytes()]
     check(not changed, f"original files unchanged, incl. {ROSTER} (changed: {changed[:5]})")
     dirs = sorted(p.relative_to(root).as_posix() for p in (root / "roster").rglob("*") if p.is_dir())

@@ -3,8 +3,10 @@
 
 Checks Documents/Contacts/contacts_clean.csv row by row against the expected
 merged contact list (newest source wins per field, fallbacks for missing
-fields, exclusions, phone normalisation, sort by last name) and checks that
-no other file in the working directory was created, changed or moved.
+fields, exclusions, phone normalisation, sort by last name), then byte for
+byte (quotes only around fields containing a comma; only the newline after the
+last row is optional), and checks that no other file in the working
+directory was created, changed or moved.
 """
 
 import csv
@@ -60,6 +62,10 @@ def check(cond, msg):
     return cond
 
 
+def folders(base):
+    return {p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_dir()}
+
+
 def snapshot(root):
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
@@ -81,6 +87,13 @@ def main():
     check(not changed, f"all original files still present and unchanged (problems: {changed[:6]})")
     extra = sorted(set(actual) - set(initial) - {OUTPUT})
     check(not extra, f"no files created besides {OUTPUT} (found: {extra[:6]})")
+    want_dirs = folders(STATE_DIR) | set()
+    got_dirs = folders(root)
+    check(
+        got_dirs == want_dirs,
+        f"no folder created or removed, not even an empty one (added: {sorted(got_dirs - want_dirs)[:5]}, "
+        f"removed: {sorted(want_dirs - got_dirs)[:5]})",
+    )
 
     # 2. Output file exists and parses.
     if not check(OUTPUT in actual, f"{OUTPUT} exists"):
@@ -143,8 +156,14 @@ def main():
     check(keys == sorted(keys), "row order is non-decreasing by (last name, first name)")
     check(data == EXPECTED, "CSV rows match the expected list exactly")
 
-    # 7. The quoting rule: the comma-containing company must be quoted.
+    # 7. The quoting rule: the comma-containing company must be quoted, nothing else; exact bytes.
     check('"Lumen Coffee Roasters, LLC"' in text, "company containing a comma is double-quoted")
+    want = [",".join(HEADER)] + [",".join(f'"{c}"' if "," in c else c for c in r) for r in EXPECTED]
+    body = "\n".join(want)
+    check(
+        raw in (body.encode("utf-8"), (body + "\n").encode("utf-8")),
+        "file is exactly the expected lines: only fields containing a comma quoted, no blank lines, \\n line ends",
+    )
 
     print()
     if failures:

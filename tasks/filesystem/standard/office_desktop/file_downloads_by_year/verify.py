@@ -3,8 +3,10 @@
 
 Checks that every loose file in Downloads/ (except lock files and partial
 downloads) was moved to Filed/<YEAR>/<category>/<name> using the UTC year of
-its modification time, that Filed/filing_log.csv lists them exactly, and that
-nothing else in the working directory changed.
+its modification time, that Filed/filing_log.csv lists them exactly (byte for
+byte; only the newline after the last row is optional), and that nothing else
+in the working directory changed, no other folder (not even an empty one)
+was created.
 """
 
 import csv
@@ -125,6 +127,10 @@ def main():
         want_dirs.add(f"Filed/{year}/{cat}")
     got_dirs = dirs_under(root, "Filed")
     check(got_dirs == want_dirs, f"Filed/ has exactly the folders {sorted(want_dirs)} (got {sorted(got_dirs)})")
+    all_dirs = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_dir()}
+    init_dirs = {p.relative_to(STATE_DIR).as_posix() for p in STATE_DIR.rglob("*") if p.is_dir()}
+    stray = sorted(all_dirs - init_dirs - want_dirs - {"Filed"})
+    check(not stray, f"no other folders created, not even empty ones (found: {stray[:6]})")
 
     # 6. The filing log.
     if check(LOG_PATH in actual, f"{LOG_PATH} exists"):
@@ -144,6 +150,12 @@ def main():
             match = [r for r in rows if r and r[0] == w[0]]
             check(bool(match) and match[0] == w, f"log row for {w[0]} is {','.join(w)}")
         check(rows == want_rows, "log rows match exactly")
+        want_lines = ["file,year,category"] + [",".join(f'"{c}"' if "," in c else c for c in w) for w in want_rows]
+        body = "\n".join(want_lines)
+        check(
+            actual[LOG_PATH] in (body.encode("utf-8"), (body + "\n").encode("utf-8")),
+            "log is exactly the expected lines: no needless quotes, padding or blank lines, \\n line ends",
+        )
 
     print()
     if failures:

@@ -5,7 +5,9 @@ Expected end state: every meeting-notes file directly in Documents/Meetings/
 (.txt/.md, first line 'Meeting:') renamed to YYYY-MM-DD_<slug>.<ext> using the
 date on its Date: line and the slug of its title, contents unchanged; the
 non-notes files untouched; Documents/Meetings/INDEX.md lists all notes sorted
-by date then file name; nothing else in the working directory changed.
+by date then file name, in exactly the described layout (byte for byte; only
+the newline after the last row is optional); nothing else in the working
+directory changed.
 """
 
 import os
@@ -54,6 +56,10 @@ def check(cond, msg):
     if not cond:
         failures.append(msg)
     return cond
+
+
+def folders(base):
+    return {p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_dir()}
 
 
 def snapshot(root):
@@ -115,6 +121,13 @@ def main():
     check(not wrong, f"all other files present and unchanged (problems: {wrong[:6]})")
     extra = sorted(set(actual) - set(expected_files) - {INDEX})
     check(not extra, f"no unexpected files (found: {extra[:6]})")
+    want_dirs = folders(STATE_DIR) | set()
+    got_dirs = folders(root)
+    check(
+        got_dirs == want_dirs,
+        f"no folder created or removed, not even an empty one (added: {sorted(got_dirs - want_dirs)[:5]}, "
+        f"removed: {sorted(want_dirs - got_dirs)[:5]})",
+    )
     meet_dirs = (
         sorted(p.relative_to(root).as_posix() for p in (root / MEET).rglob("*") if p.is_dir())
         if (root / MEET).is_dir()
@@ -151,6 +164,12 @@ def main():
             check(g == r, f"index row for {r[2]}: {r[0]} | {r[1]} (got {g})")
         check([r[2] for r in rows if len(r) == 3] == [r[2] for r in want], "index rows sorted by date, then file name")
         check(rows == want, "index rows match exactly")
+        lines = ["# Meeting index", "", "| Date | Meeting | File |", "|------|---------|------|"]
+        body = "\n".join(lines + [f"| {d} | {t} | {n} |" for d, t, n in want])
+        check(
+            actual[INDEX] in (body.encode("utf-8"), (body + "\n").encode("utf-8")),
+            "INDEX.md is exactly the layout: heading, one blank line, table, no other lines, no padding, \\n line ends",
+        )
 
     print()
     if failures:

@@ -4,8 +4,10 @@
 Expected: Documents/Finance/q1_2024_vendor_spend.csv with the per-vendor Q1
 2024 invoice counts/totals (INV-1077 counted once although saved twice,
 INV-1079 void, INV-1042/INV-0998 are 2023, INV-S-3301 is April), sorted by
-total descending plus a TOTAL row; Desktop/Q1 budget tracker.md with the two
-TBD cells filled in and every other line unchanged; nothing else touched.
+total descending plus a TOTAL row, byte for byte (only the newline after the
+last row is optional); Desktop/Q1 budget tracker.md with the two TBD cells
+filled in (spacing inside those two rows is free) and every other line and
+the final newline byte-for-byte unchanged; nothing else touched.
 """
 
 import csv
@@ -38,6 +40,10 @@ def check(cond, msg):
     if not cond:
         failures.append(msg)
     return cond
+
+
+def folders(base):
+    return {p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_dir()}
 
 
 def snapshot(root):
@@ -82,6 +88,13 @@ def main():
     check(not changed, f"all other original files present and unchanged (problems: {changed[:6]})")
     extra = sorted(set(actual) - set(initial) - {OUTPUT})
     check(not extra, f"no files created besides {OUTPUT} (found: {extra[:6]})")
+    want_dirs = folders(STATE_DIR) | set()
+    got_dirs = folders(root)
+    check(
+        got_dirs == want_dirs,
+        f"no folder created or removed, not even an empty one (added: {sorted(got_dirs - want_dirs)[:5]}, "
+        f"removed: {sorted(want_dirs - got_dirs)[:5]})",
+    )
     check(TRACKER in actual, f"{TRACKER} still exists (edited in place, not moved)")
 
     # 2. Summary CSV.
@@ -106,12 +119,21 @@ def main():
         check(bool(rows) and rows[-1][:1] == ["TOTAL"], "TOTAL row is last")
         check([r[0] for r in rows] == [w[0] for w in want_rows], "vendor rows sorted by total, largest first")
         check(rows == want_rows, "summary CSV matches exactly")
+        body = "\n".join(["vendor,invoices,total"] + [",".join(w) for w in want_rows])
+        check(
+            actual[OUTPUT] in (body.encode("utf-8"), (body + "\n").encode("utf-8")),
+            "summary CSV is exactly the expected lines: no quoting, padding or blank lines, \\n line ends",
+        )
 
     # 3. Budget tracker edit.
     if TRACKER in actual:
-        before = initial[TRACKER].decode("utf-8").replace("\r\n", "\n").strip("\n").split("\n")
-        after = actual[TRACKER].decode("utf-8", errors="replace").replace("\r\n", "\n").strip("\n").split("\n")
-        check(len(after) == len(before), f"tracker has the same number of lines ({len(before)}, got {len(after)})")
+        # Split on \n only: the final newline and every other line must stay byte-for-byte as they were.
+        before = initial[TRACKER].decode("utf-8").split("\n")
+        after = actual[TRACKER].decode("utf-8", errors="replace").split("\n")
+        check(
+            len(after) == len(before),
+            f"tracker has the same lines and final newline ({len(before)} pieces, got {len(after)})",
+        )
         targets = {"Q1 invoiced (actual)": f"{grand:.2f}", "Variance": f"{variance:.2f}"}
         seen = {}
         for i, line in enumerate(before):
@@ -126,8 +148,8 @@ def main():
                 )
             else:
                 check(
-                    i < len(after) and after[i].rstrip() == line.rstrip(),
-                    f"tracker line {i + 1} unchanged: {line.strip()[:50]!r}",
+                    i < len(after) and after[i] == line,
+                    f"tracker line {i + 1} byte-for-byte unchanged: {line.strip()[:50]!r}",
                 )
         for label, value in targets.items():
             g = seen.get(label)

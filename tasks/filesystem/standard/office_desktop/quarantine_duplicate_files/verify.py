@@ -4,8 +4,10 @@
 Expected end state: for every set of byte-identical non-empty files, the copy
 with the earliest mtime (ties: ASCII-first relative path) stays in place and
 every other copy is moved to duplicates/<original relative path> unchanged;
-duplicates/manifest.csv lists them (duplicate,kept) sorted by duplicate.
-Everything else must be untouched.
+duplicates/manifest.csv lists them (duplicate,kept) sorted by duplicate, byte
+for byte (quotes only around a field containing a comma; only the newline
+after the last row is optional). Everything else must be untouched, and no
+other folder (not even an empty one) may be created.
 """
 
 import csv
@@ -130,6 +132,14 @@ def main():
             got_dirs == want_dirs,
             f"duplicates/ contains only the needed folders (extra: {sorted(got_dirs - want_dirs)[:4]})",
         )
+    init_dirs = {p.relative_to(STATE_DIR).as_posix() for p in STATE_DIR.rglob("*") if p.is_dir()}
+    outside = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_dir()}
+    outside = {d for d in outside if d != "duplicates" and not d.startswith("duplicates/")}
+    check(
+        outside == init_dirs,
+        f"no folder created or removed outside duplicates/, not even an empty one (added: "
+        f"{sorted(outside - init_dirs)[:4]}, removed: {sorted(init_dirs - outside)[:4]})",
+    )
 
     # 5. Manifest.
     if check(MANIFEST in actual, f"{MANIFEST} exists"):
@@ -147,6 +157,14 @@ def main():
             check(got.get(dup) == keep, f"manifest: {dup} -> {keep} (got {got.get(dup)!r})")
         want_order = sorted(EXPECTED, key=lambda s: s.encode())
         check([r[0] for r in rows] == want_order, "manifest rows sorted by duplicate (ASCII)")
+        want = ["duplicate,kept"] + [
+            ",".join(f'"{c}"' if "," in c else c for c in (dup, EXPECTED[dup])) for dup in want_order
+        ]
+        body = "\n".join(want)
+        check(
+            actual[MANIFEST] in (body.encode("utf-8"), (body + "\n").encode("utf-8")),
+            "manifest is exactly the expected lines: no needless quotes, padding or blank lines, \\n line ends",
+        )
 
     print()
     if failures:

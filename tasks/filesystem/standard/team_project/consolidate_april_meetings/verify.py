@@ -2,8 +2,9 @@
 """Verifier for team_project/consolidate_april_meetings.
 
 Expected end state: meetings/2024-04-meeting-notes.md with the seven April 2024 meetings in
-chronological order (duplicate included once), all eight April source files moved unchanged to
-meetings/archive/2024-04/, and every other file untouched.
+chronological order (duplicate included once), each note's rest copied byte for byte (blank lines included;
+only the newline at the very end of the document is optional), all eight April source files moved unchanged
+to meetings/archive/2024-04/, and every other file untouched.
 """
 
 import os
@@ -98,6 +99,14 @@ def expected_doc(init_files):
     return out
 
 
+def expected_bytes(init_files):
+    """The document byte for byte: title, then per meeting a blank line, heading, Source line, verbatim rest."""
+    out = TITLE + "\n"
+    for date, src in MEETINGS:
+        out += "\n" + "\n".join(section_lines(date, src, init_files[f"meetings/{src}"].decode("utf-8")))
+    return out.encode("utf-8")
+
+
 def nonblank(lines):
     return [ln.rstrip() for ln in lines if ln.strip()]
 
@@ -135,7 +144,13 @@ def check_doc(root, init_files):
     for i, line in enumerate(got):
         if SECTION.match(line) and (i == 0 or got[i - 1].strip() != ""):
             fail(f"section heading {line!r} must be preceded by a blank line")
-    ok("section bodies copied verbatim")
+    want_bytes = expected_bytes(init_files)
+    if p.read_bytes() not in (want_bytes, want_bytes[:-1]):
+        for i, (a, b) in enumerate(zip(want_bytes.split(b"\n"), p.read_bytes().split(b"\n"), strict=False)):
+            if a != b:
+                fail(f"document differs from the verbatim copy at line {i + 1}: expected {a!r}, found {b!r}")
+        fail("document differs from the verbatim copy in its number of lines (blank lines are copied too)")
+    ok("section bodies copied verbatim, byte for byte")
 
 
 def check_files(root, init_files, init_dirs):

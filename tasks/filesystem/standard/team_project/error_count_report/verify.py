@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Verifier for team_project/error_count_report.
 
-Expected end state: reports/error_counts.csv with ERROR-level entry counts per (UTC date, service),
-exact header and sort order; all original files untouched; no other new files/folders.
+Expected end state: reports/error_counts.csv with ERROR-level entry counts per (UTC date, service) for the
+UTC dates 13-17 May 2024 (entries that fall on the 12th or the 18th in UTC are out of scope), compared byte
+for byte (only the newline after the last row is optional); all original files untouched; no other new
+files/folders.
 """
 
 import datetime as dt
@@ -58,7 +60,6 @@ HEADER = "date,service,error_count"
 
 # Hand-checked expected report (also recomputed from the initial state below as a guard).
 EXPECTED_ROWS = [
-    "2024-05-12,notifier,1",
     "2024-05-13,api-gateway,3",
     "2024-05-13,notifier,3",
     "2024-05-14,api-gateway,3",
@@ -72,8 +73,8 @@ EXPECTED_ROWS = [
     "2024-05-17,api-gateway,3",
     "2024-05-17,billing-worker,1",
     "2024-05-17,notifier,1",
-    "2024-05-18,api-gateway,1",
 ]
+WEEK = ("2024-05-13", "2024-05-17")  # the report covers these UTC dates only
 
 TEXT_ENTRY = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})\S*\s+([A-Z]+)\s")
 
@@ -83,6 +84,7 @@ def count_from_state(state_files, mode="correct"):
 
     mode: correct | file_date (group by file name date) | no_utc (notifier local date)
           | substring (any line containing 'error' case-insensitively) | with_critical
+          | whole_files (also the entries whose UTC date falls outside the week)
     """
     counts = {}
     for rel, data in state_files.items():
@@ -115,6 +117,8 @@ def count_from_state(state_files, mode="correct"):
                 continue
             if mode == "file_date":
                 day = file_date
+            if mode != "whole_files" and not WEEK[0] <= day <= WEEK[1]:
+                continue
             key = (day, svc)
             counts[key] = counts.get(key, 0) + 1
     return [f"{d},{s},{n}" for (d, s), n in sorted(counts.items())]
@@ -127,31 +131,39 @@ def check_report(root, state_files):
     p = root / "reports" / "error_counts.csv"
     if not p.is_file():
         fail("reports/error_counts.csv is missing")
-    text = norm_text(p.read_bytes())
-    if text.startswith("\ufeff"):
+    raw = p.read_bytes()
+    if raw.startswith(b"\xef\xbb\xbf"):
         fail("CSV must not start with a byte-order mark")
+    want = "\n".join([HEADER] + EXPECTED_ROWS)
+    text = raw.decode("utf-8")
+    if text in (want, want + "\n"):
+        ok(f"header and all {len(EXPECTED_ROWS)} rows correct, in order, exactly formatted")
+        return
+    if "\r" in text:
+        fail("lines must end with \\n, not \\r\\n")
     lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline after the last row
     if lines[0] != HEADER:
         fail(f"header must be exactly {HEADER!r}, found {lines[0]!r}")
     ok("header")
     rows = lines[1:]
     if any(r.strip() == "" for r in rows):
         fail("CSV contains blank lines")
-    rows = [r.strip() for r in rows]
+    if any(r != r.strip() or ", " in r or " ," in r for r in rows):
+        fail("no spaces around values")
     if any('"' in r for r in rows):
         fail("CSV must not use quoting")
     for r in rows:
         if len(r.split(",")) != 3:
             fail(f"row does not have exactly 3 columns: {r!r}")
-    if rows == EXPECTED_ROWS:
-        ok(f"all {len(rows)} rows correct and in order")
-        return
     # Diagnose the most likely mistakes.
     diagnoses = {
         "file_date": "grouped by the date in the file name instead of the entry timestamp",
         "no_utc": "notifier timestamps were not converted to UTC",
         "substring": "counted every line containing 'error'",
         "with_critical": "CRITICAL entries were counted",
+        "whole_files": "entries whose UTC date falls outside 13-17 May were reported",
     }
     for mode, why in diagnoses.items():
         if rows == count_from_state(state_files, mode):

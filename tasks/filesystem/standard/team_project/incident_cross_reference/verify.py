@@ -2,7 +2,8 @@
 """Verifier for team_project/incident_cross_reference.
 
 Expected end state: a new file answer.txt in the working directory with exactly five
-"key: value" lines (fixed keys, fixed order); every other file and folder unchanged.
+"key: value" lines (fixed keys, fixed order, one space after the colon; compared byte for byte, only the
+newline after the last line is optional); every other file and folder unchanged.
 """
 
 import os
@@ -113,6 +114,13 @@ def check_answer(root):
         if not line.startswith(f"{key}: "):
             fail(f"line {i}: format must be '{key}: <value>' (one space after the colon): {line!r}")
         ok(f"{key} = {v}")
+    body = "\n".join(f"{k}: {v}" for k, v in EXPECTED)
+    if p.read_bytes() not in (body.encode("utf-8"), (body + "\n").encode("utf-8")):
+        fail(
+            "answer.txt must be exactly the five 'key: value' lines: one space after each colon, no other spaces, "
+            "no blank lines, \\n line ends (the last one optional)"
+        )
+    ok("answer.txt is exactly formatted")
 
 
 def check_rest(root):

@@ -4,7 +4,8 @@
 Expected end state: primary-DB connections in config/staging/* and config/prod/* point at
 pgbouncer.<env>.harbor.internal:6432, config_revision bumped by one in exactly the changed files,
 comments/replicas/other environments untouched, CHANGELOG.md and TODO.md updated by one line each.
-Every other file must be byte-identical to the initial state.
+Edited files are compared byte for byte with the expected edit (final newline included); every other file
+must be byte-identical to the initial state.
 """
 
 import json
@@ -45,12 +46,6 @@ def snapshot(root):
             p = Path(dirpath) / name
             files[p.relative_to(root).as_posix()] = p.read_bytes()
     return files, dirs
-
-
-def norm_text(b):
-    """Decode and normalise only trivial whitespace: CRLF, trailing spaces, trailing newlines."""
-    t = b.decode("utf-8").replace("\r\n", "\n")
-    return "\n".join(line.rstrip() for line in t.split("\n")).rstrip("\n")
 
 
 def gw(env, old_rev):
@@ -144,7 +139,7 @@ def diff_hint(path, want, got):
     for i, (a, b) in enumerate(zip(w, g, strict=False), start=1):
         if a != b:
             return f"{path} line {i}: expected {a!r}, found {b!r}"
-    return f"{path}: expected {len(w)} lines, found {len(g)}"
+    return f"{path}: expected {len(w)} lines (final newline included), found {len(g)}"
 
 
 def check_edited(root, init_files):
@@ -153,10 +148,11 @@ def check_edited(root, init_files):
         if not p.is_file():
             fail(f"{path} is missing")
         original = init_files[path].decode("utf-8")
-        want = norm_text(expected_text(path, original).encode("utf-8"))
-        got = norm_text(p.read_bytes())
-        if got != want:
-            fail("content mismatch: " + diff_hint(path, want, got))
+        want = expected_text(path, original)
+        raw = p.read_bytes()
+        got = raw.decode("utf-8", errors="replace")
+        if raw != want.encode("utf-8"):
+            fail("content mismatch (compared byte for byte): " + diff_hint(path, want, got))
         if path.startswith("config/"):
             body = [ln for ln in got.split("\n") if not ln.lstrip().startswith(("#", ";"))]
             if any("db-primary" in ln for ln in body):

@@ -2,8 +2,9 @@
 """Verifier for team_project/spend_vs_budget.
 
 Expected end state: finance/spend_vs_budget_2024.csv (approved spend per budget category for Q1-Q3,
-exact header, two-decimal values, sorted by budget_used_pct desc), the stale Q2 export moved to
-finance/archive/, one line appended to finance/README.md; everything else unchanged.
+exact header, two-decimal values, sorted by budget_used_pct desc; compared byte for byte, only the newline
+after the last row is optional), the stale Q2 export moved to finance/archive/, one line appended to
+finance/README.md (its original bytes, then that line); everything else unchanged.
 """
 
 import csv
@@ -107,7 +108,12 @@ def check_report(root, init_files):
     p = root / OUT
     if not p.is_file():
         fail(f"{OUT} is missing")
-    lines = norm_text(p.read_bytes()).lstrip("\ufeff").split("\n")
+    raw = p.read_bytes()
+    body = "\n".join([HEADER] + EXPECTED_ROWS).encode("utf-8")
+    if raw in (body, body + b"\n"):
+        ok("header and all 5 category rows correct, sorted by budget_used_pct desc, exactly formatted")
+        return
+    lines = norm_text(raw).lstrip("\ufeff").split("\n")
     if lines[0].strip() != HEADER:
         fail(f"header must be exactly {HEADER!r}, found {lines[0]!r}")
     ok("header")
@@ -117,8 +123,7 @@ def check_report(root, init_files):
     if any('"' in r or "%" in r or "$" in r for r in rows):
         fail("no quoting, % or currency signs allowed")
     if rows == EXPECTED_ROWS:
-        ok("all 5 category rows correct and sorted by budget_used_pct desc")
-        return
+        fail("rows are correct but the file is not formatted exactly (spaces, blank lines, BOM or line endings)")
     mistakes = {
         "pending rows were counted": dict(statuses=("approved", "pending")),
         "refunded rows were counted": dict(statuses=("approved", "refunded")),
@@ -146,10 +151,12 @@ def check_rest(root, init_files, init_dirs):
     if files[STALE_DEST] != init_files[STALE]:
         fail(f"{STALE_DEST} must keep its original content")
     ok("stale Q2 export archived unchanged")
-    want_readme = norm_text(init_files[README]) + "\n" + README_LINE
-    got_readme = norm_text(files.get(README, b""))
-    if got_readme != want_readme:
-        fail(f"{README} must be the original text plus exactly one new last line {README_LINE!r}")
+    want_readme = init_files[README] + README_LINE.encode("utf-8")
+    if files.get(README, b"") not in (want_readme, want_readme + b"\n"):
+        fail(
+            f"{README} must be its original bytes plus exactly one new last line {README_LINE!r} "
+            "(no blank line before or after it)"
+        )
     ok("README line appended")
     expected = {k: v for k, v in init_files.items() if k not in (STALE, README)}
     expected[STALE_DEST] = init_files[STALE]
