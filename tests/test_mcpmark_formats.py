@@ -196,3 +196,25 @@ def test_protocol_file_names_its_source_and_every_placeholder_is_filled() -> Non
     assert prompt.startswith("Task:\n{tools_description}\n\nAvailable MCP tools:\nT\n") and '"thought"' in prompt
     with pytest.raises(KeyError, match="max_turns"):
         mcpmark_protocol.render("turn_limit_error")
+
+
+def test_tools_are_offered_as_mcpmark_offers_them() -> None:
+    """inputSchema as the server gives it; for Gemini models a list of types becomes its first type."""
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {
+            "path": {"type": ["string", "null"]},
+            "items": {"type": "array", "items": {"type": ["number", "string"]}},
+            "mode": {"type": "string", "enum": ["a", "b"]},
+        },
+        "required": ["path"],
+    }
+    tool = mt.Tool(name="t", description=None, input_schema=schema)
+    [plain] = MCPMARK.tools([tool], "openai/gpt-5")
+    assert plain == {"type": "function", "function": {"name": "t", "description": None, "parameters": schema}}
+    [gem] = MCPMARK.tools([tool], "gemini/gemini-2.5-pro")
+    props = gem["function"]["parameters"]["properties"]
+    assert props["path"] == {"type": "string"} and props["items"]["items"] == {"type": "number"}
+    assert props["mode"]["enum"] == ["a", "b"] and gem["function"]["parameters"]["required"] == ["path"]
+    assert MCPMARK.extra_params([plain]) == {"tool_choice": "auto"} and MCPMARK.extra_params([]) == {}
