@@ -5,7 +5,12 @@ call (0.5 s by default), so the model's time is known exactly and everything els
 wall time, speedup over the serial loop, the median per-trial time outside the model's latency split by
 phase, and the harness time per LLM round trip (LiteLLM + HTTP + our loop, minus the fixed latency).
 
-    .venv/bin/python bench/bench_local.py [--attempts 4] [--latency 0.5] [--concurrency 1 2 4 8]
+The targets are relative, measured in the same run on the same machine (issue 14): mcpfleet's harness
+time per LLM round trip no more than the serial loop's, and its per-trial time outside the LLM wait at
+most 0.6x the serial loop's, both at concurrency <= 4. The absolute figures are printed too.
+
+    .venv/bin/python bench/bench_local.py [--attempts 4] [--latency 0.5] [--concurrency 1 2 4 8] [--check]
+    .venv/bin/python bench/bench_local.py --tasks 2 --attempts 1 --concurrency 1 2   # a smoke run
 
 Four attempts per task by default: MCPMark's protocol (pass@4, pass^4), 60 trials per mode. A run pays
 a fixed ~3 s once (importing LiteLLM in the forkserver, which the serial loop pays too) and ends with a
@@ -31,14 +36,19 @@ REPO = Path(__file__).resolve().parents[1]
 MCPFLEET = Path(sys.executable).with_name("mcpfleet")
 
 
-def evalrun(name: str, out: Path, attempts: int, latency: float, concurrency: int) -> dict:
+OUTSIDE_RATIO_TARGET = 0.6  # mcpfleet's outside-LLM time per trial / the serial loop's, at c <= 4
+ROUND_TRIP_RATIO_TARGET = 1.0  # mcpfleet's harness ms per LLM round trip / the serial loop's, at c <= 4
+TARGET_MAX_CONCURRENCY = 4
+
+
+def evalrun(name: str, out: Path, attempts: int, latency: float, concurrency: int, include: list[str]) -> dict:
     return {
         "apiVersion": "mcpfleet.io/v1alpha1",
         "kind": "EvalRun",
         "metadata": {"name": name},
         "spec": {
             "models": [{"name": "oracle", "model": f"scripted/oracle?latency={latency:g}"}],
-            "tasks": {"path": str(REPO / "tasks"), "services": ["filesystem"]},
+            "tasks": {"path": str(REPO / "tasks"), "services": ["filesystem"], "include": include},
             "attempts": attempts,
             "concurrency": {"total": concurrency},
             "output": {"uri": str(out)},
@@ -93,12 +103,18 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.5)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8])
     ap.add_argument("--skip-serial", action="store_true")
+    ap.add_argument("--tasks", type=int, default=0, help="only the first N tasks of the suite (0: all)")
+    ap.add_argument("--check", action="store_true", help="exit 1 when a relative target is missed")
     ap.add_argument("--serial-worker", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serial_worker:
         serial_main(args.serial_worker)
         return
 
+    from mcpfleet.runner.tasks import discover
+
+    suite = sorted(t.id for t in discover(REPO / "tasks") if t.service == "filesystem")
+    include = suite[: args.tasks] if args.tasks else []
     work = Path(tempfile.mkdtemp(prefix="mcpfleet-bench-"))
     results: list[tuple[str, int | None, float, dict[str, float]]] = []
     modes: list[tuple[str, int]] = ([] if args.skip_serial else [("serial loop", 1)]) + [
@@ -107,7 +123,8 @@ def main() -> None:
     for label, conc in modes:
         name = "serial" if label == "serial loop" else f"c{conc}"
         spec_path = work / f"{name}.yaml"
-        spec_path.write_text(yaml.safe_dump(evalrun(name, work / "runs", args.attempts, args.latency, conc)))
+        spec = evalrun(name, work / "runs", args.attempts, args.latency, conc, include)
+        spec_path.write_text(yaml.safe_dump(spec))
         if label == "serial loop":
             wall = timed([sys.executable, __file__, "--serial-worker", str(spec_path)])
         else:
@@ -145,7 +162,41 @@ def main() -> None:
             f"| {label} | {level or 1} | {wall:.1f} | {speed} | {eff} | {p['outside']:.3f} | {p['state']:.3f} | "
             f"{p['mcp_start']:.3f} | {p['agent_x']:.3f} | {p['verify']:.3f} | {p['record']:.3f} | {p['rt_ms']:.1f} |"
         )
+    missed = targets(results) if not args.skip_serial else []
     print(f"\nrecords under {work}")
+    if args.check and missed:
+        sys.exit(1)
+
+
+def _verdict(ok: bool, binding: bool) -> str:
+    return ("met" if ok else "MISSED") if binding else "(c > 4: not a target)"
+
+
+def targets(results: list[tuple[str, int | None, float, dict[str, float]]]) -> list[str]:
+    """Print the relative targets against the serial loop of this run; returns the ones missed."""
+    serial = results[0][3]
+    print(
+        f"\nrelative targets (serial loop in this run: {serial['outside']:.3f} s outside the LLM per trial, "
+        f"{serial['rt_ms']:.1f} ms harness per round trip)\n"
+    )
+    print("| conc | outside LLM / serial | target | ms per round trip / serial | target |")
+    print("|---|---|---|---|---|")
+    missed = []
+    for _label, conc, _wall, p in results[1:]:
+        assert conc is not None
+        outside = p["outside"] / serial["outside"] if serial["outside"] > 0 else float("inf")
+        rt = p["rt_ms"] / serial["rt_ms"] if serial["rt_ms"] > 0 else float("inf")
+        binding = conc <= TARGET_MAX_CONCURRENCY
+        ok_out, ok_rt = outside <= OUTSIDE_RATIO_TARGET, rt <= ROUND_TRIP_RATIO_TARGET
+        print(
+            f"| {conc} | {outside:.2f}x | <= {OUTSIDE_RATIO_TARGET}x: {_verdict(ok_out, binding)} | {rt:.2f}x | "
+            f"<= {ROUND_TRIP_RATIO_TARGET:g}x: {_verdict(ok_rt, binding)} |"
+        )
+        if binding:
+            missed += [f"c={conc} outside LLM {outside:.2f}x"] * (not ok_out)
+            missed += [f"c={conc} round trip {rt:.2f}x"] * (not ok_rt)
+    print("\nall relative targets met" if not missed else f"\nmissed: {', '.join(missed)}")
+    return missed
 
 
 if __name__ == "__main__":

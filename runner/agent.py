@@ -1,12 +1,14 @@
-"""Agents: the mcpfleet tool-calling loop (MCPMark-Agent's minimal loop, measured), oracle and no-op.
+"""Agents: the tool-calling loop (MCPMark-Agent's loop, measured), oracle and no-op.
 
 The loop keeps the conversation in OpenAI chat format (what LiteLLM speaks); records.py converts it to
-MCPMark's messages.json at the end. Every turn records tokens, latency and each tool call's duration.
+MCPMark's messages.json at the end. What the model reads (prompt, tool results) is the conversation's
+(conversation.py): MCPMark's by default. Every turn records tokens, latency and each tool call's duration.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
@@ -15,7 +17,8 @@ from typing import Any
 
 from mcp import ClientSession
 
-from .mcp_client import result_text, tool_to_openai
+from .conversation import MCPFLEET, MCPMARK, Conversation, timeout_error, turn_limit_error
+from .mcp_client import result_text
 from .metrics import TrialMetrics
 from .tasks import OracleStep, Task
 
@@ -25,6 +28,11 @@ STOP_TURN_LIMIT = "turn_limit"
 STOP_TIMEOUT = "timeout"
 STOP_CONTEXT = "context_overflow"
 STOP_LLM_ERROR = "llm_api_error"
+STOP_MALFORMED = "malformed_tool_call"  # MCPMark's agent ends the run on arguments that are not JSON
+
+
+class MalformedArguments(Exception):
+    """A tool call whose arguments do not parse, under a conversation that ends the run on it."""
 
 
 @dataclass
@@ -58,6 +66,13 @@ class AgentRun:
     stop_reason: str = STOP_COMPLETED
     error: str | None = None
     final_text: str = ""
+    run_model: str | None = None  # the model name the provider reported (first response), as MCPMark records it
+    conversation: str = ""
+
+    @property
+    def responses(self) -> int:
+        """Assistant messages received: MCPMark's turn count."""
+        return sum(1 for m in self.messages if m.get("role") == "assistant")
 
     @property
     def tool_calls(self) -> list[ToolCallRecord]:
@@ -72,11 +87,22 @@ class AgentRun:
 
 
 async def call_tool(
-    session: ClientSession, known: set[str], name: str, raw_args: str, call_id: str, timeout: float
+    session: ClientSession,
+    known: set[str],
+    name: str,
+    raw_args: str,
+    call_id: str,
+    timeout: float,
+    conversation: Conversation = MCPFLEET,
 ) -> tuple[str, ToolCallRecord]:
     """Run one tool call; malformed calls and timeouts become error results the model can read."""
     rec = ToolCallRecord(name=name, call_id=call_id, arguments=raw_args)
     start = time.perf_counter()
+    if conversation.mcpmark:
+        try:
+            return await _call_tool_as_mcpmark(session, known, name, raw_args, timeout, conversation, rec), rec
+        finally:
+            rec.duration_s = time.perf_counter() - start
     try:
         if name not in known:
             rec.malformed = rec.is_error = True
@@ -109,6 +135,36 @@ async def call_tool(
         rec.duration_s = time.perf_counter() - start
 
 
+async def _call_tool_as_mcpmark(
+    session: ClientSession,
+    known: set[str],
+    name: str,
+    raw_args: str,
+    timeout: float,
+    conversation: Conversation,
+    rec: ToolCallRecord,
+) -> str:
+    """MCPMark's way: arguments parsed strictly (a failure ends the run), the tool called as named, a
+    raised error or a timeout read back as text, any result as its JSON dump."""
+    try:
+        args = json.loads(raw_args)
+    except json.JSONDecodeError as exc:
+        rec.malformed = rec.is_error = True
+        raise MalformedArguments(str(exc)) from None
+    rec.malformed = name not in known
+    try:
+        async with asyncio.timeout(timeout):
+            result = await session.call_tool(name, args)
+    except TimeoutError:
+        rec.is_error = True
+        return conversation.tool_timed_out(name, timeout)
+    except Exception as exc:  # noqa: BLE001 - MCPMark reads any failure back to the model
+        rec.is_error = True
+        return conversation.tool_failed(str(exc))
+    rec.is_error = bool(getattr(result, "is_error", False))
+    return conversation.tool_content(result)
+
+
 async def run_llm_agent(
     session: ClientSession,
     task: Task,
@@ -118,16 +174,22 @@ async def run_llm_agent(
     timeout_s: float,
     tool_timeout_s: float,
     metrics: TrialMetrics | None = None,
+    conversation: Conversation = MCPMARK,
 ) -> AgentRun:
-    """The tool-calling loop: ask, execute every tool call, repeat until the model stops or a limit hits."""
+    """The tool-calling loop: ask, execute every tool call in order, repeat until the model stops or a limit
+    hits. Limits end the run with MCPMark's wording ("Max turns (N) exceeded", "Execution timed out ...")."""
     from . import llm  # heavy import, paid once per warm worker
 
     listed = await session.list_tools()
-    tools = [tool_to_openai(t) for t in listed.tools]
+    tools = conversation.tools(list(listed.tools), target.model)
     known = {t.name for t in listed.tools}
     if metrics is not None:
         metrics.tools(sorted(known))
-    run = AgentRun(messages=[{"role": "user", "content": task.description}])
+    extra = conversation.extra_params(tools)
+    if extra:
+        target = dataclasses.replace(target, params={**(target.params or {}), **extra})
+    run = AgentRun(messages=conversation.opening(task), conversation=conversation.name)
+    progress = len(run.messages)  # what a timeout keeps: MCPMark's last progress snapshot
     try:
         async with asyncio.timeout(timeout_s):
             for index in range(max_turns):
@@ -144,6 +206,8 @@ async def run_llm_agent(
                     run.stop_reason, run.error = (STOP_CONTEXT if overflow else STOP_LLM_ERROR), _short(exc)
                     return run
                 turn.latency_s, turn.retries = seconds, retries
+                if run.run_model is None and getattr(response, "model", None):
+                    run.run_model = str(response.model).split("/")[-1]
                 u = llm.usage_of(response, target)
                 turn.input_tokens, turn.output_tokens = u.input_tokens, u.output_tokens
                 turn.reasoning_tokens, turn.cached_tokens, turn.cost_usd = (
@@ -167,34 +231,50 @@ async def run_llm_agent(
                 message = choice.message
                 content = message.content or ""
                 calls = list(message.tool_calls or [])
-                assistant: dict[str, Any] = {"role": "assistant", "content": content or None}
-                if calls:
-                    assistant["tool_calls"] = [
-                        {
-                            "id": c.id,
-                            "type": "function",
-                            "function": {"name": c.function.name, "arguments": c.function.arguments or ""},
-                        }
-                        for c in calls
-                    ]
-                run.messages.append(assistant)
+                run.messages.append(conversation.assistant_message(message, content, calls))
+                progress = len(run.messages)
                 if content:
                     run.final_text = content
                 if not calls:
                     if turn.finish_reason == "length" and not content:
-                        run.stop_reason, run.error = STOP_CONTEXT, "output truncated at the token limit"
+                        # MCPMark ends such a run normally (no error); the taxonomy still says why it stopped.
+                        run.stop_reason = STOP_CONTEXT
+                        run.error = None if conversation.mcpmark else "output truncated at the token limit"
                     return run
                 for c in calls:
-                    text, rec = await call_tool(
-                        session, known, c.function.name or "", c.function.arguments or "", c.id, tool_timeout_s
-                    )
+                    try:
+                        text, rec = await call_tool(
+                            session,
+                            known,
+                            c.function.name or "",
+                            c.function.arguments or "",
+                            c.id,
+                            tool_timeout_s,
+                            conversation,
+                        )
+                    except MalformedArguments as exc:
+                        rec = ToolCallRecord(
+                            name=c.function.name or "",
+                            call_id=c.id,
+                            arguments=c.function.arguments or "",
+                            is_error=True,
+                            malformed=True,
+                        )
+                        turn.tool_calls.append(rec)
+                        if metrics is not None:
+                            metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)
+                        run.stop_reason, run.error = STOP_MALFORMED, str(exc)
+                        return run
                     turn.tool_calls.append(rec)
                     if metrics is not None:
                         metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)
                     run.messages.append({"role": "tool", "tool_call_id": c.id, "content": text})
-            run.stop_reason = STOP_TURN_LIMIT
+                progress = len(run.messages)
+            run.stop_reason, run.error = STOP_TURN_LIMIT, turn_limit_error(max_turns)
     except TimeoutError:
-        run.stop_reason, run.error = STOP_TIMEOUT, f"agent exceeded {timeout_s:g} s"
+        run.stop_reason, run.error = STOP_TIMEOUT, timeout_error(timeout_s)
+        if conversation.mcpmark:
+            del run.messages[progress:]
     return run
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -28,6 +30,18 @@ console = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
 
 DEFAULT_TASKS = Path(__file__).resolve().parents[1] / "tasks"
+
+
+def shown_path(location: Path | str) -> str:
+    """A run location as printed: s3:// as is, a folder normalised (relative to here when below it)."""
+    text = str(location)
+    if text.startswith("s3://"):
+        return text
+    path = Path(os.path.normpath(Path(text).absolute()))
+    try:
+        return str(path.relative_to(Path.cwd())) or "."
+    except ValueError:
+        return str(path)
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
@@ -66,7 +80,8 @@ def run(
         err.print("[yellow]interrupted:[/] finished trials are recorded; run the same command again to resume.")
         raise typer.Exit(130) from None
     console.print(summary_table(summary))
-    console.print(f"records: {root}/trials   summary: {root}/summary.json")
+    shown = shown_path(root)
+    console.print(f"records: {shown}/trials   summary: {shown}/summary.json")
 
 
 @app.command()
@@ -307,6 +322,45 @@ def report(
         for note in run.notes:
             console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
     console.print(f"report: {output}")
+
+
+class ExportFormat(StrEnum):
+    mcpmark = "mcpmark"
+
+
+@app.command()
+def export(
+    run: Annotated[str, typer.Argument(help="Run root: a local run folder or s3://bucket/prefix/RUN[/UID].")],
+    dest: Annotated[Path, typer.Argument(help="Results folder to write into (MCPMark's ./results).")],
+    fmt: Annotated[ExportFormat, typer.Option("--format", help="Layout to write.")] = ExportFormat.mcpmark,
+    exp_name: Annotated[str | None, typer.Option(help="Experiment folder name; default: the run's name.")] = None,
+    endpoint_url: Annotated[str | None, typer.Option(help="S3 endpoint for non-AWS stores.")] = None,
+    region: Annotated[str | None, typer.Option(help="S3 region.")] = None,
+) -> None:
+    """Write a run's records in MCPMark's results layout (<exp>/<model>__<service>/run-N/<category>__<task>/),
+    so MCPMark's aggregation script reads them. MCPMark's layout is the only --format so far."""
+    assert fmt == ExportFormat.mcpmark
+    from .export import ExportError, export_mcpmark
+    from .report import ReportError, open_run
+    from .store import StoreError
+
+    try:
+        done = export_mcpmark(open_run(run, endpoint_url, region), dest, exp_name)
+    except (ExportError, ReportError, StoreError) as exc:
+        _fail(str(exc))
+    console.print(
+        f"exported {done.trials} trial(s) of {', '.join(sorted(done.folders))} to {shown_path(done.root)}",
+        highlight=False,
+    )
+    if done.rebuilt:
+        console.print(
+            f"[yellow]note:[/] {done.rebuilt} meta.json rebuilt from result.json (recorded by an older mcpfleet)"
+        )
+    console.print(
+        f"MCPMark: python -m src.aggregators.aggregate_results --exp-name {done.root.name} --k {done.attempts} "
+        f"(from a checkout whose ./results is {shown_path(done.root.parent)})",
+        highlight=False,
+    )
 
 
 @tasks_app.command("list")

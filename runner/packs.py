@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
 from .store import S3Store, S3Tuning, parse_s3_uri
-from .tasks import TaskError
+from .tasks import TaskError, state_name
 
 MANIFEST = ".mcpfleet-sync.json"
 LOCK = ".mcpfleet-sync.lock"
@@ -119,11 +119,13 @@ def task_scopes(task_id: str, states_in_pack: bool) -> list[str]:
     service, _, category, _ = task_id.split("/")
     scopes = [task_id]
     if states_in_pack:
-        scopes += [f"{service}/states/{category}", f"{service}/states/{category}.times.json"]
+        scopes += [f"{service}/states/{state_name(service, category)}", f"{service}/states/{category}.times.json"]
     return scopes
 
 
 def state_scopes(task_id: str) -> list[str]:
-    """What one trial needs from a separate states location (``spec.tasks.statesPath``)."""
+    """What one trial needs from a separate states location (``spec.tasks.statesPath``): its category's
+    state in mcpfleet's layout (``<service>/<category>``) or MCPMark's (``<category>``), whichever is there."""
     service, _, category, _ = task_id.split("/")
-    return [f"{service}/{category}", f"{service}/{category}.times.json"]
+    name = state_name(service, category)
+    return [f"{service}/{name}", f"{service}/{category}.times.json", name, f"{category}.times.json"]

@@ -1,16 +1,22 @@
-"""Trial records: mcpfleet's result.json plus MCPMark-compatible messages.json and meta.json.
+"""Trial records: mcpfleet's result.json plus MCPMark's messages.json and meta.json.
 
 result.json is the completion marker: it is written last, atomically, so a folder without it is an
-unfinished trial, whatever else it holds.
+unfinished trial, whatever else it holds. messages.json and meta.json are field for field what MCPMark's
+evaluator writes (src/results_reporter.py, src/agents/base_agent.py ``_convert_to_sdk_format``), so its
+verifiers and analysis scripts read them unchanged.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from . import mcpmark_protocol as protocol
 
 SCHEMA_VERSION = 1
 
@@ -61,6 +67,8 @@ class TrialResult(BaseModel):
     task_id: str
     attempt: int
     agent: str
+    protocol: str | None = Field(default=None, description="Whose words the model read, e.g. mcpmark@<commit>.")
+    provider_model: str | None = Field(default=None, description="The model name the provider reported.")
     passed: bool
     failure: str | None = None
     stop_reason: str | None = None
@@ -78,69 +86,150 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _user_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return content if content is not None else ""
+
+
+def _output(text: Any) -> str:
+    """A tool result as MCPMark's messages.json wraps it: a JSON text item, ASCII-escaped (json.dumps defaults)."""
+    return json.dumps({"type": "text", "text": text if text is not None else "", "annotations": None, "meta": None})
+
+
 def to_mcpmark_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """OpenAI chat messages -> MCPMark's messages.json items (what its answer-task verifiers read)."""
+    """OpenAI chat messages -> MCPMark's messages.json items, as its agents convert them: the system
+    message is left out, each item has MCPMark's keys in MCPMark's order."""
+    fake_id = protocol.text("output_item_id")
     items: list[dict[str, Any]] = []
     for m in messages:
         role = m.get("role")
-        if role in ("user", "system"):
-            items.append({"role": role, "content": m.get("content") or ""})
+        if role == "user":
+            items.append({"content": _user_text(m.get("content")), "role": "user"})
         elif role == "assistant":
-            if m.get("content"):
+            content = m.get("content")
+            if content:
                 items.append(
                     {
-                        "type": "message",
+                        "id": fake_id,
+                        "content": [{"annotations": [], "text": content, "type": "output_text"}],
                         "role": "assistant",
                         "status": "completed",
-                        "content": [{"type": "output_text", "text": m["content"]}],
+                        "type": "message",
                     }
                 )
             for c in m.get("tool_calls") or []:
+                fn = c.get("function") or {}
                 items.append(
                     {
+                        "arguments": fn.get("arguments", "{}"),
+                        "call_id": c.get("id") or f"call_{uuid.uuid4().hex}",
+                        "name": fn.get("name", ""),
                         "type": "function_call",
-                        "name": c["function"]["name"],
-                        "arguments": c["function"]["arguments"],
-                        "call_id": c["id"],
+                        "id": fake_id,
+                    }
+                )
+            fc = m.get("function_call")
+            if fc:
+                items.append(
+                    {
+                        "arguments": fc.get("arguments", "{}"),
+                        "call_id": f"call_{uuid.uuid4().hex}",
+                        "name": fc.get("name", ""),
+                        "type": "function_call",
+                        "id": fake_id,
                     }
                 )
         elif role == "tool":
             items.append(
-                {"type": "function_call_output", "call_id": m.get("tool_call_id"), "output": m.get("content") or ""}
+                {
+                    "call_id": m.get("tool_call_id", ""),
+                    "output": _output(m.get("content")),
+                    "type": "function_call_output",
+                }
             )
     return items
 
 
-def mcpmark_meta(result: TrialResult, task_name: str, params: dict[str, Any]) -> dict[str, Any]:
-    """MCPMark's per-run meta.json shape, so its analysis scripts read mcpfleet runs."""
-    t = result.totals
+@dataclass
+class MCPMarkFacts:
+    """What meta.json needs beyond result.json, in MCPMark's terms."""
+
+    task_name: str  # <category_id>__<task_id>
+    timeout: float  # the agent's whole-run limit
+    started: float  # epoch seconds
+    finished: float
+    turn_count: int | None  # assistant messages; None when the state could not be set up
+    run_model: str | None  # the provider's model name from the first response
+    agent_error: str | None  # the agent's error as MCPMark words it; None when it ended normally
+    state_failed: bool = False
+    verifier_ran: bool = True
+    verifier_command: tuple[str, ...] = ()
+    verifier_timeout: float = 300
+
+
+def _local_iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts).isoformat()  # MCPMark: naive local time, microseconds
+
+
+def mcpmark_meta(result: TrialResult, facts: MCPMarkFacts, params: dict[str, Any]) -> dict[str, Any]:
+    """MCPMark's per-task meta.json (src/results_reporter.py ``save_meta_json``), field for field."""
+    t, v = result.totals, result.verifier
+    if facts.state_failed:
+        error: str | None = protocol.text("state_error")
+    elif facts.agent_error:
+        error = protocol.standardize_error(facts.agent_error, result.service)
+    else:
+        error = None
+    verification_error: str | None = None
+    verification_output: str | None = None
+    if facts.verifier_ran and not facts.state_failed:
+        if v.timed_out:
+            command = repr(list(facts.verifier_command))
+            verification_error = protocol.render(
+                "verifier_timeout_error", command=command, timeout=f"{facts.verifier_timeout:g}"
+            )
+        else:
+            verification_output = v.stdout
+            if v.exit_code != 0:
+                verification_error = v.stderr or protocol.text("verification_no_stderr")
+    state_only = facts.state_failed
+    effort = params.get("reasoning_effort") or "default"
     return {
-        "task_name": task_name,
+        "task_name": facts.task_name,
         "model_name": result.model,
-        "litellm_run_model_name": result.litellm_model,
-        "reasoning_effort": params.get("reasoning_effort"),
+        "litellm_run_model_name": facts.run_model,
+        "reasoning_effort": str(effort),
         "mcp": result.service,
-        "timestamp": result.finished_at,
-        "agent_execution_time": round(result.timings.agent, 3),
-        "task_execution_time": round(result.timings.total, 3),
+        "timeout": int(facts.timeout) if float(facts.timeout).is_integer() else facts.timeout,
+        "time": {"start": _local_iso(facts.started), "end": _local_iso(facts.finished)},
+        "agent_execution_time": 0.0 if state_only else result.timings.mcp_start + result.timings.agent,
+        "task_execution_time": result.timings.total,
         "execution_result": {
             "success": result.passed,
-            "error_message": result.error,
-            "verification_error": None if result.passed else (result.failure or "verifier_failed"),
-            "verification_output": result.verifier.stdout,
+            "error_message": error,
+            "verification_error": verification_error,
+            "verification_output": verification_output,
         },
-        "token_usage": {
+        "token_usage": {}
+        if state_only
+        else {
             "input_tokens": t.input_tokens,
             "output_tokens": t.output_tokens,
             "total_tokens": t.input_tokens + t.output_tokens,
             "reasoning_tokens": t.reasoning_tokens,
         },
-        "turn_count": t.turns,
+        "turn_count": facts.turn_count,
     }
 
 
 def dumps(obj: Any) -> bytes:
     return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def dumps_mcpmark(obj: Any) -> bytes:
+    """messages.json and meta.json byte for byte as MCPMark writes them (``json.dump``, indent 2, no newline)."""
+    return json.dumps(obj, indent=2, ensure_ascii=False).encode("utf-8")
 
 
 def redact(data: bytes, secrets: list[str]) -> bytes:

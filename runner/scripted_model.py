@@ -10,7 +10,8 @@ The model string picks a policy and options: ``<policy>[?opt=val&opt=val]``, e.g
 provider prefix and forwards the rest verbatim, so ``?`` survives (``+`` works as an alternative
 separator for places where ``?`` is awkward, e.g. shells or URLs: ``oracle+latency=0.5+fail=2``).
 
-Policies: ``oracle`` (plays the task's oracle.json), ``noop``, ``malformed``, ``overflow``,
+Policies: ``oracle`` (plays the task's oracle.json; as JSON actions when a request offers no tools, which
+is MCPMark's ReAct protocol), ``noop``, ``malformed``, ``overflow``,
 ``loop`` and ``script=<path.json>``. Options: ``latency`` (seconds each answer takes, counted from the
 request's arrival and including the server's own work, as a provider's latency would be),
 ``fail``/``fail_status`` (the first N calls of each conversation answer HTTP S).
@@ -134,6 +135,39 @@ def _text(content: Any) -> str:
     return ""
 
 
+def _tool_text(content: Any) -> str:
+    """A tool message's text: plain (mcpfleet's conversation) or MCPMark's JSON dump of the MCP result."""
+    text = _text(content)
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return text
+        if isinstance(data, dict) and isinstance(data.get("content"), list):
+            return "\n".join(str(b.get("text", "")) for b in data["content"] if isinstance(b, dict))
+    return text
+
+
+def _react_reply(text: str) -> dict[str, Any]:
+    """An assistant reply of MCPMark's ReAct protocol (a JSON object), or {}."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _react_actions(messages: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """(message index, tool name) of every action a ReAct conversation took so far."""
+    out = []
+    for i, m in enumerate(messages):
+        if m.get("role") == "assistant":
+            action = _react_reply(_text(m.get("content"))).get("action")
+            if isinstance(action, dict):
+                out.append((i, str(action.get("tool"))))
+    return out
+
+
 def _first_user(messages: list[dict[str, Any]]) -> str:
     return next((_text(m.get("content")) for m in messages if m.get("role") == "user"), "")
 
@@ -144,14 +178,25 @@ def _tool_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _find_root(messages: list[dict[str, Any]]) -> str | None:
     """The first absolute path in the result of the first list_allowed_directories call."""
+    result: str | None = None
     ids = [c.get("id") for c in _tool_calls(messages) if (c.get("function") or {}).get("name") == LIST_DIRS]
-    if not ids:
-        return None
-    for m in messages:
-        if m.get("role") == "tool" and m.get("tool_call_id") == ids[0]:
-            for line in _text(m.get("content")).splitlines():
-                if line.strip().startswith("/"):
-                    return line.strip()
+    if ids:
+        result = next(
+            (
+                _tool_text(m.get("content"))
+                for m in messages
+                if m.get("role") == "tool" and m.get("tool_call_id") == ids[0]
+            ),
+            None,
+        )
+    else:  # ReAct: the observation right after the list_allowed_directories action
+        at = next((i for i, name in _react_actions(messages) if name == LIST_DIRS), None)
+        if at is not None and at + 1 < len(messages):
+            observed = _text(messages[at + 1].get("content")).split("\n", 1)[-1]
+            result = _tool_text(observed.rsplit("\n", 1)[0])
+    for line in (result or "").splitlines():
+        if line.strip().startswith("/"):
+            return line.strip()
     return None
 
 
@@ -213,9 +258,20 @@ class ScriptedModel:
             return self._malformed(body, messages)
         if opts.policy == "script":
             return self._script(opts.arg or "", messages)
+        if not body.get("tools"):  # MCPMark's ReAct agent: tools described in the prompt, JSON replies
+            return self._react_oracle(messages)
         return self._oracle(messages)
 
-    def _oracle(self, messages: list[dict[str, Any]]) -> Reply:
+    def _react_oracle(self, messages: list[dict[str, Any]]) -> Reply:
+        """The oracle in MCPMark's ReAct protocol: the same steps, as JSON actions, then a JSON answer."""
+        reply = self._oracle(messages, react=True)
+        if reply.tool_calls:
+            name, arguments = reply.tool_calls[0]
+            action = {"tool": name, "arguments": json.loads(arguments)}
+            return Reply(json.dumps({"thought": "Next oracle step.", "action": action}))
+        return Reply(json.dumps({"thought": "The oracle is done.", "answer": reply.content}))
+
+    def _oracle(self, messages: list[dict[str, Any]], react: bool = False) -> Reply:
         task = self.match(_first_user(messages))
         if task is None:
             return Reply(
@@ -225,7 +281,7 @@ class ScriptedModel:
         steps = self._oracles[task.id]
         if isinstance(steps, str):
             return Reply(f"No oracle is known for task {task.id}: {steps}")
-        done = len(_tool_calls(messages))
+        done = len(_react_actions(messages)) if react else len(_tool_calls(messages))
         if done == 0:
             return Reply(tool_calls=(_call(LIST_DIRS, {}),))
         if done > len(steps):

@@ -128,8 +128,9 @@ class TaskSelection(SpecModel):
     states_path: str | None = Field(
         default=None,
         description=(
-            "Folder (or s3://bucket/prefix) holding initial states as <service>/<category>/ for packs that do "
-            "not bundle them (e.g. MCPMark's own tasks). Defaults to <path>/<service>/states."
+            "Folder (or s3://bucket/prefix) holding initial states for packs that do not bundle them (e.g. "
+            "MCPMark's own tasks), as <category>/ (MCPMark's layout: its filesystem test_environments folder "
+            "as is) or <service>/<category>/. Defaults to <path>/<service>/states."
         ),
     )
     endpoint_url: str | None = Field(default=None, description="S3 endpoint of an s3:// pack (non-AWS stores).")
@@ -166,6 +167,14 @@ class TaskSelection(SpecModel):
 
 
 class AgentKind(StrEnum):
+    """Who acts in a trial. ``mcpmark`` (the default) shows the model exactly what MCPMark's agent does:
+    its system prompt, the suffix it appends to every task description, tool results serialised as it
+    serialises them. ``react`` is MCPMark's ReAct agent (JSON replies, no native tool calling).
+    ``mcpfleet`` is the same tool-calling loop with mcpfleet's own prompt: the bare description, no system
+    prompt, tool results as plain text. ``oracle`` replays oracle.json; ``noop`` does nothing."""
+
+    mcpmark = "mcpmark"
+    react = "react"
     mcpfleet = "mcpfleet"
     oracle = "oracle"
     noop = "noop"
@@ -273,7 +282,14 @@ class EvalRunSpec(SpecModel):
     models: list[ModelSpec] = Field(min_length=1)
     tasks: TaskSelection = Field(default_factory=TaskSelection)
     attempts: int = Field(default=1, ge=1, le=100, description="k: independent attempts per (model, task).")
-    agent: AgentKind = Field(default=AgentKind.mcpfleet, validate_default=True)  # -> "mcpfleet", like parsed values
+    agent: AgentKind = Field(
+        default=AgentKind.mcpmark,
+        validate_default=True,  # -> "mcpmark", like parsed values
+        description=(
+            "mcpmark (MCPMark's agent: its system prompt and task suffix, the default), react (MCPMark's ReAct "
+            "agent), mcpfleet (the same loop with mcpfleet's bare prompt), oracle (replays oracle.json) or noop."
+        ),
+    )
     limits: Limits = Field(default_factory=Limits)
     concurrency: Concurrency = Field(default_factory=Concurrency)
     retries: Retries = Field(default_factory=Retries)

@@ -1,8 +1,11 @@
 """Materialise a task's initial state into a fresh folder, faithfully: contents, tree and file times.
 
-Git does not keep mtimes, so bundled states carry ``<category>.times.json`` (relative path -> ISO-8601
-UTC). Listed files get their time; everything else, directories included, gets a fixed epoch, so a
-state is byte- and time-identical on every machine and in every pod.
+The copy keeps every file's and folder's times, as MCPMark's ``shutil.copytree`` does, so a foreign state
+(MCPMark's own) looks to the agent exactly as it does under MCPMark. Git does not keep mtimes, so bundled
+states carry ``<category>.times.json`` (relative path -> ISO-8601 UTC; ``"."`` is the state's root): a
+listed path gets that time, and the optional ``"*"`` entry gives every unlisted path a fixed time, which
+makes a bundled state time-identical on every machine and in every pod. Without ``"*"`` an unlisted path
+keeps the time it has in the source.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from pathlib import Path
 from .tasks import Task, TaskError
 
 DEFAULT_TIME = datetime(2025, 1, 1, tzinfo=UTC).timestamp()
+ROOT_KEY = "."
+DEFAULT_KEY = "*"
 
 
 def _parse_time(value: str, where: str) -> float:
@@ -36,25 +41,33 @@ def load_times(path: Path) -> dict[str, float]:
 
 
 def copy_state(source: Path, dest: Path, times_file: Path | None = None) -> int:
-    """Copy ``source`` into the (empty or missing) ``dest`` and pin all times. Returns the file count."""
+    """Copy ``source`` into the (empty or missing) ``dest`` with its times, then apply the times file's
+    overrides. Returns the file count."""
     if not source.is_dir():
         raise TaskError(f"initial state {source} not found")
-    shutil.copytree(source, dest, dirs_exist_ok=True, copy_function=shutil.copyfile)
+    # copy2 for files and copystat for folders (after their contents): times and modes as in the source.
+    shutil.copytree(source, dest, dirs_exist_ok=True)
     times = load_times(times_file) if times_file else {}
+    default = times.pop(DEFAULT_KEY, None)
     files = 0
     dirs: list[Path] = []
     for root, dirnames, filenames in os.walk(dest):
         for name in filenames:
             p = Path(root, name)
-            t = times.get(p.relative_to(dest).as_posix(), DEFAULT_TIME)
-            os.utime(p, (t, t), follow_symlinks=False)
+            t = times.get(p.relative_to(dest).as_posix(), default)
+            if t is not None:
+                os.utime(p, (t, t), follow_symlinks=False)
             files += 1
         dirs.extend(Path(root, d) for d in dirnames)
-    # Directories last, deepest first: writing a file inside a directory changes the directory's mtime.
-    for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
-        t = times.get(d.relative_to(dest).as_posix(), DEFAULT_TIME)
-        os.utime(d, (t, t))
-    os.utime(dest, (DEFAULT_TIME, DEFAULT_TIME))
+    if times or default is not None:
+        # Directories last, deepest first: writing a file inside a directory changes the directory's mtime.
+        for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+            t = times.get(d.relative_to(dest).as_posix(), default)
+            if t is not None:
+                os.utime(d, (t, t))
+        t = times.get(ROOT_KEY, default)
+        if t is not None:
+            os.utime(dest, (t, t))
     return files
 
 

@@ -30,6 +30,7 @@ class ResultStore(Protocol):
     def write_files(self, trial_id: str, files: dict[str, bytes]) -> None: ...
     def commit(self, trial_id: str, result: bytes) -> None: ...
     def read_result(self, trial_id: str) -> dict[str, Any] | None: ...
+    def read_trial_file(self, trial_id: str, name: str) -> bytes | None: ...
     def iter_results(self) -> Iterator[dict[str, Any]]: ...
     def write_json(self, name: str, obj: Any) -> None: ...
     def read_json(self, name: str) -> Any | None: ...
@@ -88,6 +89,13 @@ class LocalStore:
             return None
         except json.JSONDecodeError:
             return None  # cannot happen with atomic writes; treat as unfinished rather than crash
+
+    def read_trial_file(self, trial_id: str, name: str) -> bytes | None:
+        """One of a trial's record files (messages.json, meta.json), or None."""
+        try:
+            return (self.trial_dir(trial_id) / name).read_bytes()
+        except FileNotFoundError:
+            return None
 
     def iter_results(self) -> Iterator[dict[str, Any]]:
         trials = self.root / "trials"
@@ -391,6 +399,10 @@ class S3Store:
 
     def read_result(self, trial_id: str) -> dict[str, Any] | None:
         return self._get_json(self._trial_key(trial_id, RESULT))
+
+    def read_trial_file(self, trial_id: str, name: str) -> bytes | None:
+        """One of a trial's record files (messages.json, meta.json), or None."""
+        return self._get(self._trial_key(trial_id, name))
 
     def _result_keys(self) -> list[str]:
         base = self.key("trials") + "/"

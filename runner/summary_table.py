@@ -15,42 +15,43 @@ def _num(x: float | None, fmt: str = "{:.1f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
+def run_k(summary: dict[str, Any]) -> int:
+    """The run's k (attempts per task), as recorded in its rows."""
+    return max((int(r.get("attempts") or 1) for r in summary["rows"]), default=1)
+
+
 def summary_table(summary: dict[str, Any]) -> Table:
+    """Columns named by the run's k; with k = 1 pass@k and pass^k are pass@1, so they are not repeated."""
     rows = summary["rows"]
-    k = max((r["attempts"] for r in rows), default=1)
+    k = run_k(summary)
     t = Table(
         title=f"{summary['run']}  ({summary['trials_recorded']}/{summary['trials_planned']} trials, "
-        f"spec {summary['spec_hash']})"
+        f"spec {summary['spec_hash']}, k={k})"
     )
-    for col, just in [
-        ("model", "left"),
-        ("service", "left"),
-        ("trials", "right"),
-        ("pass@1", "right"),
-        (f"pass@{k}", "right"),
-        (f"pass^{k}", "right"),
-        (f"pass@{k} unb.", "right"),
-        (f"pass^{k} unb.", "right"),
-        ("turns", "right"),
-        ("tool calls", "right"),
-        ("tokens", "right"),
-        ("cost $", "right"),
-        ("failures", "left"),
-    ]:
-        t.add_column(col, justify=just)  # type: ignore[arg-type]
+    per_k = [f"pass@{k}", f"pass^{k}", f"pass@{k} unb.", f"pass^{k} unb."] if k > 1 else []
+    columns = ["model", "service", "trials", "pass@1", *per_k, "turns", "tool calls", "tokens", "cost $", "failures"]
+    for col in columns:
+        t.add_column(col, justify="left" if col in ("model", "service", "failures") else "right")
     for r in rows:
         std = r["pass_at_1_std"]
         p1 = _pct(r["pass_at_1"]) + (f" ±{std:.2f}" if std else "")
         fails = ", ".join(f"{c} {n}" for c, n in r["failures"].items()) or "-"
+        k_cells = (
+            [
+                _pct(r["pass_at_k"]),
+                _pct(r["pass_hat_k"]),
+                _pct(r["pass_at_k_unbiased"]),
+                _pct(r["pass_hat_k_unbiased"]),
+            ]
+            if per_k
+            else []
+        )
         t.add_row(
             r["model"],
             r["service"],
             str(r["trials"]),
             p1,
-            _pct(r["pass_at_k"]),
-            _pct(r["pass_hat_k"]),
-            _pct(r["pass_at_k_unbiased"]),
-            _pct(r["pass_hat_k_unbiased"]),
+            *k_cells,
             _num(r["avg_turns"]),
             _num(r["avg_tool_calls"]),
             _num(r["avg_tokens"], "{:.0f}"),

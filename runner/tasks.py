@@ -4,7 +4,8 @@ A task folder holds ``description.md`` (the instruction), ``verify.py`` (exit 0 
 ``meta.json``; mcpfleet adds an optional ``oracle.json`` (a fixed list of MCP tool calls), an optional
 ``mutants.json`` (plausible wrong end states the verifier must reject) and bundled initial states under
 ``<root>/<service>/states/<category>/``. Foreign packs (MCPMark's own) load unchanged; their states come
-from ``tasks.statesPath``.
+from ``tasks.statesPath``, in mcpfleet's layout (``<statesPath>/<service>/<category>/``) or MCPMark's
+(``<statesPath>/<category>/``, as its filesystem service keeps ``test_environments/<category>/``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -43,6 +45,34 @@ NON_TASK_DIRS = {"states", "__pycache__"}
 
 class TaskError(ValueError):
     """A task folder that cannot be used, naming the file and the fix."""
+
+
+# How a service names a category's initial state inside a states folder. Folder states (filesystem) are
+# named after the category; a service whose states are files (PostgreSQL's ``<database>.backup``)
+# registers its own naming here, and every lookup (local, S3 scopes) follows it.
+StateName = Callable[[str], str]
+STATE_NAMES: dict[str, StateName] = {}
+
+
+def state_name(service: str, category: str) -> str:
+    """The name of ``category``'s initial state inside a states folder of ``service``."""
+    return STATE_NAMES.get(service, str)(category)
+
+
+def state_folders(pack_root: Path, states_path: Path | None, service: str) -> list[Path]:
+    """Folders that may hold a service's states, in order of preference: the pack's bundled
+    ``<service>/states`` without a statesPath; else ``<statesPath>/<service>`` then ``<statesPath>`` itself."""
+    if states_path is None:
+        return [Path(pack_root) / service / "states"]
+    return [Path(states_path) / service, Path(states_path)]
+
+
+def locate_state(pack_root: Path, states_path: Path | None, service: str, category: str) -> Path:
+    """Where ``category``'s initial state is: the first candidate folder holding it (the first one when
+    none does, so a missing state is reported at mcpfleet's own layout)."""
+    name = state_name(service, category)
+    folders = state_folders(pack_root, states_path, service)
+    return next((f / name for f in folders if (f / name).exists()), folders[0] / name)
 
 
 @dataclass(frozen=True)
@@ -148,7 +178,7 @@ class Task:
     category: str
     name: str
     path: Path
-    states_root: Path = field(compare=False)
+    state_dir: Path = field(compare=False)  # initial state of the category (may not exist for a foreign pack)
 
     @property
     def id(self) -> str:
@@ -166,17 +196,21 @@ class Task:
             raise TaskError(f"{self.path / 'meta.json'}: not valid JSON: {exc}") from None
 
     @property
+    def mcpmark_name(self) -> str:
+        """MCPMark's task name: ``<category_id>__<task_id>``, from meta.json when it says, else the folders."""
+        try:
+            meta = self.meta
+        except (TaskError, OSError):
+            meta = {}
+        return f"{meta.get('category_id', self.category)}__{meta.get('task_id', self.name)}"
+
+    @property
     def verifier(self) -> Path:
         return self.path / "verify.py"
 
     @property
-    def state_dir(self) -> Path:
-        """Initial state folder for this task's category (may not exist for a foreign pack)."""
-        return self.states_root / self.category
-
-    @property
     def state_times(self) -> Path:
-        return self.states_root / f"{self.category}.times.json"
+        return self.state_dir.parent / f"{self.category}.times.json"
 
     @property
     def has_oracle(self) -> bool:
@@ -228,8 +262,8 @@ def discover(root: Path, states_path: Path | None = None) -> list[Task]:
         service, difficulty, category, name = task_dir.relative_to(root).parts
         if service in NON_TASK_DIRS or difficulty in NON_TASK_DIRS:
             continue
-        states_root = (Path(states_path) / service) if states_path else root / service / "states"
-        tasks.append(Task(service, difficulty, category, name, task_dir, states_root))
+        state = locate_state(root, states_path, service, category)
+        tasks.append(Task(service, difficulty, category, name, task_dir, state))
     return tasks
 
 
@@ -303,8 +337,14 @@ def find_task(root: Path, task_id: str, states_path: Path | None = None) -> Task
     path = Path(root, *parts)
     if not (path / "description.md").is_file():
         raise TaskError(f"task '{task_id}' not found under {root}")
-    states_root = (Path(states_path) / service) if states_path else Path(root) / service / "states"
-    return Task(service, difficulty, category, name, path=path, states_root=states_root)
+    return Task(
+        service,
+        difficulty,
+        category,
+        name,
+        path=path,
+        state_dir=locate_state(Path(root), states_path, service, category),
+    )
 
 
 def check_task(task: Task) -> list[str]:

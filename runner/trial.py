@@ -20,16 +20,21 @@ from pathlib import Path
 from typing import Any
 
 from . import agent as agents
+from . import mcpmark_protocol
+from .conversation import MCPFLEET, MCPMARK
 from .mcp_client import connect_http, connect_stdio
 from .metrics import TrialMetrics
 from .outcome import classify
 from .plan import TrialSpec
+from .react_agent import run_react_agent
 from .records import (
+    MCPMarkFacts,
     Timings,
     Totals,
     TrialResult,
     VerifierRecord,
     dumps,
+    dumps_mcpmark,
     mcpmark_meta,
     now_iso,
     redact,
@@ -40,7 +45,7 @@ from .spec import AgentKind, ModelSpec
 from .states import materialise
 from .store import ResultStore
 from .tasks import Mutant, OracleStep, Task, find_task
-from .verifier import run_verifier
+from .verifier import run_verifier, verifier_command
 from .warm import PREFIX, WarmServer
 
 SCRIPTED_PREFIX = "scripted/"
@@ -168,15 +173,17 @@ async def _run_agent(
                     steps=replay.steps if replay else None,
                     answer=replay.answer if replay else None,
                 )
-            return await agents.run_llm_agent(
-                session,
-                task,
-                llm_target(spec.model, spec, ctx),
-                max_turns=spec.limits.max_turns,
-                timeout_s=spec.limits.timeout_seconds,
-                tool_timeout_s=spec.limits.tool_call_timeout_seconds,
-                metrics=metrics,
-            )
+            limits = {
+                "max_turns": spec.limits.max_turns,
+                "timeout_s": spec.limits.timeout_seconds,
+                "tool_timeout_s": spec.limits.tool_call_timeout_seconds,
+                "metrics": metrics,
+            }
+            target = llm_target(spec.model, spec, ctx)
+            if spec.agent == AgentKind.react:
+                return await run_react_agent(session, task, target, **limits)
+            conversation = MCPFLEET if spec.agent == AgentKind.mcpfleet else MCPMARK
+            return await agents.run_llm_agent(session, task, target, conversation=conversation, **limits)
         finally:
             timings.agent = time.perf_counter() - t
 
@@ -186,7 +193,7 @@ async def run_trial(
 ) -> TrialResult:
     """Run one trial and store its record. Infrastructure failures become an ``infra_error`` record."""
     ctx = ctx or TrialContext()
-    started, t_total = now_iso(), time.perf_counter()
+    started, t_total, wall_start = now_iso(), time.perf_counter(), time.time()
     timings = Timings()
     if ctx.warm is not None and (ctx.warm.service != spec.service or ctx.mcp_url or ctx.state_dir):
         await ctx.warm.close()
@@ -197,6 +204,7 @@ async def run_trial(
     infra: str | None = None
     verifier = VerifierRecord()
     task: Task | None = None
+    state_failed = False
     try:
         log = ctx.warm.log if ctx.warm else open(workdir / "mcp_server.log", "w+b")  # noqa: SIM115 - closed below
         try:
@@ -204,7 +212,11 @@ async def run_trial(
             state_dir = ctx.state_dir or workdir / "state"
             t = time.perf_counter()
             if ctx.state_dir is None:
-                await asyncio.to_thread(materialise, task, state_dir)
+                try:
+                    await asyncio.to_thread(materialise, task, state_dir)
+                except Exception:
+                    state_failed = True
+                    raise
             timings.state = time.perf_counter() - t
             run = await _run_agent(spec, task, state_dir, ctx, log, timings)
         except asyncio.CancelledError:
@@ -213,7 +225,7 @@ async def run_trial(
             infra = f"{type(exc).__name__}: {exc}"
         if task is not None and run is not None:
             messages_path = workdir / "messages.json"
-            messages_path.write_bytes(dumps(to_mcpmark_messages(run.messages)))
+            messages_path.write_bytes(dumps_mcpmark(to_mcpmark_messages(run.messages)))
             env = get_service(task.service).verifier_env(state_dir)
             env["MCP_MESSAGES"] = str(messages_path)
             try:
@@ -252,6 +264,8 @@ async def run_trial(
             task_id=spec.task_id,
             attempt=spec.attempt,
             agent=str(spec.agent),
+            protocol=mcpmark_protocol.version() if spec.agent in (AgentKind.mcpmark, AgentKind.react) else None,
+            provider_model=run.run_model,
             passed=passed,
             failure=failure,
             stop_reason=None if infra else run.stop_reason,
@@ -267,11 +281,24 @@ async def run_trial(
         result.timings, result.finished_at = timings, now_iso()
         log.seek(0)
         server_log = log.read(LOG_LIMIT)
-        files = {
-            "messages.json": dumps(to_mcpmark_messages(run.messages)),
-            "meta.json": dumps(
-                mcpmark_meta(result, task.name if task else spec.task_id, spec.model.params.litellm_kwargs())
+        facts = MCPMarkFacts(
+            task_name=task.mcpmark_name if task else spec.task_id,
+            timeout=spec.limits.timeout_seconds,
+            started=wall_start,
+            finished=time.time(),
+            turn_count=None if state_failed or task is None else run.responses,
+            run_model=run.run_model,
+            agent_error=(
+                mcpmark_protocol.render("agent_failed_error", error=infra) if infra and not state_failed else run.error
             ),
+            state_failed=state_failed or task is None,
+            verifier_ran=verifier.exit_code is not None or verifier.timed_out,
+            verifier_command=tuple(verifier_command(task.verifier)) if task else (),
+            verifier_timeout=spec.limits.verifier_timeout_seconds,
+        )
+        files = {
+            "messages.json": dumps_mcpmark(to_mcpmark_messages(run.messages)),
+            "meta.json": dumps_mcpmark(mcpmark_meta(result, facts, spec.model.params.litellm_kwargs())),
         }
         if server_log:
             files["mcp_server.log"] = server_log

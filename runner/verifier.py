@@ -38,12 +38,15 @@ def verifier_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def verifier_command(script: Path, args: list[str] | None = None) -> list[str]:
+    """The verifier's argv: the runner's Python on verify.py, as MCPMark runs it."""
+    return [sys.executable, str(script), *(args or [])]
+
+
 async def run_verifier(script: Path, env: dict[str, str], args: list[str], timeout_s: float) -> VerifierResult:
     start = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(script),
-        *args,
+        *verifier_command(script, args),
         cwd=str(script.parent),
         env=verifier_env(env),
         stdin=asyncio.subprocess.DEVNULL,

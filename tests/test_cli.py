@@ -6,7 +6,9 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 from conftest import REPO, TASKS
 
@@ -143,3 +145,52 @@ def test_crd_output_is_the_committed_crd() -> None:
     out = cli("crd")
     assert out.returncode == 0, out.stderr
     assert out.stdout == (REPO / "crds" / "evalrun.yaml").read_text()
+
+
+def _table_text(summary: dict[str, Any]) -> str:
+    from rich.console import Console
+
+    from mcpfleet.runner.summary_table import summary_table
+
+    console = Console(width=300, record=True)
+    console.print(summary_table(summary))
+    return console.export_text()
+
+
+def _row(attempts: int) -> dict[str, Any]:
+    return {
+        "model": "m",
+        "service": "filesystem",
+        "trials": 2 * attempts,
+        "attempts": attempts,
+        "pass_at_1": 0.5,
+        "pass_at_1_std": 0.0,
+        "pass_at_k": 0.5,
+        "pass_hat_k": 0.5,
+        "pass_at_k_unbiased": 0.5,
+        "pass_hat_k_unbiased": 0.5,
+        "avg_turns": 3.0,
+        "avg_tool_calls": 2.0,
+        "avg_tokens": 100.0,
+        "cost_usd": None,
+        "failures": {"verifier_failed": 1},
+    }
+
+
+def test_summary_table_names_its_columns_by_the_runs_k() -> None:
+    base = {"run": "r", "trials_recorded": 2, "trials_planned": 2, "spec_hash": "h"}
+    one = _table_text({**base, "rows": [_row(1)]})
+    header = next(line for line in one.splitlines() if "pass@1" in line)
+    assert header.count("pass@") == 1 and "pass^" not in header and "k=1" in one
+    four = _table_text({**base, "rows": [_row(4)]})
+    header = next(line for line in four.splitlines() if "pass@1" in line)
+    assert all(c in header for c in ("pass@4", "pass^4", "pass@4 unb.", "pass^4 unb.")) and "k=4" in four
+
+
+def test_printed_paths_are_normalised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcpfleet.runner.cli import shown_path
+
+    monkeypatch.chdir(tmp_path)
+    assert shown_path(tmp_path / "examples" / ".." / "runs" / "quickstart") == "runs/quickstart"
+    assert shown_path("s3://bucket/runs/x") == "s3://bucket/runs/x"
+    assert shown_path("/opt/../var/runs") == "/var/runs"

@@ -207,7 +207,8 @@ def test_constraints_survive_conversion() -> None:
     assert (
         model["params"]["properties"]["topP"].items() >= {"minimum": 0, "exclusiveMinimum": True, "maximum": 1}.items()
     )
-    assert spec["agent"]["enum"] == ["mcpfleet", "oracle", "noop"] and spec["agent"]["default"] == "mcpfleet"
+    assert spec["agent"]["enum"] == ["mcpmark", "react", "mcpfleet", "oracle", "noop"]
+    assert spec["agent"]["default"] == "mcpmark"
     assert spec["limits"]["properties"]["maxTurns"]["default"] == 100
     assert model["apiKeySecretRef"]["description"].startswith("Kubernetes Secret key")  # outer text wins over $ref's
     assert "description" in model["name"]
@@ -324,7 +325,7 @@ def test_api_server_defaults_agree_with_pydantic_defaults() -> None:
         models=[{"name": "m", "model": "scripted/oracle", "params": {}}],
     )
     defaulted = _apply_defaults(openapi_schema(), copy.deepcopy(doc))
-    assert defaulted["spec"]["limits"]["maxTurns"] == 100 and defaulted["spec"]["agent"] == "mcpfleet"
+    assert defaulted["spec"]["limits"]["maxTurns"] == 100 and defaulted["spec"]["agent"] == "mcpmark"
     assert errors(defaulted, strict=True) == []
     plain, server = parse_evalrun(doc), parse_evalrun(defaulted)
     assert server.spec == plain.spec

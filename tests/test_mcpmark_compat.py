@@ -4,11 +4,14 @@ loads and runs without edits."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import yaml
 
 from mcpfleet.runner.launcher import execute
+from mcpfleet.runner.packs import state_scopes
 from mcpfleet.runner.spec import load_evalrun
 from mcpfleet.runner.taskcheck import validate
 from mcpfleet.runner.tasks import discover
@@ -53,3 +56,48 @@ async def test_validate_warns_without_oracle_but_checks_noop() -> None:
     assert [r.ok for r in reports] == [True]
     assert reports[0].noop_failed is True and reports[0].oracle_passed is None
     assert "no oracle.json" in reports[0].warnings[0]
+
+
+def test_mcpmark_states_layout_runs_with_the_states_file_times(tmp_path: Path) -> None:
+    """statesPath in MCPMark's own layout (<root>/<category>/, its test_environments folder) works as is,
+    and the agent sees the states' own file times (MCPMark copies them with copytree)."""
+    states = tmp_path / "test_environments"
+    shutil.copytree(STATES / "filesystem" / "file_context", states / "file_context")
+    stamp = 1_622_548_800  # 2021-06-01T12:00:00Z
+    for log in (states / "file_context" / "logs").iterdir():
+        os.utime(log, (stamp, stamp))
+    [task] = discover(PACK, states)
+    assert task.state_dir == states / "file_context"
+    script = tmp_path / "script.json"
+    turns = json.loads((FIXTURES / "mcpmark_solution.json").read_text())["turns"]
+    info = {"tool_calls": [{"name": "get_file_info", "arguments": {"path": "{root}/logs/worker.log"}}]}
+    script.write_text(json.dumps({"turns": [turns[0], info, *turns[1:]]}))
+    spec = {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "mcpmark-layout"},
+        "spec": {
+            "models": [{"name": "solver", "model": f"scripted/script={script}"}],
+            "tasks": {"path": str(PACK), "statesPath": str(states)},
+            "output": {"uri": str(tmp_path / "runs")},
+        },
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    summary, root = execute(load_evalrun(path), tmp_path, show_progress=False)
+    assert summary["rows"][0]["pass_at_1"] == 1.0
+    items = json.loads(
+        (root / "trials" / "solver.filesystem.standard.file_context.largest_log_answer.1" / "messages.json").read_text()
+    )
+    [info_out] = [i["output"] for i in items if i.get("type") == "function_call_output"][1:2]
+    assert "2021" in info_out and "Jun" in info_out  # the server reported the state's own mtime
+
+
+def test_state_scopes_cover_both_layouts() -> None:
+    """An s3:// statesPath is fetched per trial: both layouts' places are asked for."""
+    assert state_scopes("filesystem/standard/file_context/t") == [
+        "filesystem/file_context",
+        "filesystem/file_context.times.json",
+        "file_context",
+        "file_context.times.json",
+    ]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
 
 import pytest
 
@@ -22,7 +21,7 @@ from mcpfleet.runner.outcome import (
     VERIFIER_FAILED,
     classify,
 )
-from mcpfleet.runner.records import TrialResult, VerifierRecord, dumps, mcpmark_meta, redact, to_mcpmark_messages
+from mcpfleet.runner.records import dumps, redact, to_mcpmark_messages
 
 
 def c(
@@ -241,68 +240,14 @@ def test_unknown_stop_reason_falls_through_to_the_heuristics() -> None:
     )  # type: ignore[arg-type]
 
 
-# -- records.to_mcpmark_messages ------------------------------------------------------------------------
-
-CHAT: list[dict[str, Any]] = [
-    {"role": "system", "content": "You are careful."},
-    {"role": "user", "content": "Move the file."},
-    {
-        "role": "assistant",
-        "content": "Let me look first.",
-        "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "list_directory", "arguments": '{"path": "/r"}'}},
-            {
-                "id": "call_2",
-                "type": "function",
-                "function": {"name": "read_text_file", "arguments": '{"path": "/r/a"}'},
-            },
-        ],
-    },
-    {"role": "tool", "tool_call_id": "call_1", "content": "[FILE] a"},
-    {"role": "tool", "tool_call_id": "call_2", "content": None},
-    {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [
-            {"id": "call_3", "type": "function", "function": {"name": "move_file", "arguments": '{"source": "/r/a"'}}
-        ],
-    },
-    {"role": "tool", "tool_call_id": "call_3", "content": "Error: tool arguments are not valid JSON"},
-    {"role": "assistant", "content": "Moved."},
-]
-
-
-def test_to_mcpmark_messages_items_in_order() -> None:
-    before = copy.deepcopy(CHAT)
-    assert to_mcpmark_messages(CHAT) == [
-        {"role": "system", "content": "You are careful."},
-        {"role": "user", "content": "Move the file."},
-        {
-            "type": "message",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": "Let me look first."}],
-        },
-        {"type": "function_call", "name": "list_directory", "arguments": '{"path": "/r"}', "call_id": "call_1"},
-        {"type": "function_call", "name": "read_text_file", "arguments": '{"path": "/r/a"}', "call_id": "call_2"},
-        {"type": "function_call_output", "call_id": "call_1", "output": "[FILE] a"},
-        {"type": "function_call_output", "call_id": "call_2", "output": ""},
-        # malformed arguments are kept verbatim: the record shows what the model really sent
-        {"type": "function_call", "name": "move_file", "arguments": '{"source": "/r/a"', "call_id": "call_3"},
-        {"type": "function_call_output", "call_id": "call_3", "output": "Error: tool arguments are not valid JSON"},
-        {
-            "type": "message",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": "Moved."}],
-        },
-    ]
-    assert CHAT == before  # input untouched
+# -- records.to_mcpmark_messages (MCPMark's own format: see test_mcpmark_formats.py) ----------------------
 
 
 def test_to_mcpmark_messages_edge_cases() -> None:
     assert to_mcpmark_messages([]) == []
-    assert to_mcpmark_messages([{"role": "user", "content": None}]) == [{"role": "user", "content": ""}]
+    assert to_mcpmark_messages([{"role": "user", "content": None}]) == [{"content": "", "role": "user"}]
+    # MCPMark leaves the system message out of messages.json
+    assert to_mcpmark_messages([{"role": "system", "content": "Be careful."}]) == []
     # an assistant turn with neither text nor calls leaves no item (MCPMark has no empty message items)
     assert (
         to_mcpmark_messages(
@@ -310,8 +255,20 @@ def test_to_mcpmark_messages_edge_cases() -> None:
         )
         == []
     )
-    # the result is JSON-serialisable as written by the trial
-    assert json.loads(dumps(to_mcpmark_messages(CHAT))) == to_mcpmark_messages(CHAT)
+    # malformed arguments are kept verbatim: the record shows what the model really sent
+    chat = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c3", "type": "function", "function": {"name": "mv", "arguments": '{"a": "'}}],
+        },
+        {"role": "tool", "tool_call_id": "c3", "content": None},
+    ]
+    before = copy.deepcopy(chat)
+    items = to_mcpmark_messages(chat)
+    assert items[0]["arguments"] == '{"a": "' and json.loads(items[1]["output"])["text"] == ""
+    assert chat == before  # input untouched
+    assert json.loads(dumps(items)) == items
 
 
 # -- records.redact -------------------------------------------------------------------------------------
@@ -337,41 +294,3 @@ def test_redact_non_ascii_secret_in_utf8_json() -> None:
     data = dumps({"text": f"echo {secret}"})  # ensure_ascii=False: the secret appears as UTF-8
     assert secret.encode() not in redact(data, [secret])
     assert json.loads(redact(data, [secret])) == {"text": "echo [REDACTED]"}
-
-
-# -- records.mcpmark_meta -------------------------------------------------------------------------------
-
-
-def _result(**kw: Any) -> TrialResult:
-    base: dict[str, Any] = dict(
-        run="r",
-        trial_id="m.t.1",
-        spec_hash="h",
-        model="m",
-        litellm_model="openai/x",
-        service="filesystem",
-        task_id="filesystem/standard/c/t",
-        attempt=1,
-        agent="mcpfleet",
-        passed=False,
-        verifier=VerifierRecord(exit_code=1, stdout="bad"),
-    )
-    base.update(kw)
-    return TrialResult(**base)
-
-
-def test_mcpmark_meta_fields() -> None:
-    r = _result(failure=ABANDONED, error=None)
-    r.totals.input_tokens, r.totals.output_tokens, r.totals.turns = 10, 5, 3
-    meta = mcpmark_meta(r, "t", {"reasoning_effort": "low"})
-    assert meta["execution_result"] == {
-        "success": False,
-        "error_message": None,
-        "verification_error": ABANDONED,
-        "verification_output": "bad",
-    }
-    assert meta["token_usage"]["total_tokens"] == 15 and meta["turn_count"] == 3
-    assert meta["reasoning_effort"] == "low" and meta["mcp"] == "filesystem" and meta["task_name"] == "t"
-    passed = mcpmark_meta(_result(passed=True), "t", {})
-    assert passed["execution_result"]["success"] is True and passed["execution_result"]["verification_error"] is None
-    assert mcpmark_meta(_result(failure=None), "t", {})["execution_result"]["verification_error"] == VERIFIER_FAILED

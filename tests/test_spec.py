@@ -108,7 +108,7 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
     (
         "bad-agent",
         lambda d: spec(d).update(agent="human"),
-        ["spec.agent: must be one of 'mcpfleet', 'oracle' or 'noop'"],
+        ["spec.agent: must be one of 'mcpmark', 'react', 'mcpfleet', 'oracle' or 'noop'"],
     ),
     ("empty-models", lambda d: spec(d).update(models=[]), ["spec.models: must have at least 1 item(s)"]),
     (
@@ -239,7 +239,7 @@ def test_defaults() -> None:
     ) == (100, 3600, 60, 300)
     assert (s.limits.llm_retries, s.limits.llm_timeout_seconds) == (5, 600)
     assert s.attempts == 1
-    assert s.agent == AgentKind.mcpfleet and type(s.agent) is str and f"{s.agent}" == "mcpfleet"
+    assert s.agent == AgentKind.mcpmark and type(s.agent) is str and f"{s.agent}" == "mcpmark"
     assert (s.concurrency.total, s.concurrency.per_model) == (4, None)
     assert (s.retries.limit, s.retries.backoff_seconds) == (2, 10)
     assert (s.output.uri, s.suspend, s.tasks.path, s.tasks.services) == ("runs", False, "tasks", [])
@@ -271,7 +271,7 @@ def _hash(mutate: Callable[[Doc], Any] = lambda d: None) -> str:
         lambda d: spec(d).update(suspend=True),
         lambda d: model(d).update(apiKeyEnv="OTHER_KEY"),
         lambda d: d.update(metadata={"name": "renamed", "labels": {"a": "b"}}),
-        lambda d: spec(d).update(limits={"maxTurns": 100}, attempts=1, agent="mcpfleet"),  # explicit defaults
+        lambda d: spec(d).update(limits={"maxTurns": 100}, attempts=1, agent="mcpmark"),  # explicit defaults
     ],
     ids=[
         "concurrency",

@@ -75,6 +75,7 @@ def test_every_mutant_is_rejected_by_its_verifier(suite_reports: list[TaskReport
 def test_materialised_state_keeps_times_in_utc(tmp_path: Path) -> None:
     task = next(t for t in SUITE if t.state_times.is_file() and load_times(t.state_times))
     times = load_times(task.state_times)
+    assert times.pop("*") == DEFAULT_TIME  # bundled states pin every unlisted path: identical on every machine
     copy_state(task.state_dir, tmp_path / "s", task.state_times)
     rel, ts = next(iter(times.items()))
     assert os.stat(tmp_path / "s" / rel).st_mtime == ts
@@ -84,6 +85,33 @@ def test_materialised_state_keeps_times_in_utc(tmp_path: Path) -> None:
     for p in unlisted:
         assert p.stat().st_mtime == DEFAULT_TIME
     assert os.stat(tmp_path / "s").st_mtime == DEFAULT_TIME
+
+
+def test_foreign_state_keeps_its_times_and_the_times_file_only_overrides(tmp_path: Path) -> None:
+    """As MCPMark's copytree: every file and folder keeps its time; a times file changes only what it lists."""
+    src = tmp_path / "src"
+    (src / "a" / "b").mkdir(parents=True)
+    (src / "old.txt").write_text("x")
+    (src / "a" / "b" / "new.txt").write_text("y")
+    stamps = {"old.txt": 1_557_000_000, "a/b/new.txt": 1_700_000_000, "a/b": 1_650_000_000, "a": 1_600_000_000}
+    for rel, t in stamps.items():
+        os.utime(src / rel, (t, t))
+    os.utime(src, (1_500_000_000, 1_500_000_000))
+
+    def mtimes(root: Path) -> dict[str, float]:
+        return {rel: os.stat(root / rel).st_mtime for rel in [*stamps, "."]}
+
+    assert copy_state(src, tmp_path / "plain") == 2
+    assert mtimes(tmp_path / "plain") == {**stamps, ".": 1_500_000_000}
+
+    times = tmp_path / "src.times.json"
+    times.write_text('{"a/b/new.txt": "2023-01-02T03:04:05Z"}')
+    copy_state(src, tmp_path / "listed", times)
+    assert mtimes(tmp_path / "listed") == {**stamps, "a/b/new.txt": 1_672_628_645, ".": 1_500_000_000}
+
+    times.write_text('{"*": "2025-01-01T00:00:00Z", "a": "2020-01-01T00:00:00Z"}')
+    copy_state(src, tmp_path / "pinned", times)
+    assert mtimes(tmp_path / "pinned") == {**dict.fromkeys([*stamps, "."], DEFAULT_TIME), "a": 1_577_836_800}
 
 
 def _digest(root: Path) -> dict[str, str]:

@@ -14,10 +14,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ import pytest
 from conftest import TASKS, TINY_DESCRIPTION, make_tiny_pack
 
 import mcpfleet.runner.llm  # noqa: F401 - the warm-worker import (sets its LiteLLM env defaults once)
-from mcpfleet.runner import plan, spec, store, trial
+from mcpfleet.runner import mcpmark_protocol, plan, spec, store, trial
 from mcpfleet.runner.records import TrialResult
 from mcpfleet.runner.services import servers_bin
 from mcpfleet.runner.states import materialise
@@ -140,27 +142,46 @@ def written(trial_dir: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in trial_dir.iterdir() if p.is_file()}
 
 
-def check_mcpmark_messages(items: list[dict[str, Any]], description: str, final_text: str) -> list[str]:
+def output_text(output: str) -> str:
+    """The tool's text inside a messages.json output (MCPMark wraps it; its own agent's is an MCP result dump)."""
+    text = json.loads(output)["text"]
+    try:
+        dump = json.loads(text)
+    except ValueError:
+        return text
+    return "\n".join(b["text"] for b in dump["content"])
+
+
+def tool_outputs(items: list[dict[str, Any]]) -> list[str]:
+    return [output_text(i["output"]) for i in items if i.get("type") == "function_call_output"]
+
+
+def check_mcpmark_messages(
+    items: list[dict[str, Any]], description: str, final_text: str, *, suffix: bool = True
+) -> list[str]:
     """Assert MCPMark's item format; returns the function-call names in order."""
-    assert items[0] == {"role": "user", "content": description}
+    first = description + (mcpmark_protocol.task_suffix("filesystem") if suffix else "")
+    assert items[0] == {"content": first, "role": "user"} and list(items[0]) == ["content", "role"]
     calls = [i for i in items if i.get("type") == "function_call"]
     outputs = [i for i in items if i.get("type") == "function_call_output"]
     for c in calls:
-        assert set(c) == {"type", "name", "arguments", "call_id"} and c["call_id"]
+        assert list(c) == ["arguments", "call_id", "name", "type", "id"] and c["call_id"] and c["id"] == "__fake_id__"
         assert isinstance(c["arguments"], str) and isinstance(json.loads(c["arguments"]), dict)
     assert [o["call_id"] for o in outputs] == [c["call_id"] for c in calls]
     assert len({c["call_id"] for c in calls}) == len(calls)
     for o in outputs:
-        assert set(o) == {"type", "call_id", "output"} and isinstance(o["output"], str)
+        assert list(o) == ["call_id", "output", "type"] and isinstance(o["output"], str)
+        assert list(json.loads(o["output"])) == ["type", "text", "annotations", "meta"]
     # every output directly follows its call (one call per turn in these runs)
     for i, item in enumerate(items):
         if item.get("type") == "function_call_output":
             assert items[i - 1]["call_id"] == item["call_id"]
     assert items[-1] == {
-        "type": "message",
+        "id": "__fake_id__",
+        "content": [{"annotations": [], "text": final_text, "type": "output_text"}],
         "role": "assistant",
         "status": "completed",
-        "content": [{"type": "output_text", "text": final_text}],
+        "type": "message",
     }
     return [c["name"] for c in calls]
 
@@ -170,7 +191,7 @@ def check_mcpmark_messages(items: list[dict[str, Any]], description: str, final_
 
 async def test_scripted_oracle_passes_with_full_records(tiny_pack: Path, scripted_url: str, tmp_path: Path) -> None:
     s = one(tiny_pack)
-    assert s.task_id == TINY_ID and s.agent == "mcpfleet"
+    assert s.task_id == TINY_ID and s.agent == "mcpmark"
     result, d = await run(s, tmp_path / "out", ctx(scripted_url))
 
     assert result.passed and result.failure is None, (result.error, result.verifier)
@@ -188,6 +209,7 @@ async def test_scripted_oracle_passes_with_full_records(tiny_pack: Path, scripte
     assert result.timings.mcp_start > 0 and result.timings.agent >= result.timings.llm_wait
     assert result.timings.verify > 0 and result.timings.total >= result.timings.agent + result.timings.verify
     assert result.litellm_model == "scripted/oracle" and result.model == "m"
+    assert result.provider_model == "oracle" and result.protocol == mcpmark_protocol.version()
 
     files = sorted(p.name for p in d.iterdir())
     assert {"result.json", "messages.json", "meta.json"} <= set(files)
@@ -202,25 +224,31 @@ async def test_scripted_oracle_passes_with_full_records(tiny_pack: Path, scripte
     items = json.loads((d / "messages.json").read_text())
     names = check_mcpmark_messages(items, TINY_DESCRIPTION, "Done.")
     assert names == ["list_allowed_directories", "read_text_file", "create_directory", "write_file", "move_file"]
-    outputs = [i["output"] for i in items if i.get("type") == "function_call_output"]
-    assert outputs[1].strip() == "a\nb\nc"  # the real server read the real materialised file
+    assert tool_outputs(items)[1].strip() == "a\nb\nc"  # the real server read the real materialised file
 
     meta = json.loads((d / "meta.json").read_text())
     assert meta["execution_result"]["success"] is True
     assert meta["execution_result"]["verification_error"] is None
-    assert meta["task_name"] == "move_todo_0" and meta["mcp"] == "filesystem" and meta["turn_count"] == 6
+    assert meta["execution_result"]["error_message"] is None
+    assert "all good" in meta["execution_result"]["verification_output"]
+    assert meta["task_name"] == "tiny__move_todo_0" and meta["mcp"] == "filesystem" and meta["turn_count"] == 6
+    assert meta["model_name"] == "m" and meta["litellm_run_model_name"] == "oracle" and meta["timeout"] == 3600
     assert meta["token_usage"]["total_tokens"] == result.totals.input_tokens + result.totals.output_tokens
 
 
 async def test_meta_json_carries_execution_times(tiny_pack: Path, scripted_url: str, tmp_path: Path) -> None:
-    """MCPMark's analysis reads agent_execution_time/task_execution_time/timestamp from meta.json."""
+    """MCPMark's analysis reads agent_execution_time/task_execution_time/time from meta.json."""
     result, d = await run(one(tiny_pack), tmp_path / "out", ctx(scripted_url))
     assert result.passed
     meta = json.loads((d / "meta.json").read_text())
-    assert meta["agent_execution_time"] == pytest.approx(result.timings.agent, abs=0.01)
+    # MCPMark's agent time spans its MCP server's start, as its agent starts the server itself
+    agent_time = result.timings.mcp_start + result.timings.agent
+    assert meta["agent_execution_time"] == pytest.approx(agent_time, abs=0.01)
     assert meta["agent_execution_time"] > 0
-    assert meta["task_execution_time"] > 0
-    assert meta["timestamp"]
+    # the whole trial, measured before its records are written
+    assert agent_time < meta["task_execution_time"] <= result.timings.total
+    start, end = (datetime.fromisoformat(meta["time"][k]) for k in ("start", "end"))
+    assert start.tzinfo is None and 0 < (end - start).total_seconds() < 60
 
 
 # -- 2. a real bundled task -----------------------------------------------------------------------------
@@ -269,21 +297,25 @@ async def test_failure_taxonomy(
     assert result.verifier.exit_code == 1  # the verifier still judged the (untouched) end state
     assert (d / "result.json").is_file() and (d / "messages.json").is_file()
     if case == "malformed":
-        assert result.stop_reason == "completed"
+        # MCPMark's agent parses the arguments before calling and ends the run when they do not parse
+        assert result.stop_reason == "malformed_tool_call" and "Unterminated string" in (result.error or "")
         assert result.totals.malformed_tool_calls >= 1 and result.totals.tool_errors >= 1
         [call] = [c for t_ in result.turns for c in t_["tool_calls"]]
         assert call["malformed"] and call["arguments"] == '{"path": "'
         items = json.loads((d / "messages.json").read_text())
-        out = [i["output"] for i in items if i.get("type") == "function_call_output"]
-        assert out and "not valid JSON" in out[0]
+        assert [i["type"] for i in items[1:]] == ["function_call"] and not tool_outputs(items)
+        meta = json.loads((d / "meta.json").read_text())
+        assert meta["execution_result"]["error_message"] == result.error
     elif case == "overflow":
         assert result.stop_reason == "context_overflow" and result.totals.turns == 1
         assert "ContextWindowExceeded" in (result.error or "")
     elif case == "loop":
-        assert result.stop_reason == "turn_limit"
+        assert result.stop_reason == "turn_limit" and result.error == "Max turns (5) exceeded"
         assert result.totals.turns == len(result.turns) == 5 and result.totals.tool_calls == 5
+        meta = json.loads((d / "meta.json").read_text())
+        assert meta["execution_result"]["error_message"] == "Max turns (5) exceeded" and meta["turn_count"] == 5
     elif case == "timeout":
-        assert result.stop_reason == "timeout" and "1 s" in (result.error or "")
+        assert result.stop_reason == "timeout" and result.error == "Execution timed out after 1 seconds"
         assert result.timings.agent < 1.8 and elapsed < 6
 
 
@@ -377,7 +409,7 @@ async def test_oracle_and_noop_agents(tiny_pack: Path, tmp_path: Path) -> None:
     assert oracle.totals.tool_calls == 4 and oracle.totals.turns == 4 and oracle.totals.input_tokens == 0
     assert oracle.timings.llm_wait == 0
     names = check_mcpmark_messages(
-        json.loads((d / "messages.json").read_text()), TINY_DESCRIPTION, "Oracle solution applied."
+        json.loads((d / "messages.json").read_text()), TINY_DESCRIPTION, "Oracle solution applied.", suffix=False
     )
     assert names == ["read_text_file", "create_directory", "write_file", "move_file"]
 
@@ -409,7 +441,13 @@ async def test_missing_state_is_infra_error_with_a_record(tiny_pack: Path, scrip
     assert result.verifier.exit_code is None and result.totals.turns == 0
     assert store.LocalStore(tmp_path / "out").read_result(s.trial_id)["failure"] == "infra_error"
     meta = json.loads((d / "meta.json").read_text())
-    assert meta["execution_result"]["success"] is False and str(state) in meta["execution_result"]["error_message"]
+    assert meta["execution_result"] == {
+        "success": False,
+        "error_message": "State Duplication Error",  # MCPMark's words for a state that could not be set up
+        "verification_error": None,
+        "verification_output": None,
+    }
+    assert meta["token_usage"] == {} and meta["turn_count"] is None and meta["agent_execution_time"] == 0.0
 
 
 async def test_verifier_timeout_is_enforced(tmp_path: Path) -> None:
@@ -426,6 +464,10 @@ async def test_verifier_timeout_is_enforced(tmp_path: Path) -> None:
     assert 0.9 < result.verifier.duration_s < 3 and "killed after 1 s" in result.verifier.stderr
     assert (d / "result.json").is_file()
     assert not [p for p in descendants(os.getpid()) if str(verify).encode() in cmdline(p)]
+    # meta.json words it as MCPMark's evaluator does: Python's TimeoutExpired on [python, verify.py]
+    meta = json.loads((d / "meta.json").read_text())["execution_result"]
+    assert meta["verification_error"] == f"Command '{[sys.executable, str(verify)]}' timed out after 1 seconds"
+    assert meta["verification_output"] is None
 
 
 async def test_timed_out_verifier_keeps_its_output(tmp_path: Path) -> None:
@@ -458,8 +500,7 @@ async def test_concurrent_trials_of_one_task_are_isolated(tiny_pack: Path, scrip
     assert {r["attempt"] for r in store.LocalStore(tmp_path / "out").iter_results()} == {1, 2}
 
     def root(d: Path) -> str:
-        items = json.loads((d / "messages.json").read_text())
-        return next(i["output"] for i in items if i.get("type") == "function_call_output")
+        return tool_outputs(json.loads((d / "messages.json").read_text()))[0]
 
     assert root(da) != root(db)  # each trial had its own state folder and its own server
 
@@ -598,7 +639,7 @@ async def test_streamable_http_sidecar(tiny_pack: Path, scripted_url: str, tmp_p
         assert result.totals.tool_calls == 5 and result.totals.turns == 6
         # the tools ran against the sidecar's folder, not a locally spawned server's
         items = json.loads((d / "messages.json").read_text())
-        listed = next(i["output"] for i in items if i.get("type") == "function_call_output")
+        listed = tool_outputs(items)[0]
         assert str(state) in listed.splitlines()
         assert (state / "done" / "summary.txt").read_text() == "3\n"
         assert not (set(fs_servers()) - before)

@@ -1,0 +1,120 @@
+"""``mcpfleet export --format mcpmark``: a run's records in MCPMark's results layout, for MCPMark's tools.
+
+MCPMark's evaluator writes ``<results>/<exp>/<model>__<service>/run-N/<category>__<task>/`` with
+``meta.json`` and ``messages.json``, and its aggregator (src/aggregators/aggregate_results.py) reads
+``./results/<exp>`` from there: pass@1 per run-N, pass@k and pass^k per task over run-1..k. The export
+puts attempt N of every recorded trial in run-N, under MCPMark's model folder name (dots as dashes, the
+reasoning effort appended unless "default") and service folder (``<service>-<difficulty>`` for a suite
+other than standard), with the meta.json and messages.json the trial wrote (already MCPMark's format).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .records import MCPMarkFacts, TrialResult, dumps_mcpmark, mcpmark_meta
+from .store import ResultStore
+
+
+class ExportError(ValueError):
+    """The run cannot be exported as asked; the message says why."""
+
+
+@dataclass
+class Exported:
+    root: Path  # <dest>/<exp>
+    trials: int = 0
+    attempts: int = 0
+    folders: set[str] = field(default_factory=set)  # <model>__<service>
+    rebuilt: int = 0  # trials whose meta.json predates MCPMark's format and was rebuilt from result.json
+
+
+def model_folder(model_name: str, reasoning_effort: str | None) -> str:
+    """MCPMark's model slug: dots become dashes, a reasoning effort other than 'default' is appended."""
+    slug = model_name.replace(".", "-")
+    return slug if reasoning_effort in (None, "default") else f"{slug}-{reasoning_effort}"
+
+
+def service_folder(service: str, difficulty: str) -> str:
+    """MCPMark's service folder: the service, with '-<suite>' for a suite other than standard."""
+    return service if difficulty in ("standard", "") else f"{service}-{difficulty}"
+
+
+def _iso_ts(value: str) -> float:
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _rebuilt_meta(rec: dict[str, Any]) -> dict[str, Any]:
+    """meta.json for a trial recorded before mcpfleet wrote MCPMark's exact format."""
+    result = TrialResult.model_validate(rec)
+    _, _, category, name = result.task_id.split("/")
+    infra = result.failure == "infra_error"
+    facts = MCPMarkFacts(
+        task_name=f"{category}__{name}",
+        timeout=3600,
+        started=_iso_ts(result.started_at),
+        finished=_iso_ts(result.finished_at),
+        turn_count=result.totals.turns,
+        run_model=result.provider_model,
+        agent_error=result.error,
+        state_failed=infra and result.verifier.exit_code is None,
+        verifier_ran=result.verifier.exit_code is not None or result.verifier.timed_out,
+    )
+    return mcpmark_meta(result, facts, {})
+
+
+def _planned(store: ResultStore) -> tuple[set[str] | None, int | None]:
+    """Models and attempts the run plans now (run.json), so records of dropped models are left out."""
+    spec = ((store.read_json("run.json") or {}).get("evalrun") or {}).get("spec") or {}
+    models = {m.get("name") for m in spec.get("models") or []} or None
+    return models, spec.get("attempts")
+
+
+def export_mcpmark(store: ResultStore, dest: Path, exp_name: str | None = None) -> Exported:
+    """Write the run's finished trials under ``dest/<exp>`` in MCPMark's layout."""
+    models, attempts = _planned(store)
+    records = [
+        r
+        for r in store.iter_results()
+        if (models is None or r.get("model") in models) and (attempts is None or int(r.get("attempt", 0)) <= attempts)
+    ]
+    if not records:
+        raise ExportError(f"{store.location()}: no finished trial to export")
+    summary = store.read_json("summary.json") or {}
+    exp = exp_name or summary.get("run") or records[0].get("run")
+    if not exp or "/" in exp:
+        raise ExportError(f"'{exp}' cannot be an experiment folder name; pass --exp-name")
+    out = Exported(root=Path(dest) / exp)
+    seen: dict[Path, str] = {}
+    for rec in sorted(records, key=lambda r: (r["model"], r["task_id"], int(r["attempt"]))):
+        raw_meta = store.read_trial_file(rec["trial_id"], "meta.json")
+        meta = json.loads(raw_meta) if raw_meta else None
+        if not meta or "time" not in meta:
+            meta, raw_meta = _rebuilt_meta(rec), None
+            out.rebuilt += 1
+        service, difficulty = rec["service"], rec["task_id"].split("/")[1]
+        folder = (
+            f"{model_folder(meta['model_name'], meta.get('reasoning_effort'))}__{service_folder(service, difficulty)}"
+        )
+        task_dir = out.root / folder / f"run-{int(rec['attempt'])}" / meta["task_name"]
+        if task_dir in seen:
+            raise ExportError(
+                f"{seen[task_dir]} and {rec['trial_id']} both map to {task_dir}: MCPMark names tasks "
+                "<category_id>__<task_id> from meta.json, and these two share those ids"
+            )
+        seen[task_dir] = rec["trial_id"]
+        task_dir.mkdir(parents=True, exist_ok=True)
+        (task_dir / "meta.json").write_bytes(raw_meta or dumps_mcpmark(meta))
+        messages = store.read_trial_file(rec["trial_id"], "messages.json")
+        (task_dir / "messages.json").write_bytes(messages if messages is not None else dumps_mcpmark([]))
+        out.trials += 1
+        out.attempts = max(out.attempts, int(rec["attempt"]))
+        out.folders.add(folder)
+    return out

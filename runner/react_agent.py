@@ -1,0 +1,216 @@
+"""MCPMark's ReAct agent (src/agents/react_agent.py): the model answers in JSON, no native tool calling.
+
+The tools are described in the first user message; each reply is ``{"thought", "action": {"tool",
+"arguments"}}`` or ``{"thought", "answer"}``; a tool's result comes back as an "Observation" user message.
+The words are MCPMark's (mcpmark_protocol.json); turns, tokens and tool calls are measured as in the
+tool-calling loop, so records and aggregates are the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from mcp import ClientSession
+
+from . import mcpmark_protocol as protocol
+from .agent import (
+    STOP_COMPLETED,
+    STOP_CONTEXT,
+    STOP_LLM_ERROR,
+    STOP_MALFORMED,
+    STOP_TIMEOUT,
+    STOP_TURN_LIMIT,
+    AgentRun,
+    ToolCallRecord,
+    TurnRecord,
+)
+from .conversation import mcp1_result_dump
+from .metrics import TrialMetrics
+from .tasks import Task
+
+NAME = "react"
+
+
+def describe_tools(tools: list[Any]) -> str:
+    """The tool list as MCPMark's ReAct prompt renders it."""
+    entries = []
+    for tool in tools:
+        schema = tool.input_schema or {}
+        required = set(schema.get("required") or [])
+        lines = [
+            protocol.render(
+                "react.argument_line",
+                name=prop,
+                required=protocol.text("react.required_marker") if prop in required else "",
+                details=json.dumps(details, ensure_ascii=False, indent=2),
+            )
+            for prop, details in (schema.get("properties") or {}).items()
+        ]
+        description = tool.description if tool.description is not None else protocol.text("react.no_description")
+        entries.append(
+            protocol.render(
+                "react.tool_entry",
+                name=tool.name,
+                description=description,
+                arguments="\n".join(lines) if lines else protocol.text("react.no_arguments"),
+            )
+        )
+    return "\n\n".join(entries) if entries else protocol.text("react.no_tools")
+
+
+def _content_text(content: Any) -> str:
+    """Reply content as text, as MCPMark normalises it (a non-string, non-list becomes its JSON)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, dict):
+                if block.get("type") == "text":
+                    parts.append(block.get("text", ""))
+                elif "text" in block:
+                    parts.append(str(block.get("text")))
+            else:
+                parts.append(str(block))
+        return "\n".join(p for p in parts if p)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def parse_reply(text: str) -> Any:
+    """The reply's JSON, tolerating code fences and a leading 'json' tag; {} when it does not parse."""
+    candidate = text.strip().strip("`").strip()
+    if candidate.lower().startswith("json"):
+        candidate = candidate[4:].lstrip()
+    try:
+        return json.loads(candidate)
+    except json.JSONDecodeError:
+        return {}
+
+
+def _observation(text: str) -> dict[str, str]:
+    return {"role": "user", "content": protocol.render("react.observation", observation=text)}
+
+
+async def _act(
+    session: ClientSession, known: list[str], action: dict[str, Any], timeout: float, turn: TurnRecord
+) -> str:
+    name = action.get("tool")
+    arguments = action.get("arguments", {}) or {}
+    rec = ToolCallRecord(name=str(name), call_id=f"react_{turn.index}", arguments=json.dumps(arguments))
+    turn.tool_calls.append(rec)
+    if name not in known:
+        rec.malformed = rec.is_error = True
+        return protocol.render("react.invalid_tool", tool=name, tools=", ".join(known))
+    start = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout):
+            result = await session.call_tool(name, arguments)
+    except TimeoutError:
+        rec.is_error = True
+        return protocol.render("react.tool_timeout", tool=name)
+    except Exception as exc:  # noqa: BLE001 - read back to the model, as MCPMark does
+        rec.is_error = True
+        return protocol.render("react.tool_failed", tool=name, error=exc)
+    finally:
+        rec.duration_s = time.perf_counter() - start
+    rec.is_error = bool(getattr(result, "is_error", False))
+    return json.dumps(mcp1_result_dump(result), ensure_ascii=False, default=str)
+
+
+async def run_react_agent(
+    session: ClientSession,
+    task: Task,
+    target: Any,
+    *,
+    max_turns: int,
+    timeout_s: float,
+    tool_timeout_s: float,
+    metrics: TrialMetrics | None = None,
+) -> AgentRun:
+    """The ReAct loop: at most ``max_turns`` replies; an answer ends it, anything else is answered."""
+    from . import llm  # heavy import, paid once per warm worker
+
+    listed = list((await session.list_tools()).tools)
+    known = [t.name for t in listed]
+    if metrics is not None:
+        metrics.tools(sorted(known))
+    prompt = protocol.render(
+        "react.task_prompt",
+        instruction=protocol.instruction(task.service, task.description),
+        tools_description=describe_tools(listed),
+    )
+    run = AgentRun(
+        messages=[
+            {"role": "system", "content": protocol.text("react.system_prompt")},
+            {"role": "user", "content": prompt},
+        ],
+        conversation=NAME,
+    )
+    error: str | None = None
+    try:
+        async with asyncio.timeout(timeout_s):
+            for step in range(1, max_turns + 1):
+                turn = TurnRecord(index=step - 1)
+                run.turns.append(turn)
+                try:
+                    response, seconds, retries = await llm.complete(target, run.messages, [])
+                except Exception as exc:  # noqa: BLE001 - MCPMark's ReAct agent stops on a failed call
+                    if isinstance(exc, TimeoutError):
+                        raise
+                    turn.retries = getattr(exc, "mcpfleet_retries", 0)
+                    turn.latency_s = getattr(exc, "mcpfleet_seconds", 0.0)
+                    overflow = isinstance(exc, llm.ContextWindowExceededError)
+                    run.stop_reason = STOP_CONTEXT if overflow else STOP_LLM_ERROR
+                    run.error = protocol.render("react.llm_failed_error", step=step, error=exc)
+                    return run
+                turn.latency_s, turn.retries = seconds, retries
+                if run.run_model is None and getattr(response, "model", None):
+                    run.run_model = str(response.model).split("/")[-1]
+                u = llm.usage_of(response, target)
+                turn.input_tokens, turn.output_tokens = u.input_tokens, u.output_tokens
+                turn.reasoning_tokens, turn.cached_tokens, turn.cost_usd = (
+                    u.reasoning_tokens,
+                    u.cached_tokens,
+                    u.cost_usd,
+                )
+                if metrics is not None:
+                    tokens = {"input": u.input_tokens, "output": u.output_tokens}
+                    tokens.update(reasoning=u.reasoning_tokens, cached=u.cached_tokens)
+                    metrics.turn(seconds, retries, tokens)
+                choice = response.choices[0]
+                turn.finish_reason = getattr(choice, "finish_reason", None)
+                text = _content_text(choice.message.content)
+                run.messages.append({"role": "assistant", "content": text})
+                run.final_text = text
+                reply = parse_reply(text)
+                if not isinstance(reply, dict) or not reply or "thought" not in reply:
+                    run.messages.append({"role": "user", "content": protocol.text("react.invalid_json")})
+                    error = protocol.text("react.invalid_format_error")
+                    continue
+                if reply.get("answer") is not None:
+                    run.stop_reason, run.error = STOP_COMPLETED, None
+                    return run
+                action = reply.get("action")
+                if isinstance(action, dict):
+                    observation = await _act(session, known, action, tool_timeout_s, turn)
+                    if metrics is not None:
+                        for c in turn.tool_calls:
+                            metrics.tool_call(c.name, c.duration_s, c.is_error, c.malformed)
+                    run.messages.append(_observation(observation))
+                elif action is not None:  # MCPMark's agent fails on an action that is not an object
+                    error = f"'{type(action).__name__}' object has no attribute 'get'"
+                    run.stop_reason = STOP_MALFORMED
+                    run.error = protocol.render("react.agent_failed_error", error=error)
+                    return run
+                elif reply.get("result") is not None:
+                    run.messages.append(_observation(str(reply["result"])))
+                else:
+                    run.messages.append({"role": "user", "content": protocol.text("react.missing_action")})
+            run.stop_reason = STOP_TURN_LIMIT
+            run.error = error or protocol.render("react.max_iterations_error", max_iterations=max_turns)
+    except TimeoutError:
+        run.stop_reason, run.error = STOP_TIMEOUT, protocol.render("timeout_error", timeout=f"{timeout_s:g}")
+    return run
