@@ -173,17 +173,28 @@ async def _run_agent(
                     steps=replay.steps if replay else None,
                     answer=replay.answer if replay else None,
                 )
-            limits = {
-                "max_turns": spec.limits.max_turns,
-                "timeout_s": spec.limits.timeout_seconds,
-                "tool_timeout_s": spec.limits.tool_call_timeout_seconds,
-                "metrics": metrics,
-            }
+            lim = spec.limits
             target = llm_target(spec.model, spec, ctx)
             if spec.agent == AgentKind.react:
-                return await run_react_agent(session, task, target, **limits)
-            conversation = MCPFLEET if spec.agent == AgentKind.mcpfleet else MCPMARK
-            return await agents.run_llm_agent(session, task, target, conversation=conversation, **limits)
+                return await run_react_agent(
+                    session,
+                    task,
+                    target,
+                    max_turns=lim.max_turns,
+                    timeout_s=lim.timeout_seconds,
+                    tool_timeout_s=lim.tool_call_timeout_seconds,
+                    metrics=metrics,
+                )
+            return await agents.run_llm_agent(
+                session,
+                task,
+                target,
+                conversation=MCPFLEET if spec.agent == AgentKind.mcpfleet else MCPMARK,
+                max_turns=lim.max_turns,
+                timeout_s=lim.timeout_seconds,
+                tool_timeout_s=lim.tool_call_timeout_seconds,
+                metrics=metrics,
+            )
         finally:
             timings.agent = time.perf_counter() - t
 
