@@ -97,6 +97,9 @@ class FaultProxy:
 
     def __init__(self, upstream: str, fault: Callable[[str, str], int | str | None]):
         self.upstream = urllib.parse.urlsplit(upstream)
+        if not self.upstream.hostname:
+            raise ValueError(f"FaultProxy needs an http://host:port endpoint, got {upstream!r}")
+        self.upstream_host: str = self.upstream.hostname
         self.fault = fault
         self.seen: list[tuple[str, str, int | str | None]] = []
         self.lock = threading.Lock()
@@ -130,7 +133,7 @@ class FaultProxy:
                     self.end_headers()
                     self.wfile.write(data)
                     return
-                up = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=30)
+                up = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream.port, timeout=30)
                 try:
                     headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "keep-alive")}
                     up.request(self.command, self.path, body=body, headers=headers)
