@@ -24,6 +24,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 MOTO_SERVER = Path(sys.executable).parent / "moto_server"
 
@@ -80,10 +84,10 @@ def moto_endpoint(timeout: float = 30.0) -> Iterator[str]:
         log.close()
 
 
-def new_bucket(client: object) -> str:
+def new_bucket(client: S3Client) -> str:
     """Create a bucket with a fresh name through a boto3 S3 client; return its name."""
     name = f"t-{uuid.uuid4().hex[:20]}"
-    client.create_bucket(Bucket=name)  # type: ignore[attr-defined]
+    client.create_bucket(Bucket=name)
     return name
 
 
