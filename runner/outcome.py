@@ -45,10 +45,10 @@ def classify(
     tool_calls: int,
     malformed_calls: int,
     last_call_malformed: bool,
-    final_text: str,
+    final_text: str | None,
     infra_error: bool = False,
 ) -> str | None:
-    """Return None for a pass, else the failure category."""
+    """Return None for a pass, else the failure category (final_text None: the model ended without text)."""
     if infra_error:
         return INFRA_ERROR
     if passed:

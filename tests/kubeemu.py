@@ -65,7 +65,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import aiohttp.web
 import attrs
@@ -294,7 +294,9 @@ def _jsonpath(obj: Any, path: str) -> Any:
 
 
 def _split_commas(text: str) -> list[str]:
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char == "(":
             depth += 1
@@ -321,7 +323,7 @@ def _check_label_key(key: str) -> None:
 
 def parse_label_selector(text: str | None) -> list[tuple[str, str, Any]]:
     """``a=b,c!=d,e in (f,g),h notin (i),j,!k,l>3`` -> [(key, op, value)] (ANDed)."""
-    requirements = []
+    requirements: list[tuple[str, str, Any]] = []  # value: a set for in/notin, None for exists/!, else a str
     for part in _split_commas(text or ""):
         if m := re.fullmatch(r"(\S+)\s+(in|notin)\s*\((.*)\)", part):
             key, op, values = m.group(1), m.group(2), {v.strip() for v in m.group(3).split(",")}
@@ -361,6 +363,8 @@ def labels_match(requirements: list[tuple[str, str, Any]], labels: dict | None) 
         elif op == "!":
             ok = not present
         else:  # "<" / ">": integer comparison, false for absent or non-integer labels
+            if actual is None:
+                return False
             try:
                 number = int(actual)
             except (TypeError, ValueError):
@@ -375,11 +379,12 @@ def _field_getter(path: str) -> Callable[[dict], str]:
     keys = path.split(".")
 
     def get(obj: dict) -> str:
+        value: Any = obj
         for key in keys:
-            obj = obj.get(key) if isinstance(obj, dict) else None
-        if obj is None:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
             return ""
-        return ("true" if obj else "false") if isinstance(obj, bool) else str(obj)
+        return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
     return get
 
@@ -494,7 +499,8 @@ class _Event:
     __slots__ = ("rv", "type", "obj", "old", "_line")
 
     def __init__(self, rv: int, type_: str, obj: dict, old: dict | None):
-        self.rv, self.type, self.obj, self.old, self._line = rv, type_, obj, old, None
+        self.rv, self.type, self.obj, self.old = rv, type_, obj, old
+        self._line: bytes | None = None
 
     @property
     def line(self) -> bytes:
@@ -646,8 +652,8 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         for watcher in list(res.watchers):
             watcher.wake.set()
 
-    def resource(self, spec: str) -> Resource:
-        """Find a served resource by any name kubectl accepts.
+    def find_resource(self, spec: str) -> Resource:
+        """Find a served resource by any name kubectl accepts (``resource`` stays kmock's criterion constructor).
 
         'pods', 'v1/pods', 'po', 'Pod', 'evalruns.mcpfleet.io', 'mcpfleet.io/v1alpha1/evalruns'.
         """
@@ -671,14 +677,16 @@ class RealisticEmulator(kmock.KubernetesEmulator):
 
     # ---- direct (in-process) API; call on the emulator's loop (RunningEmulator routes it) ------
 
-    def objects(self, resource: str, namespace: str | None = None) -> list[dict]:
+    # kmock's `objects` is a view of kmock's own object store, which this emulator replaces by its registry
+    # (kmock's stays empty): the same name lists the real store, so kmock-fixture tests read what was served.
+    def objects(self, resource: str, namespace: str | None = None) -> list[dict]:  # type: ignore[override]
         """Deep copies of the stored objects, sorted by (namespace, name). Safe from any thread."""
-        res = self.resource(resource)
+        res = self.find_resource(resource)
         objs = [deepcopy_json(obj) for obj in res.iter_objects(namespace)]
         return sorted(objs, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
 
     def get_object(self, resource: str, namespace: str | None, name: str) -> dict | None:
-        res = self.resource(resource)
+        res = self.find_resource(resource)
         obj = res.by_ns.get(namespace or "", {}).get(name)
         return deepcopy_json(obj) if obj is not None else None
 
@@ -687,25 +695,24 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         if res is None:
             raise KeyError(f"no resource serves {obj.get('apiVersion')}/{obj.get('kind')}")
         ns = (namespace or obj.get("metadata", {}).get("namespace") or "default") if res.namespaced else None
-        return deepcopy_json(self.create(res, ns, deepcopy_json(obj)))
+        return deepcopy_json(self._create(res, ns, deepcopy_json(obj)))
 
     def patch_object(
         self, resource: str, namespace: str | None, name: str, patch: dict | list, subresource: str | None = None
     ) -> dict:
         """A merge patch (dict) or a JSON patch (list), with the same rules as over HTTP."""
-        res = self.resource(resource)
+        res = self.find_resource(resource)
         ctype = "application/json-patch+json" if isinstance(patch, list) else "application/merge-patch+json"
-        return deepcopy_json(self.patch(res, namespace, name, subresource, deepcopy_json(patch), ctype))
+        return deepcopy_json(self._patch(res, namespace, name, subresource, deepcopy_json(patch), ctype))
 
     def delete_object(self, resource: str, namespace: str | None, name: str, propagation: str = "Background") -> dict:
-        res = self.resource(resource)
-        return deepcopy_json(self.delete(res, namespace, name, {"propagationPolicy": propagation})[1])
+        res = self.find_resource(resource)
+        return deepcopy_json(self._delete(res, namespace, name, {"propagationPolicy": propagation})[1])
 
     def install_crd(self, crd: dict | str | Path) -> dict:
         """Store a CRD object (a dict or a YAML file); its resource is served from then on."""
-        if not isinstance(crd, dict):
-            crd = yaml.safe_load(Path(crd).read_text())
-        return self.create_object(crd)
+        obj = crd if isinstance(crd, dict) else yaml.safe_load(Path(crd).read_text())
+        return self.create_object(obj)
 
     def set_pod_log(self, namespace: str, name: str, container: str, text: str) -> None:
         """What ``GET .../pods/<name>/log?container=<container>`` answers (the test kubelet's output)."""
@@ -779,7 +786,7 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             self._dependents.get(ref.get("uid"), set()).discard((res, ns or "", meta["name"]))
         self._emit(res, "DELETED", obj, None)
         if res.plural == "pods":
-            self.pod_logs.pop((ns, meta["name"]), None)
+            self.pod_logs.pop((ns or "", meta["name"]), None)
         if res.plural == "customresourcedefinitions":
             self._crd_removed(obj)
         if res.plural == "namespaces":
@@ -810,7 +817,7 @@ class RealisticEmulator(kmock.KubernetesEmulator):
                 self._update(res, ns or None, obj, merge_patch(obj, {"metadata": {"ownerReferences": alive or None}}))
             else:
                 with contextlib.suppress(ApiError):
-                    self.delete(res, ns or None, name, {})
+                    self._delete(res, ns or None, name, {})
 
     # ---- validation and defaulting ------------------------------------------------------------
 
@@ -855,7 +862,7 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         if sum(len(k) + len(v) for k, v in annotations.items()) > 256 * 1024:
             self._invalid(res, name, "metadata.annotations: Too long: must have at most 262144 bytes")
 
-    def _invalid(self, res: Resource, name: str, message: str) -> None:
+    def _invalid(self, res: Resource, name: str, message: str) -> NoReturn:
         kind = f"{res.kind}.{res.group}" if res.group else res.kind
         raise ApiError(
             422,
@@ -985,9 +992,9 @@ class RealisticEmulator(kmock.KubernetesEmulator):
                         self._remove(res, ns or None, obj)
                 self.unregister_resource(res)
 
-    # ---- verbs --------------------------------------------------------------------------------
+    # ---- verbs (private: kmock's public patch/delete/... are its HTTP client shortcuts) ----------
 
-    def create(self, res: Resource, ns: str | None, body: Any, dry_run: bool = False) -> dict:
+    def _create(self, res: Resource, ns: str | None, body: Any, dry_run: bool = False) -> dict:
         if not isinstance(body, dict):
             raise ApiError(400, "BadRequest", "the body of the request must be a JSON object")
         if body.get("kind", res.kind) != res.kind or body.get("apiVersion", res.api_version) != res.api_version:
@@ -1078,7 +1085,7 @@ class RealisticEmulator(kmock.KubernetesEmulator):
                 {"name": ns, "kind": "namespaces"},
             )
 
-    def replace(
+    def _replace(
         self, res: Resource, ns: str | None, name: str, sub: str | None, body: Any, dry_run: bool = False
     ) -> dict:
         if not isinstance(body, dict):
@@ -1104,7 +1111,7 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         new["metadata"] = dict(meta, resourceVersion=cur["metadata"]["resourceVersion"])
         return self._update(res, ns, cur, new, sub, dry_run)
 
-    def patch(
+    def _patch(
         self,
         res: Resource,
         ns: str | None,
@@ -1222,7 +1229,7 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             self._crd_installed(new)
         return new
 
-    def delete(
+    def _delete(
         self, res: Resource, ns: str | None, name: str, options: dict, dry_run: bool = False
     ) -> tuple[int, dict]:
         cur = self._lookup(res, ns, name)
@@ -1264,7 +1271,7 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             if res.namespaced:
                 for obj in list(res.by_ns.get(ns, {}).values()):
                     with contextlib.suppress(ApiError):
-                        self.delete(res, ns, obj["metadata"]["name"], {})
+                        self._delete(res, ns, obj["metadata"]["name"], {})
         self._finish_namespace(nsobj)
 
     def _finish_namespace(self, nsobj: dict) -> None:
@@ -1357,17 +1364,16 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             raise ApiError(400, "BadRequest", f"invalid value for watch: {watch_param!r}")
         watch = watch or watch_param in _TRUE
         dry_run = "dryRun" in query
-        if method == "GET" and watch:
-            self._count("watch", what)
-            return await self._serve_watch(raw, res, ns, name)
-        if method == "GET" and name is None:
-            self._count("list", what)
-            return self._json(self._list(raw, res, ns))
-        if method == "GET" and sub == "log":
-            self._count("get", what)
-            return self._serve_log(raw, res, ns, name)
         if method == "GET":
+            if watch:
+                self._count("watch", what)
+                return await self._watch(raw, res, ns, name)
+            if name is None:
+                self._count("list", what)
+                return self._json(self._list(raw, res, ns))
             self._count("get", what)
+            if sub == "log":
+                return self._serve_log(raw, res, ns, name)
             obj = self._lookup(res, ns, name)
             return self._json(self._maybe_table(raw, res, [obj], single=True) or obj)
         body = await self._body(raw) if method in ("POST", "PUT", "PATCH", "DELETE") else None
@@ -1375,21 +1381,21 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             self._count("create", what)
             if res.namespaced and ns is None:
                 raise ApiError(405, "MethodNotAllowed", "create is only allowed on the namespaced URL")
-            return self._json(self.create(res, ns, body, dry_run), status=201)
+            return self._json(self._create(res, ns, body, dry_run), status=201)
         if method == "PUT" and name is not None and sub in (None, "status"):
             self._count("update", what)
-            return self._json(self.replace(res, ns, name, sub, body, dry_run))
+            return self._json(self._replace(res, ns, name, sub, body, dry_run))
         if method == "PATCH" and name is not None and sub in (None, "status"):
             self._count("patch", what)
             ctype = raw.headers.get("Content-Type", "").split(";")[0].strip().lower()
-            return self._json(self.patch(res, ns, name, sub, body, ctype, dry_run))
+            return self._json(self._patch(res, ns, name, sub, body, ctype, dry_run))
         if method == "DELETE" and name is not None and sub is None:
             self._count("delete", what)
             options = dict(body) if isinstance(body, dict) else {}
             for key in ("propagationPolicy", "orphanDependents"):
                 if key in query:
                     options[key] = query[key] if key == "propagationPolicy" else query[key] in _TRUE
-            status, obj = self.delete(res, ns, name, options, dry_run)
+            status, obj = self._delete(res, ns, name, options, dry_run)
             return self._json(obj, status=status)
         if method == "DELETE" and name is None:
             self._count("deletecollection", what)
@@ -1398,7 +1404,7 @@ class RealisticEmulator(kmock.KubernetesEmulator):
                 options["propagationPolicy"] = query["propagationPolicy"]
             listing = self._list(raw, res, ns, paged=False)
             items = [
-                self.delete(res, obj["metadata"].get("namespace"), obj["metadata"]["name"], options, dry_run)[1]
+                self._delete(res, obj["metadata"].get("namespace"), obj["metadata"]["name"], options, dry_run)[1]
                 for obj in listing["items"]
             ]
             return self._json(dict(listing, items=items))
@@ -1437,6 +1443,7 @@ class RealisticEmulator(kmock.KubernetesEmulator):
 
     def _matching(self, res: Resource, ns: str | None, labels: list, fields: list) -> list[dict]:
         names = [value for getter, op, value, field in fields if field == "metadata.name" and op == "="]
+        candidates: Iterable[dict]
         if names and ns is not None:  # a direct lookup instead of a scan
             candidates = [obj for obj in [res.by_ns.get(ns, {}).get(names[0])] if obj is not None]
         else:
@@ -1476,7 +1483,7 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             return table
         return {"apiVersion": res.api_version, "kind": f"{res.kind}List", "metadata": meta, "items": items}
 
-    async def _serve_watch(
+    async def _watch(
         self, raw: aiohttp.web.BaseRequest, res: Resource, ns: str | None, name: str | None
     ) -> aiohttp.web.StreamResponse:
         labels, fields = self._selectors(raw, res, name)
@@ -1487,9 +1494,10 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         rv = query.get("resourceVersion", "")
         if rv and not rv.isdigit():
             raise ApiError(400, "BadRequest", f"invalid resourceVersion: {rv!r}")
-        table = (lambda obj: self._maybe_table(raw, res, [obj])) if self._wants_table(raw) else None
+        table = (lambda obj: self._table(raw, res, [obj])) if self._wants_table(raw) else None
         watcher = _Watcher(ns if res.namespaced else None, labels, fields, table)
         initial: list[bytes] = []
+        expired = False  # 410 Gone: the ERROR event, then the end of the stream
         send_initial = query.get("sendInitialEvents") in _TRUE
         if rv in ("", "0") or send_initial:
             for obj in sorted(
@@ -1509,7 +1517,7 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         elif int(rv) < res.dropped_rv:
             gone = ApiError(410, "Expired", f"too old resource version: {rv} ({res.dropped_rv})").body()
             initial.append(json.dumps({"type": "ERROR", "object": gone}).encode() + b"\n")
-            watcher = None
+            expired = True
         else:
             for event in res.history:
                 if event.rv > int(rv):
@@ -1517,13 +1525,13 @@ class RealisticEmulator(kmock.KubernetesEmulator):
                     if line is not None:
                         initial.append(line)
         response = aiohttp.web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
-        if watcher is not None:
+        if not expired:
             res.watchers.add(watcher)  # registered in the same tick as the snapshot: no gaps
         try:
             await response.prepare(raw)
             if initial:
                 await response.write(b"".join(initial))
-            if watcher is None:
+            if expired:
                 await response.write_eof()
                 return response
             loop = asyncio.get_running_loop()
@@ -1572,7 +1580,7 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             container = containers[0]
         elif container not in containers + [c["name"] for c in pod["spec"].get("initContainers", [])]:
             raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
-        text = self.pod_logs.get((ns, name), {}).get(container, "")
+        text = self.pod_logs.get((ns or "", name), {}).get(container, "")
         tail = raw.query.get("tailLines")
         if tail and tail.isdigit():
             lines = text.splitlines(keepends=True)
@@ -1663,8 +1671,10 @@ class RealisticEmulator(kmock.KubernetesEmulator):
     def _maybe_table(
         self, raw: aiohttp.web.BaseRequest, res: Resource, objs: list[dict], single: bool = False
     ) -> dict | None:
-        if not self._wants_table(raw):
-            return None
+        return self._table(raw, res, objs) if self._wants_table(raw) else None
+
+    def _table(self, raw: aiohttp.web.BaseRequest, res: Resource, objs: list[dict]) -> dict:
+        """A meta.k8s.io/v1 Table of objs (server-side printing, as kubectl asks for it)."""
         columns, cells = self._printer(res)
         include = raw.query.get("includeObject", "PartialObjectMetadata")
         rows = []
@@ -1835,10 +1845,12 @@ def _to_json_schema(node: Any) -> Any:
 
 
 def _proto_fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
+    """(field number, value): an int for a varint, the raw bytes for the other wire types."""
     i = 0
     while i < len(data):
         key, i = _varint(data, i)
         number, wire = key >> 3, key & 7
+        value: int | bytes
         if wire == 0:
             value, i = _varint(data, i)
         elif wire == 2:
@@ -1864,10 +1876,21 @@ def _varint(data: bytes, i: int) -> tuple[int, int]:
             return result, i
 
 
-def _proto_map(entry: bytes, binary: bool = False) -> tuple[str, Any]:
+def _proto_bytes(value: int | bytes) -> bytes:
+    """The payload of a string, bytes or message field; a varint in its place is a malformed body (400)."""
+    if isinstance(value, int):
+        raise ApiError(400, "BadRequest", "malformed protobuf: a varint where a string or message belongs")
+    return value
+
+
+def _proto_str(value: int | bytes) -> str:
+    return _proto_bytes(value).decode()
+
+
+def _proto_map(entry: bytes, binary: bool = False) -> tuple[str, str]:
     fields = dict(_proto_fields(entry))
-    value = fields.get(2, b"")
-    return fields.get(1, b"").decode(), base64.b64encode(value).decode() if binary else value.decode()
+    value = _proto_bytes(fields.get(2, b""))
+    return _proto_str(fields.get(1, b"")), base64.b64encode(value).decode() if binary else value.decode()
 
 
 def _proto_meta(data: bytes) -> dict:
@@ -1875,16 +1898,17 @@ def _proto_meta(data: bytes) -> dict:
     names = {1: "name", 2: "generateName", 3: "namespace"}
     for number, value in _proto_fields(data):
         if number in names:
-            meta[names[number]] = value.decode()
+            meta[names[number]] = _proto_str(value)
         elif number in (11, 12):
-            key, val = _proto_map(value)
+            key, val = _proto_map(_proto_bytes(value))
             meta.setdefault("labels" if number == 11 else "annotations", {})[key] = val
         elif number == 14:
-            meta.setdefault("finalizers", []).append(value.decode())
+            meta.setdefault("finalizers", []).append(_proto_str(value))
         elif number == 13:
             ref_names = {1: "kind", 3: "name", 4: "uid", 5: "apiVersion"}
-            ref = {ref_names[n]: v.decode() for n, v in _proto_fields(value) if n in ref_names}
-            ref.update(("controller", bool(v)) for n, v in _proto_fields(value) if n == 6)
+            fields = list(_proto_fields(_proto_bytes(value)))
+            ref: dict[str, str | bool] = {ref_names[n]: _proto_str(v) for n, v in fields if n in ref_names}
+            ref.update(("controller", bool(v)) for n, v in fields if n == 6)
             meta.setdefault("ownerReferences", []).append(ref)
     return meta
 
@@ -1894,20 +1918,20 @@ def decode_k8s_protobuf(data: bytes) -> dict:
     if not data.startswith(b"k8s\x00"):
         raise ApiError(400, "BadRequest", "not a Kubernetes protobuf message")
     unknown = dict(_proto_fields(data[4:]))
-    type_meta = dict(_proto_fields(unknown.get(1, b"")))
-    api_version, kind = type_meta.get(1, b"").decode(), type_meta.get(2, b"").decode()
+    type_meta = dict(_proto_fields(_proto_bytes(unknown.get(1, b""))))
+    api_version, kind = _proto_str(type_meta.get(1, b"")), _proto_str(type_meta.get(2, b""))
     obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind}
-    for number, value in _proto_fields(unknown.get(2, b"")):
+    for number, value in _proto_fields(_proto_bytes(unknown.get(2, b""))):
         if number == 1:
-            obj["metadata"] = _proto_meta(value)
+            obj["metadata"] = _proto_meta(_proto_bytes(value))
         elif kind == "ConfigMap" and number in (2, 3):
-            key, val = _proto_map(value, binary=number == 3)
+            key, val = _proto_map(_proto_bytes(value), binary=number == 3)
             obj.setdefault("data" if number == 2 else "binaryData", {})[key] = val
         elif kind == "Secret" and number in (2, 4):
-            key, val = _proto_map(value, binary=number == 2)
+            key, val = _proto_map(_proto_bytes(value), binary=number == 2)
             obj.setdefault("data" if number == 2 else "stringData", {})[key] = val
         elif kind == "Secret" and number == 3:
-            obj["type"] = value.decode()
+            obj["type"] = _proto_str(value)
         elif kind in ("ConfigMap", "Secret") and number == 5 - (kind == "ConfigMap"):
             obj["immutable"] = bool(value)
         elif kind == "Namespace" and number in (2, 3):
@@ -2090,7 +2114,7 @@ def _read_kubeconfig(path: str | Path) -> tuple[str, str | None, bool]:
         config["contexts"][0]["context"] if config.get("contexts") else {},
     )
     cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context.get("cluster", c["name"]))
-    user = next((u["user"] for u in config.get("users", []) if u["name"] == context.get("user")), {})
+    user: dict[str, Any] = next((u["user"] for u in config.get("users", []) if u["name"] == context.get("user")), {})
     return cluster["server"], user.get("token"), bool(cluster.get("insecure-skip-tls-verify"))
 
 

@@ -24,6 +24,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 MOTO_SERVER = Path(sys.executable).parent / "moto_server"
 
@@ -80,10 +84,10 @@ def moto_endpoint(timeout: float = 30.0) -> Iterator[str]:
         log.close()
 
 
-def new_bucket(client: object) -> str:
+def new_bucket(client: S3Client) -> str:
     """Create a bucket with a fresh name through a boto3 S3 client; return its name."""
     name = f"t-{uuid.uuid4().hex[:20]}"
-    client.create_bucket(Bucket=name)  # type: ignore[attr-defined]
+    client.create_bucket(Bucket=name)
     return name
 
 
@@ -97,6 +101,9 @@ class FaultProxy:
 
     def __init__(self, upstream: str, fault: Callable[[str, str], int | str | None]):
         self.upstream = urllib.parse.urlsplit(upstream)
+        if not self.upstream.hostname:
+            raise ValueError(f"FaultProxy needs an http://host:port endpoint, got {upstream!r}")
+        self.upstream_host: str = self.upstream.hostname
         self.fault = fault
         self.seen: list[tuple[str, str, int | str | None]] = []
         self.lock = threading.Lock()
@@ -130,7 +137,7 @@ class FaultProxy:
                     self.end_headers()
                     self.wfile.write(data)
                     return
-                up = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=30)
+                up = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream.port, timeout=30)
                 try:
                     headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection", "keep-alive")}
                     up.request(self.command, self.path, body=body, headers=headers)

@@ -454,6 +454,7 @@ def test_operator_env_carries_the_settings(scenario: str) -> None:
 @pytest.mark.parametrize("scenario", ["defaults", "cluster-wide", "watch-namespaces"])
 def test_operator_cli_accepts_the_args(scenario: str) -> None:
     """The container's command line parses with the real `mcpfleet operator` command."""
+    import typer.core
     import typer.main
 
     from mcpfleet.runner.cli import app
@@ -461,7 +462,8 @@ def test_operator_cli_accepts_the_args(scenario: str) -> None:
     values, docs = rendered(scenario)
     c = operator_container(docs)
     group = typer.main.get_command(app)
-    ctx = group.commands["operator"].make_context("operator", list(c["args"]))  # type: ignore[attr-defined]
+    assert isinstance(group, typer.core.TyperGroup)  # several commands: a group
+    ctx = group.commands["operator"].make_context("operator", list(c["args"]))
     assert ctx.params["liveness"] == "http://0.0.0.0:8080/healthz"
     assert ctx.params["all_namespaces"] is values["clusterWide"]
     assert list(ctx.params["namespace"]) == watched(values)

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import time
+from typing import Any, cast
 
 import aiohttp
 import kopf
@@ -175,7 +176,7 @@ def test_optimistic_concurrency_conflicts(emu):
 
 def test_json_patch_ops_and_failed_test_is_422(emu):
     _, c = emu.request("POST", CMS, cm("c", labels={"a": "1"}))
-    ops = [
+    ops: list[dict[str, Any]] = [
         {"op": "test", "path": "/metadata/resourceVersion", "value": "0"},
         {"op": "add", "path": "/data/x", "value": "y"},
     ]
@@ -666,10 +667,25 @@ def test_kubectl_applies_builtin_objects(emu, tmp_path):
     assert emu.objects("pods") == []
 
 
+def test_protobuf_bodies_are_decoded_and_malformed_ones_are_400(emu):
+    def field(number: int, payload: bytes) -> bytes:  # a length-delimited field (payloads under 128 bytes)
+        return bytes([number << 3 | 2, len(payload)]) + payload
+
+    ctype = "application/vnd.kubernetes.protobuf"
+    type_meta = field(1, field(1, b"v1") + field(2, b"ConfigMap"))
+    configmap = field(1, field(1, b"proto")) + field(2, field(1, b"k") + field(2, b"v"))
+    status, body = emu.request("POST", CMS, b"k8s\x00" + type_meta + field(2, configmap), ctype)
+    assert status == 201 and body["metadata"]["name"] == "proto" and body["data"] == {"k": "v"}
+    metadata_as_varint = bytes([1 << 3 | 0, 7])
+    status, body = emu.request("POST", CMS, b"k8s\x00" + type_meta + field(2, metadata_as_varint), ctype)
+    assert status == 400 and "malformed protobuf" in body["message"]  # was a 500: the decoder took the int for bytes
+
+
 def test_kubectl_get_watch(emu):
     emu.kubectl("apply", "--validate=false", "-f", str(REPO / "examples" / "evalrun.yaml"))
     env = dict(os.environ, KUBECONFIG=str(emu.kubeconfig_path), KUBECACHEDIR=str(emu.tmpdir / "kubecache"))
     proc = subprocess.Popen([KUBECTL, "get", "er", "-w"], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None  # stdout=PIPE
     try:
         assert proc.stdout.readline().split() == ["NAME", "PHASE", "PROGRESS", "PASS@1", "AGE"]
         assert proc.stdout.readline().split()[0] == "filesystem-gpt5-vs-sonnet"
@@ -764,6 +780,11 @@ async def test_works_as_the_kmock_fixture_class(kmock):
     assert resp.status == 200 and (await resp.json())["metadata"]["name"] == "p"
     assert len(list(kmock["post"])) == 1 and len(list(kmock)) == 3  # recorded for kmock's assertions
     assert [o["metadata"]["name"] for o in kmock.objects("pods")] == ["p"]
+    # kmock's client shortcuts are its own: the emulator's verbs no longer shadow them (a TypeError before).
+    patch = json.dumps({"metadata": {"labels": {"x": "1"}}})
+    resp = await kmock.patch(f"{PODS}/p", data=patch, headers={"Content-Type": MERGE})
+    assert resp.status == 200 and (await resp.json())["metadata"]["labels"] == {"x": "1"}
+    assert (await kmock.delete(f"{PODS}/p")).status == 200 and kmock.objects("pods") == []
 
 
 def test_python_kubernetes_client(emu):
@@ -771,10 +792,13 @@ def test_python_kubernetes_client(emu):
 
     api = config.new_client_from_config(config_file=str(emu.kubeconfig_path))
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    created = core.create_namespaced_pod("default", pod("x", {"run": "r"}))
-    assert created.status.phase == "Pending"
-    assert [p.metadata.name for p in core.list_namespaced_pod("default", label_selector="run=r").items] == ["x"]
-    assert core.patch_namespaced_pod_status("x", "default", {"status": {"phase": "Running"}}).status.phase == "Running"
+    # The client sends a plain dict body as it is (sanitize_for_serialization); its signature names only the model.
+    created = core.create_namespaced_pod("default", cast(client.V1Pod, pod("x", {"run": "r"})))
+    assert created.status is not None and created.status.phase == "Pending"
+    listed = core.list_namespaced_pod("default", label_selector="run=r").items
+    assert [p.metadata.name if p.metadata else None for p in listed] == ["x"]
+    running = core.patch_namespaced_pod_status("x", "default", {"status": {"phase": "Running"}}).status
+    assert running is not None and running.phase == "Running"
     emu.emulator.set_pod_log("default", "x", "main", "hello\n")
     assert core.read_namespaced_pod_log("x", "default") == "hello\n"
     events = [
@@ -782,9 +806,16 @@ def test_python_kubernetes_client(emu):
         for e in watch.Watch().stream(core.list_namespaced_pod, "default", timeout_seconds=1)
     ]
     assert events == [("ADDED", "x")]
-    er = custom.create_namespaced_custom_object("mcpfleet.io", "v1alpha1", "default", "evalruns", evalrun())
-    patched = custom.patch_namespaced_custom_object_status(  # kubernetes 37 defaults to a merge patch here
-        "mcpfleet.io", "v1alpha1", "default", "evalruns", er["metadata"]["name"], {"status": {"phase": "X"}}
+    # Custom objects come back as decoded JSON; the client declares them `object`.
+    er = cast(
+        dict[str, Any],
+        custom.create_namespaced_custom_object("mcpfleet.io", "v1alpha1", "default", "evalruns", evalrun()),
+    )
+    patched = cast(
+        dict[str, Any],
+        custom.patch_namespaced_custom_object_status(  # kubernetes 37 defaults to a merge patch here
+            "mcpfleet.io", "v1alpha1", "default", "evalruns", er["metadata"]["name"], {"status": {"phase": "X"}}
+        ),
     )
     assert patched["status"] == {"phase": "X"}
     core.delete_namespaced_pod("x", "default")

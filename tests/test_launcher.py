@@ -16,7 +16,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import pytest
 import yaml
@@ -66,7 +66,9 @@ def write_run(
 
 
 def run_file(path: Path, **kw: Any) -> tuple[dict[str, Any], Path]:
-    return execute(load_evalrun(path), path.parent, show_progress=False, **kw)
+    summary, root = execute(load_evalrun(path), path.parent, show_progress=False, **kw)
+    assert isinstance(root, Path)  # write_run's output is a local folder, not an s3:// URI
+    return summary, root
 
 
 def results(root: Path) -> dict[str, dict[str, Any]]:
@@ -116,11 +118,18 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
+class _ForkServerState(Protocol):
+    """CPython's ForkServer keeps the server's pid in a private attribute that typeshed does not declare."""
+
+    _forkserver_pid: int | None
+
+
 def ensure_forkserver() -> int:
     """Start the (process-wide) forkserver the launcher uses, so a test can change os.environ after it."""
     make_context()
     multiprocessing.forkserver.ensure_running()
-    pid = multiprocessing.forkserver._forkserver._forkserver_pid  # noqa: SLF001 - test introspection
+    server = cast(_ForkServerState, multiprocessing.forkserver._forkserver)  # noqa: SLF001 - test introspection
+    pid = server._forkserver_pid
     assert pid
     return pid
 
@@ -276,7 +285,7 @@ def test_resume_runs_only_unfinished_trials(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_changed_spec_is_refused_new_run_and_more_attempts_are_not(tmp_path: Path) -> None:
-    base = dict(tasks={"include": [f"*/{TASK0.rsplit('/', 1)[1]}"]}, limits={"maxTurns": 20})
+    base: dict[str, Any] = dict(tasks={"include": [f"*/{TASK0.rsplit('/', 1)[1]}"]}, limits={"maxTurns": 20})
     path = write_run(tmp_path, "change", [ORACLE], file="run.yaml", **base)
     summary, root = run_file(path)
     assert summary["complete"] and summary["trials_recorded"] == 1

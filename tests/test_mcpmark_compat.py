@@ -39,6 +39,7 @@ def test_foreign_pack_runs_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(spec))
     summary, root = execute(load_evalrun(path), tmp_path, show_progress=False)
+    assert isinstance(root, Path)  # a local output folder, not an s3:// URI
     rows = {r["model"]: r for r in summary["rows"]}
     assert rows["solver"]["pass_at_1"] == 1.0
     assert rows["idle"]["pass_at_1"] == 0.0 and rows["idle"]["failures"] == {"premature_stop": 1}

@@ -237,7 +237,7 @@ def test_unknown_stop_reason_falls_through_to_the_heuristics() -> None:
             final_text=None,
         )
         == VERIFIER_FAILED
-    )  # type: ignore[arg-type]
+    )
 
 
 # -- records.to_mcpmark_messages (MCPMark's own format: see test_mcpmark_formats.py) ----------------------

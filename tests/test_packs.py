@@ -177,6 +177,8 @@ def test_the_init_container_fetches_one_task_and_refuses_a_changed_one(
         t.task_id: t.task_digest
         for t in plan(parse_evalrun(evalrun(str(pack), s3_endpoint, tmp_path / "out")), tmp_path)
     }
+    digest = planned[TASK0]
+    assert digest is not None  # plan() records every task's digest
     task_dir, state_dir = tmp_path / "task", tmp_path / "state"
     out = materialise(
         "--task",
@@ -190,7 +192,7 @@ def test_the_init_container_fetches_one_task_and_refuses_a_changed_one(
         "--endpoint-url",
         s3_endpoint,
         "--digest",
-        planned[TASK0],
+        digest,
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["files"] == 2
@@ -213,7 +215,7 @@ def test_the_init_container_fetches_one_task_and_refuses_a_changed_one(
         "--endpoint-url",
         s3_endpoint,
         "--digest",
-        planned[TASK0],
+        digest,
     )
     assert out.returncode == 2
     assert "not the one this run was planned with" in " ".join(out.stderr.split())

@@ -36,7 +36,7 @@ from mcpfleet.runner.plan import TrialSpec
 from mcpfleet.runner.records import Timings, Totals, TrialResult, dumps
 from mcpfleet.runner.report import PLOT_IDS, load_run
 from mcpfleet.runner.scoring import ALL
-from mcpfleet.runner.spec import Limits, ModelSpec, load_evalrun, parse_evalrun
+from mcpfleet.runner.spec import AgentKind, Limits, ModelSpec, load_evalrun, parse_evalrun
 from mcpfleet.runner.store import LocalStore
 from mcpfleet.runner.summary import build_summary
 
@@ -105,7 +105,7 @@ def synthetic_run(root: Path, name: str = "synthetic") -> Path:
                             task_id=task_id,
                             tasks_root="/nowhere",
                             attempt=attempt,
-                            agent="mcpfleet",
+                            agent=AgentKind.mcpfleet,
                             limits=Limits(max_turns=30),
                         )
                     )
@@ -453,7 +453,7 @@ def test_leaderboard_one_row_per_run_and_model_by_pass_at_1(rendered: dict[str, 
         cells = [c.text for c in r.iter("td")]
         assert cells[1:3] == [run, model]
     assert rows[0].attrs["data-model"] == "oracle"
-    p1 = [num(r.attrs["data-pass-at-1"]) for r in rows]
+    p1 = [float(r.attrs["data-pass-at-1"]) for r in rows]  # pass@1 is never null (num() allows it for pass@k)
     assert p1 == sorted(p1, reverse=True)
 
 

@@ -198,7 +198,7 @@ def test_iter_results_paginates_past_1000_and_discard_unfinished(
 
 
 def test_transient_5xx_answers_are_retried(s3_endpoint: str, s3: Any, bucket: str) -> None:  # noqa: F811
-    failed = []
+    failed: list[str] = []
 
     def first_two_fail(method: str, path: str) -> int | None:
         if method == "PUT" and len(failed) < 2:
@@ -216,7 +216,7 @@ def test_transient_5xx_answers_are_retried(s3_endpoint: str, s3: Any, bucket: st
 
 
 def test_dropped_connections_are_retried_as_a_whole(s3_endpoint: str, s3: Any, bucket: str) -> None:  # noqa: F811
-    drops = []
+    drops: list[str] = []
 
     def drop_twice(method: str, path: str) -> str | None:
         if method == "PUT" and len(drops) < 2:

@@ -439,7 +439,8 @@ async def test_missing_state_is_infra_error_with_a_record(tiny_pack: Path, scrip
     assert not result.passed and result.failure == "infra_error"
     assert str(state) in (result.error or "") and result.stop_reason is None
     assert result.verifier.exit_code is None and result.totals.turns == 0
-    assert store.LocalStore(tmp_path / "out").read_result(s.trial_id)["failure"] == "infra_error"
+    record = store.LocalStore(tmp_path / "out").read_result(s.trial_id)
+    assert record is not None and record["failure"] == "infra_error"
     meta = json.loads((d / "meta.json").read_text())
     assert meta["execution_result"] == {
         "success": False,

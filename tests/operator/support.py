@@ -12,7 +12,7 @@ import boto3
 from conftest import CREDS, NS
 from kubeemu import RunningEmulator
 
-__all__ = ["CREDS", "NS", "evalrun", "infra_errors", "s3_keys", "status_of", "wait_until"]
+__all__ = ["CREDS", "NS", "evalrun", "infra_errors", "run_uid", "s3_keys", "status_of", "wait_until"]
 
 
 def evalrun(name: str, pack: Path, s3: str, bucket: str, **spec: Any) -> dict[str, Any]:
@@ -46,6 +46,13 @@ async def wait_until(pred: Any, timeout: float, what: str) -> Any:
 def status_of(kube: RunningEmulator, name: str) -> dict[str, Any]:
     obj = kube.get("evalruns", NS, name) if hasattr(kube, "get") else None
     return (obj or {}).get("status") or {}
+
+
+def run_uid(kube: RunningEmulator, name: str) -> str:
+    """The uid of an EvalRun that must still exist (its S3 records live under runs/<name>/<uid>/)."""
+    obj = kube.get("evalruns", NS, name)
+    assert obj is not None, f"EvalRun {name} is gone"
+    return obj["metadata"]["uid"]
 
 
 def s3_keys(s3: str, bucket: str) -> list[str]:

@@ -14,7 +14,7 @@ import yaml
 from conftest import make_tiny_pack
 from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet
-from support import CREDS, NS, evalrun, infra_errors, s3_keys, status_of, wait_until
+from support import CREDS, NS, evalrun, infra_errors, run_uid, s3_keys, status_of, wait_until
 
 
 async def test_evalrun_end_to_end(
@@ -57,7 +57,7 @@ async def test_evalrun_end_to_end(
     assert kubelet.max_seen == 3, "\n".join(f"{t:.2f} {p} {e}" for t, p, e in kubelet.timeline)
     assert len(kubelet.started) == 12  # one pod per trial, none twice
     keys = s3_keys(s3, bucket)
-    uid = kube.get("evalruns", NS, "e2e")["metadata"]["uid"]
+    uid = run_uid(kube, "e2e")
     results = [k for k in keys if k.endswith("/result.json")]
     assert len(results) == 12 and all(k.startswith(f"runs/e2e/{uid}/trials/") for k in results)
     assert f"runs/e2e/{uid}/summary.json" in keys
@@ -101,7 +101,7 @@ async def test_a_task_pack_in_s3(
     assert not infra_errors(s3, bucket)
     assert status["counts"]["passed"] == 3 and status["counts"]["finished"] == 3
     assert len(kubelet.started) == 3
-    uid = kube.get("evalruns", NS, "s3pack")["metadata"]["uid"]
+    uid = run_uid(kube, "s3pack")
     for key in s3_keys(s3, bucket):
         if key.startswith(f"runs/s3pack/{uid}/trials/") and key.endswith("/result.json"):
             rec = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())

@@ -472,6 +472,7 @@ async def test_example_evalrun_applied_with_kubectl(
         table = kube.kubectl("get", "evalruns").stdout
         assert name in table and "Running" in table and "0/120" in table
         er = kube.get("evalruns", NS, name)
+        assert er is not None
         pods = kube.objects("pods", NS)
         trials = trials_of(doc, er["metadata"]["uid"])
         assert len(trials) == 120

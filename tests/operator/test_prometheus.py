@@ -38,7 +38,7 @@ import yaml
 from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet, free_port
 from prometheus_client.parser import text_string_to_metric_families
-from support import NS, evalrun, infra_errors, s3_keys, status_of, wait_until
+from support import NS, evalrun, infra_errors, run_uid, s3_keys, status_of, wait_until
 
 from mcpfleet.operator.settings import OperatorSettings
 
@@ -373,7 +373,7 @@ async def test_dashboard_queries_against_a_real_prometheus(
         for pod, ports in port_maps.items()
     }
     assert all(ups[p] >= 2 for p in pods if "-oracle-" in p), ups
-    uid = kube.get("evalruns", NS, run)["metadata"]["uid"]
+    uid = run_uid(kube, run)
     trial_ids = {k.split("/trials/")[1].split("/")[0] for k in s3_keys(s3, bucket) if k.endswith("/result.json")}
     assert len(trial_ids) == 2 * TASKS
     per_trial = set(trial_ids) | set(pods) | {uid}
