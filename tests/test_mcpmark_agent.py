@@ -146,7 +146,7 @@ async def test_mcpfleet_agent_keeps_its_own_prompt(recorder: Recorder, tmp_path:
 async def test_react_agent_plays_mcpmarks_react_protocol(recorder: Recorder, tmp_path: Path) -> None:
     result, d = await run(trial_spec(make_tiny_pack(tmp_path / "p"), agent="react"), tmp_path / "o", recorder.url)
     assert result.passed and result.failure is None, (result.error, result.verifier)
-    assert result.agent == "react" and result.protocol.startswith("mcpmark@")
+    assert result.agent == "react" and (result.protocol or "").startswith("mcpmark@")
     first = recorder.seen[0]
     assert "tools" not in first  # ReAct describes the tools in the prompt; no native tool calling
     system, user = first["messages"]

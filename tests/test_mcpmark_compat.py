@@ -87,6 +87,7 @@ def test_mcpmark_states_layout_runs_with_the_states_file_times(tmp_path: Path) -
     path.write_text(yaml.safe_dump(spec))
     summary, root = execute(load_evalrun(path), tmp_path, show_progress=False)
     assert summary["rows"][0]["pass_at_1"] == 1.0
+    assert isinstance(root, Path)  # a local output folder, not an s3:// URI
     items = json.loads(
         (root / "trials" / "solver.filesystem.standard.file_context.largest_log_answer.1" / "messages.json").read_text()
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from typing import Any
 
 import pytest
 
@@ -256,7 +257,7 @@ def test_to_mcpmark_messages_edge_cases() -> None:
         == []
     )
     # malformed arguments are kept verbatim: the record shows what the model really sent
-    chat = [
+    chat: list[dict[str, Any]] = [
         {
             "role": "assistant",
             "content": None,
