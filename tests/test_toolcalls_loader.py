@@ -80,7 +80,10 @@ def test_openai_and_mcp_tool_shapes_are_tolerated(tmp_path: Path, tool: dict[str
     "assistant",
     [
         {"role": "assistant", "tool_calls": [{"name": "read_file", "arguments": '{"path": "/x"}'}]},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "/x"}}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "/x"}}],
+        },
     ],
 )
 def test_flat_and_anthropic_calls_are_tolerated(tmp_path: Path, assistant: dict[str, Any]) -> None:
@@ -95,7 +98,11 @@ def test_json_lists_data_objects_parquet_and_folders(tmp_path: Path) -> None:
     (folder / "a.json").write_text(json.dumps([row(), row(score="incorrect_tool")]))
     (folder / "sub" / "b.json").write_text(json.dumps({"data": [row(id="custom-id")]}))
     flat = [
-        {**row(score="incorrect_parameter_names"), "available_tools": json.dumps(TOOLS), "message_history": json.dumps(HISTORY)}
+        {
+            **row(score="incorrect_parameter_names"),
+            "available_tools": json.dumps(TOOLS),
+            "message_history": json.dumps(HISTORY),
+        }
     ]
     pq.write_table(pa.Table.from_pylist(flat), folder / "c.parquet")
     (folder / "_manifest.json").write_text('{"not": "data"}')
@@ -116,12 +123,21 @@ BAD_ROWS = [
     ("{not json", "(row)", "not valid JSON"),
     (row(available_tools="[{"), "available_tools", "not valid JSON"),
     (row(available_tools=[{"description": "no name"}]), "available_tools[0].name", "missing"),
-    (row(available_tools=[{"name": "x", "input_schema": [1]}]), "available_tools[0].input_schema", "JSON schema object"),
+    (
+        row(available_tools=[{"name": "x", "input_schema": [1]}]),
+        "available_tools[0].input_schema",
+        "JSON schema object",
+    ),
     (row(message_history=[]), "message_history", "non-empty list"),
     (row(message_history=[{"content": "hi"}]), "message_history[0]", "'role'"),
     (row(message_history=HISTORY[:1]), "message_history", "no assistant message"),
     (
-        row(message_history=[HISTORY[0], {"role": "assistant", "tool_calls": [{"function": {"name": "read_file", "arguments": '{"path": '}}]}]),
+        row(
+            message_history=[
+                HISTORY[0],
+                {"role": "assistant", "tool_calls": [{"function": {"name": "read_file", "arguments": '{"path": '}}]},
+            ]
+        ),
         "message_history[1].tool_calls[0].function.arguments",
         "not valid JSON",
     ),
