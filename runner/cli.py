@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from .spec import SpecError, load_evalrun
 from .tasks import TaskError
+from .toolcalls.cli import judge_eval, toolcalls_app
 
 app = typer.Typer(
     add_completion=False,
@@ -23,6 +24,8 @@ app = typer.Typer(
 )
 tasks_app = typer.Typer(no_args_is_help=True, help="Inspect and validate task packs.")
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(toolcalls_app, name="toolcalls")
+app.command("judge-eval")(judge_eval)
 # Piped output gets a wide fixed width: the summary table is for reading in logs, not for wrapping.
 console = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
