@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -38,7 +38,7 @@ def server() -> Iterator[JudgeServer]:
         yield s
 
 
-def matrix(gold: list[str], predicted: list[str]) -> list[list[int]]:
+def matrix(gold: Sequence[str], predicted: Sequence[str]) -> list[list[int]]:
     pairs = Counter(zip(gold, predicted, strict=True))
     return [[pairs[(g, p)] for p in LABELS] for g in LABELS]
 

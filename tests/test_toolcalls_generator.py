@@ -120,7 +120,7 @@ def test_an_off_intent_call_differs_from_the_correct_one_only_in_a_requested_val
         if case.mutation != "off_intent":
             continue
         found += 1
-        param = case.failure_reason.split("'")[1].split(".")[0].split("[")[0]
+        param = (case.failure_reason or "").split("'")[1].split(".")[0].split("[")[0]
         assert param in case.call.arguments
         tool = next(t for t in case.tools if t.name == case.call.name)
         assert classify_call([tool], ToolCall(name=tool.name, arguments=case.call.arguments)).label == SCHEMA_VALID

@@ -36,7 +36,7 @@ def pick(cases: list[Case], mutation: str | None, n: int = 1) -> list[Case]:
 
 def make(server: JudgeServer, model: str, cache_dir: Path | None = None, **kw: object) -> Judge:
     cache = JudgeCache(cache_dir) if cache_dir else None
-    return Judge.for_model(f"openai/{model}", api_base=server.url, api_key="sk-test", cache=cache, **kw)  # type: ignore[arg-type]
+    return Judge.for_model(f"openai/{model}", api_base=server.url, api_key="sk-test", cache=cache, **kw)
 
 
 def test_parse_answer_accepts_bare_fenced_and_embedded_json_and_rejects_the_rest() -> None:

@@ -14,7 +14,7 @@ from mcpfleet.runner.toolcalls.loader import DataError, load_cases
 
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
 TOOLS = [{"name": "read_file", "description": "Read a file.", "input_schema": SCHEMA}]
-HISTORY = [
+HISTORY: list[dict[str, Any]] = [
     {"role": "user", "content": "Read /tmp/a.txt"},
     {
         "role": "assistant",
