@@ -19,7 +19,7 @@ dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0 0 8p
 table{border-collapse:collapse;font-size:13px;margin:8px 0}
 th,td{border-bottom:1px solid #e4e4e4;padding:3px 6px;text-align:left;vertical-align:top}
 td.n{text-align:right;font-variant-numeric:tabular-nums}td.hit{font-weight:600}
-table.confusion td.n{min-width:48px}.grid{display:flex;flex-wrap:wrap;gap:24px}
+table.confusion td.n{min-width:48px}.grid{display:flex;flex-wrap:wrap;gap:24px}figure{margin:0}
 code{font-size:12px;word-break:break-all}.note{color:#8a5a00;font-size:13px}.wrong{color:#b00020}
 """
 
