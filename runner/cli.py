@@ -24,8 +24,6 @@ app = typer.Typer(
 )
 tasks_app = typer.Typer(no_args_is_help=True, help="Inspect and validate task packs.")
 app.add_typer(tasks_app, name="tasks")
-app.add_typer(toolcalls_app, name="toolcalls")
-app.command("judge-eval")(judge_eval)
 # Piped output gets a wide fixed width: the summary table is for reading in logs, not for wrapping.
 console = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
@@ -371,6 +369,10 @@ def tasks_validate(
     console.print(f"{len(reports) - bad}/{len(reports)} tasks valid")
     if bad:
         raise typer.Exit(1)
+
+
+app.command("judge-eval")(judge_eval)
+app.add_typer(toolcalls_app, name="toolcalls")
 
 
 def main() -> None:
