@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from .spec import SpecError, load_evalrun
 from .tasks import TaskError
+from .toolcalls.cli import judge_eval, toolcalls_app
 
 app = typer.Typer(
     add_completion=False,
@@ -422,6 +423,10 @@ def tasks_validate(
     console.print(f"{len(reports) - bad}/{len(reports)} tasks valid")
     if bad:
         raise typer.Exit(1)
+
+
+app.command("judge-eval")(judge_eval)
+app.add_typer(toolcalls_app, name="toolcalls")
 
 
 def main() -> None:

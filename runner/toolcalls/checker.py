@@ -1,0 +1,156 @@
+"""The deterministic checker: one call against the available tools' JSON schemas, every error reported.
+
+Classification (the card's order: tool, then names, then values):
+
+- the tool name is not among the available tools -> ``incorrect_tool``;
+- the arguments are not a JSON object, a required top-level parameter is missing, or a top-level name is
+  unknown -> ``incorrect_parameter_names``;
+- any other schema violation (types, enums, formats, ranges, patterns, and anything inside a parameter's
+  value, including nested objects' missing or unknown keys) -> ``incorrect_parameter_values``;
+- otherwise ``schema_valid``: the checker cannot see whether the values are the ones the user asked for.
+
+Unknown names: JSON Schema allows undeclared properties unless told otherwise, but a tool call naming a
+parameter the tool does not declare is a wrong name. So an unknown top-level name counts unless the schema
+itself opens the object (``additionalProperties``, ``patternProperties`` or ``unevaluatedProperties`` set):
+the checker validates against the schema plus ``unevaluatedProperties: false`` (Draft 2019-09 and later) or
+``additionalProperties: false`` (older drafts, when no composition keyword could hide the properties).
+
+Validators come from the ``jsonschema`` library (Draft 2020-12 unless the schema names its ``$schema``), with
+format checking on, and are built once per distinct schema (an LRU cache keyed by the schema's canonical
+JSON, which each Tool computes once). For speed each tool gets one validator for the top level (with every
+``properties`` subschema replaced by ``true``) and one per declared parameter (``evolve``d from the full
+schema's validator, so ``$ref`` resolves as before): the same keywords run on the same values, but the
+library's per-property descent, which builds a validator and a referencing resource each time, happens once
+at build time instead of on every call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import SchemaError, ValidationError, best_match
+from jsonschema.protocols import Validator
+
+from .models import SCHEMA_VALID, Reason, Tool, ToolCall, Verdict
+
+TOOL, NAMES, VALUES = "incorrect_tool", "incorrect_parameter_names", "incorrect_parameter_values"
+_RANK = {TOOL: 0, NAMES: 1, VALUES: 2}
+#: Keywords about which names an object has: at the top level they mean wrong parameter names.
+NAME_KEYWORDS = frozenset(
+    {
+        "required",
+        "additionalProperties",
+        "unevaluatedProperties",
+        "dependentRequired",
+        "dependencies",
+        "propertyNames",
+        "minProperties",
+        "maxProperties",
+    }
+)
+_OPENING_KEYWORDS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
+_COMPOSITION = ("allOf", "anyOf", "oneOf", "$ref", "$dynamicRef", "if", "dependentSchemas")
+_BRANCHING = frozenset({"anyOf", "oneOf"})
+
+
+class UncheckableSchema(Exception):
+    """The tool's own input schema is not a valid JSON schema."""
+
+
+def strict_schema(schema: dict[str, Any], cls: type[Validator]) -> dict[str, Any]:
+    """The schema with unknown top-level names forbidden, unless it already says what extra names may be."""
+    if any(k in schema for k in _OPENING_KEYWORDS) or schema.get("type", "object") != "object":
+        return schema
+    if not any(k in schema for k in _COMPOSITION):
+        return {**schema, "additionalProperties": False}  # cheaper than unevaluatedProperties
+    if "unevaluatedProperties" in cls.VALIDATORS:
+        return {**schema, "unevaluatedProperties": False}  # sees properties declared in subschemas
+    return schema  # older drafts: additionalProperties cannot see properties declared in subschemas
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """A tool's validators: ``top`` checks everything but the declared parameters' values, ``params`` those."""
+
+    top: Validator
+    params: dict[str, Validator]
+
+
+@lru_cache(maxsize=4096)
+def compiled(key: str) -> Compiled:
+    """The validators for one schema (canonical JSON), built once; raises UncheckableSchema."""
+    schema = json.loads(key)
+    if not isinstance(schema, dict):
+        raise UncheckableSchema(f"the input schema is a {type(schema).__name__}, not an object")
+    cls = validators.validator_for(schema, default=Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        raise UncheckableSchema(f"the input schema is invalid: {exc.message}") from None
+    strict = strict_schema(schema, cls)
+    full = cls(strict, format_checker=cls.FORMAT_CHECKER)
+    props = strict.get("properties")
+    # Before 2019-09 a $ref beside "properties" makes the validator ignore them: keep the library's behaviour.
+    if not isinstance(props, dict) or ("$ref" in strict and "unevaluatedProperties" not in cls.VALIDATORS):
+        return Compiled(full, {})
+    top = cls({**strict, "properties": dict.fromkeys(props, True)}, format_checker=cls.FORMAT_CHECKER)
+    return Compiled(top, {name: full.evolve(schema=sub) for name, sub in props.items()})
+
+
+def json_path(parts: Iterable[Any]) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+def error_kind(error: ValidationError) -> str:
+    """NAMES for a top-level problem with which names are present (or no object at all), else VALUES.
+
+    A top-level anyOf/oneOf failure is classified by its most relevant branch error.
+    """
+    if error.absolute_path:
+        return VALUES
+    if error.validator in NAME_KEYWORDS or error.validator == "type":
+        return NAMES
+    if error.validator in _BRANCHING and error.context:
+        inner = best_match(error.context)
+        if inner is not None:
+            return error_kind(inner)
+    return VALUES
+
+
+def _reason(error: ValidationError) -> Reason:
+    return Reason(error_kind(error), json_path(error.absolute_path), error.message, str(error.validator))
+
+
+def check_arguments(tool: Tool, arguments: Any) -> Verdict:
+    """Validate arguments against one tool's schema; every error becomes a Reason."""
+    try:
+        check = compiled(tool.key)
+    except UncheckableSchema as exc:
+        return Verdict(SCHEMA_VALID, "checker", (Reason("unchecked", "$", f"tool '{tool.name}': {exc}"),))
+    reasons = [_reason(e) for e in check.top.iter_errors(arguments)]
+    if check.params and isinstance(arguments, dict):
+        params = check.params
+        for name, value in arguments.items():
+            param = params.get(name)
+            if param is not None:
+                for e in param.iter_errors(value):
+                    reasons.append(Reason(VALUES, json_path((name, *e.absolute_path)), e.message, str(e.validator)))
+    if not reasons:
+        return Verdict(SCHEMA_VALID, "checker")
+    reasons.sort(key=lambda r: (_RANK[r.kind], r.path))
+    return Verdict(reasons[0].kind, "checker", tuple(reasons))
+
+
+def classify_call(tools: Sequence[Tool], call: ToolCall) -> Verdict:
+    """Classify one call: ``incorrect_tool``, ``incorrect_parameter_names``, ``incorrect_parameter_values`` or
+    ``schema_valid``; the verdict lists every reason found."""
+    for tool in tools:
+        if tool.name == call.name:
+            return check_arguments(tool, call.arguments)
+    names = ", ".join(t.name for t in tools) or "(none)"
+    return Verdict(TOOL, "checker", (Reason(TOOL, "$", f"tool '{call.name}' is not available; tools: {names}"),))

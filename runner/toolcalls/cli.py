@@ -1,0 +1,165 @@
+"""Commands: ``mcpfleet toolcalls generate`` and ``mcpfleet judge-eval`` (registered by runner/cli.py).
+
+Heavy imports (LiteLLM, pyarrow) happen inside the commands so ``mcpfleet --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+toolcalls_app = typer.Typer(no_args_is_help=True, help="Tool-call quality data (limbic format).")
+console = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True)
+FORMATS = ("jsonl", "json", "parquet")
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _write_parquet(rows: list[dict], path: Path) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        _fail("--format parquet needs pyarrow: pip install 'mcpfleet[parquet]'")
+    # Tool schemas differ per row, so the nested lists are stored as JSON strings (as published sets do).
+    flat = [
+        {**r, "available_tools": json.dumps(r["available_tools"]), "message_history": json.dumps(r["message_history"])}
+        for r in rows
+    ]
+    pq.write_table(pa.Table.from_pylist(flat), path)
+
+
+@toolcalls_app.command()
+def generate(
+    out: Annotated[Path, typer.Option("--out", help="Folder to write the data set into.")],
+    n: Annotated[int, typer.Option("--n", min=1, help="Number of cases.")] = 5000,
+    seed: Annotated[int, typer.Option(help="Seed; the same seed and n give the same file.")] = 0,
+    fmt: Annotated[str, typer.Option("--format", help="jsonl, json or parquet.")] = "jsonl",
+) -> None:
+    """Generate a labelled limbic-format set from real and hand-written MCP tool schemas."""
+    from .generator import generate as make
+
+    if fmt not in FORMATS:
+        _fail(f"--format must be one of {', '.join(FORMATS)}")
+    rows = [case.to_row() for case in make(n, seed)]
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"toolcalls.{fmt}"
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    elif fmt == "json":
+        path.write_text(json.dumps(rows, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    else:
+        _write_parquet(rows, path)
+    labels = Counter(r["score"] for r in rows)
+    mutations = Counter((r["score"], r.get("mutation") or "-") for r in rows)
+    manifest = {
+        "seed": seed,
+        "n": n,
+        "file": path.name,
+        "labels": dict(sorted(labels.items())),
+        "mutations": {f"{label}/{m}": c for (label, m), c in sorted(mutations.items())},
+    }
+    (out / "_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    table = Table(title=f"{n} cases (seed {seed}) -> {path}")
+    for col in ("label", "mutation", "cases"):
+        table.add_column(col, justify="right" if col == "cases" else "left")
+    for (label, m), c in sorted(mutations.items()):
+        table.add_row(label, m, str(c))
+    console.print(table)
+
+
+def judge_eval(
+    data: Annotated[Path, typer.Argument(help="Limbic-format data: a .jsonl/.json/.parquet file or a folder.")],
+    judge: Annotated[
+        str | None, typer.Option(help="LiteLLM model string of the judge, e.g. openai/gpt-5-mini or hosted_vllm/...")
+    ] = None,
+    api_base: Annotated[str | None, typer.Option(help="Judge endpoint (self-hosted OpenAI-compatible).")] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Name of the environment variable holding the judge's API key.")
+    ] = None,
+    judge_all: Annotated[
+        bool,
+        typer.Option(
+            "--judge-all/--schema-valid-only", help="Judge every call (judge metrics) or only schema-valid ones."
+        ),
+    ] = True,
+    concurrency: Annotated[int, typer.Option(min=1, help="Judge calls in flight.")] = 8,
+    rate: Annotated[float, typer.Option(min=0, help="Judge calls started per second (0: no limit).")] = 0.0,
+    attempts: Annotated[int, typer.Option(min=1, help="Answers per case until one is valid JSON.")] = 3,
+    cache_dir: Annotated[
+        Path | None, typer.Option(help="Judge cache folder (default ~/.cache/mcpfleet/judge).")
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the judge cache.")] = False,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip and count bad rows instead of stopping.")] = False,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N cases.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the full report as JSON.")] = None,
+    html_out: Annotated[Path | None, typer.Option("--html", help="Write a self-contained HTML page.")] = None,
+    show: Annotated[int, typer.Option(min=0, help="Disagreements printed.")] = 10,
+) -> None:
+    """Score the checker, a judge model and checker+judge against labelled tool calls."""
+    from .evaluate import evaluate
+    from .loader import DataError, load_cases
+    from .report import html_report, text_report
+
+    try:
+        loaded = load_cases(data, skip_bad=skip_bad)
+    except DataError as exc:
+        _fail(str(exc))
+    for bad in loaded.skipped:
+        err.print(f"[yellow]skipped:[/] {escape(str(bad))}", highlight=False)
+    if limit:
+        loaded.cases = loaded.cases[:limit]
+    if not loaded.cases:
+        _fail(f"{data}: no cases to evaluate")
+    judge_obj = None
+    if judge:
+        from .judge import Judge, JudgeError
+        from .judge_cache import JudgeCache, default_cache_dir
+
+        key = None
+        if api_key_env:
+            key = os.environ.get(api_key_env)
+            if not key:
+                _fail(f"--api-key-env {api_key_env}: that environment variable is not set")
+        cache = None if no_cache else JudgeCache(cache_dir or default_cache_dir())
+        judge_obj = Judge.for_model(
+            judge,
+            api_base=api_base,
+            api_key=key,
+            cache=cache,
+            concurrency=concurrency,
+            rate_per_second=rate or None,
+            attempts=attempts,
+        )
+        try:
+            result = asyncio.run(evaluate(loaded, judge_obj, judge_all, str(data)))
+        except JudgeError as exc:
+            _fail(str(exc))
+        finally:
+            if cache is not None:
+                cache.close()
+    else:
+        result = asyncio.run(evaluate(loaded, None, judge_all, str(data)))
+    console.print(text_report(result, show))
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+        console.print(f"json: {json_out}")
+    if html_out:
+        html_out.parent.mkdir(parents=True, exist_ok=True)
+        html_out.write_text(html_report(result), encoding="utf-8")
+        console.print(f"html: {html_out}")

@@ -1,0 +1,271 @@
+"""Read limbic-format tool-call data (JSONL, JSON, Parquet; a file or a folder of them) into Cases.
+
+A row holds ``available_tools``, ``message_history`` (the request, then the assistant message whose
+``tool_calls`` hold the call), ``score`` and ``failure_reason``, as Quotient published them. Tolerated: both
+lists as JSON-encoded strings, ``arguments`` as an object or a JSON string, tools in MCP's shape
+(``input_schema``/``inputSchema``) or OpenAI's (``parameters``, optionally inside ``{"type": "function",
+"function": ...}``), calls as OpenAI ``function`` objects, flat ``{name, arguments}`` or Anthropic
+``tool_use`` content blocks. A bad row raises DataError naming the file, the row (1-based) and the field;
+with ``skip_bad`` it is skipped and listed in the result instead. Nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .models import LABELS, Case, Tool, ToolCall
+
+SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet")
+LABEL_KEYS = ("score", "label")
+
+
+class DataError(ValueError):
+    """A file or row that cannot be read; the message names the file, row and field."""
+
+
+class RowError(ValueError):
+    """A problem inside one row; ``field`` is a path such as ``message_history[1].tool_calls[0]``."""
+
+    def __init__(self, field_path: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field_path
+
+
+@dataclass
+class BadRow:
+    file: str
+    row: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: row {self.row}: field '{self.field}': {self.message}"
+
+
+@dataclass
+class Loaded:
+    cases: list[Case]
+    files: list[str]
+    rows: int
+    skipped: list[BadRow] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------ files
+
+
+def data_files(path: Path) -> list[Path]:
+    """The file itself, or every data file under a folder (recursively, sorted). As in Spark and Parquet data
+    sets, names starting with ``_`` or ``.`` are not data (a generated set's ``_manifest.json``)."""
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        found = sorted(
+            p
+            for p in path.rglob("*")
+            if p.is_file()
+            and p.suffix.lower() in SUFFIXES
+            and not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts)
+        )
+        if not found:
+            raise DataError(f"{path}: no {', '.join(SUFFIXES)} files in this folder")
+        return found
+    raise DataError(f"{path}: no such file or folder")
+
+
+def iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """(1-based row number, raw row) for one file; a row that is not JSON is passed on as a RowError."""
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        with path.open(encoding="utf-8") as fh:
+            n = 0
+            for line in fh:
+                if not line.strip():
+                    continue
+                n += 1
+                try:
+                    yield n, json.loads(line)
+                except json.JSONDecodeError as exc:
+                    yield n, RowError("(row)", f"not valid JSON: {exc}")
+    elif suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}: not valid JSON: {exc}") from None
+        if isinstance(data, dict) and isinstance(data.get("data"), list):
+            data = data["data"]
+        if not isinstance(data, list):
+            raise DataError(f'{path}: expected a JSON list of rows or {{"data": [...]}}')
+        yield from enumerate(data, 1)
+    elif suffix == ".parquet":
+        yield from _parquet_rows(path)
+    else:
+        raise DataError(f"{path}: unknown data file type '{suffix}'; expected one of {', '.join(SUFFIXES)}")
+
+
+def _parquet_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DataError(f"{path}: reading Parquet needs pyarrow: pip install 'mcpfleet[parquet]'") from None
+    try:
+        n = 0
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=1024):
+            for row in batch.to_pylist():
+                n += 1
+                yield n, row
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise DataError(f"{path}: not a readable Parquet file: {exc}") from None
+
+
+# ------------------------------------------------------------------------------------------------ rows
+
+
+def _decoded(value: Any, field_path: str) -> Any:
+    """A JSON-encoded string decoded; any other value as it is."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise RowError(field_path, f"a string that is not valid JSON: {exc}") from None
+    return value
+
+
+def parse_tool(raw: Any, where: str) -> Tool:
+    if not isinstance(raw, dict):
+        raise RowError(where, f"expected a tool object, got {type(raw).__name__}")
+    if isinstance(raw.get("function"), dict):  # OpenAI: {"type": "function", "function": {...}}
+        raw, where = raw["function"], f"{where}.function"
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise RowError(f"{where}.name", "missing or not a non-empty string")
+    schema_key = next((k for k in ("input_schema", "inputSchema", "parameters") if k in raw), None)
+    schema: Any = {"type": "object", "properties": {}}
+    if schema_key is not None and raw[schema_key] is not None:
+        schema = _decoded(raw[schema_key], f"{where}.{schema_key}")
+    if not isinstance(schema, dict):
+        raise RowError(f"{where}.{schema_key}", f"expected a JSON schema object, got {type(schema).__name__}")
+    description = raw.get("description")
+    return Tool(name=name, description=description if isinstance(description, str) else "", input_schema=schema)
+
+
+def _call_from(raw: Any, where: str) -> ToolCall:
+    if not isinstance(raw, dict):
+        raise RowError(where, f"expected a tool call object, got {type(raw).__name__}")
+    fn, fn_where = raw, where
+    if isinstance(raw.get("function"), dict):
+        fn, fn_where = raw["function"], f"{where}.function"
+    name = fn.get("name")
+    if not isinstance(name, str) or not name:
+        raise RowError(f"{fn_where}.name", "missing or not a non-empty string")
+    key = "input" if raw.get("type") == "tool_use" else "arguments"
+    arguments = _decoded(fn.get(key, {}), f"{fn_where}.{key}")
+    if arguments is None:
+        arguments = {}
+    call_id = raw.get("id")
+    return ToolCall(name=name, arguments=arguments, id=call_id if isinstance(call_id, str) else None)
+
+
+def _message_calls(message: dict[str, Any], where: str) -> list[ToolCall]:
+    """The calls an assistant message makes: OpenAI ``tool_calls`` or Anthropic ``tool_use`` blocks."""
+    raw_calls = _decoded(message.get("tool_calls"), f"{where}.tool_calls")
+    if raw_calls:
+        if not isinstance(raw_calls, list):
+            raise RowError(f"{where}.tool_calls", f"expected a list, got {type(raw_calls).__name__}")
+        return [_call_from(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(raw_calls)]
+    content = message.get("content")
+    if isinstance(content, list):
+        return [
+            _call_from(b, f"{where}.content[{i}]")
+            for i, b in enumerate(content)
+            if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
+    return []
+
+
+def _text_of(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content or None
+    if isinstance(content, list):
+        text = "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+        return text or None
+    return None
+
+
+def parse_row(raw: Any, row_id: str, source: str, require_label: bool = True) -> Case:
+    """One limbic row -> Case; raises RowError naming the field."""
+    if not isinstance(raw, dict):
+        raise RowError("(row)", f"expected an object, got {type(raw).__name__}")
+    if "available_tools" not in raw:
+        raise RowError("available_tools", "missing")
+    tools_raw = _decoded(raw["available_tools"], "available_tools")
+    if not isinstance(tools_raw, list):
+        raise RowError("available_tools", f"expected a list of tools, got {type(tools_raw).__name__}")
+    tools = [parse_tool(t, f"available_tools[{i}]") for i, t in enumerate(tools_raw)]
+    if "message_history" not in raw:
+        raise RowError("message_history", "missing")
+    history = _decoded(raw["message_history"], "message_history")
+    if not isinstance(history, list) or not history:
+        raise RowError("message_history", "expected a non-empty list of messages")
+    for i, m in enumerate(history):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise RowError(f"message_history[{i}]", "expected a message object with a 'role'")
+    # The call under judgement: the last assistant message that makes calls; it must make exactly one.
+    at = next((i for i in range(len(history) - 1, -1, -1) if history[i]["role"] == "assistant"), None)
+    calls = _message_calls(history[at], f"message_history[{at}]") if at is not None else []
+    if at is None or not calls:
+        raise RowError("message_history", "no assistant message with a tool call (tool_calls or tool_use)")
+    if len(calls) != 1:
+        raise RowError(f"message_history[{at}].tool_calls", f"expected exactly one tool call, found {len(calls)}")
+    label = next((raw[k] for k in LABEL_KEYS if raw.get(k) not in (None, "")), None)
+    if label is None and require_label:
+        raise RowError("score", f"missing; expected one of {', '.join(LABELS)}")
+    if label is not None and label not in LABELS:
+        raise RowError("score", f"{label!r} is not one of {', '.join(LABELS)}")
+    reason = raw.get("failure_reason")
+    case_id = raw.get("id")
+    mutation = raw.get("mutation")
+    try:
+        return Case(
+            id=str(case_id) if case_id not in (None, "") else row_id,
+            tools=tools,
+            history=history[:at],
+            call=calls[0],
+            call_content=_text_of(history[at].get("content")),
+            label=label,
+            failure_reason=reason if isinstance(reason, str) and reason else None,
+            mutation=mutation if isinstance(mutation, str) else None,
+            source=source,
+        )
+    except ValidationError as exc:  # defensive: every field was checked above
+        raise RowError("(row)", str(exc)) from None
+
+
+def load_cases(path: Path | str, skip_bad: bool = False, require_label: bool = True) -> Loaded:
+    """Every case in a file or folder. A bad row raises DataError unless ``skip_bad`` (then it is listed)."""
+    root = Path(path)
+    files = data_files(root)
+    out = Loaded(cases=[], files=[str(f) for f in files], rows=0)
+    interned: dict[tuple[str, str, str], Tool] = {}  # one Tool object per distinct tool: compiled once
+    for f in files:
+        label = f.name if root.is_file() else str(f.relative_to(root))
+        for n, raw in iter_rows(f):
+            out.rows += 1
+            try:
+                if isinstance(raw, RowError):
+                    raise raw
+                case = parse_row(raw, f"{label}:{n}", f"{f}:{n}", require_label)
+            except RowError as exc:
+                bad = BadRow(str(f), n, exc.field, str(exc))
+                if not skip_bad:
+                    raise DataError(f"{bad} (use --skip-bad to skip and count bad rows)") from None
+                out.skipped.append(bad)
+                continue
+            case.tools = [interned.setdefault((t.name, t.description, t.key), t) for t in case.tools]
+            out.cases.append(case)
+    return out

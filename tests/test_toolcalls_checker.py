@@ -1,0 +1,222 @@
+"""The schema checker: every class, every reason, formats, nested values, open and closed objects, drafts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcpfleet.runner.toolcalls import SCHEMA_VALID, Tool, ToolCall, classify_call
+from mcpfleet.runner.toolcalls.catalog import load_catalog
+from mcpfleet.runner.toolcalls.checker import compiled
+from mcpfleet.runner.toolcalls.generator import draw_scenario
+from mcpfleet.runner.toolcalls.loader import load_cases
+
+FIXTURE = Path(__file__).resolve().parent / "data" / "toolcalls_200.jsonl"
+NAMES, VALUES, TOOL = "incorrect_parameter_names", "incorrect_parameter_values", "incorrect_tool"
+
+EVENT = Tool(
+    name="create_event",
+    input_schema={
+        "type": "object",
+        "required": ["title", "start"],
+        "properties": {
+            "title": {"type": "string", "minLength": 1},
+            "start": {"type": "string", "format": "date-time"},
+            "day": {"type": "string", "format": "date"},
+            "organiser": {"type": "string", "format": "email"},
+            "link": {"type": "string", "format": "uri"},
+            "id": {"type": "string", "format": "uuid"},
+            "host": {"type": "string", "format": "hostname"},
+            "ip": {"type": "string", "format": "ipv4"},
+            "visibility": {"enum": ["public", "private"]},
+            "reminder": {"type": "integer", "minimum": 0, "maximum": 60},
+            "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+            "guests": {
+                "type": "array",
+                "maxItems": 2,
+                "items": {"type": "object", "required": ["email"], "properties": {"email": {"format": "email"}}},
+            },
+            "place": {"$ref": "#/$defs/place"},
+        },
+        "$defs": {"place": {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}}},
+    },
+)
+OPEN = Tool(
+    name="track",
+    input_schema={
+        "type": "object",
+        "additionalProperties": True,
+        "required": ["event"],
+        "properties": {"event": {"type": "string"}},
+    },
+)
+DRAFT7 = Tool(
+    name="read",
+    input_schema={
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "required": ["path"],
+        "properties": {"path": {"type": "string"}, "head": {"type": "number"}},
+    },
+)
+ONE_OF = Tool(
+    name="lookup",
+    input_schema={
+        "type": "object",
+        "properties": {"email": {"type": "string", "format": "email"}, "id": {"type": "string"}},
+        "oneOf": [{"required": ["email"]}, {"required": ["id"]}],
+    },
+)
+TOOLS = [EVENT, OPEN, DRAFT7, ONE_OF]
+GOOD = {"title": "Sync", "start": "2026-03-05T10:00:00Z"}
+
+
+def check(name: str, args: Any) -> tuple[str, list[tuple[str, str, str]]]:
+    v = classify_call(TOOLS, ToolCall(name=name, arguments=args))
+    assert v.source == "checker"
+    return v.label, [(r.kind, r.path, r.keyword) for r in v.reasons]
+
+
+def test_a_valid_call_is_schema_valid_with_no_reasons() -> None:
+    full = {
+        **GOOD,
+        "day": "2026-03-05",
+        "organiser": "a@example.com",
+        "link": "https://example.com/x",
+        "id": "5b6a9f1e-1c2d-4e3f-8a9b-0c1d2e3f4a5b",
+        "host": "api.example.com",
+        "ip": "10.0.0.1",
+        "visibility": "private",
+        "reminder": 15,
+        "code": "LIS",
+        "guests": [{"email": "b@example.com"}],
+        "place": {"city": "Lisbon"},
+    }
+    assert check("create_event", full) == (SCHEMA_VALID, [])
+
+
+def test_an_unknown_tool_is_incorrect_tool_and_names_the_available_ones() -> None:
+    v = classify_call(TOOLS, ToolCall(name="create_meeting", arguments=GOOD))
+    assert v.label == TOOL
+    assert "create_meeting" in v.reasons[0].message and "create_event" in v.reasons[0].message
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ({"title": "Sync"}, [(NAMES, "$", "required")]),
+        ({**GOOD, "titel": "x"}, [(NAMES, "$", "additionalProperties")]),
+        ({"titel": "Sync", "start": GOOD["start"]}, [(NAMES, "$", "additionalProperties"), (NAMES, "$", "required")]),
+        ([GOOD], [(NAMES, "$", "type")]),
+        ("title=Sync", [(NAMES, "$", "type")]),
+    ],
+)
+def test_missing_misspelt_or_unknown_names_and_non_objects_are_incorrect_names(
+    args: Any, expected: list[tuple[str, str, str]]
+) -> None:
+    label, reasons = check("create_event", args)
+    assert label == NAMES
+    assert sorted(reasons) == sorted(expected)
+
+
+@pytest.mark.parametrize(
+    ("extra", "path", "keyword"),
+    [
+        ({"title": 42}, "$.title", "type"),
+        ({"title": ""}, "$.title", "minLength"),
+        ({"start": "2026-03-05 10:00"}, "$.start", "format"),
+        ({"day": "03/05/2026"}, "$.day", "format"),
+        ({"organiser": "Alice Smith"}, "$.organiser", "format"),
+        ({"link": "example.com/x"}, "$.link", "format"),
+        ({"id": "evt-123"}, "$.id", "format"),
+        ({"host": "https://api.example.com/"}, "$.host", "format"),
+        ({"ip": "10.0.0.256"}, "$.ip", "format"),
+        ({"visibility": "secret"}, "$.visibility", "enum"),
+        ({"reminder": 90}, "$.reminder", "maximum"),
+        ({"reminder": "15"}, "$.reminder", "type"),
+        ({"code": "lis"}, "$.code", "pattern"),
+        ({"guests": [{"email": "a@x.io"}] * 3}, "$.guests", "maxItems"),
+        ({"guests": [{"mail": "a@x.io"}]}, "$.guests[0]", "required"),
+        ({"guests": [{"email": "nobody"}]}, "$.guests[0].email", "format"),
+        ({"place": {"town": "Lisbon"}}, "$.place", "required"),
+    ],
+)
+def test_schema_violations_of_values_are_incorrect_values_with_their_path(
+    extra: dict[str, Any], path: str, keyword: str
+) -> None:
+    assert check("create_event", {**GOOD, **extra}) == (VALUES, [(VALUES, path, keyword)])
+
+
+def test_every_reason_is_reported_and_names_outrank_values() -> None:
+    args = {"title": 7, "start": "tomorrow", "reminder": -1, "colour": "red"}
+    label, reasons = check("create_event", args)
+    assert label == NAMES
+    assert sorted(reasons) == sorted(
+        [
+            (NAMES, "$", "additionalProperties"),
+            (VALUES, "$.title", "type"),
+            (VALUES, "$.start", "format"),
+            (VALUES, "$.reminder", "minimum"),
+        ]
+    )
+
+
+def test_unknown_names_pass_when_the_schema_opens_the_object() -> None:
+    assert check("track", {"event": "signup", "plan": "pro"}) == (SCHEMA_VALID, [])
+    assert check("track", {"evnt": "signup"})[0] == NAMES  # the required name is still missing
+
+
+def test_a_draft_7_schema_is_checked_with_draft_7_and_unknown_names_count() -> None:
+    assert check("read", {"path": "/a", "head": 2.5}) == (SCHEMA_VALID, [])
+    assert check("read", {"path": "/a", "lines": 3}) == (NAMES, [(NAMES, "$", "additionalProperties")])
+    assert check("read", {"path": 3}) == (VALUES, [(VALUES, "$.path", "type")])
+
+
+def test_a_top_level_one_of_is_classified_by_its_best_branch() -> None:
+    assert check("lookup", {"email": "a@example.com"}) == (SCHEMA_VALID, [])
+    assert check("lookup", {})[0] == NAMES  # neither alternative's required name
+    assert check("lookup", {"email": "a@example.com", "mail": "x"})[0] == NAMES  # unevaluatedProperties
+    assert check("lookup", {"email": "not-an-email"}) == (VALUES, [(VALUES, "$.email", "format")])
+
+
+def test_an_invalid_tool_schema_is_reported_not_raised() -> None:
+    broken = Tool(name="broken", input_schema={"type": "object", "properties": {"x": {"type": "strng"}}})
+    v = classify_call([broken], ToolCall(name="broken", arguments={"x": 1}))
+    assert v.label == SCHEMA_VALID
+    assert v.reasons[0].kind == "unchecked" and "invalid" in v.reasons[0].message
+
+
+def test_validators_are_built_once_per_distinct_schema() -> None:
+    twin = Tool(name="create_event", description="same schema, another object", input_schema=EVENT.input_schema)
+    compiled.cache_clear()
+    for tool in (EVENT, twin, EVENT):
+        classify_call([tool], ToolCall(name="create_event", arguments=GOOD))
+    info = compiled.cache_info()
+    assert (info.misses, info.hits) == (1, 2)
+
+
+def test_every_correct_call_of_the_generator_catalog_is_schema_valid() -> None:
+    import random
+
+    rng = random.Random(7)
+    for server in load_catalog():
+        for spec in server.specs:
+            for _ in range(20):
+                drawn = draw_scenario(rng, spec)
+                v = classify_call(server.tools, ToolCall(name=spec.tool.name, arguments=drawn.arguments()))
+                assert v.label == SCHEMA_VALID, (spec.tool.name, drawn.arguments(), v.reasons)
+
+
+def test_the_checker_on_the_fixture_catches_every_schema_mistake_and_no_intent_mistake() -> None:
+    cases = load_cases(FIXTURE).cases
+    unseen = {"off_intent", "wrong_existing_tool"}
+    for case in cases:
+        v = classify_call(case.tools, case.call)
+        if case.label == "correct" or case.mutation in unseen:
+            assert v.label == SCHEMA_VALID, (case.id, case.mutation, v.reasons)
+        else:
+            assert v.label == case.label, (case.id, case.mutation, json.dumps(case.call.arguments), v.reasons)
+    assert {c.mutation for c in cases} >= unseen | {"hallucinated_tool", "missing_required", "wrong_type"}

@@ -1,0 +1,143 @@
+"""Judge evaluation: the metrics, ``mcpfleet judge-eval`` (table, JSON, HTML) and ``mcpfleet toolcalls generate``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from judge_server import JudgeServer, judge_server
+
+from mcpfleet.runner.toolcalls import LABELS, SCHEMA_VALID, classify_call
+from mcpfleet.runner.toolcalls.evaluate import evaluate
+from mcpfleet.runner.toolcalls.judge import Judge
+from mcpfleet.runner.toolcalls.loader import load_cases
+from mcpfleet.runner.toolcalls.metrics import classification_report
+
+MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
+FIXTURE = Path(__file__).resolve().parent / "data" / "toolcalls_200.jsonl"
+CASES = load_cases(FIXTURE).cases
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | (env or {})
+    return subprocess.run(
+        [str(MCPFLEET), *args], capture_output=True, text=True, timeout=300, env=full, stdin=subprocess.DEVNULL
+    )
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[JudgeServer]:
+    with judge_server() as s:
+        yield s
+
+
+def matrix(gold: Sequence[str], predicted: Sequence[str]) -> list[list[int]]:
+    pairs = Counter(zip(gold, predicted, strict=True))
+    return [[pairs[(g, p)] for p in LABELS] for g in LABELS]
+
+
+def test_metrics_match_a_hand_computed_example() -> None:
+    gold = ["correct", "correct", "incorrect_tool", "incorrect_parameter_values", "incorrect_parameter_values"]
+    pred = ["correct", "incorrect_tool", "incorrect_tool", "correct", "judge_error"]
+    m = classification_report(gold, pred)
+    assert m["accuracy"] == pytest.approx(2 / 5)
+    assert m["per_class"]["correct"] == {"precision": 0.5, "recall": 0.5, "f1": 0.5, "support": 2}
+    assert m["per_class"]["incorrect_tool"] == pytest.approx(
+        {"precision": 0.5, "recall": 1.0, "f1": 2 / 3, "support": 1}
+    )
+    values = m["per_class"]["incorrect_parameter_values"]
+    assert values == {"precision": None, "recall": 0.0, "f1": None, "support": 2}
+    assert m["per_class"]["incorrect_parameter_names"]["support"] == 0
+    assert m["macro_f1"] == pytest.approx((0.5 + 2 / 3 + 0.0) / 3)  # classes without support are left out
+    assert m["confusion"]["columns"] == [*LABELS, "judge_error"]
+    assert m["confusion"]["matrix"][3] == [1, 0, 0, 0, 1]
+
+
+def test_judge_eval_without_a_judge_scores_the_checker(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(FIXTURE, data / "cases.jsonl")
+    (data / "bad.jsonl").write_text('{"available_tools": [], "score": "correct"}\n')
+    refused = cli("judge-eval", str(data))
+    assert refused.returncode == 2
+    assert f"{data / 'bad.jsonl'}: row 1: field 'message_history': missing" in " ".join(refused.stderr.split())
+    out = cli(
+        "judge-eval", str(data), "--skip-bad", "--json", str(tmp_path / "r.json"), "--html", str(tmp_path / "r.html")
+    )
+    assert out.returncode == 0, out.stderr
+    assert "skipped:" in out.stderr and "bad.jsonl: row 1" in " ".join(out.stderr.split())
+    assert "judge-eval: 200 cases" in out.stdout and "confusion: checker" in out.stdout
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert list(result["systems"]) == ["checker"] and result["judge"] is None
+    assert result["data"]["rows"] == 201 and len(result["data"]["skipped"]) == 1
+    verdicts = [classify_call(c.tools, c.call) for c in CASES]
+    predicted = ["correct" if v.label == SCHEMA_VALID else v.label for v in verdicts]
+    gold = [c.label or "" for c in CASES]
+    assert result["systems"]["checker"]["confusion"]["matrix"] == matrix(gold, predicted)
+    blind = sum(1 for c in CASES if c.mutation in ("off_intent", "wrong_existing_tool"))
+    assert result["checker_missed_wrong"] == blind == len(result["disagreements"])
+    assert result["by_mutation"]["off_intent"]["checker"] == 0.0
+    assert result["by_mutation"]["missing_required"]["checker"] == 1.0
+    html = (tmp_path / "r.html").read_text()
+    assert html.startswith("<!doctype html>") and "<script" not in html and "http" not in html.split("<body>")[0]
+    assert 'id="confusion-checker"' in html and 'id="disagreements"' in html
+    hit = matrix(gold, predicted)[0][0]
+    assert f'data-gold="correct" data-predicted="correct">{hit}</td>' in html
+
+
+def test_judge_eval_with_a_judge_scores_all_three_systems_and_reuses_its_cache(
+    tmp_path: Path, server: JudgeServer
+) -> None:
+    args = ["judge-eval", str(FIXTURE), "--judge", "openai/rule", "--api-base", server.url]
+    args += ["--api-key-env", "JUDGE_KEY", "--cache-dir", str(tmp_path / "cache"), "--json", str(tmp_path / "r.json")]
+    env = {"JUDGE_KEY": "sk-test"}
+    first = cli(*args, env=env)
+    assert first.returncode == 0, first.stderr
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert list(result["systems"]) == ["checker", "judge", "checker+judge"]
+    stats = result["judge"]["stats"]
+    assert (stats["requests"], stats["cache_hits"], stats["malformed"]) == (200, 0, 0)
+    # The rule judge says incorrect_tool exactly when the called tool is not available, otherwise correct.
+    gold = [c.label or "" for c in CASES]
+    judged = ["correct" if c.call.name in {t.name for t in c.tools} else "incorrect_tool" for c in CASES]
+    assert result["systems"]["judge"]["confusion"]["matrix"] == matrix(gold, judged)
+    checker = result["systems"]["checker"]["confusion"]["matrix"]
+    assert result["systems"]["checker+judge"]["confusion"]["matrix"] == checker
+    served = len(server.requests)
+    second = cli(*args, env=env)
+    assert second.returncode == 0 and len(server.requests) == served
+    again = json.loads((tmp_path / "r.json").read_text())
+    assert (again["judge"]["stats"]["requests"], again["judge"]["stats"]["cache_hits"]) == (0, 200)
+    assert again["systems"] == result["systems"]
+    missing = cli(*args[:-2], "--api-key-env", "NO_SUCH_VARIABLE_SET")
+    assert missing.returncode == 2 and "NO_SUCH_VARIABLE_SET" in missing.stderr
+
+
+async def test_schema_valid_only_judges_what_the_checker_passes(server: JudgeServer) -> None:
+    from mcpfleet.runner.toolcalls.loader import Loaded
+
+    judge = Judge.for_model("openai/answer=incorrect_parameter_values", api_base=server.url, api_key="sk-test")
+    result = await evaluate(Loaded(CASES, [str(FIXTURE)], len(CASES)), judge, judge_all=False)
+    assert list(result["systems"]) == ["checker", "checker+judge"]
+    assert judge.stats.requests == result["checker_schema_valid"]
+    combined = result["by_mutation"]
+    assert combined["off_intent"]["checker+judge"] == 1.0 and combined["(correct)"]["checker+judge"] == 0.0
+
+
+def test_generate_writes_jsonl_json_and_parquet_that_load_back_identically(tmp_path: Path) -> None:
+    loaded = {}
+    for fmt in ("jsonl", "json", "parquet"):
+        out = cli("toolcalls", "generate", "--out", str(tmp_path / fmt), "--n", "40", "--seed", "9", "--format", fmt)
+        assert out.returncode == 0, out.stderr
+        manifest = json.loads((tmp_path / fmt / "_manifest.json").read_text())
+        assert manifest["n"] == 40 and sum(manifest["labels"].values()) == 40
+        loaded[fmt] = [c.model_dump(exclude={"source"}) for c in load_cases(tmp_path / fmt).cases]
+    assert loaded["jsonl"] == loaded["json"] == loaded["parquet"]
+    assert len(loaded["jsonl"]) == 40 and {c["label"] for c in loaded["jsonl"]} == set(LABELS)

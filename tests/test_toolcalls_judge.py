@@ -1,0 +1,165 @@
+"""The LLM judge through LiteLLM against a local OpenAI-compatible server: answers, retries, cache and limits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from judge_server import JudgeServer, judge_server
+
+from mcpfleet.runner.toolcalls import JUDGE_ERROR, SCHEMA_VALID, Case
+from mcpfleet.runner.toolcalls import judge as judge_mod
+from mcpfleet.runner.toolcalls.judge import Judge, JudgeError, RateLimiter, assess, assess_all, parse_answer
+from mcpfleet.runner.toolcalls.judge_cache import JudgeCache, cache_key
+from mcpfleet.runner.toolcalls.loader import load_cases
+
+FIXTURE = Path(__file__).resolve().parent / "data" / "toolcalls_200.jsonl"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[JudgeServer]:
+    with judge_server() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def cases() -> list[Case]:
+    return load_cases(FIXTURE).cases
+
+
+def pick(cases: list[Case], mutation: str | None, n: int = 1) -> list[Case]:
+    return [c for c in cases if c.mutation == mutation][:n]
+
+
+def make(server: JudgeServer, model: str, cache_dir: Path | None = None, **kw: object) -> Judge:
+    cache = JudgeCache(cache_dir) if cache_dir else None
+    return Judge.for_model(f"openai/{model}", api_base=server.url, api_key="sk-test", cache=cache, **kw)
+
+
+def test_parse_answer_accepts_bare_fenced_and_embedded_json_and_rejects_the_rest() -> None:
+    assert parse_answer('{"score": "correct", "reasoning": "ok"}').score == "correct"
+    fenced = parse_answer('```json\n{"score": "incorrect_tool", "reasoning": ["a", "b"]}\n```')
+    assert (fenced.score, fenced.reasoning) == ("incorrect_tool", "a b")
+    assert parse_answer('Verdict: {"score": "incorrect_parameter_names"} done').score == "incorrect_parameter_names"
+    with pytest.raises(ValueError, match="no JSON object"):
+        parse_answer("looks fine")
+    with pytest.raises(ValueError, match="score"):
+        parse_answer('{"score": "mostly_fine", "reasoning": "x"}')
+    with pytest.raises(ValueError, match="not an object"):
+        parse_answer('["correct"]')
+
+
+async def test_a_valid_answer_becomes_the_verdict(server: JudgeServer, cases: list[Case]) -> None:
+    judge = make(server, "rule")
+    good, fake = pick(cases, None)[0], pick(cases, "hallucinated_tool")[0]
+    assert (await judge.judge(good)).label == "correct"
+    verdict = await judge.judge(fake)
+    assert verdict.source == "judge" and verdict.label == "incorrect_tool"
+    assert f"{fake.call.name} is not available" in verdict.reasoning
+    assert judge.stats.requests == 2 and judge.stats.malformed == 0
+    assert (judge.stats.input_tokens, judge.stats.output_tokens) == (200, 40)
+    sent = server.requests[-1]
+    assert sent["messages"][0]["content"] == judge_mod.RUBRIC
+    assert sent["response_format"] == {"type": "json_object"} and sent["temperature"] == 0
+
+
+async def test_an_answer_that_is_not_json_is_sent_back_and_the_retry_is_used(
+    server: JudgeServer, cases: list[Case]
+) -> None:
+    judge = make(server, "flaky")
+    before = len(server.requests)
+    verdict = await judge.judge(cases[0])
+    assert (verdict.label, verdict.reasoning) == ("correct", "arguments match tool exists")
+    assert (judge.stats.requests, judge.stats.malformed, judge.stats.failed) == (2, 1, 0)
+    retry = server.requests[before + 1]["messages"]
+    assert retry[-2] == {"role": "assistant", "content": "I think this call is correct."}
+    assert retry[-1]["role"] == "user" and "no JSON object" in retry[-1]["content"]
+
+
+async def test_a_judge_that_never_answers_json_gives_judge_error_after_its_attempts(
+    server: JudgeServer, cases: list[Case], tmp_path: Path
+) -> None:
+    judge = make(server, "garbage", tmp_path / "cache", attempts=3)
+    verdict = await judge.judge(cases[0])
+    assert verdict.label == JUDGE_ERROR and "3 attempts" in verdict.reasoning
+    assert (judge.stats.requests, judge.stats.malformed, judge.stats.failed) == (3, 3, 1)
+    assert judge.cache is not None and len(judge.cache) == 0  # failures are not cached
+
+
+async def test_a_cached_answer_makes_no_http_call(server: JudgeServer, cases: list[Case], tmp_path: Path) -> None:
+    batch = cases[:5]
+    first = make(server, "rule", tmp_path / "cache")
+    labels = [v.label for v in await asyncio.gather(*(first.judge(c) for c in batch))]
+    assert first.stats.requests == 5 and first.stats.cache_hits == 0
+    before = len(server.requests)
+    second = make(server, "rule", tmp_path / "cache")  # a new process would see the same file
+    again = await asyncio.gather(*(second.judge(c) for c in batch))
+    assert len(server.requests) == before  # no HTTP call at all
+    assert [v.label for v in again] == labels and all(v.cached for v in again)
+    assert (second.stats.requests, second.stats.cache_hits) == (0, 5)
+    other = make(server, "answer=incorrect_tool", tmp_path / "cache")  # another judge model: another key
+    assert (await other.judge(batch[0])).label == "incorrect_tool" and other.stats.requests == 1
+
+
+def test_the_cache_key_covers_tools_history_call_model_and_rubric(cases: list[Case]) -> None:
+    case = cases[0]
+    key = cache_key(case, "m", "v1")
+    assert key == cache_key(case.model_copy(), "m", "v1")
+    changed = [
+        cache_key(case.model_copy(update={"tools": case.tools[:-1]}), "m", "v1"),
+        cache_key(case.model_copy(update={"history": [*case.history, {"role": "user", "content": "x"}]}), "m", "v1"),
+        cache_key(case.model_copy(update={"call": case.call.model_copy(update={"arguments": {"x": 1}})}), "m", "v1"),
+        cache_key(case, "other-model", "v1"),
+        cache_key(case, "m", "v2"),
+    ]
+    assert key not in changed and len(set(changed)) == len(changed)
+
+
+async def test_concurrency_is_bounded(server: JudgeServer, cases: list[Case]) -> None:
+    judge = make(server, "rule?latency=0.3", concurrency=2)
+    server.max_in_flight = 0
+    await asyncio.gather(*(judge.judge(c) for c in cases[:6]))
+    assert server.max_in_flight == 2 and judge.stats.requests == 6
+
+
+async def test_the_rate_limit_spaces_call_starts() -> None:
+    limiter = RateLimiter(20.0)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    starts = []
+
+    async def one() -> None:
+        await limiter.wait()
+        starts.append(loop.time() - start)
+
+    await asyncio.gather(*(one() for _ in range(5)))
+    starts.sort()
+    assert starts[-1] >= 0.2 - 1e-3
+    assert all(b - a >= 0.05 - 1e-3 for a, b in zip(starts, starts[1:], strict=False))
+    unlimited = RateLimiter(None)
+    t = time.perf_counter()
+    await asyncio.gather(*(unlimited.wait() for _ in range(100)))
+    assert time.perf_counter() - t < 0.1
+
+
+async def test_checker_first_then_the_judge_for_schema_valid_calls(server: JudgeServer, cases: list[Case]) -> None:
+    judge = make(server, "answer=incorrect_parameter_values")
+    wrong, valid = pick(cases, "missing_required")[0], pick(cases, "off_intent")[0]
+    a = await assess(wrong, judge)
+    assert a.judge is None and a.combined.label == "incorrect_parameter_names" and judge.stats.requests == 0
+    b = await assess(valid, judge)
+    assert b.checker.label == SCHEMA_VALID and b.combined.label == "incorrect_parameter_values"
+    everything = await assess_all([wrong, valid], judge, judge_all=True)
+    assert [x.judge.label if x.judge else None for x in everything] == ["incorrect_parameter_values"] * 2
+    assert everything[0].combined.label == "incorrect_parameter_names"  # the checker's finding stands
+    assert judge.stats.requests == 3
+
+
+async def test_an_unreachable_judge_raises_instead_of_scoring(cases: list[Case]) -> None:
+    judge = Judge.for_model("openai/rule", api_base="http://127.0.0.1:9/v1", api_key="sk-test")
+    judge.target.retries = 0
+    with pytest.raises(JudgeError, match="openai/rule"):
+        await judge.judge(cases[0])

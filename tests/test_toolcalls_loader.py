@@ -1,0 +1,187 @@
+"""The limbic-format loader: file types, folders, string-encoded fields, tolerated shapes and bad rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mcpfleet.runner.toolcalls.loader import DataError, load_cases
+
+SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+TOOLS = [{"name": "read_file", "description": "Read a file.", "input_schema": SCHEMA}]
+HISTORY: list[dict[str, Any]] = [
+    {"role": "user", "content": "Read /tmp/a.txt"},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"type": "function", "function": {"name": "read_file", "arguments": {"path": "/tmp/a.txt"}}}],
+    },
+]
+
+
+def row(**over: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "available_tools": TOOLS,
+        "message_history": HISTORY,
+        "score": "correct",
+        "failure_reason": "",
+    }
+    base.update(over)
+    return base
+
+
+def write_jsonl(path: Path, rows: list[Any]) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def test_the_cards_shape_loads_into_a_case(tmp_path: Path) -> None:
+    loaded = load_cases(write_jsonl(tmp_path / "d.jsonl", [row()]))
+    (case,) = loaded.cases
+    assert (loaded.rows, loaded.skipped, loaded.files) == (1, [], [str(tmp_path / "d.jsonl")])
+    assert case.id == "d.jsonl:1" and case.source == f"{tmp_path / 'd.jsonl'}:1"
+    assert case.tools[0].name == "read_file" and case.tools[0].input_schema == SCHEMA
+    assert case.history == HISTORY[:1]
+    assert (case.call.name, case.call.arguments) == ("read_file", {"path": "/tmp/a.txt"})
+    assert case.label == "correct" and case.failure_reason is None
+    assert case.messages()[-1]["tool_calls"][0]["function"]["arguments"] == {"path": "/tmp/a.txt"}
+
+
+def test_json_encoded_strings_are_decoded_at_every_level(tmp_path: Path) -> None:
+    history = json.loads(json.dumps(HISTORY))
+    history[1]["tool_calls"][0]["function"]["arguments"] = json.dumps({"path": "/tmp/b.txt"})
+    tools = [{**TOOLS[0], "input_schema": json.dumps(SCHEMA)}]
+    r = row(available_tools=json.dumps(tools), message_history=json.dumps(history), score="incorrect_parameter_values")
+    (case,) = load_cases(write_jsonl(tmp_path / "d.jsonl", [r])).cases
+    assert case.call.arguments == {"path": "/tmp/b.txt"}
+    assert case.tools[0].input_schema == SCHEMA
+    assert case.label == "incorrect_parameter_values"
+
+
+@pytest.mark.parametrize(
+    "tool",
+    [
+        {"name": "read_file", "parameters": SCHEMA},
+        {"name": "read_file", "inputSchema": SCHEMA},
+        {"type": "function", "function": {"name": "read_file", "description": "Read.", "parameters": SCHEMA}},
+    ],
+)
+def test_openai_and_mcp_tool_shapes_are_tolerated(tmp_path: Path, tool: dict[str, Any]) -> None:
+    (case,) = load_cases(write_jsonl(tmp_path / "d.jsonl", [row(available_tools=[tool])])).cases
+    assert case.tools[0].name == "read_file" and case.tools[0].input_schema == SCHEMA
+
+
+@pytest.mark.parametrize(
+    "assistant",
+    [
+        {"role": "assistant", "tool_calls": [{"name": "read_file", "arguments": '{"path": "/x"}'}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "/x"}}],
+        },
+    ],
+)
+def test_flat_and_anthropic_calls_are_tolerated(tmp_path: Path, assistant: dict[str, Any]) -> None:
+    r = row(message_history=[HISTORY[0], assistant])
+    (case,) = load_cases(write_jsonl(tmp_path / "d.jsonl", [r])).cases
+    assert (case.call.name, case.call.arguments) == ("read_file", {"path": "/x"})
+
+
+def test_json_lists_data_objects_parquet_and_folders(tmp_path: Path) -> None:
+    folder = tmp_path / "set"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.json").write_text(json.dumps([row(), row(score="incorrect_tool")]))
+    (folder / "sub" / "b.json").write_text(json.dumps({"data": [row(id="custom-id")]}))
+    flat = [
+        {
+            **row(score="incorrect_parameter_names"),
+            "available_tools": json.dumps(TOOLS),
+            "message_history": json.dumps(HISTORY),
+        }
+    ]
+    pq.write_table(pa.Table.from_pylist(flat), folder / "c.parquet")
+    (folder / "_manifest.json").write_text('{"not": "data"}')
+    (folder / "notes.txt").write_text("ignored")
+    loaded = load_cases(folder)
+    assert [Path(f).name for f in loaded.files] == ["a.json", "c.parquet", "b.json"]
+    assert [c.id for c in loaded.cases] == ["a.json:1", "a.json:2", "c.parquet:1", "custom-id"]
+    assert [c.label for c in loaded.cases] == ["correct", "incorrect_tool", "incorrect_parameter_names", "correct"]
+    assert loaded.cases[2].call.arguments == {"path": "/tmp/a.txt"}
+
+
+def test_identical_tools_are_one_object_across_rows(tmp_path: Path) -> None:
+    loaded = load_cases(write_jsonl(tmp_path / "d.jsonl", [row(), row(), row()]))
+    assert len({id(c.tools[0]) for c in loaded.cases}) == 1
+
+
+BAD_ROWS = [
+    ("{not json", "(row)", "not valid JSON"),
+    (row(available_tools="[{"), "available_tools", "not valid JSON"),
+    (row(available_tools=[{"description": "no name"}]), "available_tools[0].name", "missing"),
+    (
+        row(available_tools=[{"name": "x", "input_schema": [1]}]),
+        "available_tools[0].input_schema",
+        "JSON schema object",
+    ),
+    (row(message_history=[]), "message_history", "non-empty list"),
+    (row(message_history=[{"content": "hi"}]), "message_history[0]", "'role'"),
+    (row(message_history=HISTORY[:1]), "message_history", "no assistant message"),
+    (
+        row(
+            message_history=[
+                HISTORY[0],
+                {"role": "assistant", "tool_calls": [{"function": {"name": "read_file", "arguments": '{"path": '}}]},
+            ]
+        ),
+        "message_history[1].tool_calls[0].function.arguments",
+        "not valid JSON",
+    ),
+    (
+        row(message_history=[HISTORY[0], {"role": "assistant", "tool_calls": HISTORY[1]["tool_calls"] * 2}]),
+        "message_history[1].tool_calls",
+        "exactly one tool call, found 2",
+    ),
+    (row(score="wrong"), "score", "'wrong' is not one of"),
+    ({k: v for k, v in row().items() if k != "score"}, "score", "missing"),
+    ({"message_history": HISTORY}, "available_tools", "missing"),
+]
+
+
+@pytest.mark.parametrize(("bad", "field", "message"), BAD_ROWS)
+def test_a_bad_row_is_an_error_naming_file_row_and_field(tmp_path: Path, bad: Any, field: str, message: str) -> None:
+    path = write_jsonl(tmp_path / "d.jsonl", [row(), bad, row()])
+    with pytest.raises(DataError) as info:
+        load_cases(path)
+    text = str(info.value)
+    assert text.startswith(f"{path}: row 2: field '{field}':"), text
+    assert message in text and "--skip-bad" in text
+
+
+def test_skip_bad_skips_and_counts_every_bad_row(tmp_path: Path) -> None:
+    rows = [row()] + [b for b, _, _ in BAD_ROWS] + [row(score="incorrect_tool")]
+    loaded = load_cases(write_jsonl(tmp_path / "d.jsonl", rows), skip_bad=True)
+    assert loaded.rows == len(rows)
+    assert [c.label for c in loaded.cases] == ["correct", "incorrect_tool"]
+    assert [(b.row, b.field) for b in loaded.skipped] == [(i + 2, f) for i, (_, f, _) in enumerate(BAD_ROWS)]
+
+
+def test_a_json_file_that_is_no_row_list_and_an_empty_folder_are_errors(tmp_path: Path) -> None:
+    (tmp_path / "x.json").write_text('{"rows": []}')
+    with pytest.raises(DataError, match=r"x.json: expected a JSON list of rows"):
+        load_cases(tmp_path / "x.json")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="no .jsonl, .ndjson, .json, .parquet files"):
+        load_cases(tmp_path / "empty")
+    with pytest.raises(DataError, match="no such file or folder"):
+        load_cases(tmp_path / "missing.jsonl")
+
+
+def test_unlabelled_rows_load_when_labels_are_not_required(tmp_path: Path) -> None:
+    r = {k: v for k, v in row().items() if k != "score"}
+    (case,) = load_cases(write_jsonl(tmp_path / "d.jsonl", [r]), require_label=False).cases
+    assert case.label is None
