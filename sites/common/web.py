@@ -206,16 +206,12 @@ class Page:
     # -- responses -----------------------------------------------------------------------------------------
     def render(self, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         flashes = self.session.pop_flashes() if self.session else []
-        extra = self.site.layout(self) if self.site.layout else {}
-        html = self.env.get_template(template).render(
-            page=self,
-            user=self.user,
-            site=self.site,
-            flashes=flashes,
-            form=context.pop("form", self.form),
-            **extra,
-            **context,
-        )
+        values: dict[str, Any] = {"page": self, "user": self.user, "site": self.site, "form": self.form}
+        if self.site.layout:
+            values.update(self.site.layout(self))
+        values.update(context)  # the page's own values win over the layout's
+        values["flashes"] = flashes
+        html = self.env.get_template(template).render(values)
         return HTMLResponse(html, status_code=status_code, headers={"Cache-Control": "no-store"})
 
     def redirect(self, url: str, message: str | None = None, level: str = "success") -> RedirectResponse:
@@ -284,6 +280,32 @@ def _datetime(value: str | None) -> str:
     return _date(value, "%b %-d, %Y, %-I:%M %p") if value else ""
 
 
+class _Macros:
+    """The shared macros as ``m`` in every template, compiled on first use rather than at start-up."""
+
+    def __init__(self, env: jinja2.Environment) -> None:
+        self._env = env
+        self._module: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._module is None:
+            self._module = self._env.get_template("macros.html").module
+        return getattr(self._module, name)
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Compiled templates shared by every site process on the machine (atomic writes, checked against the
+    template source), so a fresh trial's first pages do not pay for compiling them again."""
+    from .. import cache_dir
+
+    folder = cache_dir() / "jinja"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(folder))
+
+
 def make_env(site: Site) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.ChoiceLoader(
@@ -293,11 +315,12 @@ def make_env(site: Site) -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        bytecode_cache=_bytecode_cache(),
     )
     env.filters["money"] = _money
     env.filters["date"] = _date
     env.filters["datetime"] = _datetime
-    env.globals["m"] = env.get_template("macros.html").module  # the shared macros, as `m` in every template
+    env.globals["m"] = _Macros(env)
     return env
 
 

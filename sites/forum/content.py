@@ -562,10 +562,51 @@ GENERIC_REPLIES = (
     "Agreed, completely.",
     "Not sure I agree, but interesting take.",
     "Saving this for later.",
-    "Came here to say this.",
     "Underrated comment.",
     "Thanks, that worked for me!",
     "Hard disagree.",
+    "What did you end up doing?",
+    "This thread is gold.",
+    "Did the same thing last year and never looked back.",
+    "Do you have a link for that?",
+    "The wiki has a good write-up on this.",
+    "Depends a lot on your situation, honestly.",
+    "Bookmarking this.",
+    "I was skeptical too, but it works.",
+    "Ha, this is exactly my week.",
+    "Commenting so I find this later.",
+    "Totally different experience here, for what it's worth.",
+)
+
+OPENERS = (
+    "",
+    "",
+    "",
+    "",
+    "Honestly, ",
+    "In my experience, ",
+    "+1. ",
+    "Agreed. ",
+    "Not quite. ",
+    "Late to this, but ",
+    "Same here. ",
+    "FWIW, ",
+    "Came here to say this. ",
+)
+PROPER = {"Rayleigh", "Python", "Pratchett", "Azul", "Cascadia", "YouTube", "Danish", "Vibram", "Metal", "Earth"}
+CLOSERS = (
+    "",
+    "",
+    "",
+    "",
+    " Good luck!",
+    " Let us know how it goes.",
+    " Edit: typo.",
+    " Source: did this last year.",
+    " YMMV.",
+    " Hope that helps.",
+    " Took me way too long to figure that out.",
+    " Thanks for posting this.",
 )
 
 TOXIC = (

@@ -278,6 +278,7 @@ class _Builder:
         rng = self.rng
         count = min(int(rng.paretovariate(1.1) * 2) - 1, 45)
         ids: list[tuple[int, datetime]] = []
+        pool: list[str] = []
         for _ in range(max(count, 0)):
             author = self.by_name["trollbait"] if rng.random() < 0.008 else self._author()
             parent: tuple[int, datetime] | None = rng.choice(ids) if ids and rng.random() < 0.4 else None
@@ -286,9 +287,21 @@ class _Builder:
             if author["username"] == "trollbait":
                 body = rng.choice(content.TOXIC[:2] + content.TOXIC[3:])
             else:
-                body = rng.choice(community.replies if rng.random() < 0.65 else content.GENERIC_REPLIES)
-                if rng.random() < 0.3:
-                    body += " " + rng.choice(content.GENERIC_REPLIES)
+                if not pool:  # draw replies without repeats until the thread has used them all
+                    pool = list(community.replies) + rng.sample(content.GENERIC_REPLIES, k=6)
+                    rng.shuffle(pool)
+                core = pool.pop()
+                opener = rng.choice(content.OPENERS)
+                first = core.split()[0].strip(",.!")
+                if (
+                    opener
+                    and not opener.endswith(". ")
+                    and first != "I"
+                    and not first[1:2].isupper()
+                    and first not in content.PROPER
+                ):
+                    core = core[0].lower() + core[1:]  # "Honestly, the ..." but "Honestly, Python ..."
+                body = opener + core + rng.choice(content.CLOSERS)
             deleted = rng.random() < 0.02
             cid = self.insert(
                 "comments",

@@ -297,7 +297,6 @@ def _summary(page: Page, lines: list[dict[str, Any]], state: dict[str, Any]) -> 
         "state": state,
         "methods": logic.SHIPPING_METHODS,
         "payments": logic.PAYMENT_METHODS,
-        "store": logic.settings(page.db),
     }
 
 

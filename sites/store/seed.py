@@ -311,7 +311,7 @@ class _Builder:
                 f"The {name} is built for everyday use.",
                 f"Meet the {noun.lower()} our customers keep coming back for.",
                 f"{brand}'s {noun.lower()} combines thoughtful design with honest materials.",
-                f"A reliable {noun.lower()} from {brand}.",
+                f"Dependable {noun.lower()} from {brand}, made to be used every day.",
             )
         )
         outro = rng.choice(
