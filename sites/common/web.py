@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import jinja2
+import jinja2.bccache
 from starlette.applications import Starlette
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
@@ -293,9 +294,19 @@ class _Macros:
         return getattr(self._module, name)
 
 
-def _bytecode_cache() -> jinja2.BytecodeCache | None:
+class _BytecodeCache(jinja2.FileSystemBytecodeCache):
     """Compiled templates shared by every site process on the machine (atomic writes, checked against the
-    template source), so a fresh trial's first pages do not pay for compiling them again."""
+    template source), so a fresh trial's first pages do not pay for compiling them again. A cache that cannot
+    be written (read-only file system) only costs speed, never a page."""
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
     from .. import cache_dir
 
     folder = cache_dir() / "jinja"
@@ -303,7 +314,7 @@ def _bytecode_cache() -> jinja2.BytecodeCache | None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
-    return jinja2.FileSystemBytecodeCache(str(folder))
+    return _BytecodeCache(str(folder))
 
 
 def make_env(site: Site) -> jinja2.Environment:
@@ -388,6 +399,14 @@ def create_app(site: Site, data_dir: Path) -> Starlette:
         finally:
             conn.close()
 
+    async def server_error(request: Request, exc: Exception) -> Response:
+        # Starlette re-raises after answering, so the traceback still reaches the log (stderr).
+        return HTMLResponse(
+            "<!doctype html><html lang=en><title>Something went wrong</title><main><h1>Something went wrong</h1>"
+            "<p>The server could not complete your request. Go back and try again.</p><p><a href=/>Home</a></p></main>",
+            status_code=500,
+        )
+
     routes = [Route("/healthz", healthz, methods=["GET"])]
     routes += [Route(path, wrap(handler), methods=methods) for path, handler, methods in site.routes.entries]
-    return Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: server_error})
