@@ -65,6 +65,12 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("sites-cache")
 
 
+@pytest.fixture(autouse=True)
+def _private_sites_cache(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed templates and compiled templates go to the module's folder, never the user's ~/.cache."""
+    monkeypatch.setenv("MCPFLEET_SITES_CACHE", str(cache))
+
+
 @pytest.fixture
 def env(cache: Path) -> dict[str, str]:
     return {**os.environ, "MCPFLEET_SITES_CACHE": str(cache)}
@@ -335,11 +341,10 @@ def test_shop_login_search_checkout_and_audit(tmp_path: Path, cache: Path, env: 
     assert placed["target_id"] == number and json.loads(placed["details"])["total_cents"] == expected.total
 
 
-def test_shop_same_actions_same_data(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shop_same_actions_same_data(tmp_path: Path, cache: Path) -> None:
     """Timestamps come from the seed's clock: replaying the same actions later yields the same rows."""
     from mcpfleet.sites.shop.site import make_site
 
-    monkeypatch.setenv("MCPFLEET_SITES_CACHE", str(cache))
     rows = []
     for run in range(2):
         db = seed("shop", tmp_path / f"run{run}", cache=cache)
