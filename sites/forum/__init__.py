@@ -1,0 +1,1 @@
+"""A discussion forum: communities, posts, threaded comments, votes, reports and moderation."""
