@@ -6,12 +6,14 @@ import asyncio
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .plan import TrialSpec
+from .services import SERVICES, run_resources
 from .spec import AgentKind, Limits, ModelSpec
 from .store import LocalStore
 from .tasks import Task, check_task
-from .trial import run_trial
+from .trial import TrialContext, run_trial
 
 
 @dataclass
@@ -43,12 +45,20 @@ def _spec(task: Task, root: Path, states_path: Path | None, agent: AgentKind, li
     )
 
 
-async def check_one(task: Task, root: Path, states_path: Path | None, store: LocalStore, limits: Limits) -> TaskReport:
+async def check_one(
+    task: Task,
+    root: Path,
+    states_path: Path | None,
+    store: LocalStore,
+    limits: Limits,
+    resources: dict[str, Any] | None = None,
+) -> TaskReport:
     report = TaskReport(task, problems=check_task(task))
     if report.problems:
         return report
+    ctx = TrialContext(resources=resources or {})
     if task.has_oracle:
-        r = await run_trial(_spec(task, root, states_path, AgentKind.oracle, limits), store)
+        r = await run_trial(_spec(task, root, states_path, AgentKind.oracle, limits), store, ctx)
         report.oracle_passed, report.oracle_seconds = r.passed, r.timings.total
         if not r.passed:
             detail = r.error or (r.verifier.stdout + r.verifier.stderr).strip()[-800:]
@@ -58,7 +68,7 @@ async def check_one(task: Task, root: Path, states_path: Path | None, store: Loc
             report.problems.append(f"{task.id}: oracle step '{errors[0]['name']}' returned an error")
     else:
         report.warnings.append(f"{task.id}: no oracle.json; solvability not checked")
-    r = await run_trial(_spec(task, root, states_path, AgentKind.noop, limits), store)
+    r = await run_trial(_spec(task, root, states_path, AgentKind.noop, limits), store, ctx)
     report.noop_failed = not r.passed
     if r.passed:
         report.problems.append(f"{task.id}: the no-op agent passes; the verifier accepts the untouched state")
@@ -68,13 +78,16 @@ async def check_one(task: Task, root: Path, states_path: Path | None, store: Loc
 async def validate(
     tasks: list[Task], root: Path, states_path: Path | None = None, concurrency: int = 2
 ) -> list[TaskReport]:
+    """Check every task. The services' run-scoped resources (a PostgreSQL cluster) start here, once, in the
+    calling thread, as ``mcpfleet run`` starts them, and stop when the check ends."""
     limits = Limits(max_turns=200, timeout_seconds=600, verifier_timeout_seconds=120)
     sem = asyncio.Semaphore(concurrency)
-    with tempfile.TemporaryDirectory(prefix="mcpfleet-validate-") as tmp:
+    known = {t.service for t in tasks if t.service in SERVICES}
+    with tempfile.TemporaryDirectory(prefix="mcpfleet-validate-") as tmp, run_resources(known) as resources:
         store = LocalStore(Path(tmp))
 
         async def guarded(t: Task) -> TaskReport:
             async with sem:
-                return await check_one(t, root, states_path, store, limits)
+                return await check_one(t, root, states_path, store, limits, resources)
 
         return list(await asyncio.gather(*(guarded(t) for t in tasks)))

@@ -128,14 +128,17 @@ class Task:
     @cached_property
     def digest(self) -> str:
         """Content hash of the task folder and its initial state: a changed verifier is a changed trial."""
+        from .services import SERVICES
+
         h = hashlib.sha256()
-        for base in (self.path, self.state_dir):
+        service = SERVICES.get(self.service)
+        for base in [self.path, *(service.state_files(self) if service else [])]:
             if base.is_dir():
                 for f in sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
                     h.update(str(f.relative_to(base)).encode())
                     h.update(f.read_bytes())
-        if self.state_times.is_file():
-            h.update(self.state_times.read_bytes())
+            elif base.is_file():
+                h.update(base.read_bytes())
         return h.hexdigest()[:16]
 
 
@@ -256,8 +259,13 @@ def check_task(task: Task) -> list[str]:
         problems.append(f"{task.id}: meta.json mcp {meta.get('mcp')} does not list '{task.service}'")
     if not task.description.strip():
         problems.append(f"{task.id}: description.md is empty")
-    if not task.state_dir.is_dir():
-        problems.append(f"{task.id}: initial state {task.state_dir} not found")
+    from .services import SERVICES
+
+    service = SERVICES.get(task.service)
+    if service is None:
+        problems.append(f"{task.id}: service '{task.service}' is not supported; known: {', '.join(sorted(SERVICES))}")
+    else:
+        problems.extend(service.check_state(task))
     if task.has_oracle:
         try:
             _ = task.oracle  # parses oracle.json: a broken one is a problem to report
