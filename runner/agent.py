@@ -219,7 +219,7 @@ async def run_oracle_agent(
         if metrics is not None:
             metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)
         run.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
-    run.final_text = "Oracle solution applied."
+    run.final_text = task.oracle_answer or "Oracle solution applied."
     run.messages.append({"role": "assistant", "content": run.final_text})
     return run
 

@@ -126,6 +126,17 @@ class Task:
         return out
 
     @cached_property
+    def oracle_answer(self) -> str | None:
+        """The final answer an answer task's oracle gives (oracle.json "answer"), read by the verifier."""
+        path = self.path / "oracle.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        except json.JSONDecodeError:
+            return None
+        answer = data.get("answer") if isinstance(data, dict) else None
+        return answer if isinstance(answer, str) else None
+
+    @cached_property
     def digest(self) -> str:
         """Content hash of the task folder and its initial state: a changed verifier is a changed trial."""
         from .services import SERVICES

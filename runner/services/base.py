@@ -71,6 +71,9 @@ class Service:
     # Whether a spare server can start before its trial's state exists (see warm.py): only servers that are
     # given their state as a folder at start, and read it later, can.
     spare_servers: bool = False
+    # A tool whose result names the trial's folder, which oracle steps write as {root} (the scripted oracle
+    # asks it first); None when oracle steps need no folder.
+    oracle_root_tool: str | None = None
 
     @contextmanager
     def run_resource(self) -> Iterator[Any]:

@@ -22,6 +22,7 @@ EXECUTABLE = "mcp-server-filesystem"
 class FilesystemService(Service):
     name = "filesystem"
     spare_servers = True
+    oracle_root_tool = "list_allowed_directories"
 
     def server_command(self, state_dir: Path) -> ServerCommand:
         exe = servers_bin() / EXECUTABLE
