@@ -45,6 +45,7 @@ SETTINGS = {
     "log_timezone": "UTC",
     "max_connections": "300",
     "shared_buffers": "64MB",
+    "dynamic_shared_memory_type": "mmap",  # in the data directory: nothing left in /dev/shm if killed
 }
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
