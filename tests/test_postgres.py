@@ -170,6 +170,9 @@ async def test_two_trials_of_one_task_are_isolated(
         template = state_source(t).template
         with pytest.raises(psycopg2.OperationalError, match="not currently accepting connections"):
             cluster.connect(template, **login_a)
+        # Cloning leaves the template role's grants on databases alone (another worker may be restoring one).
+        grant = f"SELECT has_database_privilege('{pgcluster.TEMPLATE_ROLE}', '{template}', 'CONNECT')"
+        assert one(cluster, grant) == [(True,)]
         roles = (la["POSTGRES_USERNAME"], lb["POSTGRES_USERNAME"])
         flags = one(cluster, f"SELECT rolsuper, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname IN {roles}")
         assert flags == [(False, False, False)] * 2
@@ -236,7 +239,16 @@ async def test_role_managing_tasks_get_a_cluster_of_their_own(
             h = pgcluster.ClusterHandle(
                 int(v["POSTGRES_PORT"]), cluster.base, cluster.bin_dir, v["POSTGRES_PASSWORD"], ""
             )
-            one(h, "CREATE ROLE auditor LOGIN; GRANT SELECT ON orders TO auditor", v["POSTGRES_DATABASE"], **login)
+            one(
+                h,
+                "CREATE ROLE auditor LOGIN PASSWORD 'pw'; GRANT SELECT ON orders TO auditor",
+                v["POSTGRES_DATABASE"],
+                **login,
+            )
+            # As on MCPMark's server, a role the task creates can log in (an RLS verifier does).
+            assert one(h, "SELECT count(*) FROM orders", v["POSTGRES_DATABASE"], user="auditor", password="pw") == [
+                (2000,)
+            ]
         trials = list((Path(cluster.base) / "trials").iterdir())
         assert len(trials) == 2
     assert one(cluster, "SELECT count(*) FROM pg_roles WHERE rolname = 'auditor'") == [(0,)]

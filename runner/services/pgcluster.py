@@ -379,8 +379,9 @@ async def start_async(
     raise AssertionError("unreachable")
 
 
-def bootstrap(handle: ClusterHandle) -> None:
-    """The template role (restores run as it), and no database open to PUBLIC (each trial opens its own)."""
+def bootstrap(handle: ClusterHandle, shared: bool = True) -> None:
+    """The template role (restores run as it); on a shared cluster, no database open to PUBLIC (each trial opens
+    its own). A trial's private cluster keeps PostgreSQL's defaults."""
     from psycopg2 import sql
 
     with contextlib.closing(handle.connect()) as conn, conn.cursor() as cur:
@@ -392,7 +393,7 @@ def bootstrap(handle: ClusterHandle) -> None:
             ),
             (handle.tmpl_password,),
         )
-        for db in ("postgres", "template1"):
+        for db in ("postgres", "template1") if shared else ():
             cur.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(sql.Identifier(db)))
 
 
@@ -436,7 +437,7 @@ async def private_cluster(run: ClusterHandle, name: str) -> AsyncIterator[Cluste
         first = ClusterHandle(pm.port, str(folder), run.bin_dir, run.password, run.tmpl_password, run.uid, run.gid)
         own = dataclasses.replace(first, password=secrets.token_urlsafe(24))
         await asyncio.to_thread(_set_superuser_password, first, own.password)
-        await asyncio.to_thread(bootstrap, own)
+        await asyncio.to_thread(bootstrap, own, False)
         yield own
     finally:
         if pm is not None:

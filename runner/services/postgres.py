@@ -206,21 +206,25 @@ def create_role(h: ClusterHandle, login: Login) -> None:
         )
 
 
-def create_database(h: ClusterHandle, template: str | None, login: Login) -> None:
+def create_database(h: ClusterHandle, template: str | None, login: Login, shared: bool = True) -> None:
     """The trial's database (a clone of ``template``, or empty) owned by ``login.user``, with every object in it
-    reassigned to that user, and nobody else allowed to connect."""
+    reassigned to that user. On the run's shared cluster nobody else may connect; a cluster of the trial's own
+    keeps PostgreSQL's defaults, as MCPMark's server has them (its tasks log in as roles they create)."""
     from psycopg2 import sql
 
     db, role = sql.Identifier(login.database), sql.Identifier(login.user)
     with contextlib.closing(h.connect()) as conn, conn.cursor() as cur:
         source = sql.SQL(" TEMPLATE {}").format(sql.Identifier(template)) if template else sql.SQL("")
         cur.execute(sql.SQL("CREATE DATABASE {} OWNER {}{} STRATEGY FILE_COPY").format(db, role, source))
-        cur.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
+        if shared:
+            cur.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
     if template:
         with contextlib.closing(h.connect(login.database)) as conn, conn.cursor() as cur:
             tmpl_role = sql.Identifier(TEMPLATE_ROLE)
             cur.execute(sql.SQL("REASSIGN OWNED BY {} TO {}").format(tmpl_role, role))
-            cur.execute(sql.SQL("DROP OWNED BY {}").format(tmpl_role))  # its grants on the schema, in this clone
+            # Its one grant in the template. Not DROP OWNED BY: that also revokes its grants on shared objects,
+            # i.e. CONNECT on a template another worker is restoring right now.
+            cur.execute(sql.SQL("REVOKE ALL ON SCHEMA public FROM {}").format(tmpl_role))
 
 
 def drop_database(h: ClusterHandle, database: str) -> None:
@@ -301,7 +305,8 @@ class PostgresService(Service):
         database = f"trial_{tag}"
         state_dir.mkdir(parents=True, exist_ok=True)
         async with AsyncExitStack() as stack:
-            if isolation(task) == "cluster":
+            shared = isolation(task) == "database"
+            if not shared:
                 h = await stack.enter_async_context(pgcluster.private_cluster(resource, tag))
                 login = Login(h.host, h.port, database, SUPERUSER, h.password)
             else:
@@ -309,13 +314,13 @@ class PostgresService(Service):
                 login = Login(h.host, h.port, database, f"agent_{tag}", secrets.token_urlsafe(18))
                 stack.push_async_callback(asyncio.to_thread, drop_trial, h, database, login.user)
                 await asyncio.to_thread(create_role, h, login)
-            yield await self._fill(task, h, login, state_dir)
+            yield await self._fill(task, h, login, state_dir, shared)
 
-    async def _fill(self, task: Task, h: ClusterHandle, login: Login, state_dir: Path) -> TrialEnv:
+    async def _fill(self, task: Task, h: ClusterHandle, login: Login, state_dir: Path, shared: bool = True) -> TrialEnv:
         """Create the trial's database from its state (or empty, then prepare_environment.py)."""
         src = state_source(task)
         template = await asyncio.to_thread(ensure_template, h, src) if src else None
-        await asyncio.to_thread(create_database, h, template, login)
+        await asyncio.to_thread(create_database, h, template, login, shared)
         if src is None and (task.path / PREPARE).is_file():
             await run_prepare(task, login)
         return TrialEnv(state_dir, self.server_command(login), login.env(), [login.database])
