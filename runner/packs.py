@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
+from .services import get_service
 from .store import S3Store, S3Tuning, parse_s3_uri
 from .tasks import TaskError
 
@@ -119,11 +120,11 @@ def task_scopes(task_id: str, states_in_pack: bool) -> list[str]:
     service, _, category, _ = task_id.split("/")
     scopes = [task_id]
     if states_in_pack:
-        scopes += [f"{service}/states/{category}", f"{service}/states/{category}.times.json"]
+        scopes += [f"{service}/states/{name}" for name in get_service(service).state_names(category)]
     return scopes
 
 
 def state_scopes(task_id: str) -> list[str]:
     """What one trial needs from a separate states location (``spec.tasks.statesPath``)."""
     service, _, category, _ = task_id.split("/")
-    return [f"{service}/{category}", f"{service}/{category}.times.json"]
+    return [f"{service}/{name}" for name in get_service(service).state_names(category)]

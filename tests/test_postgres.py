@@ -212,6 +212,7 @@ async def test_agent_sql_through_postgres_mcp_cannot_reach_another_trial(
                 for statement, refusal in attempts.items():
                     text = await sql(statement)
                     assert text.startswith("Error:") and refusal in text, (statement, text)
+                    assert PG.result_is_error(text)  # postgres-mcp does not flag these results as errors
     # The tools and parameters task oracles (and PG-TASKS.md) rely on, as the pinned server lists them.
     assert {"list_schemas", "list_objects", "get_object_details", "explain_query", "execute_sql"} <= set(tools)
     assert tools["list_objects"]["required"] == ["schema_name"]
@@ -455,3 +456,24 @@ async def test_spare_database_serves_the_claiming_trial(
         assert one(cluster, f"SELECT count(*) FROM pg_database WHERE datname = '{db}'") == [(0,)]
     finally:
         await spare.close()
+
+
+async def test_validate_reports_an_oracle_step_that_fails(cluster: pgcluster.ClusterHandle, tmp_path: Path) -> None:
+    from pgpack import ADD_TOTAL_VERIFY, GENERATOR, sql, write_task
+
+    from mcpfleet.runner.spec import Limits
+    from mcpfleet.runner.store import LocalStore
+    from mcpfleet.runner.taskcheck import check_one
+
+    root = tmp_path / "pack"
+    (root / "postgres/states").mkdir(parents=True)
+    (root / "postgres/states/shop.py").write_text(GENERATOR)
+    steps = [
+        sql("SELECT no_such_column FROM orders"),
+        sql("ALTER TABLE orders ADD total numeric; UPDATE orders SET total = qty * price"),
+    ]
+    write_task(root, "shop", "add_total", "Add a total column.\n", ADD_TOTAL_VERIFY, {"steps": steps})
+    t = find_task(root, "postgres/standard/shop/add_total")
+    report = await check_one(t, root, None, LocalStore(tmp_path / "out"), Limits(), {"postgres": cluster})
+    assert report.oracle_passed and report.noop_failed
+    assert report.problems == [f"{t.id}: oracle step 'execute_sql' returned an error"]

@@ -109,6 +109,14 @@ class Service:
         """Files and folders that make up the task's initial state: part of the task's content digest."""
         return []
 
+    def result_is_error(self, text: str) -> bool:
+        """Whether a tool result the server did not flag as an error reports one (counted as a tool error)."""
+        return False
+
+    def state_names(self, category: str) -> list[str]:
+        """Names (files or folders) a category's state may have in a states folder: what a pod fetches."""
+        return []
+
     def check_state(self, task: Task) -> list[str]:
         """Problems with the task's initial state (``mcpfleet tasks validate``)."""
         return []

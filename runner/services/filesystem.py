@@ -58,6 +58,9 @@ class FilesystemService(Service):
     def state_files(self, task: Task) -> list[Path]:
         return [task.state_dir, task.state_times]
 
+    def state_names(self, category: str) -> list[str]:
+        return [category, f"{category}.times.json"]
+
     def check_state(self, task: Task) -> list[str]:
         if not task.state_dir.is_dir():
             return [f"{task.id}: initial state {task.state_dir} not found"]

@@ -360,6 +360,13 @@ class PostgresService(Service):
         src = state_source(task)
         return [src.path] if src else []
 
+    def result_is_error(self, text: str) -> bool:
+        # postgres-mcp returns a failed statement as an ordinary result whose text starts like this.
+        return text.startswith("Error: ")
+
+    def state_names(self, category: str) -> list[str]:
+        return [f"{category}.{ext}" for ext, _ in STATE_KINDS]
+
     def check_state(self, task: Task) -> list[str]:
         if state_source(task) is None and not (task.path / PREPARE).is_file():
             names = "/".join(f"{task.category}.{ext}" for ext, _ in STATE_KINDS)
