@@ -19,7 +19,8 @@ from mcpfleet.runner.taskcheck import validate
 from mcpfleet.runner.tasks import Task, check_task, discover
 from mcpfleet.runner.verifier import run_verifier
 
-SUITE = discover(TASKS)
+# The filesystem suite (the PostgreSQL suite's tasks are checked by their own tests and `tasks validate`).
+SUITE = [t for t in discover(TASKS) if t.service == "filesystem"]
 IDS = [t.id for t in SUITE]
 
 
