@@ -8,6 +8,7 @@ session. Each server still serves exactly one trial and dies with it: nothing is
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -109,6 +110,12 @@ class WarmServer:
         spare = await asyncio.shield(self._spare)
         if spare.needs_session:
             await self.session()
+        # The server's log is the trial's record: say where the spare's start-up ends (a database spare's
+        # start-up includes the error of its one discarded call).
+        # os.write: at the offset the server's own writes share (its stderr is this file), not a buffered copy's.
+        os.write(
+            self.log.fileno(), b"--- mcpfleet: spare server claimed by this trial; earlier lines: its start-up ---\n"
+        )
         async with spare.claim(task) as env:
             yield env
 

@@ -454,6 +454,7 @@ async def test_spare_database_serves_the_claiming_trial(
             text = result.content[0].text
             assert db in text and "2000" in text, text
         assert one(cluster, f"SELECT count(*) FROM pg_database WHERE datname = '{db}'") == [(0,)]
+        assert b"spare server claimed by this trial" in (spare.workdir / "mcp_server.log").read_bytes()
     finally:
         await spare.close()
 
