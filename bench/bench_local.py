@@ -1,5 +1,12 @@
 """Local launcher benchmark: a serial one-process loop (MCPMark's way) against `mcpfleet run` at 1, 2, 4, 8.
 
+`--service postgres` measures the PostgreSQL service instead: each trial's environment time (clone or claim,
+MCP server start, verify, drop; the cluster's start amortised over the trials) in `mcpfleet run` against
+MCPMark's way, run serially in one process: one shared server, `CREATE DATABASE <task> TEMPLATE <category>`,
+a fresh postgres-mcp, the oracle's tool calls at the same fixed model latency, verify.py, `DROP DATABASE`.
+
+    .venv/bin/python bench/bench_local.py --service postgres [--tasks PACK] [--attempts 2] [--concurrency 1 2 4 8]
+
 Every mode runs the bundled filesystem suite with the scripted oracle model at a fixed latency per LLM
 call (0.5 s by default), so the model's time is known exactly and everything else is harness. Printed:
 wall time, speedup over the serial loop, the median per-trial time outside the model's latency split by
@@ -10,7 +17,7 @@ time per LLM round trip no more than the serial loop's, and its per-trial time o
 most 0.6x the serial loop's, both at concurrency <= 4. The absolute figures are printed too.
 
     .venv/bin/python bench/bench_local.py [--attempts 4] [--latency 0.5] [--concurrency 1 2 4 8] [--check]
-    .venv/bin/python bench/bench_local.py --tasks 2 --attempts 1 --concurrency 1 2   # a smoke run
+    .venv/bin/python bench/bench_local.py --limit 2 --attempts 1 --concurrency 1 2   # a smoke run
 
 Four attempts per task by default: MCPMark's protocol (pass@4, pass^4), 60 trials per mode. A run pays
 a fixed ~3 s once (importing LiteLLM in the forkserver, which the serial loop pays too) and ends with a
@@ -41,14 +48,23 @@ ROUND_TRIP_RATIO_TARGET = 1.0  # mcpfleet's harness ms per LLM round trip / the 
 TARGET_MAX_CONCURRENCY = 4
 
 
-def evalrun(name: str, out: Path, attempts: int, latency: float, concurrency: int, include: list[str]) -> dict:
+def evalrun(
+    name: str,
+    out: Path,
+    attempts: int,
+    latency: float,
+    concurrency: int,
+    service: str = "filesystem",
+    tasks: Path = REPO / "tasks",
+    include: list[str] | None = None,
+) -> dict:
     return {
         "apiVersion": "mcpfleet.io/v1alpha1",
         "kind": "EvalRun",
         "metadata": {"name": name},
         "spec": {
             "models": [{"name": "oracle", "model": f"scripted/oracle?latency={latency:g}"}],
-            "tasks": {"path": str(REPO / "tasks"), "services": ["filesystem"], "include": include},
+            "tasks": {"path": str(tasks), "services": [service], "include": include or []},
             "attempts": attempts,
             "concurrency": {"total": concurrency},
             "output": {"uri": str(out)},
@@ -67,14 +83,14 @@ def serial_main(path: Path) -> None:
     run = load_evalrun(path)
     trials = plan(run, path.parent)
     store = open_store(run.spec.output.uri, run.name, path.parent)
-    with ScriptedServerProcess([REPO / "tasks"]) as url:
+    with ScriptedServerProcess([Path(t.tasks_root) for t in trials[:1]]) as url:
         for t in trials:
             asyncio.run(run_trial(t, store, TrialContext(scripted_base_url=url)))
 
 
-def timed(cmd: list[str]) -> float:
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd="/")
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, cwd="/", env=env)
     return time.perf_counter() - start
 
 
@@ -99,22 +115,35 @@ def phases(run_dir: Path, latency: float) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--service", choices=["filesystem", "postgres"], default="filesystem")
+    ap.add_argument("--tasks", type=Path, default=REPO / "tasks", help="task pack root (default: the bundled one)")
     ap.add_argument("--attempts", type=int, default=4)
     ap.add_argument("--latency", type=float, default=0.5)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8])
     ap.add_argument("--skip-serial", action="store_true")
-    ap.add_argument("--tasks", type=int, default=0, help="only the first N tasks of the suite (0: all)")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N tasks of the suite (0: all)")
     ap.add_argument("--check", action="store_true", help="exit 1 when a relative target is missed")
     ap.add_argument("--serial-worker", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--mcpmark-worker", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serial_worker:
         serial_main(args.serial_worker)
+        return
+    if args.mcpmark_worker:
+        from bench_pg import mcpmark_main
+
+        mcpmark_main(args.mcpmark_worker, args.latency)
+        return
+    if args.service == "postgres":
+        from bench_pg import postgres_bench
+
+        postgres_bench(args, evalrun, timed, MCPFLEET)
         return
 
     from mcpfleet.runner.tasks import discover
 
     suite = sorted(t.id for t in discover(REPO / "tasks") if t.service == "filesystem")
-    include = suite[: args.tasks] if args.tasks else []
+    include = suite[: args.limit] if args.limit else []
     work = Path(tempfile.mkdtemp(prefix="mcpfleet-bench-"))
     results: list[tuple[str, int | None, float, dict[str, float]]] = []
     modes: list[tuple[str, int]] = ([] if args.skip_serial else [("serial loop", 1)]) + [
@@ -123,7 +152,7 @@ def main() -> None:
     for label, conc in modes:
         name = "serial" if label == "serial loop" else f"c{conc}"
         spec_path = work / f"{name}.yaml"
-        spec = evalrun(name, work / "runs", args.attempts, args.latency, conc, include)
+        spec = evalrun(name, work / "runs", args.attempts, args.latency, conc, include=include)
         spec_path.write_text(yaml.safe_dump(spec))
         if label == "serial loop":
             wall = timed([sys.executable, __file__, "--serial-worker", str(spec_path)])

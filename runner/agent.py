@@ -265,6 +265,7 @@ async def run_llm_agent(
                             metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)
                         run.stop_reason, run.error = STOP_MALFORMED, str(exc)
                         return run
+                    rec.is_error = rec.is_error or _reports_error(task, text)
                     turn.tool_calls.append(rec)
                     if metrics is not None:
                         metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)
@@ -307,13 +308,25 @@ async def run_oracle_agent(
             }
         )
         text, rec = await call_tool(session, known, step.tool, raw, call_id, tool_timeout_s)
+        rec.is_error = rec.is_error or _reports_error(task, text)
         run.turns.append(TurnRecord(index=index, tool_calls=[rec]))
         if metrics is not None:
             metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)
         run.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
-    run.final_text = "Oracle solution applied." if answer is None else answer
+    if answer is not None:
+        run.final_text = answer
+    else:
+        run.final_text = (task.oracle_answer if steps is None else None) or "Oracle solution applied."
     run.messages.append({"role": "assistant", "content": run.final_text})
     return run
+
+
+def _reports_error(task: Task, text: str) -> bool:
+    """Some servers report a failed call in an ordinary result (postgres-mcp: "Error: ..."); its service knows."""
+    from .services import SERVICES
+
+    service = SERVICES.get(task.service)
+    return service is not None and service.result_is_error(text)
 
 
 def run_noop_agent(task: Task) -> AgentRun:

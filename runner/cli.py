@@ -112,6 +112,7 @@ def trial(
     import os
 
     from .plan import TrialSpec, plan
+    from .services import run_resources
     from .spec import Output
     from .store import open_store
     from .trial import TrialContext, run_trial
@@ -149,8 +150,17 @@ def trial(
         from .metrics import serve
 
         serve(metrics_port)
-    ctx = TrialContext(scripted_base_url=scripted_url, mcp_url=mcp_url, state_dir=state_dir, metrics=bool(metrics_port))
-    result = asyncio.run(run_trial(chosen, store, ctx, infra_attempt))
+    # A pod's environment is its sidecars; locally the trial's service starts its run-scoped resource (a
+    # PostgreSQL cluster) for this one trial.
+    with run_resources([] if mcp_url else [chosen.service]) as resources:
+        ctx = TrialContext(
+            scripted_base_url=scripted_url,
+            mcp_url=mcp_url,
+            state_dir=state_dir,
+            metrics=bool(metrics_port),
+            resources=resources,
+        )
+        result = asyncio.run(run_trial(chosen, store, ctx, infra_attempt))
     # One short JSON line: the pod's termination message and a script's parseable output.
     line = json.dumps({"trial_id": result.trial_id, "passed": result.passed, "failure": result.failure})
     print(line)

@@ -23,6 +23,7 @@ from typing import Any
 from .outcome import INFRA_ERROR
 from .plan import TrialSpec, plan
 from .records import now_iso
+from .services import run_resources
 from .spec import EvalRun, SpecError, spec_hash
 from .store import LocalStore, ResultStore, StoreConfig, store_config
 from .summary import build_summary
@@ -115,11 +116,13 @@ class Scheduler:
         scripted_url: str | None,
         on_done: Any,
         env: dict[str, str] | None = None,
+        resources: dict[str, Any] | None = None,
     ):
         self.run, self.state, self.make_pool = run, state, make_pool
         self.pool = make_pool()
         self.store, self.scripted_url, self.on_done = store, scripted_url, on_done
         self.env = env or {}
+        self.resources = resources or {}
         self.queue: collections.deque[tuple[TrialSpec, int]] = collections.deque((t, 1) for t in state.todo)
         self.delayed: list[tuple[float, TrialSpec, int]] = []
         self.in_flight: dict[str, int] = collections.defaultdict(int)
@@ -153,6 +156,7 @@ class Scheduler:
                     n,
                     self.env,
                     more_queued=bool(self.queue or self.delayed),
+                    resources=self.resources,
                 )
                 fut = asyncio.wrap_future(self.submit(work), loop=loop)
                 running[fut] = (t, n)
@@ -278,8 +282,11 @@ def execute(
                 for m in run.spec.models
                 if m.api_key_env and m.api_key_env in os.environ
             }
+            # Run-scoped resources (the PostgreSQL cluster), only for the services this run's trials use; started
+            # here, in the main thread, and stopped when the stack closes (Ctrl-C and SIGTERM included).
+            resources = stack.enter_context(run_resources({t.service for t in state.todo}))
             stack.enter_context(progress)
-            scheduler = Scheduler(run, state, make_pool, config, scripted_url, progress.advance, keys)
+            scheduler = Scheduler(run, state, make_pool, config, scripted_url, progress.advance, keys, resources)
             try:
                 asyncio.run(scheduler.run_all())
             except KeyboardInterrupt:

@@ -15,8 +15,9 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
+from .services import get_service
 from .store import S3Store, S3Tuning, parse_s3_uri
-from .tasks import TaskError, state_name
+from .tasks import TaskError
 
 MANIFEST = ".mcpfleet-sync.json"
 LOCK = ".mcpfleet-sync.lock"
@@ -119,7 +120,7 @@ def task_scopes(task_id: str, states_in_pack: bool) -> list[str]:
     service, _, category, _ = task_id.split("/")
     scopes = [task_id]
     if states_in_pack:
-        scopes += [f"{service}/states/{state_name(service, category)}", f"{service}/states/{category}.times.json"]
+        scopes += [f"{service}/states/{name}" for name in get_service(service).state_names(category)]
     return scopes
 
 
@@ -127,5 +128,5 @@ def state_scopes(task_id: str) -> list[str]:
     """What one trial needs from a separate states location (``spec.tasks.statesPath``): its category's
     state in mcpfleet's layout (``<service>/<category>``) or MCPMark's (``<category>``), whichever is there."""
     service, _, category, _ = task_id.split("/")
-    name = state_name(service, category)
-    return [f"{service}/{name}", f"{service}/{category}.times.json", name, f"{category}.times.json"]
+    names = get_service(service).state_names(category)
+    return [f"{service}/{name}" for name in names] + names

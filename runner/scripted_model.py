@@ -40,6 +40,7 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
+from .services import SERVICES
 from .tasks import OracleStep, Task, TaskError, discover
 
 LISTEN_PREFIX = "mcpfleet-scripted-model listening on "
@@ -176,10 +177,10 @@ def _tool_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [c for m in messages if m.get("role") == "assistant" for c in (m.get("tool_calls") or [])]
 
 
-def _find_root(messages: list[dict[str, Any]]) -> str | None:
-    """The first absolute path in the result of the first list_allowed_directories call."""
+def _find_root(messages: list[dict[str, Any]], probe: str = LIST_DIRS) -> str | None:
+    """The first absolute path in the result of the first ``probe`` (list_allowed_directories) call."""
     result: str | None = None
-    ids = [c.get("id") for c in _tool_calls(messages) if (c.get("function") or {}).get("name") == LIST_DIRS]
+    ids = [c.get("id") for c in _tool_calls(messages) if (c.get("function") or {}).get("name") == probe]
     if ids:
         result = next(
             (
@@ -189,8 +190,8 @@ def _find_root(messages: list[dict[str, Any]]) -> str | None:
             ),
             None,
         )
-    else:  # ReAct: the observation right after the list_allowed_directories action
-        at = next((i for i, name in _react_actions(messages) if name == LIST_DIRS), None)
+    else:  # ReAct: the observation right after the probe's action
+        at = next((i for i, name in _react_actions(messages) if name == probe), None)
         if at is not None and at + 1 < len(messages):
             observed = _text(messages[at + 1].get("content")).split("\n", 1)[-1]
             result = _tool_text(observed.rsplit("\n", 1)[0])
@@ -225,9 +226,12 @@ class ScriptedModel:
                 self.tasks.setdefault(task.description.strip(), task)
         self._by_length = sorted(self.tasks.items(), key=lambda kv: -len(kv[0]))
         self._oracles: dict[str, list[OracleStep] | str] = {}
+        self._answers: dict[str, str] = {}  # an answer task's final message (oracle.json "answer")
         for task in self.tasks.values():
             try:
                 self._oracles[task.id] = task.oracle
+                if task.oracle_answer:
+                    self._answers[task.id] = task.oracle_answer
             except (TaskError, json.JSONDecodeError) as exc:
                 self._oracles[task.id] = str(exc)
         self._match_cache: dict[str, Task | None] = {}
@@ -281,15 +285,18 @@ class ScriptedModel:
         steps = self._oracles[task.id]
         if isinstance(steps, str):
             return Reply(f"No oracle is known for task {task.id}: {steps}")
-        done = len(_react_actions(messages)) if react else len(_tool_calls(messages))
-        if done == 0:
-            return Reply(tool_calls=(_call(LIST_DIRS, {}),))
-        if done > len(steps):
-            return Reply(DONE)
-        root = _find_root(messages)
+        # Oracle steps may name the trial's folder as {root}; a service whose server can tell it is asked first.
+        probe = SERVICES[task.service].oracle_root_tool if task.service in SERVICES else LIST_DIRS
+        calls = len(_react_actions(messages)) if react else len(_tool_calls(messages))
+        done = calls - (1 if probe else 0)
+        if done < 0:
+            return Reply(tool_calls=(_call(str(probe), {}),))
+        if done >= len(steps):
+            return Reply(self._answers.get(task.id) or DONE)
+        root = _find_root(messages, probe) if probe else ""
         if root is None:
-            return Reply(f"Cannot play the oracle of {task.id}: no absolute path found in the {LIST_DIRS} result.")
-        step = steps[done - 1]
+            return Reply(f"Cannot play the oracle of {task.id}: no absolute path found in the {probe} result.")
+        step = steps[done]
         return Reply(tool_calls=(_call(step.tool, step.resolve(root)),))
 
     def _malformed(self, body: dict[str, Any], messages: list[dict[str, Any]]) -> Reply:

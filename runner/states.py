@@ -72,8 +72,7 @@ def copy_state(source: Path, dest: Path, times_file: Path | None = None) -> int:
 
 
 def materialise(task: Task, dest: Path) -> int:
-    """Materialise ``task``'s initial state into ``dest``; services without a folder state get none."""
-    if task.service != "filesystem":
-        dest.mkdir(parents=True, exist_ok=True)
-        return 0
-    return copy_state(task.state_dir, dest, task.state_times)
+    """Materialise ``task``'s initial state into ``dest``, the way its service keeps states."""
+    from .services import get_service
+
+    return get_service(task.service).materialise(task, dest)

@@ -8,10 +8,11 @@ import tempfile
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .plan import TrialSpec
 from .records import TrialResult
+from .services import SERVICES, run_resources
 from .spec import AgentKind, Limits, ModelSpec
 from .store import LocalStore
 from .tasks import Mutant, Task, check_task
@@ -70,6 +71,7 @@ async def check_one(
     store: LocalStore,
     limits: Limits,
     sem: asyncio.Semaphore | None = None,
+    resources: dict[str, Any] | None = None,
 ) -> TaskReport:
     """Run the oracle, the no-op agent and every mutant of one task; each trial holds ``sem`` while it runs."""
     report = TaskReport(task, problems=check_task(task))
@@ -81,14 +83,17 @@ async def check_one(
         async with sem:
             return await trial
 
+    res = resources or {}
+
     def mutant_trial(m: Mutant) -> Awaitable[TrialResult]:
         spec = _spec(task, root, states_path, AgentKind.oracle, limits, f".mutant.{m.name}")
-        return run_trial(spec, store, TrialContext(replay=Replay.of(task, m)))
+        return run_trial(spec, store, TrialContext(replay=Replay.of(task, m), resources=res))
 
-    oracle = (
-        guarded(run_trial(_spec(task, root, states_path, AgentKind.oracle, limits), store)) if task.has_oracle else None
-    )
-    noop = guarded(run_trial(_spec(task, root, states_path, AgentKind.noop, limits), store))
+    def trial(agent: AgentKind) -> Awaitable[TrialResult]:
+        return run_trial(_spec(task, root, states_path, agent, limits), store, TrialContext(resources=res))
+
+    oracle = guarded(trial(AgentKind.oracle)) if task.has_oracle else None
+    noop = guarded(trial(AgentKind.noop))
     mutants = [guarded(mutant_trial(m)) for m in task.mutants]
     results = await asyncio.gather(*([oracle] if oracle else []), noop, *mutants)
     if oracle is not None:
@@ -127,9 +132,14 @@ async def check_one(
 async def validate(
     tasks: list[Task], root: Path, states_path: Path | None = None, concurrency: int = 2
 ) -> list[TaskReport]:
-    """Check every task; at most ``concurrency`` trials (oracle, no-op, mutants of any task) run at once."""
+    """Check every task; at most ``concurrency`` trials (oracle, no-op, mutants of any task) run at once.
+    The services' run-scoped resources (a PostgreSQL cluster) start here, once, in the calling thread, as
+    ``mcpfleet run`` starts them, and stop when the check ends."""
     limits = Limits(max_turns=200, timeout_seconds=600, verifier_timeout_seconds=120)
     sem = asyncio.Semaphore(concurrency)
-    with tempfile.TemporaryDirectory(prefix="mcpfleet-validate-") as tmp:
+    known = {t.service for t in tasks if t.service in SERVICES}
+    with tempfile.TemporaryDirectory(prefix="mcpfleet-validate-") as tmp, run_resources(known) as resources:
         store = LocalStore(Path(tmp))
-        return list(await asyncio.gather(*(check_one(t, root, states_path, store, limits, sem) for t in tasks)))
+        return list(
+            await asyncio.gather(*(check_one(t, root, states_path, store, limits, sem, resources) for t in tasks))
+        )

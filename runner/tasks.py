@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -47,18 +46,6 @@ class TaskError(ValueError):
     """A task folder that cannot be used, naming the file and the fix."""
 
 
-# How a service names a category's initial state inside a states folder. Folder states (filesystem) are
-# named after the category; a service whose states are files (PostgreSQL's ``<database>.backup``)
-# registers its own naming here, and every lookup (local, S3 scopes) follows it.
-StateName = Callable[[str], str]
-STATE_NAMES: dict[str, StateName] = {}
-
-
-def state_name(service: str, category: str) -> str:
-    """The name of ``category``'s initial state inside a states folder of ``service``."""
-    return STATE_NAMES.get(service, str)(category)
-
-
 def state_folders(pack_root: Path, states_path: Path | None, service: str) -> list[Path]:
     """Folders that may hold a service's states, in order of preference: the pack's bundled
     ``<service>/states`` without a statesPath; else ``<statesPath>/<service>`` then ``<statesPath>`` itself."""
@@ -68,9 +55,10 @@ def state_folders(pack_root: Path, states_path: Path | None, service: str) -> li
 
 
 def locate_state(pack_root: Path, states_path: Path | None, service: str, category: str) -> Path:
-    """Where ``category``'s initial state is: the first candidate folder holding it (the first one when
-    none does, so a missing state is reported at mcpfleet's own layout)."""
-    name = state_name(service, category)
+    """Where ``category``'s initial state folder is: the first candidate folder holding it (the first one when
+    none does, so a missing state is reported at mcpfleet's own layout). Services whose states are files
+    (``<category>.sql``) look beside it, in :attr:`Task.states_folder` and its parent."""
+    name = category
     folders = state_folders(pack_root, states_path, service)
     return next((f / name for f in folders if (f / name).exists()), folders[0] / name)
 
@@ -209,6 +197,11 @@ class Task:
         return self.path / "verify.py"
 
     @property
+    def states_folder(self) -> Path:
+        """The states folder the category's state was found in (or is expected in)."""
+        return self.state_dir.parent
+
+    @property
     def state_times(self) -> Path:
         return self.state_dir.parent / f"{self.category}.times.json"
 
@@ -238,16 +231,30 @@ class Task:
         return parse_mutants(path, _load_json(path)) if path.is_file() else []
 
     @cached_property
+    def oracle_answer(self) -> str | None:
+        """The final answer an answer task's oracle gives (oracle.json "answer"), read by the verifier."""
+        path = self.path / "oracle.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        except json.JSONDecodeError:
+            return None
+        answer = data.get("answer") if isinstance(data, dict) else None
+        return answer if isinstance(answer, str) else None
+
+    @cached_property
     def digest(self) -> str:
         """Content hash of the task folder and its initial state: a changed verifier is a changed trial."""
+        from .services import SERVICES
+
         h = hashlib.sha256()
-        for base in (self.path, self.state_dir):
+        service = SERVICES.get(self.service)
+        for base in [self.path, *(service.state_files(self) if service else [])]:
             if base.is_dir():
                 for f in sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
                     h.update(str(f.relative_to(base)).encode())
                     h.update(f.read_bytes())
-        if self.state_times.is_file():
-            h.update(self.state_times.read_bytes())
+            elif base.is_file():
+                h.update(base.read_bytes())
         return h.hexdigest()[:16]
 
 
@@ -375,8 +382,13 @@ def check_task(task: Task) -> list[str]:
         problems.append(f"{task.id}: meta.json mcp {meta.get('mcp')} does not list '{task.service}'")
     if not task.description.strip():
         problems.append(f"{task.id}: description.md is empty")
-    if not task.state_dir.is_dir():
-        problems.append(f"{task.id}: initial state {task.state_dir} not found")
+    from .services import SERVICES
+
+    service = SERVICES.get(task.service)
+    if service is None:
+        problems.append(f"{task.id}: service '{task.service}' is not supported; known: {', '.join(sorted(SERVICES))}")
+    else:
+        problems.extend(service.check_state(task))
     if task.has_oracle:
         try:
             _ = task.oracle  # parses oracle.json: a broken one is a problem to report

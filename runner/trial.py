@@ -9,13 +9,15 @@ deletion) writes no record: a trial is either recorded whole or not at all.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
 import shutil
 import tempfile
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,15 +42,15 @@ from .records import (
     redact,
     to_mcpmark_messages,
 )
-from .services import get_service
+from .services import TrialEnv, get_service
 from .spec import AgentKind, ModelSpec
-from .states import materialise
 from .store import ResultStore
 from .tasks import Mutant, OracleStep, Task, find_task
 from .verifier import run_verifier, verifier_command
 from .warm import PREFIX, WarmServer
 
 SCRIPTED_PREFIX = "scripted/"
+logger = logging.getLogger(__name__)
 LOG_LIMIT = 64 * 1024
 
 
@@ -63,7 +65,9 @@ class Replay:
     def of(cls, task: Task, mutant: Mutant) -> Replay:
         """A mutant's replay: the oracle's steps first when it is a near miss of the right answer."""
         before = tuple(task.oracle) if mutant.after_oracle else ()
-        return cls(before + mutant.steps, mutant.answer)
+        # A near miss of the right answer keeps the oracle's final answer unless it gives its own.
+        answer = mutant.answer if mutant.answer is not None or not mutant.after_oracle else task.oracle_answer
+        return cls(before + mutant.steps, answer)
 
 
 @dataclass
@@ -79,6 +83,8 @@ class TrialContext:
     metrics: bool = False  # record Prometheus metrics (a pod serving /metrics)
     on_session: Callable[[], None] | None = None  # called once the MCP session is up (workers start a spare)
     replay: Replay | None = None  # the oracle agent replays these calls instead of oracle.json (mutants)
+    # Run-scoped resources by service, passed by value (e.g. the run's PostgreSQL cluster: port, credentials).
+    resources: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 POD_API_KEY_ENV = "MCPFLEET_MODEL_API_KEY"  # where a trial pod receives the key of apiKeySecretRef
@@ -141,11 +147,11 @@ def _totals(run: agents.AgentRun) -> Totals:
 
 
 async def _run_agent(
-    spec: TrialSpec, task: Task, state_dir: Path, ctx: TrialContext, log: Any, timings: Timings
+    spec: TrialSpec, task: Task, env: TrialEnv, ctx: TrialContext, log: Any, timings: Timings
 ) -> agents.AgentRun:
     if spec.agent == AgentKind.noop:
         return agents.run_noop_agent(task)
-    service = get_service(task.service)
+    state_dir = env.state_dir
     async with AsyncExitStack() as stack:
         t = time.perf_counter()
         if ctx.mcp_url:
@@ -154,8 +160,7 @@ async def _run_agent(
             stack.push_async_callback(ctx.warm.stop)
             session = await ctx.warm.session()
         else:
-            cmd = service.server_command(state_dir)
-            session = await stack.enter_async_context(connect_stdio(cmd, log, cwd=state_dir))
+            session = await stack.enter_async_context(connect_stdio(env.server, log, cwd=state_dir))
         timings.mcp_start = time.perf_counter() - t
         if ctx.on_session is not None:
             ctx.on_session()
@@ -199,6 +204,21 @@ async def _run_agent(
             timings.agent = time.perf_counter() - t
 
 
+async def _close(environment: AsyncExitStack) -> None:
+    """Remove the trial's environment; a cancellation arriving meanwhile waits for it, so nothing (no cloned
+    database) is left behind. A failed removal does not change the trial's outcome: it is logged, and the
+    run's resource (the cluster) goes at the end of the run anyway."""
+    closing = asyncio.ensure_future(environment.aclose())
+    try:
+        await asyncio.shield(closing)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await closing
+        raise
+    except Exception as exc:  # noqa: BLE001
+        logger.warning("trial environment teardown failed: %s: %s", type(exc).__name__, exc)
+
+
 async def run_trial(
     spec: TrialSpec, store: ResultStore, ctx: TrialContext | None = None, infra_attempt: int = 1
 ) -> TrialResult:
@@ -216,31 +236,43 @@ async def run_trial(
     verifier = VerifierRecord()
     task: Task | None = None
     state_failed = False
+    # The trial's environment (its state, e.g. a cloned database) is removed before the record is written, so
+    # the record carries the teardown's time, and also when the trial fails or is cancelled (see finally).
+    environment = AsyncExitStack()
     try:
         log = ctx.warm.log if ctx.warm else open(workdir / "mcp_server.log", "w+b")  # noqa: SIM115 - closed below
+        env: TrialEnv | None = None
         try:
             task = find_task(Path(spec.tasks_root), spec.task_id, Path(spec.states_path) if spec.states_path else None)
+            service = get_service(task.service)
             state_dir = ctx.state_dir or workdir / "state"
             t = time.perf_counter()
-            if ctx.state_dir is None:
-                try:
-                    await asyncio.to_thread(materialise, task, state_dir)
-                except Exception:
-                    state_failed = True
-                    raise
+            try:
+                if ctx.warm is not None:
+                    if not ctx.warm.fits(task):
+                        raise RuntimeError(f"the worker's spare {ctx.warm.service} server cannot serve {task.id}")
+                    claimed = ctx.warm.environment(task)
+                else:
+                    resource = ctx.resources.get(service.name)
+                    claimed = service.environment(task, state_dir, resource, materialised=ctx.state_dir is not None)
+                env = await environment.enter_async_context(claimed)
+            except Exception:
+                state_failed = True  # MCPMark records a failed state setup apart from an agent failure
+                raise
             timings.state = time.perf_counter() - t
-            run = await _run_agent(spec, task, state_dir, ctx, log, timings)
+            run = await _run_agent(spec, task, env, ctx, log, timings)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - anything outside the agent's control is infrastructure
             infra = f"{type(exc).__name__}: {exc}"
-        if task is not None and run is not None:
+        if task is not None and run is not None and env is not None:
             messages_path = workdir / "messages.json"
             messages_path.write_bytes(dumps_mcpmark(to_mcpmark_messages(run.messages)))
-            env = get_service(task.service).verifier_env(state_dir)
-            env["MCP_MESSAGES"] = str(messages_path)
+            verifier_env = {**env.verifier_env, "MCP_MESSAGES": str(messages_path)}
             try:
-                v = await run_verifier(task.verifier, env, [], spec.limits.verifier_timeout_seconds)
+                v = await run_verifier(
+                    task.verifier, verifier_env, env.verifier_args, spec.limits.verifier_timeout_seconds
+                )
             except OSError as exc:
                 infra = f"verifier could not start: {exc}"
             else:
@@ -252,6 +284,9 @@ async def run_trial(
                     stdout=v.stdout,
                     stderr=v.stderr,
                 )
+        t = time.perf_counter()
+        await _close(environment)
+        timings.teardown = time.perf_counter() - t
         run = run or agents.AgentRun(messages=[])
         calls = run.tool_calls
         passed = infra is None and verifier.exit_code == 0
@@ -304,7 +339,7 @@ async def run_trial(
             ),
             state_failed=state_failed or task is None,
             verifier_ran=verifier.exit_code is not None or verifier.timed_out,
-            verifier_command=tuple(verifier_command(task.verifier)) if task else (),
+            verifier_command=tuple(verifier_command(task.verifier, env.verifier_args if env else None)) if task else (),
             verifier_timeout=spec.limits.verifier_timeout_seconds,
         )
         files = {
@@ -333,6 +368,7 @@ async def run_trial(
             raise
         return result
     finally:
+        await _close(environment)
         if ctx.warm is not None:
             await ctx.warm.close()
         try:

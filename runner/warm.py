@@ -8,15 +8,19 @@ session. Each server still serves exactly one trial and dies with it: nothing is
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import tempfile
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import IO, Any, Protocol
 
 from mcp import ClientSession
 
 from .mcp_client import connect_stdio
-from .services import get_service
+from .services import Spare, TrialEnv, get_service
+from .tasks import Task
 
 PREFIX = "mcpfleet-trial-"
 
@@ -32,9 +36,14 @@ GATE_WAIT_S = 5.0  # a gate leaked by a killed worker delays a spare by this muc
 
 
 class WarmServer:
-    def __init__(self, service: str, gate: BootGate | None = None):
+    def __init__(self, service: str, gate: BootGate | None = None, resource: Any = None):
         self.service = service
         self.gate = gate
+        self.resource = resource  # the service's run-scoped resource (the run's PostgreSQL cluster)
+        # The spare environment (e.g. a login role and database name) outlives the server: it is removed in
+        # close(), after the verifier, or, once claimed, by the claiming trial.
+        self._spare_stack = AsyncExitStack()
+        self._spare: asyncio.Future[Spare] = asyncio.get_running_loop().create_future()
         self.workdir = Path(tempfile.mkdtemp(prefix=PREFIX))
         self.state_dir = self.workdir / "state"
         self.state_dir.mkdir()
@@ -47,7 +56,7 @@ class WarmServer:
     @classmethod
     def supports(cls, service: str) -> bool:
         """Only servers whose state is a folder given at start can be started before the state exists."""
-        return service == "filesystem"
+        return get_service(service).spare_servers
 
     async def _pass_gate(self) -> bool:
         """Wait (without blocking the loop) until few enough spares are booting; False if not gated."""
@@ -61,13 +70,16 @@ class WarmServer:
         return True
 
     async def _hold(self) -> None:
-        cmd = get_service(self.service).server_command(self.state_dir)
         gated = False
         try:
             # Spares are speculative work: booting all workers' spares at once (a run's first wave
             # starts in lockstep) took the CPU the running trials' turns needed.
             gated = await self._pass_gate()
-            async with connect_stdio(cmd, self.log, cwd=self.state_dir) as session:
+            service = get_service(self.service)
+            spare = await self._spare_stack.enter_async_context(service.spare(self.state_dir, self.resource))
+            self._spare.set_result(spare)
+            async with connect_stdio(spare.server, self.log, cwd=self.state_dir) as session:
+                await spare.started(session)
                 if gated:
                     self.gate.release()  # type: ignore[union-attr]
                     gated = False
@@ -76,14 +88,36 @@ class WarmServer:
         except BaseException as exc:
             if gated:
                 self.gate.release()  # type: ignore[union-attr]
-            if not self._ready.done():
-                self._ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+            failure = exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
+            for fut in (self._spare, self._ready):
+                if not fut.done():
+                    fut.set_exception(failure)
             if not isinstance(exc, Exception):
                 raise
 
     async def session(self) -> ClientSession:
         """The initialised session; waits only if the server is still starting."""
         return await asyncio.shield(self._ready)
+
+    def fits(self, task: Task) -> bool:
+        """Whether this spare can become ``task``'s environment."""
+        return task.service == self.service and get_service(self.service).spare_fits(task)
+
+    @asynccontextmanager
+    async def environment(self, task: Task) -> AsyncIterator[TrialEnv]:
+        """The spare claimed as ``task``'s environment (for a filesystem spare: its state copied in while the
+        server may still be booting; for a database spare: once the server is up)."""
+        spare = await asyncio.shield(self._spare)
+        if spare.needs_session:
+            await self.session()
+        # The server's log is the trial's record: say where the spare's start-up ends (a database spare's
+        # start-up includes the error of its one discarded call).
+        # os.write: at the offset the server's own writes share (its stderr is this file), not a buffered copy's.
+        os.write(
+            self.log.fileno(), b"--- mcpfleet: spare server claimed by this trial; earlier lines: its start-up ---\n"
+        )
+        async with spare.claim(task) as env:
+            yield env
 
     async def stop(self) -> None:
         """Stop the server process (the folder stays for the verifier and the record)."""
@@ -99,5 +133,9 @@ class WarmServer:
             return
         self._closed = True
         await self.stop()
+        try:
+            await self._spare_stack.aclose()
+        except Exception:  # noqa: BLE001 - a spare that could not be removed goes with the run's resource
+            pass
         self.log.close()
         shutil.rmtree(self.workdir, ignore_errors=True)

@@ -14,6 +14,7 @@ import multiprocessing
 import multiprocessing.util
 import signal
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .store import StoreConfig
@@ -43,6 +44,8 @@ class WorkItem:
     env: dict[str, str] = field(default_factory=dict, repr=False)
     # Whether more trials are queued, so a spare server for this worker's next trial is worth starting.
     more_queued: bool = True
+    # Run-scoped resources by service (the run's PostgreSQL cluster: port, folder, credentials), by value.
+    resources: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -79,7 +82,7 @@ async def _run(spec: Any, store: Any, item: WorkItem) -> Any:
     from .warm import WarmServer
 
     warm, _spare = _spare, None
-    if warm is not None and warm.service != spec.service:
+    if warm is not None and not _fits(warm, spec):
         await warm.close()
         warm = None
 
@@ -88,7 +91,7 @@ async def _run(spec: Any, store: Any, item: WorkItem) -> Any:
         # run's first wave, when every worker starts cold together.
         global _spare
         if _spare is None and not _stopping:
-            _spare = WarmServer(spec.service, _gate)
+            _spare = WarmServer(spec.service, _gate, item.resources.get(spec.service))
 
     wants_spare = item.more_queued and spec.agent != AgentKind.noop and WarmServer.supports(spec.service)
     ctx = TrialContext(
@@ -96,8 +99,23 @@ async def _run(spec: Any, store: Any, item: WorkItem) -> Any:
         warm=warm,
         env=item.env,
         on_session=start_spare if wants_spare else None,
+        resources=item.resources,
     )
     return await run_trial(spec, store, ctx, item.infra_attempt)
+
+
+def _fits(warm: Any, spec: Any) -> bool:
+    """Whether the spare can serve this trial (a missing task is the trial's to report, not the spare's)."""
+    from .tasks import find_task
+
+    try:
+        return bool(warm.fits(find_task(Path(spec.tasks_root), spec.task_id, _states(spec))))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _states(spec: Any) -> Path | None:
+    return Path(spec.states_path) if spec.states_path else None
 
 
 def run_item(item: WorkItem) -> dict[str, Any]:

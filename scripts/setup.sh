@@ -3,6 +3,8 @@
 # tests need: Debian's chromium and prometheus):
 #   - Node.js (for the pinned MCP servers) from Debian if missing,
 #   - the MCP servers at the versions pinned in servers/package-lock.json (npm ci; never fetched at run time),
+#   - PostgreSQL 15 from Debian (no default cluster: mcpfleet starts private ones per run),
+#   - postgres-mcp in its own virtualenv, servers/postgres-mcp/.venv, pinned by hash (it needs mcp<2),
 #   - a project virtualenv in .venv with mcpfleet and its test dependencies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +17,15 @@ need_apt=()
 command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+PG_BIN="${MCPFLEET_PG_BIN:-/usr/lib/postgresql/15/bin}"
+if [ ! -x "$PG_BIN/initdb" ] || ! command -v pg_restore >/dev/null; then
+  need_apt+=(postgresql-15 postgresql-client-15)
+  # Debian's package would create and start a "main" cluster on port 5432; mcpfleet needs none.
+  if [ ! -f /etc/postgresql-common/createcluster.conf ]; then
+    $SUDO mkdir -p /etc/postgresql-common
+    echo "create_main_cluster = false" | $SUDO tee /etc/postgresql-common/createcluster.conf >/dev/null
+  fi
+fi
 if [ "${1:-}" = "--test" ]; then
   # The tests also render reports in a real browser and scrape metrics with a real Prometheus.
   command -v chromium >/dev/null || need_apt+=(chromium)
@@ -35,6 +46,27 @@ PY
 if [ ! -x servers/node_modules/.bin/mcp-server-filesystem ] || [ servers/package-lock.json -nt servers/node_modules/.package-lock.json ]; then
   echo "setup: npm ci (pinned MCP servers)"
   npm ci --prefix servers --no-audit --no-fund --loglevel=error
+fi
+
+# postgres-mcp 0.3.0 (what MCPMark runs) declares Python >= 3.12 and needs mcp<2, so it gets a virtualenv of
+# its own, installed from hash-pinned wheels only. Its interpreter is python3 (3.11 on Debian 12, where
+# py311_compat supplies the one 3.12-only import), or MCPFLEET_PG_MCP_PYTHON (e.g. a Python 3.12).
+PG_VENV=servers/postgres-mcp/.venv
+PG_PY="${MCPFLEET_PG_MCP_PYTHON:-python3}"
+pg_stamp="$PG_VENV/.mcpfleet-installed"
+if [ ! -f "$pg_stamp" ] || [ servers/postgres-mcp/requirements.txt -nt "$pg_stamp" ] \
+  || [ servers/postgres-mcp/py311_compat.py -nt "$pg_stamp" ]; then
+  echo "setup: postgres-mcp (hash-pinned, own virtualenv, $("$PG_PY" -V 2>&1))"
+  rm -rf "$PG_VENV"
+  (cd / && "$PG_PY" -m venv "$ROOT/$PG_VENV")
+  (cd / && "$ROOT/$PG_VENV/bin/python" -m pip install -q --require-hashes --no-deps --only-binary :all: \
+    --ignore-requires-python -r "$ROOT/servers/postgres-mcp/requirements.txt")
+  if ! "$ROOT/$PG_VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+    site=$("$ROOT/$PG_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    cp servers/postgres-mcp/py311_compat.py servers/postgres-mcp/py311_compat.pth "$site/"
+  fi
+  (cd / && "$ROOT/$PG_VENV/bin/postgres-mcp" --help >/dev/null)  # imports the whole server: fails loudly here
+  touch "$pg_stamp"
 fi
 
 if [ ! -x .venv/bin/python ]; then

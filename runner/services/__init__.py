@@ -1,0 +1,52 @@
+"""The MCP services mcpfleet evaluates: one module per service, a registry here.
+
+Each service says how its run-scoped resource starts (a PostgreSQL cluster; nothing for the filesystem), how
+one trial's environment is prepared and removed, which MCP server serves it and what its verifier is told.
+The trial engine, launcher, worker and task checker only call these; adding a service (Playwright) means a
+module and a line in ``SERVICES``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+from .base import SERVERS_ENV, ServerCommand, Service, Spare, TrialEnv, servers_bin, servers_root
+from .filesystem import FilesystemService
+from .postgres import PostgresService
+
+SERVICES: dict[str, Service] = {s.name: s for s in (FilesystemService(), PostgresService())}
+
+__all__ = [
+    "SERVERS_ENV",
+    "SERVICES",
+    "ServerCommand",
+    "Service",
+    "Spare",
+    "TrialEnv",
+    "get_service",
+    "run_resources",
+    "servers_bin",
+    "servers_root",
+]
+
+
+def get_service(name: str) -> Service:
+    try:
+        return SERVICES[name]
+    except KeyError:
+        raise ValueError(f"service '{name}' is not supported yet; known: {', '.join(sorted(SERVICES))}") from None
+
+
+@contextmanager
+def run_resources(services: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """Start the run-scoped resources of these services once (in the calling thread: the main thread, whose
+    life bounds theirs) and stop them when the block ends, however it ends. Yields {service: handle}."""
+    with ExitStack() as stack:
+        handles: dict[str, Any] = {}
+        for name in sorted(set(services)):
+            handle = stack.enter_context(get_service(name).run_resource())
+            if handle is not None:
+                handles[name] = handle
+        yield handles

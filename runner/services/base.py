@@ -1,0 +1,122 @@
+"""What every service gives the trial engine: a run-scoped resource, a per-trial environment, a server.
+
+The engine (trial, launcher, worker, taskcheck) only calls these; anything service-specific (how a state
+is restored, what the server is, what the verifier is told) lives in the service's own module.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..tasks import Task
+
+SERVERS_ENV = "MCPFLEET_SERVERS_DIR"
+
+
+def servers_root() -> Path:
+    """Folder with the pinned MCP servers (servers/ in the repo, or the image's copy)."""
+    base = os.environ.get(SERVERS_ENV)
+    return Path(base) if base else Path(__file__).resolve().parents[2] / "servers"
+
+
+def servers_bin() -> Path:
+    """Folder with the pinned Node MCP server executables (``npm ci`` in servers/)."""
+    return servers_root() / "node_modules" / ".bin"
+
+
+@dataclass(frozen=True)
+class ServerCommand:
+    command: str
+    args: list[str]
+    env: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a DSN with a password
+
+    def argv(self) -> list[str]:
+        return [self.command, *self.args]
+
+
+@dataclass
+class TrialEnv:
+    """One trial's ready environment: where its state is, how to start its server, what its verifier gets."""
+
+    state_dir: Path
+    server: ServerCommand
+    verifier_env: dict[str, str] = field(repr=False)
+    verifier_args: list[str] = field(default_factory=list)
+
+
+class Spare:
+    """An environment made before its trial is known (a worker's next trial), so that its MCP server can boot
+    while the current trial runs. ``claim`` turns it into one trial's environment."""
+
+    server: ServerCommand
+    needs_session = False  # whether claiming must wait until the server is up (and ``started`` has run)
+
+    async def started(self, session: Any) -> None:
+        """Called once the server's MCP session is initialised, before the spare is offered."""
+
+    def claim(self, task: Task) -> AbstractAsyncContextManager[TrialEnv]:
+        raise NotImplementedError
+
+
+class Service:
+    """A service's behaviour. Subclasses override what differs; the defaults describe a stateless service."""
+
+    name: str = ""
+    # Whether a spare server can start before its trial's state exists (see warm.py): only servers that are
+    # given their state as a folder at start, and read it later, can.
+    spare_servers: bool = False
+    # A tool whose result names the trial's folder, which oracle steps write as {root} (the scripted oracle
+    # asks it first); None when oracle steps need no folder.
+    oracle_root_tool: str | None = None
+
+    @contextmanager
+    def run_resource(self) -> Iterator[Any]:
+        """Started once per run (by the launcher, in its main thread) and stopped when the run ends, however
+        it ends. Yields a picklable handle passed by value to every trial, or None if the service needs none."""
+        yield None
+
+    @asynccontextmanager
+    async def environment(
+        self, task: Task, state_dir: Path, resource: Any, *, materialised: bool = False
+    ) -> AsyncIterator[TrialEnv]:
+        """Prepare one trial's state (and remove it on exit, also when the trial fails or is cancelled).
+        ``materialised``: the state is already in place (a pod's init container made it)."""
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    @asynccontextmanager
+    async def spare(self, state_dir: Path, resource: Any) -> AsyncIterator[Spare]:
+        """A spare environment (only if ``spare_servers``); on exit whatever it made and no trial claimed goes."""
+        raise NotImplementedError(f"service '{self.name}' has no spare servers")
+        yield  # pragma: no cover
+
+    def spare_fits(self, task: Task) -> bool:
+        """Whether a spare of this service can become ``task``'s environment."""
+        return self.spare_servers
+
+    def materialise(self, task: Task, dest: Path) -> int:
+        """Write the task's initial state into ``dest`` (``mcpfleet materialise``). Returns a count of items."""
+        dest.mkdir(parents=True, exist_ok=True)
+        return 0
+
+    def state_files(self, task: Task) -> list[Path]:
+        """Files and folders that make up the task's initial state: part of the task's content digest."""
+        return []
+
+    def result_is_error(self, text: str) -> bool:
+        """Whether a tool result the server did not flag as an error reports one (counted as a tool error)."""
+        return False
+
+    def state_names(self, category: str) -> list[str]:
+        """Names (files or folders) a category's state may have in a states folder: what a pod fetches."""
+        return []
+
+    def check_state(self, task: Task) -> list[str]:
+        """Problems with the task's initial state (``mcpfleet tasks validate``)."""
+        return []

@@ -1,0 +1,452 @@
+"""Private PostgreSQL clusters: initdb under a run-owned temp folder, a free loopback port, fsync off, UTC.
+
+A cluster runs as the current user, or as the ``postgres`` OS user when we are root (PostgreSQL refuses to
+run as root). The postmaster is a direct child of the process that starts it, in its own session (a
+terminal's Ctrl-C reaches the run, which then stops the cluster in order), with a parent-death signal: it
+shuts down immediately when its starter dies, even by SIGKILL. Every run's folder carries an owner file, so
+the next run removes folders (and stops any postmaster) whose owner is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import dataclasses
+import functools
+import json
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PG_BIN_ENV = "MCPFLEET_PG_BIN"
+PG_DIR_ENV = "MCPFLEET_PG_DIR"
+SUPERUSER = "postgres"
+TEMPLATE_ROLE = "mcpfleet_tmpl"
+HOST = "127.0.0.1"
+OWNER_FILE = "owner.json"
+START_TIMEOUT_S = 30.0
+SETTINGS = {
+    "listen_addresses": HOST,
+    "fsync": "off",  # a trial's database is thrown away: durability buys nothing
+    "full_page_writes": "off",
+    "synchronous_commit": "off",
+    "timezone": "UTC",
+    "log_timezone": "UTC",
+    "max_connections": "300",
+    "shared_buffers": "64MB",
+    "dynamic_shared_memory_type": "mmap",  # in the data directory: nothing left in /dev/shm if killed
+}
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class ClusterError(RuntimeError):
+    """A cluster could not be created or started; the message carries the server's own words."""
+
+
+def pg_bin() -> Path:
+    """PostgreSQL's server binaries: $MCPFLEET_PG_BIN, Debian's newest /usr/lib/postgresql/N/bin, or PATH."""
+    if os.environ.get(PG_BIN_ENV):
+        return Path(os.environ[PG_BIN_ENV])
+    debian = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0
+    )
+    if debian:
+        return debian[-1].parent
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).parent
+    raise ClusterError(
+        f"PostgreSQL server binaries not found; run scripts/setup.sh (Debian: postgresql-15) or set {PG_BIN_ENV}"
+    )
+
+
+def os_user() -> tuple[int, int] | None:
+    """(uid, gid) to run the server as: ``postgres`` when we are root, else None (ourselves)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pw = pwd.getpwnam("postgres")
+    except KeyError:
+        raise ClusterError(
+            "running as root, PostgreSQL needs the 'postgres' OS user: apt-get install postgresql-15"
+        ) from None
+    return pw.pw_uid, pw.pw_gid
+
+
+def _as_user(user: tuple[int, int] | None) -> dict[str, Any]:
+    return {} if user is None else {"user": user[0], "group": user[1], "extra_groups": []}
+
+
+def _chown(path: Path, user: tuple[int, int] | None) -> None:
+    if user is not None:
+        os.chown(path, *user)
+
+
+@dataclass(frozen=True)
+class ClusterHandle:
+    """How to reach a running cluster: passed by value to worker processes (picklable, no live objects)."""
+
+    port: int
+    base: str  # the run's folder: data directories, the socket, logs
+    bin_dir: str
+    password: str = field(repr=False)  # the superuser's, random per run
+    tmpl_password: str = field(repr=False)  # the template role's: restores run as it, never as superuser
+    uid: int | None = None
+    gid: int | None = None
+    host: str = HOST
+
+    @property
+    def user(self) -> tuple[int, int] | None:
+        return None if self.uid is None or self.gid is None else (self.uid, self.gid)
+
+    def connect(self, db: str = "postgres", user: str = SUPERUSER, password: str | None = None) -> Any:
+        import psycopg2
+
+        conn = psycopg2.connect(
+            host=self.host,
+            port=self.port,
+            dbname=db,
+            user=user,
+            password=self.password if password is None else password,
+            connect_timeout=10,
+            application_name="mcpfleet",
+        )
+        conn.autocommit = True
+        return conn
+
+
+# --- run folders and their owners -----------------------------------------------------------------------
+
+
+SHM = Path("/dev/shm")
+SHM_MIN_FREE = 2 << 30
+
+
+def _scratch() -> Path:
+    """Memory-backed /dev/shm when it has room (a container's default 64 MB has not): the data is thrown away
+    anyway, and disk I/O was the slowest part of initdb and clones on a busy machine. Else the temp folder."""
+    try:
+        st = os.statvfs(SHM)
+        if os.access(SHM, os.W_OK) and st.f_bavail * st.f_frsize >= SHM_MIN_FREE:
+            return SHM
+    except OSError:
+        pass
+    return Path(tempfile.gettempdir())
+
+
+def runs_root() -> Path:
+    """Where this user's runs keep their clusters (one folder per run): $MCPFLEET_PG_DIR, or a scratch folder."""
+    root = Path(os.environ.get(PG_DIR_ENV) or _scratch() / f"mcpfleet-pg-{os.geteuid()}")
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o711)  # the server's OS user must reach its own folder inside
+    return root
+
+
+def _proc_start(pid: int) -> str | None:
+    """A process's start time in clock ticks since boot: tells a live owner from a reused pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def new_run_folder(user: tuple[int, int] | None) -> Path:
+    base = runs_root() / f"{os.getpid()}-{secrets.token_hex(3)}"
+    base.mkdir(mode=0o700)
+    owner = {"pid": os.getpid(), "start": _proc_start(os.getpid()), "uid": os.geteuid()}
+    (base / OWNER_FILE).write_text(json.dumps(owner))
+    _chown(base, user)
+    return base
+
+
+def _owner_alive(base: Path) -> bool:
+    try:
+        owner = json.loads((base / OWNER_FILE).read_text())
+    except (OSError, ValueError):
+        # No owner file yet: a run that is creating its folder right now, or a broken one; only old ones go.
+        return time.time() - base.stat().st_mtime < 60
+    return owner.get("uid") == os.geteuid() and _proc_start(int(owner["pid"])) == owner.get("start") is not None
+
+
+def sweep_stale(root: Path | None = None) -> list[Path]:
+    """Stop the clusters and remove the folders of runs whose owner process is gone. Returns what was swept."""
+    root = root or runs_root()
+    swept = []
+    for base in sorted(p for p in root.iterdir() if p.is_dir()):
+        try:
+            if _owner_alive(base):
+                continue
+        except OSError:
+            continue
+        kill_postmasters(base)
+        shutil.rmtree(base, ignore_errors=True)
+        swept.append(base)
+    return swept
+
+
+def kill_postmasters(base: Path, wait_s: float = 10.0) -> int:
+    """Immediate shutdown of every postmaster whose data directory is under ``base``. Returns how many."""
+    pids = []
+    for pidfile in base.glob("**/postmaster.pid"):
+        try:
+            pid = int(pidfile.read_text().split("\n", 1)[0])
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if cmdline and cmdline[0].endswith(b"postgres") and str(pidfile.parent).encode() in cmdline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGQUIT)
+                pids.append(pid)
+    deadline = time.monotonic() + wait_s
+    for pid in pids:
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if Path(f"/proc/{pid}").exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+    return len(pids)
+
+
+# --- data directories and server processes ------------------------------------------------------------
+
+
+def _env() -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "TZ": "UTC"}
+
+
+def initdb(data: Path, password: str, user: tuple[int, int] | None, bin_dir: Path) -> None:
+    """A new, stopped data directory with a password-protected superuser (scram) and UTF-8, C.UTF-8 locale."""
+    pwfile = data.parent / f".pw-{secrets.token_hex(4)}"
+    pwfile.write_text(password + "\n")
+    pwfile.chmod(0o600)
+    _chown(pwfile, user)
+    try:
+        cmd = [str(bin_dir / "initdb"), "-D", str(data), "-U", SUPERUSER, "-A", "scram-sha-256"]
+        cmd += [f"--pwfile={pwfile}", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd="/", **_as_user(user))
+    finally:
+        pwfile.unlink(missing_ok=True)
+    if p.returncode != 0:
+        raise ClusterError(f"initdb failed: {(p.stderr or p.stdout).strip()[-2000:]}")
+
+
+def copy_data(src: Path, dest: Path) -> None:
+    """Copy a stopped data directory, keeping owners and modes (the server insists on 0700)."""
+    p = subprocess.run(["cp", "-a", str(src), str(dest)], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise ClusterError(f"could not copy {src} to {dest}: {p.stderr.strip()}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent(parent: int) -> None:
+    # Runs in the child after the switch to the server's user (a credential change would clear it).
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGQUIT)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+@dataclass
+class Postmaster:
+    """A running server: our child process, its data directory and its port."""
+
+    proc: subprocess.Popen[bytes]
+    data: Path
+    port: int
+    log: Path
+
+    def ready(self) -> bool:
+        """postmaster.pid's status line says 'ready' once the server accepts connections."""
+        try:
+            lines = (self.data / "postmaster.pid").read_text().split("\n")
+        except OSError:
+            return False
+        return len(lines) > 7 and lines[7].strip() == "ready"
+
+    def failure(self) -> str | None:
+        if self.proc.poll() is None:
+            return None
+        try:
+            tail = self.log.read_text(errors="replace")[-2000:]
+        except OSError:
+            tail = ""
+        return f"PostgreSQL exited with {self.proc.returncode}: {tail.strip()}"
+
+    def stop(self, wait_s: float = 10.0) -> None:
+        """Immediate shutdown (the data is thrown away), then SIGKILL to its process group if it lingers."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGQUIT)
+            try:
+                self.proc.wait(wait_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def spawn(data: Path, socket_dir: Path, user: tuple[int, int] | None, bin_dir: Path, port: int) -> Postmaster:
+    """Start the server without waiting. Must run in a thread that outlives it (the death signal follows the
+    thread that forked): the main thread, or a worker's event-loop thread."""
+    log = data.parent / f"{data.name}.log"
+    cmd = [str(bin_dir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(socket_dir)]
+    for k, v in SETTINGS.items():
+        cmd += ["-c", f"{k}={v}"]
+    with open(log, "ab") as out:
+        _chown(log, user)
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=_env(),
+            cwd="/",
+            start_new_session=True,
+            preexec_fn=functools.partial(_die_with_parent, os.getpid()),  # noqa: PLW1509 - only prctl runs there
+            **_as_user(user),
+        )
+    return Postmaster(proc, data, port, log)
+
+
+def wait_ready(pm: Postmaster, timeout_s: float = START_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not pm.ready():
+        if (why := pm.failure()) is not None:
+            raise ClusterError(why)
+        if time.monotonic() > deadline:
+            pm.stop()
+            raise ClusterError(f"PostgreSQL did not become ready in {timeout_s:g} s (log: {pm.log})")
+        time.sleep(0.01)
+
+
+async def wait_ready_async(pm: Postmaster, timeout_s: float = START_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not pm.ready():
+        if (why := pm.failure()) is not None:
+            raise ClusterError(why)
+        if time.monotonic() > deadline:
+            await asyncio.to_thread(pm.stop)
+            raise ClusterError(f"PostgreSQL did not become ready in {timeout_s:g} s (log: {pm.log})")
+        await asyncio.sleep(0.01)
+
+
+def _port_taken(exc: ClusterError) -> bool:
+    return "could not bind" in str(exc) or "already in use" in str(exc)
+
+
+def start(data: Path, socket_dir: Path, user: tuple[int, int] | None, bin_dir: Path, tries: int = 5) -> Postmaster:
+    """Start on a free loopback port and wait until it accepts connections (a port taken meanwhile: retry)."""
+    for attempt in range(tries):
+        pm = spawn(data, socket_dir, user, bin_dir, free_port())
+        try:
+            wait_ready(pm)
+            return pm
+        except ClusterError as exc:
+            if not _port_taken(exc) or attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+async def start_async(
+    data: Path, socket_dir: Path, user: tuple[int, int] | None, bin_dir: Path, tries: int = 5
+) -> Postmaster:
+    """``start`` for an event loop: spawns in the loop's thread (see ``spawn``), waits without blocking it."""
+    for attempt in range(tries):
+        pm = spawn(data, socket_dir, user, bin_dir, free_port())
+        try:
+            await wait_ready_async(pm)
+            return pm
+        except ClusterError as exc:
+            if not _port_taken(exc) or attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def bootstrap(handle: ClusterHandle, shared: bool = True) -> None:
+    """The template role (restores run as it); on a shared cluster, no database open to PUBLIC (each trial opens
+    its own). A trial's private cluster keeps PostgreSQL's defaults."""
+    from psycopg2 import sql
+
+    with contextlib.closing(handle.connect()) as conn, conn.cursor() as cur:
+        cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (TEMPLATE_ROLE,))
+        verb = "ALTER" if cur.fetchone() else "CREATE"
+        cur.execute(
+            sql.SQL(verb + " ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD %s").format(
+                sql.Identifier(TEMPLATE_ROLE)
+            ),
+            (handle.tmpl_password,),
+        )
+        for db in ("postgres", "template1") if shared else ():
+            cur.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(sql.Identifier(db)))
+
+
+@contextlib.contextmanager
+def run_cluster() -> Iterator[ClusterHandle]:
+    """The run's cluster: started once, stopped and removed at exit (exceptions, Ctrl-C and SIGTERM included).
+
+    ``blank/`` (a stopped, freshly initialised data directory) stays beside it for trials that need a cluster
+    of their own: copying it is much faster than another initdb."""
+    sweep_stale()
+    bin_dir, user = pg_bin(), os_user()
+    base = new_run_folder(user)
+    pm: Postmaster | None = None
+    try:
+        password, tmpl_password = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+        initdb(base / "blank", password, user, bin_dir)
+        copy_data(base / "blank", base / "main")
+        pm = start(base / "main", base, user, bin_dir)
+        handle = ClusterHandle(pm.port, str(base), str(bin_dir), password, tmpl_password, *(user or (None, None)))
+        bootstrap(handle)
+        yield handle
+    finally:
+        if pm is not None:
+            pm.stop()
+        kill_postmasters(base)  # trial clusters a killed worker left behind
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def private_cluster(run: ClusterHandle, name: str) -> AsyncIterator[ClusterHandle]:
+    """A cluster of one's own, copied from the run's blank data directory, with a fresh superuser password.
+    Enter it from a long-lived event loop's thread (see ``spawn``)."""
+    folder = Path(run.base) / "trials" / name
+    folder.mkdir(parents=True, mode=0o700)
+    _chown(folder.parent, run.user)
+    _chown(folder, run.user)
+    pm: Postmaster | None = None
+    try:
+        await asyncio.to_thread(copy_data, Path(run.base) / "blank", folder / "data")
+        pm = await start_async(folder / "data", folder, run.user, Path(run.bin_dir))
+        first = ClusterHandle(pm.port, str(folder), run.bin_dir, run.password, run.tmpl_password, run.uid, run.gid)
+        own = dataclasses.replace(first, password=secrets.token_urlsafe(24))
+        await asyncio.to_thread(_set_superuser_password, first, own.password)
+        await asyncio.to_thread(bootstrap, own, False)
+        yield own
+    finally:
+        if pm is not None:
+            await asyncio.to_thread(pm.stop)
+        await asyncio.to_thread(shutil.rmtree, folder, True)
+
+
+def _set_superuser_password(handle: ClusterHandle, password: str) -> None:
+    from psycopg2 import sql
+
+    with contextlib.closing(handle.connect()) as conn, conn.cursor() as cur:
+        cur.execute(sql.SQL("ALTER ROLE {} PASSWORD %s").format(sql.Identifier(SUPERUSER)), (password,))

@@ -1,0 +1,403 @@
+"""The PostgreSQL service: one private cluster per run, a cloned database and a login role per trial.
+
+Isolation. Each state is restored once per run into a template database, as a non-superuser template role,
+and ANALYZEd. A trial gets ``CREATE DATABASE ... TEMPLATE ... STRATEGY FILE_COPY`` owned by a login role of
+its own (not superuser, no CREATEROLE/CREATEDB), the objects reassigned to it, and CONNECT revoked from
+PUBLIC on every database, so its SQL can reach its own database only; both are dropped after the trial.
+Roles are cluster-wide, so a task that creates or drops roles (``"mcpfleet": {"isolation": "cluster"}`` in
+meta.json, and by default any task with MCPMark's ``prepare_environment.py``, which manages roles) gets a
+cluster of its own, copied from the run's blank data directory, and the superuser, as in MCPMark. Renaming
+roles per trial instead would change the SQL the task and its verifier expect.
+
+States: ``<states>/<category>.py`` (a generator run as ``python <category>.py OUT.sql``), ``<category>.sql``
+(psql) or ``<category>.backup`` (pg_restore), in the pack's ``postgres/states/`` or ``tasks.statesPath``
+(as ``postgres/<category>.*`` or MCPMark's flat ``postgres_state/<category>.*``). A category with no state
+gets an empty database, then its ``prepare_environment.py`` runs, as in MCPMark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from . import pgcluster
+from .base import ServerCommand, Service, Spare, TrialEnv, servers_root
+from .pgcluster import SUPERUSER, TEMPLATE_ROLE, ClusterHandle
+
+if TYPE_CHECKING:
+    from ..tasks import Task
+
+SERVER_ENV = "MCPFLEET_POSTGRES_MCP"  # path to a postgres-mcp executable, instead of servers/postgres-mcp/.venv
+PREPARE = "prepare_environment.py"
+PREPARE_TIMEOUT_S = 300.0  # MCPMark's
+RESTORE_TIMEOUT_S = 900.0
+STATE_KINDS = (("py", "generator"), ("sql", "sql"), ("backup", "backup"))
+
+
+@dataclass(frozen=True)
+class StateSource:
+    kind: str  # generator | sql | backup
+    path: Path
+
+    @property
+    def template(self) -> str:
+        """Template database name: the category plus a content hash (two packs may share a category name)."""
+        h = hashlib.sha256(self.kind.encode() + self.path.read_bytes()).hexdigest()[:10]
+        return f"tmpl_{_ident(self.path.stem, 40)}_{h}"
+
+
+@dataclass(frozen=True)
+class Login:
+    """One trial's connection: what its server, its prepare step and its verifier are given."""
+
+    host: str
+    port: int
+    database: str
+    user: str
+    password: str = field(repr=False)
+
+    def dsn(self, with_password: bool = True) -> str:
+        auth = f"{quote(self.user, safe='')}" + (f":{quote(self.password, safe='')}" if with_password else "")
+        return f"postgresql://{auth}@{self.host}:{self.port}/{quote(self.database, safe='')}"
+
+    def env(self) -> dict[str, str]:
+        """MCPMark's variables (DATABASE_URL without the password, as there) plus PGPASSWORD for libpq."""
+        return {
+            "POSTGRES_HOST": self.host,
+            "POSTGRES_PORT": str(self.port),
+            "POSTGRES_USERNAME": self.user,
+            "POSTGRES_PASSWORD": self.password,
+            "POSTGRES_DATABASE": self.database,
+            "DATABASE_URL": self.dsn(with_password=False),
+            "PGPASSWORD": self.password,
+        }
+
+
+def _ident(text: str, limit: int) -> str:
+    return re.sub(r"[^a-z0-9_]", "_", text.lower())[:limit]
+
+
+def isolation(task: Task) -> str:
+    """``cluster`` or ``database``: meta.json's ``mcpfleet.isolation`` if given, else ``cluster`` for tasks
+    with a prepare_environment.py (MCPMark's manage cluster-wide roles), else ``database``."""
+    declared = (task.meta.get("mcpfleet") or {}).get("isolation")
+    if declared in ("cluster", "database"):
+        return str(declared)
+    return "cluster" if (task.path / PREPARE).is_file() else "database"
+
+
+def state_source(task: Task) -> StateSource | None:
+    for folder in (task.states_folder, task.states_folder.parent):
+        for ext, kind in STATE_KINDS:
+            path = folder / f"{task.category}.{ext}"
+            if path.is_file():
+                return StateSource(kind, path)
+    return None
+
+
+def server_executable() -> Path:
+    if os.environ.get(SERVER_ENV):
+        return Path(os.environ[SERVER_ENV])
+    return servers_root() / "postgres-mcp" / ".venv" / "bin" / "postgres-mcp"
+
+
+# --- templates ---------------------------------------------------------------------------------------------
+
+
+def _client(h: ClusterHandle, name: str) -> str:
+    local = Path(h.bin_dir) / name
+    return str(local) if local.exists() else name
+
+
+def _client_env(h: ClusterHandle) -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "PGPASSWORD": h.tmpl_password}
+
+
+def _run(cmd: list[str], what: str, timeout: float, **kw: Any) -> None:
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kw)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{what} took longer than {timeout:g} s") from None
+    if p.returncode != 0:
+        raise RuntimeError(f"{what} failed ({p.returncode}): {(p.stderr or p.stdout).strip()[-2000:]}")
+
+
+def restore(h: ClusterHandle, db: str, src: StateSource) -> None:
+    """Load a state into ``db`` as the template role (so the objects are its own, reassigned per trial)."""
+    conn = ["-h", h.host, "-p", str(h.port), "-U", TEMPLATE_ROLE, "-d", db]
+    with tempfile.TemporaryDirectory(prefix="state-", dir=h.base) as tmp:
+        path = src.path
+        if src.kind == "generator":
+            path = Path(tmp) / f"{src.path.stem}.sql"
+            _run([sys.executable, str(src.path), str(path)], f"state generator {src.path}", RESTORE_TIMEOUT_S, cwd=tmp)
+        if src.kind == "backup":
+            # No owners or grants: the dump's roles do not exist here; every object goes to the template role.
+            cmd = [_client(h, "pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error", *conn, str(path)]
+        else:
+            cmd = [_client(h, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", *conn, "-f", str(path)]
+        _run(cmd, f"restoring {src.path}", RESTORE_TIMEOUT_S, env=_client_env(h), cwd=tmp)
+
+
+def ensure_template(h: ClusterHandle, src: StateSource) -> str:
+    """The state's template database, built once per cluster (workers race for it: an advisory lock decides).
+
+    A template is ready once it no longer allows connections (which also keeps stray sessions from blocking
+    clones); one found half-built (its builder died) is rebuilt."""
+    from psycopg2 import sql
+
+    name = src.template
+    ident = sql.Identifier(name)
+    with contextlib.closing(h.connect()) as conn, conn.cursor() as cur:
+        cur.execute("SELECT pg_advisory_lock(hashtext(%s))", (name,))
+        try:
+            cur.execute("SELECT datallowconn FROM pg_database WHERE datname = %s", (name,))
+            row = cur.fetchone()
+            if row is not None and row[0] is False:
+                return name
+            if row is not None:
+                cur.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(ident))
+            cur.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(ident, sql.Identifier(SUPERUSER)))
+            cur.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(ident))
+            cur.execute(
+                sql.SQL("GRANT CONNECT, CREATE, TEMPORARY ON DATABASE {} TO {}").format(
+                    ident, sql.Identifier(TEMPLATE_ROLE)
+                )
+            )
+            with contextlib.closing(h.connect(name)) as tconn, tconn.cursor() as tcur:
+                tcur.execute(
+                    sql.SQL("GRANT CREATE, USAGE ON SCHEMA public TO {}").format(sql.Identifier(TEMPLATE_ROLE))
+                )
+            restore(h, name, src)
+            with contextlib.closing(h.connect(name)) as tconn, tconn.cursor() as tcur:
+                tcur.execute("ANALYZE")  # one of MCPMark's verifier queries took 56 s without statistics
+            cur.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(ident))
+            return name
+        finally:
+            cur.execute("SELECT pg_advisory_unlock(hashtext(%s))", (name,))
+
+
+# --- trials ------------------------------------------------------------------------------------------------
+
+
+def create_role(h: ClusterHandle, login: Login) -> None:
+    """The trial's login role: no superuser, no CREATEROLE/CREATEDB; it will own its database only."""
+    from psycopg2 import sql
+
+    with contextlib.closing(h.connect()) as conn, conn.cursor() as cur:
+        cur.execute(
+            sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD %s").format(
+                sql.Identifier(login.user)
+            ),
+            (login.password,),
+        )
+
+
+def create_database(h: ClusterHandle, template: str | None, login: Login, shared: bool = True) -> None:
+    """The trial's database (a clone of ``template``, or empty) owned by ``login.user``, with every object in it
+    reassigned to that user. On the run's shared cluster nobody else may connect; a cluster of the trial's own
+    keeps PostgreSQL's defaults, as MCPMark's server has them (its tasks log in as roles they create)."""
+    from psycopg2 import sql
+
+    db, role = sql.Identifier(login.database), sql.Identifier(login.user)
+    with contextlib.closing(h.connect()) as conn, conn.cursor() as cur:
+        source = sql.SQL(" TEMPLATE {}").format(sql.Identifier(template)) if template else sql.SQL("")
+        cur.execute(sql.SQL("CREATE DATABASE {} OWNER {}{} STRATEGY FILE_COPY").format(db, role, source))
+        if shared:
+            cur.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
+    if template:
+        with contextlib.closing(h.connect(login.database)) as conn, conn.cursor() as cur:
+            tmpl_role = sql.Identifier(TEMPLATE_ROLE)
+            cur.execute(sql.SQL("REASSIGN OWNED BY {} TO {}").format(tmpl_role, role))
+            # Its one grant in the template. Not DROP OWNED BY: that also revokes its grants on shared objects,
+            # i.e. CONNECT on a template another worker is restoring right now.
+            cur.execute(sql.SQL("REVOKE ALL ON SCHEMA public FROM {}").format(tmpl_role))
+
+
+def drop_database(h: ClusterHandle, database: str) -> None:
+    from psycopg2 import sql
+
+    with contextlib.closing(h.connect()) as conn, conn.cursor() as cur:
+        cur.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+
+
+def drop_trial(h: ClusterHandle, database: str, role: str | None) -> None:
+    from psycopg2 import sql
+
+    with contextlib.closing(h.connect()) as conn, conn.cursor() as cur:
+        cur.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+        if role and role != SUPERUSER:
+            cur.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+async def run_prepare(task: Task, login: Login) -> None:
+    """MCPMark's prepare_environment.py: no arguments, cwd = the task folder, POSTGRES_* set, 300 s."""
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "TMPDIR") if k in os.environ}
+    env.update({"TZ": "UTC", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", **login.env()})
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        PREPARE,
+        cwd=str(task.path),
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), PREPARE_TIMEOUT_S)
+    except (TimeoutError, asyncio.CancelledError):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        await proc.wait()
+        raise
+    if proc.returncode != 0:
+        text = out.decode(errors="replace").strip()[-2000:]
+        raise RuntimeError(f"{task.id}: {PREPARE} failed ({proc.returncode}): {text}")
+
+
+def _cluster(resource: Any) -> ClusterHandle:
+    if not isinstance(resource, ClusterHandle):
+        raise RuntimeError(
+            "the postgres service needs its run's cluster: run trials through `mcpfleet run`, "
+            "`mcpfleet tasks validate` or `mcpfleet trial`, or pass services.run_resources() to the trial"
+        )
+    return resource
+
+
+class PostgresService(Service):
+    name = "postgres"
+    spare_servers = True  # see DatabaseSpare
+
+    @contextlib.contextmanager
+    def run_resource(self) -> Iterator[ClusterHandle]:
+        with pgcluster.run_cluster() as handle:
+            yield handle
+
+    def server_command(self, login: Login) -> ServerCommand:
+        exe = server_executable()
+        if not exe.exists():
+            raise FileNotFoundError(
+                f"MCP server postgres-mcp not found at {exe}; run scripts/setup.sh or set {SERVER_ENV}"
+            )
+        # The DSN (with the trial's password) goes in the environment, where `ps` does not show it.
+        return ServerCommand(str(exe), ["--access-mode=unrestricted"], {"DATABASE_URI": login.dsn(), "TZ": "UTC"})
+
+    @asynccontextmanager
+    async def environment(
+        self, task: Task, state_dir: Path, resource: Any, *, materialised: bool = False
+    ) -> AsyncIterator[TrialEnv]:
+        resource = _cluster(resource)
+        tag = secrets.token_hex(4)
+        database = f"trial_{tag}"
+        state_dir.mkdir(parents=True, exist_ok=True)
+        async with AsyncExitStack() as stack:
+            shared = isolation(task) == "database"
+            if not shared:
+                h = await stack.enter_async_context(pgcluster.private_cluster(resource, tag))
+                login = Login(h.host, h.port, database, SUPERUSER, h.password)
+            else:
+                h = resource
+                login = Login(h.host, h.port, database, f"agent_{tag}", secrets.token_urlsafe(18))
+                stack.push_async_callback(asyncio.to_thread, drop_trial, h, database, login.user)
+                await asyncio.to_thread(create_role, h, login)
+            yield await self._fill(task, h, login, state_dir, shared)
+
+    async def _fill(self, task: Task, h: ClusterHandle, login: Login, state_dir: Path, shared: bool = True) -> TrialEnv:
+        """Create the trial's database from its state (or empty, then prepare_environment.py)."""
+        src = state_source(task)
+        template = await asyncio.to_thread(ensure_template, h, src) if src else None
+        await asyncio.to_thread(create_database, h, template, login, shared)
+        if src is None and (task.path / PREPARE).is_file():
+            await run_prepare(task, login)
+        return TrialEnv(state_dir, self.server_command(login), login.env(), [login.database])
+
+    @asynccontextmanager
+    async def spare(self, state_dir: Path, resource: Any) -> AsyncIterator[Spare]:
+        h = _cluster(resource)
+        tag = secrets.token_hex(4)
+        login = Login(h.host, h.port, f"trial_{tag}", f"agent_{tag}", secrets.token_urlsafe(18))
+        try:
+            await asyncio.to_thread(create_role, h, login)
+            await asyncio.to_thread(create_database, h, None, login)  # a placeholder the server connects to
+            yield DatabaseSpare(self, h, login, state_dir)
+        finally:
+            await asyncio.to_thread(drop_trial, h, login.database, login.user)
+
+    def spare_fits(self, task: Task) -> bool:
+        return isolation(task) == "database"
+
+    def materialise(self, task: Task, dest: Path) -> int:
+        """The state as a restorable file in ``dest`` (generators run here): what a pod's database restores."""
+        dest.mkdir(parents=True, exist_ok=True)
+        src = state_source(task)
+        if src is None:
+            return 0
+        if src.kind == "generator":
+            _run(
+                [sys.executable, str(src.path), str(dest / f"{task.category}.sql")],
+                "state generator",
+                RESTORE_TIMEOUT_S,
+            )
+        else:
+            shutil.copyfile(src.path, dest / src.path.name)
+        return 1
+
+    def state_files(self, task: Task) -> list[Path]:
+        src = state_source(task)
+        return [src.path] if src else []
+
+    def result_is_error(self, text: str) -> bool:
+        # postgres-mcp returns a failed statement as an ordinary result whose text starts like this.
+        return text.startswith("Error: ")
+
+    def state_names(self, category: str) -> list[str]:
+        return [f"{category}.{ext}" for ext, _ in STATE_KINDS]
+
+    def check_state(self, task: Task) -> list[str]:
+        if state_source(task) is None and not (task.path / PREPARE).is_file():
+            names = "/".join(f"{task.category}.{ext}" for ext, _ in STATE_KINDS)
+            return [f"{task.id}: no initial state ({names} in {task.states_folder}) and no {PREPARE}"]
+        return []
+
+
+class DatabaseSpare(Spare):
+    """A trial's login role and database name, with postgres-mcp already started and connected.
+
+    postgres-mcp connects at start (to a database that must exist, or it waits 30 s) and again only when a
+    query fails. So the spare starts it on an empty placeholder database; once it is up, the placeholder is
+    dropped (which ends the server's pooled connection) and one harmless call, which fails, makes the server
+    discard its pool. The claiming trial's database is then created under the same name from its template,
+    and the agent's first call connects to it afresh. The agent never sees the placeholder.
+    """
+
+    needs_session = True
+
+    def __init__(self, service: PostgresService, h: ClusterHandle, login: Login, state_dir: Path):
+        self.service, self.h, self.login, self.state_dir = service, h, login, state_dir
+        self.server = service.server_command(login)
+
+    async def started(self, session: Any) -> None:
+        await asyncio.to_thread(drop_database, self.h, self.login.database)
+        with contextlib.suppress(Exception):
+            await session.call_tool("execute_sql", {"sql": "SELECT 1"})
+
+    @asynccontextmanager
+    async def claim(self, task: Task) -> AsyncIterator[TrialEnv]:
+        try:
+            yield await self.service._fill(task, self.h, self.login, self.state_dir)
+        finally:
+            await asyncio.to_thread(drop_trial, self.h, self.login.database, self.login.user)

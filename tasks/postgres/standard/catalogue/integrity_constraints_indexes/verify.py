@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""Verifier for catalogue/integrity_constraints_indexes.
+
+Checks the catalog (named CHECK/UNIQUE constraints, five validated foreign keys with the right ON DELETE
+action, nothing else added or dropped), the behaviour (bad inserts rejected, deletes cascade / restrict /
+set NULL, all inside a transaction that is rolled back), the plans of the five application queries
+(EXPLAIN after ANALYZE must scan an index led by the filtered column, never the table), and the data
+fixes: the expected end state was computed once in plain Python from the state generator's rows
+(seed 20261123) and is pinned as row counts plus SHA-256 digests of canonically formatted rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from datetime import UTC, date, datetime
+
+import psycopg2
+
+COLUMNS = {
+    "labels": ("label_id, name, country, founded_year", "label_id"),
+    "label_contracts": ("contract_id, label_id, valid_from, valid_to, min_ms_played", "contract_id"),
+    "contract_rate_tiers": ("contract_id, from_play, rate_per_play", "contract_id, from_play"),
+    "genres": ("genre_id, name, parent_genre_id", "genre_id"),
+    "artists": ("artist_id, name, country, formed_year, created_at", "artist_id"),
+    "albums": ("album_id, artist_id, label_id, title, album_type, release_date, upc", "album_id"),
+    "tracks": (
+        "track_id, album_id, disc_number, track_number, title, duration_ms, isrc, genre_id, explicit",
+        "track_id",
+    ),
+    "track_artists": ("track_id, artist_id, role", "track_id, artist_id"),
+    "listeners": ("listener_id, username, email, country, birth_year, signed_up_at", "listener_id"),
+    "subscriptions": ("subscription_id, listener_id, plan, started_at, ended_at", "subscription_id"),
+    "playlists": ("playlist_id, owner_id, name, is_public, created_at", "playlist_id"),
+    "playlist_entries": ("entry_id, playlist_id, track_id, position, added_at", "entry_id"),
+    "play_events": ("play_id, listener_id, track_id, played_at, ms_played, source, country", "play_id"),
+}
+EXPECTED = {
+    "labels": (36, "164f42a8f5bf7d3d47a4"),
+    "label_contracts": (55, "8bb5f874cbe7acdfa870"),
+    "contract_rate_tiers": (78, "1edda101c95fe1c37d44"),
+    "genres": (30, "12d4c00546c54b3bb6df"),
+    "artists": (1488, "26d98bafd8b0e2cad993"),
+    "albums": (2767, "0c80ab372f97d06141ed"),
+    "tracks": (22235, "a7574bba53e20ebb700e"),
+    "track_artists": (25024, "a93738f8234d495d0d57"),
+    "listeners": (4050, "a5c57dfffc2defcf49fe"),
+    "subscriptions": (4920, "acda2c4019709d8ff82d"),
+    "playlists": (700, "f0e1bcfc3c2fdad186bc"),
+    "playlist_entries": (14658, "d902cbc9698c1e10c0c8"),
+    "play_events": (61448, "d4ad2303167a3eee9ac7"),
+}
+ISRC_NON_NULL = 20188
+ORIGINAL_CONSTRAINTS = 31
+ORIGINAL_INDEXES = (
+    "albums_artist_id_idx albums_pkey artists_pkey contract_rate_tiers_pkey genres_name_key genres_pkey "
+    "label_contracts_pkey labels_name_key labels_pkey listeners_pkey listeners_username_key play_events_pkey "
+    "play_events_played_at_idx playlist_entries_pkey playlists_owner_id_idx playlists_pkey "
+    "subscriptions_listener_id_idx "
+    "subscriptions_pkey track_artists_artist_id_idx track_artists_pkey tracks_album_id_idx tracks_pkey"
+).split()
+# (table, column, referenced table, confdeltype): c = CASCADE, r = RESTRICT, n = SET NULL
+FKS = [
+    ("playlist_entries", "playlist_id", "playlists", "c"),
+    ("playlist_entries", "track_id", "tracks", "c"),
+    ("play_events", "track_id", "tracks", "r"),
+    ("play_events", "listener_id", "listeners", "n"),
+    ("albums", "label_id", "labels", "n"),
+]
+QUERIES = [
+    (
+        "play_events",
+        "track_id",
+        "SELECT played_at, ms_played FROM play_events WHERE track_id = 1134 "
+        "AND played_at >= '2026-10-01 00:00:00+00' AND played_at < '2026-11-01 00:00:00+00'",
+    ),
+    ("play_events", "listener_id", "SELECT count(*) FROM play_events WHERE listener_id = 19"),
+    (
+        "playlist_entries",
+        "playlist_id",
+        "SELECT position, track_id FROM playlist_entries WHERE playlist_id = 66 ORDER BY position",
+    ),
+    ("artists", "lower(name)", "SELECT artist_id, name FROM artists WHERE lower(name) = 'nadia haddad'"),
+    ("tracks", "isrc", "SELECT track_id, title FROM tracks WHERE isrc = 'DESNY2000006'"),
+]
+BAD_ISRCS = [
+    "usrc12600001",
+    "US-RC1-26-00001",
+    "USRC1260000",
+    "USRC126000011",
+    "U1RC12600001",
+    "USRC12A00001",
+    " USRC12600001",
+]
+
+failures: list[str] = []
+
+
+def check(ok: bool, msg: str) -> bool:
+    print(("PASS: " if ok else "FAIL: ") + msg)
+    if not ok:
+        failures.append(msg)
+    return ok
+
+
+def connect():
+    db = os.environ.get("POSTGRES_DATABASE") or (sys.argv[1] if len(sys.argv) > 1 else "")
+    if not db:
+        print("FAIL: no database given (POSTGRES_DATABASE or argv[1])")
+        sys.exit(1)
+    return psycopg2.connect(
+        host=os.environ.get("POSTGRES_HOST", "localhost"),
+        port=int(os.environ.get("POSTGRES_PORT", "5432")),
+        user=os.environ.get("POSTGRES_USERNAME", "postgres"),
+        password=os.environ.get("POSTGRES_PASSWORD", ""),
+        dbname=db,
+    )
+
+
+def canon(v: object) -> str:
+    if v is None:
+        return "\\N"
+    if isinstance(v, bool):
+        return "t" if v else "f"
+    if isinstance(v, datetime):
+        return v.astimezone(UTC).isoformat()
+    if isinstance(v, date):
+        return v.isoformat()
+    return str(v)
+
+
+def digest(cur, table: str) -> tuple[int, str]:
+    cols, order = COLUMNS[table]
+    cur.execute(f"SELECT {cols} FROM {table} ORDER BY {order}")
+    h, n = hashlib.sha256(), 0
+    for row in cur:
+        h.update(("\t".join(canon(v) for v in row) + "\n").encode())
+        n += 1
+    return n, h.hexdigest()[:20]
+
+
+def one(cur, sql: str, args: tuple = ()) -> object:
+    cur.execute(sql, args)
+    row = cur.fetchone()
+    return row[0] if row else None
+
+
+def attempt(cur, sql: str, args: tuple = ()) -> str | None:
+    """Run one statement in a savepoint; return its SQLSTATE, or None if it succeeded."""
+    cur.execute("SAVEPOINT s")
+    try:
+        cur.execute(sql, args)
+        cur.execute("RELEASE SAVEPOINT s")
+        return None
+    except psycopg2.Error as exc:
+        cur.execute("ROLLBACK TO SAVEPOINT s")
+        return exc.pgcode or "error"
+
+
+def check_catalog(cur) -> None:
+    row = one(
+        cur,
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'tracks_isrc_format_check' "
+        "AND conrelid = 'tracks'::regclass AND contype = 'c'",
+    )
+    check(row is not None, "CHECK constraint tracks_isrc_format_check exists on tracks")
+    row = one(
+        cur,
+        "SELECT array_agg(a.attname) FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid "
+        "AND a.attnum = ANY (c.conkey) WHERE c.conname = 'tracks_isrc_key' AND c.contype = 'u' "
+        "AND c.conrelid = 'tracks'::regclass",
+    )
+    check(row == ["isrc"], f"UNIQUE constraint tracks_isrc_key on tracks(isrc) (found {row})")
+    for table, col, ref, action in FKS:
+        cur.execute(
+            "SELECT c.confdeltype, c.convalidated FROM pg_constraint c JOIN pg_attribute a "
+            "ON a.attrelid = c.conrelid AND c.conkey = ARRAY[a.attnum] WHERE c.contype = 'f' "
+            "AND c.conrelid = %s::regclass AND a.attname = %s AND c.confrelid = %s::regclass",
+            (table, col, ref),
+        )
+        rows = cur.fetchall()
+        check(len(rows) == 1, f"exactly one foreign key {table}.{col} -> {ref} (found {len(rows)})")
+        if rows:
+            check(
+                rows[0][0] == action,
+                f"{table}.{col} -> {ref} has ON DELETE "
+                f"{ {'c': 'CASCADE', 'r': 'RESTRICT', 'n': 'SET NULL'}[action] } "
+                f"(confdeltype {rows[0][0]!r})",
+            )
+            check(rows[0][1], f"{table}.{col} -> {ref} is validated (not NOT VALID)")
+    n = one(cur, "SELECT count(*) FROM pg_constraint WHERE connamespace = 'public'::regnamespace")
+    check(n == ORIGINAL_CONSTRAINTS + 7, f"constraints: the 31 original plus the 7 requested ({n} found)")
+    cur.execute("SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'i'")
+    present = {r[0] for r in cur.fetchall()}
+    missing = sorted(set(ORIGINAL_INDEXES) - present)
+    check(not missing, f"all original indexes still exist (missing {missing})")
+    bad = one(
+        cur,
+        "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "WHERE c.relnamespace = 'public'::regnamespace AND NOT (i.indisvalid AND i.indisready)",
+    )
+    check(bad == 0, f"no invalid indexes ({bad})")
+
+
+def plan_nodes(node: dict) -> list[dict]:
+    out = [node]
+    for child in node.get("Plans", []):
+        out.extend(plan_nodes(child))
+    return out
+
+
+def check_plans(cur) -> None:
+    for table in ("play_events", "playlist_entries", "artists", "tracks"):
+        cur.execute(f"ANALYZE {table}")
+    for table, lead, sql in QUERIES:
+        cur.execute("EXPLAIN (FORMAT JSON) " + sql)
+        raw = cur.fetchone()[0]
+        nodes = plan_nodes((raw if isinstance(raw, list) else json.loads(raw))[0]["Plan"])
+        seq = [n for n in nodes if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == table]
+        used = []
+        for n in nodes:
+            if "Index Name" in n:
+                cur.execute(
+                    "SELECT c.relname, pg_get_indexdef(i.indexrelid, 1, true), i.indpred IS NULL "
+                    "FROM pg_index i JOIN pg_class x ON x.oid = i.indexrelid JOIN pg_class c ON c.oid = i.indrelid "
+                    "WHERE x.relname = %s AND x.relnamespace = 'public'::regnamespace",
+                    (n["Index Name"],),
+                )
+                r = cur.fetchone()
+                if r and r[0] == table and r[1].replace(" ", "") == lead.replace(" ", "") and r[2]:
+                    used.append(n["Index Name"])
+        kinds = sorted({n["Node Type"] for n in nodes if n.get("Relation Name") == table or "Index Name" in n})
+        check(
+            not seq and bool(used),
+            f"plan of `{sql[:60]}...` scans a non-partial index on {table}({lead}) and no Seq Scan (nodes {kinds})",
+        )
+
+
+def check_behaviour(cur) -> None:
+    ins = "INSERT INTO tracks (track_id, album_id, title, isrc) VALUES (%s, 120, 'verify', %s)"
+    for i, bad in enumerate(BAD_ISRCS):
+        code = attempt(cur, ins, (990001 + i, bad))
+        check(code == "23514", f"insert of malformed ISRC {bad!r} rejected by a CHECK constraint (got {code})")
+    check(attempt(cur, ins, (990101, "ZZQ9A2600001")) is None, "insert of a valid unused ISRC accepted")
+    check(
+        attempt(cur, ins, (990102, None)) is None and attempt(cur, ins, (990103, None)) is None,
+        "several tracks without ISRC accepted",
+    )
+    code = attempt(cur, ins, (990104, "DESNY2000006"))
+    check(code == "23505", f"insert of a duplicate ISRC rejected by the unique constraint (got {code})")
+    fk_cases = [
+        (
+            "INSERT INTO playlist_entries (playlist_id, track_id, position) VALUES (66, 9999999, 99)",
+            "entry, unknown track",
+        ),
+        (
+            "INSERT INTO playlist_entries (playlist_id, track_id, position) VALUES (9999999, 1134, 1)",
+            "entry, unknown playlist",
+        ),
+        (
+            "INSERT INTO play_events (listener_id, track_id, played_at) VALUES (19, 9999999, '2026-11-01 00:00+00')",
+            "play, unknown track",
+        ),
+        (
+            "INSERT INTO play_events (listener_id, track_id, played_at) VALUES (9999999, 1134, '2026-11-01 00:00+00')",
+            "play, unknown listener",
+        ),
+        (
+            "INSERT INTO albums (artist_id, label_id, title, album_type) VALUES (1, 9999, 'verify', 'single')",
+            "album, unknown label",
+        ),
+    ]
+    for sql, what in fk_cases:
+        code = attempt(cur, sql)
+        check(code == "23503", f"insert of {what} rejected by a foreign key (got {code})")
+    ok = attempt(cur, "INSERT INTO play_events (listener_id, track_id, played_at) VALUES (NULL, 1134, '2026-11-01+00')")
+    check(ok is None, "play without listener still accepted")
+
+    # deletes: RESTRICT, CASCADE, SET NULL
+    attempt(cur, "DELETE FROM track_artists WHERE track_id = 1134")
+    code = attempt(cur, "DELETE FROM tracks WHERE track_id = 1134")
+    check(code == "23503", f"deleting a track that has plays is refused (got {code})")
+    unplayed = one(
+        cur,
+        "SELECT e.track_id FROM playlist_entries e JOIN tracks t USING (track_id) WHERE NOT EXISTS "
+        "(SELECT 1 FROM play_events p WHERE p.track_id = e.track_id) ORDER BY 1 LIMIT 1",
+    )
+    attempt(cur, "DELETE FROM track_artists WHERE track_id = %s", (unplayed,))
+    code = attempt(cur, "DELETE FROM tracks WHERE track_id = %s", (unplayed,))
+    left = one(cur, "SELECT count(*) FROM playlist_entries WHERE track_id = %s", (unplayed,))
+    check(code is None and left == 0, f"deleting an unplayed track removes its playlist entries ({code}, {left} left)")
+    code = attempt(cur, "DELETE FROM playlists WHERE playlist_id = 66")
+    left = one(cur, "SELECT count(*) FROM playlist_entries WHERE playlist_id = 66")
+    check(code is None and left == 0, f"deleting a playlist removes its entries ({code}, {left} left)")
+    count_sql = (
+        "SELECT count(*) FILTER (WHERE listener_id = 19), count(*) FILTER (WHERE listener_id IS NULL) FROM play_events"
+    )
+    cur.execute(count_sql)
+    mine, anonymous = cur.fetchone()
+    code = attempt(cur, "DELETE FROM listeners WHERE listener_id = 19")
+    cur.execute(count_sql)
+    after = cur.fetchone()
+    check(
+        code is None and mine > 0 and after == (0, anonymous + mine),
+        f"deleting a listener keeps their {mine} plays with listener_id NULL ({code}, now {after})",
+    )
+    label = one(cur, "SELECT label_id FROM labels WHERE name = 'Atlas Beat'")
+    count_sql = "SELECT count(*) FILTER (WHERE label_id = %s), count(*) FILTER (WHERE label_id IS NULL) FROM albums"
+    cur.execute(count_sql, (label,))
+    mine, unlabelled = cur.fetchone()
+    code = attempt(cur, "DELETE FROM labels WHERE label_id = %s", (label,))
+    cur.execute(count_sql, (label,))
+    after = cur.fetchone()
+    check(
+        code is None and mine > 0 and after == (0, unlabelled + mine),
+        f"deleting a label keeps its {mine} albums with label_id NULL ({code}, now {after})",
+    )
+
+
+def main() -> int:
+    conn = connect()
+    cur = conn.cursor()
+    for table in COLUMNS:
+        n, d = digest(cur, table)
+        want = EXPECTED[table]
+        check(
+            (n, d) == want,
+            f"{table}: expected content (rows {n}, expected {want[0]}; digest "
+            f"{'matches' if d == want[1] else 'differs'})",
+        )
+    isrcs = one(cur, "SELECT count(isrc) FROM tracks")
+    check(
+        isrcs == ISRC_NON_NULL,
+        f"tracks with an ISRC after normalising and de-duplicating: {isrcs}, expected {ISRC_NON_NULL}",
+    )
+    check_catalog(cur)
+    conn.commit()
+    check_plans(cur)
+    conn.commit()
+    check_behaviour(cur)
+    conn.rollback()
+    conn.close()
+    if failures:
+        print(f"\nRESULT: FAIL ({len(failures)} check(s) failed)")
+        return 1
+    print("\nRESULT: PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Verifier for retail/speed_up_order_reports.
+
+Proves the indexes with the planner: after ANALYZE, EXPLAIN (FORMAT JSON) of each given query must show no
+sequential scan of the big tables and an index on the filtered table whose leading keys match the filter.
+Then checks the index set: the three planted duplicates are gone (the constraint-backed copy kept), every
+other original index is intact, at most four plain B-tree indexes were added and none is redundant. Query
+results, row counts and constraints must be unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from datetime import datetime
+
+import psycopg2
+
+QUERIES = {
+    "Q1": """SELECT o.order_id, o.order_number, o.placed_at, o.status, count(*) AS line_count,
+       sum(ol.quantity * ol.unit_price) AS goods_value
+FROM orders o JOIN order_lines ol ON ol.order_id = o.order_id
+WHERE o.customer_id = 1298
+GROUP BY o.order_id ORDER BY o.placed_at DESC LIMIT 20""",
+    "Q2": """SELECT (o.placed_at AT TIME ZONE 'Europe/London')::date AS day, sum(ol.quantity) AS units,
+       count(DISTINCT o.order_id) AS orders
+FROM order_lines ol JOIN orders o ON o.order_id = ol.order_id
+WHERE ol.product_id = 344 AND o.status IN ('paid', 'shipped', 'delivered')
+  AND o.placed_at >= '2025-01-01 00:00:00+00' AND o.placed_at < '2025-02-01 00:00:00+00'
+GROUP BY 1 ORDER BY 1""",
+    "Q3": """SELECT created_at, movement_type, quantity, reference FROM stock_movements
+WHERE warehouse_id = 2 AND product_id = 211 AND created_at >= '2024-10-01 00:00:00+00'
+ORDER BY created_at""",
+    "Q4": """SELECT customer_id, email, first_name, last_name, phone FROM customers
+WHERE lower(email) = lower('Parker.Mairi@Gmail.com')""",
+}
+# query -> (filtered table, accepted sets of leading keys)
+NEEDS = {
+    "Q1": ("orders", [("customer_id",)]),
+    "Q2": ("order_lines", [("product_id",)]),
+    "Q3": ("stock_movements", [("warehouse_id", "product_id"), ("product_id", "warehouse_id")]),
+    "Q4": ("customers", [("lower(email)",)]),
+}
+BIG = {"orders", "order_lines", "stock_movements", "customers"}
+DROPPED = {"idx_orders_number", "payments_order_id_idx", "refunds_order_id_idx"}
+# the original indexes other than DROPPED (fixed by the generator's seed), and fingerprints of the untouched state
+ORIGINAL_NAMES = set(
+    """
+addresses_customer_id_idx addresses_one_default_per_kind addresses_pkey categories_name_key
+categories_pkey categories_slug_key customers_email_key customers_pkey
+idx_orders_status idx_payments_order idx_refunds_order order_lines_order_id_line_no_key
+order_lines_pkey orders_order_number_key orders_pkey orders_placed_at_idx
+payments_pkey product_reviews_customer_id_idx product_reviews_pkey product_reviews_product_id_idx
+products_category_id_idx products_pkey products_sku_key refunds_order_line_id_idx
+refunds_pkey shipments_order_id_idx shipments_pkey shipments_tracking_number_key
+shipments_undelivered_idx stock_levels_pkey stock_levels_product_id_idx stock_movements_created_at_idx
+stock_movements_pkey stock_movements_reference_idx suppliers_pkey transfer_requests_pkey
+transfer_requests_status_idx warehouses_code_key warehouses_pkey
+""".split()
+)
+ORIGINAL_DIGEST = "f10da4c42bf0acbce63be30167c1c424"
+RESULTS = {
+    "Q1": "89a3f5d5e9a040c4bf649e7a4390f5cf",
+    "Q2": "f6404dd928641aa1f499005572abfa7e",
+    "Q3": "c97f0a82c093a4d9e31c7c135d45babc",
+    "Q4": "e3a27422d4abc63807acde08aa70535e",
+}
+COUNTS = {
+    "addresses": 6999,
+    "customers": 5899,
+    "order_lines": 40150,
+    "orders": 17996,
+    "payments": 18512,
+    "products": 419,
+    "refunds": 2140,
+    "shipments": 18119,
+    "stock_levels": 1206,
+    "stock_movements": 11370,
+}
+CONSTRAINTS = "4788b57910d8936f467bef1724134ee4"
+
+failures: list[str] = []
+
+
+def check(cond: bool, msg: str) -> bool:
+    print(("PASS: " if cond else "FAIL: ") + msg)
+    if not cond:
+        failures.append(msg)
+    return cond
+
+
+def connect():
+    db = os.environ.get("POSTGRES_DATABASE") or (sys.argv[1] if len(sys.argv) > 1 else None)
+    if not db:
+        print("FAIL: no database given (POSTGRES_DATABASE or argv[1])")
+        sys.exit(1)
+    return psycopg2.connect(
+        host=os.environ.get("POSTGRES_HOST", "localhost"),
+        port=int(os.environ.get("POSTGRES_PORT", "5432")),
+        user=os.environ.get("POSTGRES_USERNAME"),
+        password=os.environ.get("POSTGRES_PASSWORD"),
+        dbname=db,
+    )
+
+
+def digest(rows: list) -> str:
+    norm = [tuple(v.timestamp() if isinstance(v, datetime) else v for v in r) for r in rows]
+    return hashlib.md5(repr(norm).encode()).hexdigest()
+
+
+def indexes(cur) -> dict[str, dict]:
+    """Every index in public: table, key list (columns or expressions), predicate, uniqueness, method, definition."""
+    cur.execute("""
+        SELECT i.relname, t.relname, x.indisunique, am.amname, pg_get_expr(x.indpred, x.indrelid),
+               pg_get_indexdef(x.indexrelid), x.indisvalid,
+               ARRAY(SELECT pg_get_indexdef(x.indexrelid, k, true) FROM generate_series(1, x.indnkeyatts) k)
+        FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+        JOIN pg_am am ON am.oid = i.relam
+        WHERE t.relnamespace = 'public'::regnamespace""")
+    return {
+        r[0]: {
+            "table": r[1],
+            "unique": r[2],
+            "am": r[3],
+            "pred": r[4],
+            "def": r[5],
+            "valid": r[6],
+            "keys": tuple(k.strip('"') for k in r[7]),
+        }
+        for r in cur.fetchall()
+    }
+
+
+def plan_nodes(node: dict) -> list[dict]:
+    out = [node]
+    for child in node.get("Plans", []):
+        out += plan_nodes(child)
+    return out
+
+
+def fingerprint(cur) -> dict:
+    idx = indexes(cur)
+    kept = sorted((n, i["def"]) for n, i in idx.items() if n in ORIGINAL_NAMES)
+    results = {}
+    for q, sql in QUERIES.items():
+        cur.execute(sql)
+        results[q] = digest(cur.fetchall())
+    counts = {}
+    for t in sorted(BIG | {"payments", "refunds", "shipments", "products", "stock_levels", "addresses"}):
+        cur.execute(f"SELECT count(*) FROM {t}")
+        counts[t] = cur.fetchone()[0]
+    cur.execute(
+        "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint "
+        "WHERE connamespace = 'public'::regnamespace ORDER BY 1, 2"
+    )
+    return {"kept": digest(kept), "results": results, "counts": counts, "constraints": digest(cur.fetchall())}
+
+
+def main() -> int:
+    conn = connect()
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("ANALYZE")
+    idx = indexes(cur)
+
+    # 1. plans
+    for q, sql in QUERIES.items():
+        cur.execute("EXPLAIN (FORMAT JSON) " + sql)
+        raw = cur.fetchone()[0]
+        nodes = plan_nodes((json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"])
+        seq = sorted({n.get("Relation Name") for n in nodes if n["Node Type"] == "Seq Scan"} & BIG)
+        check(not seq, f"{q}: no sequential scan of {', '.join(sorted(BIG))} (found on {seq})")
+        table, leads = NEEDS[q]
+        used = [
+            n["Index Name"] for n in nodes if "Index Name" in n and idx.get(n["Index Name"], {}).get("table") == table
+        ]
+        good = [u for u in used if any(idx[u]["keys"][: len(lead)] == lead for lead in leads)]
+        check(
+            bool(good),
+            f"{q}: reads {table} through an index leading with {' + '.join(leads[0])} "
+            f"(indexes used on {table}: {used or 'none'})",
+        )
+
+    # 2. duplicates dropped, originals intact
+    present = set(idx)
+    check(not (DROPPED & present), f"duplicate copies dropped (still there: {sorted(DROPPED & present)})")
+    missing = sorted(ORIGINAL_NAMES - present)
+    check(not missing, f"every other original index still exists (missing: {missing})")
+    fp = fingerprint(cur)
+    check(not missing and fp["kept"] == ORIGINAL_DIGEST, "original indexes kept with unchanged definitions")
+
+    # 3. new indexes: few, plain B-tree, valid, none redundant
+    new = sorted(present - ORIGINAL_NAMES)
+    check(1 <= len(new) <= 4, f"between 1 and 4 new indexes (got {len(new)}: {new})")
+    check(all(idx[n]["am"] == "btree" and idx[n]["valid"] for n in new), "new indexes are valid B-tree indexes")
+    redundant = []
+    for a, ia in idx.items():
+        for b, ib in idx.items():
+            if a == b or ia["table"] != ib["table"] or ia["pred"] != ib["pred"] or ia["unique"]:
+                continue
+            if ib["keys"][: len(ia["keys"])] == ia["keys"]:
+                redundant.append(f"{a} {ia['keys']} vs {b} {ib['keys']}")
+    check(not redundant, f"no redundant non-unique index ({redundant[:4]})")
+
+    # 4. nothing else changed
+    for q in QUERIES:
+        check(fp["results"][q] == RESULTS[q], f"{q} returns the same rows as before")
+    check(fp["counts"] == COUNTS, "row counts unchanged")
+    check(fp["constraints"] == CONSTRAINTS, "constraints unchanged")
+    cur.execute(
+        "SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'v', 'm', 'p')"
+    )
+    check(cur.fetchone()[0] == 15, "no tables or views added or dropped")
+    conn.close()
+    print(f"\nRESULT: {'FAIL' if failures else 'PASS'} ({len(failures)} check(s) failed)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,487 @@
+"""The PostgreSQL service: a private cluster per run, a cloned database and login role per trial, isolation
+between trials (also through the real postgres-mcp server), cleanup on exit, SIGTERM and a dead owner, and
+MCPMark's PostgreSQL task format."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+import pytest
+import yaml
+from mcp.types import TextContent
+from pgpack import big_orders, make_mcpmark_pack, make_pg_pack
+
+from mcpfleet.runner.mcp_client import connect_stdio
+from mcpfleet.runner.services import get_service, pgcluster, run_resources
+from mcpfleet.runner.services.postgres import PostgresService, isolation, state_source
+from mcpfleet.runner.taskcheck import validate
+from mcpfleet.runner.tasks import check_task, discover, find_task
+
+REPO = Path(__file__).resolve().parents[1]
+MCPFLEET = Path(sys.executable).with_name("mcpfleet")
+PG = PostgresService()
+
+
+@pytest.fixture(scope="module")
+def pg_dir() -> Iterator[Path]:
+    """A runs root of the module's own (the server's OS user must reach it: no 0700 pytest folder above)."""
+    d = Path(tempfile.mkdtemp(prefix="mcpfleet-pg-test-", dir=pgcluster._scratch()))
+    d.chmod(0o711)
+    yield d
+    pgcluster.kill_postmasters(d)
+    subprocess.run(["rm", "-rf", str(d)], check=False)
+
+
+@pytest.fixture
+def run_dir() -> Iterator[Path]:
+    """A runs root for one `mcpfleet run` (empty again once the run is over)."""
+    d = Path(tempfile.mkdtemp(prefix="mcpfleet-pg-run-", dir=pgcluster._scratch()))
+    d.chmod(0o711)
+    yield d
+    pgcluster.kill_postmasters(d)
+    subprocess.run(["rm", "-rf", str(d)], check=False)
+
+
+@pytest.fixture(autouse=True)
+def _pg_dir_env(pg_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(pgcluster.PG_DIR_ENV, str(pg_dir))
+
+
+@pytest.fixture(scope="module")
+def cluster(pg_dir: Path) -> Iterator[pgcluster.ClusterHandle]:
+    os.environ[pgcluster.PG_DIR_ENV] = str(pg_dir)
+    try:
+        with run_resources(["postgres", "filesystem"]) as res:
+            assert set(res) == {"postgres"}  # the filesystem needs no run-scoped resource
+            yield res["postgres"]
+    finally:
+        os.environ.pop(pgcluster.PG_DIR_ENV, None)
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_pg_pack(tmp_path_factory.mktemp("pg") / "pack")
+
+
+def task(pack: Path, name: str) -> Any:
+    return find_task(pack, f"postgres/standard/shop/{name}")
+
+
+def one(h: pgcluster.ClusterHandle, sql: str, db: str = "postgres", **login: Any) -> Any:
+    with contextlib.closing(h.connect(db, **login)) as conn, conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetchall() if cur.description else None
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def postmaster_pid(data: Path) -> int:
+    return int((data / "postmaster.pid").read_text().split("\n", 1)[0])
+
+
+def test_cluster_settings_and_removal(pg_dir: Path) -> None:
+    with run_resources(["postgres"]) as res:
+        h = res["postgres"]
+        base = Path(h.base)
+        pid = postmaster_pid(base / "main")
+        assert h.host == "127.0.0.1" and alive(pid)
+        settings = dict(
+            one(h, "SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'TimeZone', 'listen_addresses')")
+        )
+        assert settings == {"fsync": "off", "TimeZone": "UTC", "listen_addresses": "127.0.0.1"}
+        # PostgreSQL refuses root: as root the server runs as the postgres OS user, else as ourselves.
+        uid = int(
+            next(
+                line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("Uid:")
+            ).split()[1]
+        )
+        assert uid == (pgcluster.os_user() or (os.geteuid(), 0))[0] and uid != 0
+        assert json.loads((base / "owner.json").read_text())["pid"] == os.getpid()
+        with pytest.raises(psycopg2.OperationalError, match="password authentication failed"):
+            h.connect(password="wrong")
+    assert not alive(pid) and not base.exists()
+
+
+def test_cluster_as_an_unprivileged_user(tmp_path: Path) -> None:
+    """The other half of the root/non-root pair: whichever we are, a plain user starts its own cluster too
+    (as root we run the module as the postgres OS user; it needs only the standard library for this)."""
+    script = f"""
+import importlib.util, os, sys, tempfile
+spec = importlib.util.spec_from_file_location("pgcluster", {str(REPO / "runner/services/pgcluster.py")!r})
+pc = sys.modules["pgcluster"] = importlib.util.module_from_spec(spec); spec.loader.exec_module(pc)
+assert pc.os_user() is None, "a non-root user runs the server as itself"
+os.environ[pc.PG_DIR_ENV] = tempfile.mkdtemp()
+base = pc.new_run_folder(None)
+pc.initdb(base / "data", "pw", None, pc.pg_bin())
+pm = pc.start(base / "data", base, None, pc.pg_bin())
+print(pm.port, pm.ready(), os.geteuid())
+pm.stop()
+print(pm.proc.returncode)
+"""
+    cmd = ["/usr/bin/python3", "-c", script]
+    if os.geteuid() == 0:
+        cmd = ["runuser", "-u", "postgres", "--", *cmd]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd="/")
+    assert out.returncode == 0, out.stderr
+    port, ready, uid = out.stdout.split()[:3]
+    assert ready == "True" and int(port) > 0 and int(uid) != 0
+
+
+async def test_two_trials_of_one_task_are_isolated(
+    cluster: pgcluster.ClusterHandle, pack: Path, tmp_path: Path
+) -> None:
+    t = task(pack, "add_total")
+    async with (
+        PG.environment(t, tmp_path / "a", cluster) as a,
+        PG.environment(t, tmp_path / "b", cluster) as b,
+    ):
+        la, lb = a.verifier_env, b.verifier_env
+        assert la["POSTGRES_DATABASE"] != lb["POSTGRES_DATABASE"] and la["POSTGRES_USERNAME"] != lb["POSTGRES_USERNAME"]
+        assert a.verifier_args == [la["POSTGRES_DATABASE"]]
+        login_a = {"user": la["POSTGRES_USERNAME"], "password": la["POSTGRES_PASSWORD"]}
+        login_b = {"user": lb["POSTGRES_USERNAME"], "password": lb["POSTGRES_PASSWORD"]}
+        one(cluster, "UPDATE orders SET qty = 0 WHERE id <= 10", la["POSTGRES_DATABASE"], **login_a)
+        assert one(cluster, "SELECT count(*) FROM orders WHERE qty = 0", la["POSTGRES_DATABASE"], **login_a) == [(10,)]
+        assert one(cluster, "SELECT count(*) FROM orders WHERE qty = 0", lb["POSTGRES_DATABASE"], **login_b) == [(0,)]
+        # Each role owns its clone's objects (reassigned from the template role) and nothing else.
+        owner = one(
+            cluster, "SELECT tableowner FROM pg_tables WHERE tablename = 'orders'", lb["POSTGRES_DATABASE"], **login_b
+        )
+        assert owner == [(lb["POSTGRES_USERNAME"],)]
+        for db in (lb["POSTGRES_DATABASE"], "postgres", "template1"):
+            with pytest.raises(psycopg2.OperationalError, match="permission denied for database"):
+                cluster.connect(db, **login_a)
+        source = state_source(t)
+        assert source is not None
+        template = source.template
+        with pytest.raises(psycopg2.OperationalError, match="not currently accepting connections"):
+            cluster.connect(template, **login_a)
+        # Cloning leaves the template role's grants on databases alone (another worker may be restoring one).
+        grant = f"SELECT has_database_privilege('{pgcluster.TEMPLATE_ROLE}', '{template}', 'CONNECT')"
+        assert one(cluster, grant) == [(True,)]
+        roles = (la["POSTGRES_USERNAME"], lb["POSTGRES_USERNAME"])
+        flags = one(cluster, f"SELECT rolsuper, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname IN {roles}")
+        assert flags == [(False, False, False)] * 2
+    names = (la["POSTGRES_DATABASE"], lb["POSTGRES_DATABASE"])
+    assert one(cluster, f"SELECT count(*) FROM pg_database WHERE datname IN {names}") == [(0,)]
+    assert one(cluster, f"SELECT count(*) FROM pg_roles WHERE rolname IN {roles}") == [(0,)]
+
+
+async def test_agent_sql_through_postgres_mcp_cannot_reach_another_trial(
+    cluster: pgcluster.ClusterHandle, pack: Path, tmp_path: Path
+) -> None:
+    t = task(pack, "add_total")
+    async with (
+        PG.environment(t, tmp_path / "a", cluster) as a,
+        PG.environment(t, tmp_path / "b", cluster) as b,
+    ):
+        other_db, other_role = b.verifier_env["POSTGRES_DATABASE"], b.verifier_env["POSTGRES_USERNAME"]
+        assert "DATABASE_URI" in a.server.env and a.verifier_env["POSTGRES_PASSWORD"] not in " ".join(a.server.argv())
+        with open(tmp_path / "server.log", "w+b") as log:
+            async with connect_stdio(a.server, log, cwd=a.state_dir) as session:
+                tools = {tool.name: tool.input_schema for tool in (await session.list_tools()).tools}
+
+                async def sql(text: str) -> str:
+                    result = await session.call_tool("execute_sql", {"sql": text})
+                    return "".join(getattr(c, "text", "") for c in result.content)
+
+                assert "2000" in await sql("SELECT count(*) FROM orders")
+                attempts = {
+                    f"SELECT count(*) FROM {other_db}.public.orders": "cross-database references are not implemented",
+                    "CREATE EXTENSION dblink": "permission denied",
+                    f'SET ROLE "{other_role}"': "permission denied",
+                    f"ALTER ROLE \"{other_role}\" PASSWORD 'x'": "permission denied",
+                    "COPY (SELECT 1) TO PROGRAM 'true'": "must be superuser",
+                    "CREATE ROLE intruder": "permission denied",
+                    f'ALTER DATABASE "{other_db}" OWNER TO CURRENT_USER': "must be owner of database",
+                }
+                for statement, refusal in attempts.items():
+                    text = await sql(statement)
+                    assert text.startswith("Error:") and refusal in text, (statement, text)
+                    assert PG.result_is_error(text)  # postgres-mcp does not flag these results as errors
+    # The tools and parameters task oracles (and PG-TASKS.md) rely on, as the pinned server lists them.
+    assert {"list_schemas", "list_objects", "get_object_details", "explain_query", "execute_sql"} <= set(tools)
+    assert tools["list_objects"]["required"] == ["schema_name"]
+    assert set(tools["get_object_details"]["properties"]) == {"schema_name", "object_name", "object_type"}
+    assert set(tools["explain_query"]["properties"]) == {"sql", "analyze", "hypothetical_indexes"}
+    assert set(tools["execute_sql"]["properties"]) == {"sql"}
+
+
+async def test_role_managing_tasks_get_a_cluster_of_their_own(
+    cluster: pgcluster.ClusterHandle, pack: Path, tmp_path: Path
+) -> None:
+    t = task(pack, "audit_role")
+    assert isolation(t) == "cluster" and isolation(task(pack, "add_total")) == "database"
+    assert not PG.spare_fits(t)
+    async with (
+        PG.environment(t, tmp_path / "a", cluster) as a,
+        PG.environment(t, tmp_path / "b", cluster) as b,
+    ):
+        ports = {a.verifier_env["POSTGRES_PORT"], b.verifier_env["POSTGRES_PORT"], str(cluster.port)}
+        assert len(ports) == 3 and a.verifier_env["POSTGRES_USERNAME"] == "postgres"
+        assert a.verifier_env["POSTGRES_PASSWORD"] not in (cluster.password, b.verifier_env["POSTGRES_PASSWORD"])
+        for env in (a, b):  # the same role name in both trials: no collision
+            v = env.verifier_env
+            login = {"user": v["POSTGRES_USERNAME"], "password": v["POSTGRES_PASSWORD"]}
+            h = pgcluster.ClusterHandle(
+                int(v["POSTGRES_PORT"]), cluster.base, cluster.bin_dir, v["POSTGRES_PASSWORD"], ""
+            )
+            one(
+                h,
+                "CREATE ROLE auditor LOGIN PASSWORD 'pw'; GRANT SELECT ON orders TO auditor",
+                v["POSTGRES_DATABASE"],
+                **login,
+            )
+            # As on MCPMark's server, a role the task creates can log in (an RLS verifier does).
+            assert one(h, "SELECT count(*) FROM orders", v["POSTGRES_DATABASE"], user="auditor", password="pw") == [
+                (2000,)
+            ]
+        trials = list((Path(cluster.base) / "trials").iterdir())
+        assert len(trials) == 2
+    assert one(cluster, "SELECT count(*) FROM pg_roles WHERE rolname = 'auditor'") == [(0,)]
+    assert not any(p.exists() for p in trials)
+
+
+async def test_mcpmark_format_pack_loads_unchanged_and_runs(cluster: pgcluster.ClusterHandle, tmp_path: Path) -> None:
+    root, states = make_mcpmark_pack(tmp_path / "pack", tmp_path / "postgres_state")
+    # A pg_dump custom-format .backup in the same flat folder, made from a database holding the .sql state.
+    one(cluster, "CREATE DATABASE dumpsrc")
+    one(
+        cluster,
+        "CREATE TABLE items (sku text PRIMARY KEY, stock int); INSERT INTO items VALUES ('x', 1), ('y', 5)",
+        "dumpsrc",
+    )
+    env = {"PGPASSWORD": cluster.password, "PATH": os.environ["PATH"]}
+    subprocess.run(
+        ["pg_dump", "-Fc", "-h", cluster.host, "-p", str(cluster.port), "-U", "postgres", "-d", "dumpsrc"]
+        + ["-f", str(states / "warehouse.backup")],
+        check=True,
+        env=env,
+    )
+    one(cluster, "DROP DATABASE dumpsrc")
+    make_backup_task(root)
+    tasks = discover(root, states)
+    assert [check_task(t) for t in tasks] == [[], [], []]
+    assert [s.kind if (s := state_source(t)) else None for t in tasks] == ["sql", None, "backup"]
+    assert [isolation(t) for t in tasks] == ["database", "cluster", "database"]
+    reports = await validate(tasks, root, states)
+    for r in reports:
+        assert r.ok, r.problems
+    assert [(r.oracle_passed, r.noop_failed) for r in reports] == [(True, True), (True, True), (True, True)]
+
+
+def make_backup_task(root: Path) -> None:
+    from pgpack import CONNECT, sql, write_task
+
+    verify = (
+        CONNECT
+        + """
+cur.execute("SELECT sku FROM items WHERE stock = 0")
+if [r[0] for r in cur.fetchall()] != ["x"]:
+    fail("only x must be out of stock")
+print("ok")
+"""
+    )
+    write_task(
+        root,
+        "warehouse",
+        "sell_out",
+        "Item x sold out: set its stock to 0.\n",
+        verify,
+        {"steps": [sql("UPDATE items SET stock = 0 WHERE sku = 'x'")]},
+    )
+
+
+def test_states_digests_and_checks(pack: Path, tmp_path: Path) -> None:
+    t = task(pack, "add_total")
+    assert PG.state_files(t) == [pack / "postgres/states/shop.py"]
+    before = t.digest
+    assert PG.materialise(t, tmp_path / "dump") == 1 and (tmp_path / "dump/shop.sql").read_text().count("\n") > 2000
+    (pack / "postgres/states/shop.py").write_text((pack / "postgres/states/shop.py").read_text() + "\n# changed\n")
+    try:
+        assert task(pack, "add_total").digest != before  # a changed generator is a changed trial
+    finally:
+        make_pg_pack(pack)
+    stateless = find_task(pack, "postgres/standard/shop/add_total", tmp_path / "nowhere")
+    assert check_task(stateless) == [
+        f"{stateless.id}: no initial state (shop.py/shop.sql/shop.backup in {tmp_path / 'nowhere/postgres'}) "
+        "and no prepare_environment.py"
+    ]
+    assert get_service("postgres") is not None and get_service("postgres").spare_servers
+
+
+def test_stale_cluster_of_a_dead_run_is_stopped_and_removed(pg_dir: Path) -> None:
+    # 1. A run killed outright: its postmaster dies with it (parent-death signal), its folder is swept.
+    script = """
+import os, sys, time
+from mcpfleet.runner.services import pgcluster
+with pgcluster.run_cluster() as h:
+    print(h.base, flush=True)
+    time.sleep(600)
+"""
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd="/")
+    assert child.stdout is not None
+    base = Path(child.stdout.readline().strip())
+    pid = postmaster_pid(base / "main")
+    assert alive(pid)
+    child.kill()
+    child.wait()
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid) and base.exists()
+    # 2. A run that died while its server lives on (no death signal: e.g. started by another tool): stopped.
+    bin_dir, user = pgcluster.pg_bin(), pgcluster.os_user()
+    stale = pgcluster.new_run_folder(user)
+    pgcluster.initdb(stale / "main", "pw", user, bin_dir)
+    server = subprocess.Popen(
+        [str(bin_dir / "postgres"), "-D", str(stale / "main"), "-p", str(pgcluster.free_port()), "-k", str(stale)],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        **pgcluster._as_user(user),
+    )
+    pm = pgcluster.Postmaster(server, stale / "main", 0, stale / "log")
+    pgcluster.wait_ready(pm)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (stale / "owner.json").write_text(json.dumps({"pid": dead.pid, "start": "0", "uid": os.geteuid()}))
+    live = pgcluster.new_run_folder(user)  # ours, alive: left alone
+    swept = pgcluster.sweep_stale()
+    assert set(swept) == {base, stale}
+    assert server.wait(10) is not None and not stale.exists() and not base.exists() and live.exists()
+    subprocess.run(["rm", "-rf", str(live)], check=True)
+
+
+def evalrun(pack: Path, out: Path, latency: float, attempts: int, concurrency: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "pg"},
+        "spec": {
+            "models": [
+                {"name": "oracle", "model": f"scripted/oracle?latency={latency:g}"},
+                {"name": "noop", "model": "scripted/noop"},
+            ],
+            "tasks": {"path": str(pack), "services": ["postgres"], "include": ["*/count_big", "*/add_total"]},
+            "attempts": attempts,
+            "concurrency": {"total": concurrency},
+            "output": {"uri": str(out)},
+        },
+    }
+
+
+def test_mcpfleet_run_postgres_suite(pack: Path, tmp_path: Path, run_dir: Path) -> None:
+    spec = tmp_path / "run.yaml"
+    spec.write_text(yaml.safe_dump(evalrun(pack, tmp_path / "runs", 0.0, 2, 2)))
+    env = {**os.environ, pgcluster.PG_DIR_ENV: str(run_dir)}
+    p = subprocess.run(
+        [str(MCPFLEET), "run", str(spec), "--no-progress"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(f.read_text()) for f in sorted((tmp_path / "runs/pg/trials").glob("*/result.json"))]
+    assert len(rows) == 8
+    for r in rows:
+        assert r["passed"] == (r["model"] == "oracle"), (r["trial_id"], r["error"], r["verifier"])
+        assert r["timings"]["teardown"] > 0
+    answers = [
+        json.loads(f.read_text())[-1] for f in (tmp_path / "runs/pg/trials").glob("oracle.*count_big*/messages.json")
+    ]
+    assert {a["content"][0]["text"] for a in answers} == {str(big_orders())}
+    assert not list(run_dir.iterdir())  # the run's cluster is gone
+
+
+def test_sigterm_stops_the_run_and_removes_its_cluster(pack: Path, tmp_path: Path, run_dir: Path) -> None:
+    spec = tmp_path / "run.yaml"
+    spec.write_text(yaml.safe_dump(evalrun(pack, tmp_path / "runs", 30.0, 1, 2)))
+    env = {**os.environ, pgcluster.PG_DIR_ENV: str(run_dir)}
+    proc = subprocess.Popen(
+        [str(MCPFLEET), "run", str(spec), "--no-progress"],
+        env=env,
+        cwd="/",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 240
+    pid = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        # Trials are running once a clone exists: more databases than the three built-ins and the template.
+        mains = [b / "main" for b in run_dir.iterdir() if (b / "main/postmaster.pid").exists()]
+        if mains and len(list((mains[0] / "base").iterdir())) >= 5:
+            pid = postmaster_pid(mains[0])
+            break
+        time.sleep(0.2)
+    assert pid and alive(pid), proc.stderr.read() if proc.poll() is not None else "no trial database seen"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(120) == 130
+    assert not alive(pid) and not list(run_dir.iterdir())
+    assert "interrupted" in proc.stderr.read()
+
+
+async def test_spare_database_serves_the_claiming_trial(
+    cluster: pgcluster.ClusterHandle, pack: Path, tmp_path: Path
+) -> None:
+    """A worker's spare: postgres-mcp started before its trial is known, then handed the trial's clone."""
+    from mcpfleet.runner.warm import WarmServer
+
+    spare = WarmServer("postgres", None, cluster)
+    try:
+        session = await spare.session()
+        t = task(pack, "add_total")
+        assert spare.fits(t) and not spare.fits(task(pack, "audit_role"))
+        async with spare.environment(t) as env:
+            db = env.verifier_env["POSTGRES_DATABASE"]
+            result = await session.call_tool("execute_sql", {"sql": "SELECT current_database(), count(*) FROM orders"})
+            block = result.content[0]
+            assert isinstance(block, TextContent), block
+            text = block.text
+            assert db in text and "2000" in text, text
+        assert one(cluster, f"SELECT count(*) FROM pg_database WHERE datname = '{db}'") == [(0,)]
+        assert b"spare server claimed by this trial" in (spare.workdir / "mcp_server.log").read_bytes()
+    finally:
+        await spare.close()
+
+
+async def test_validate_reports_an_oracle_step_that_fails(cluster: pgcluster.ClusterHandle, tmp_path: Path) -> None:
+    from pgpack import ADD_TOTAL_VERIFY, GENERATOR, sql, write_task
+
+    from mcpfleet.runner.spec import Limits
+    from mcpfleet.runner.store import LocalStore
+    from mcpfleet.runner.taskcheck import check_one
+
+    root = tmp_path / "pack"
+    (root / "postgres/states").mkdir(parents=True)
+    (root / "postgres/states/shop.py").write_text(GENERATOR)
+    steps = [
+        sql("SELECT no_such_column FROM orders"),
+        sql("ALTER TABLE orders ADD total numeric; UPDATE orders SET total = qty * price"),
+    ]
+    write_task(root, "shop", "add_total", "Add a total column.\n", ADD_TOTAL_VERIFY, {"steps": steps})
+    t = find_task(root, "postgres/standard/shop/add_total")
+    report = await check_one(t, root, None, LocalStore(tmp_path / "out"), Limits(), resources={"postgres": cluster})
+    assert report.oracle_passed and report.noop_failed
+    assert report.problems == [f"{t.id}: oracle step 'execute_sql' returned an error"]
