@@ -100,50 +100,68 @@ class Reconciler:
         self.conditions: dict[str, dict[str, Any]] = {}
         self.deferred: list[tuple[str, dict[str, Any]]] = []  # pod events whose outcome the store could not take
         self.store_retry_at = 0.0
+        self.settled: int | None = None  # the generation the run ended at: nothing to do until the spec changes
+        self.finished_at: str | None = body.status.get("finishedAt")
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def main(self, stopped: kopf.DaemonStopped) -> None:
+        """Drive the run to its end, then wait for an edit of its spec; a finished run whose spec was already
+        acted on (a restart) is left alone: nothing re-planned, re-read, rewritten or announced again."""
         self.shared.runs[self.uid] = self.queue
+        status = self.body.status
+        if status.get("phase") in TERMINAL and status.get("observedGeneration") == self.body.metadata.get("generation"):
+            self.settled = status.get("observedGeneration")
         try:
             while not stopped:
-                try:
-                    if not await self.load():
-                        return
-                    break
-                except STORE_FAILURES as exc:  # an s3:// pack that cannot be read yet: wait, do not fail
-                    self.logger.warning("the task pack cannot be read (will try again): %s", exc)
-                    self.conditions["Valid"] = condition("Valid", False, "TasksUnavailable", str(exc)[:1000])
-                    await self.write_status(force=True)
-                    await asyncio.sleep(STORE_RETRY_SECONDS)
-            if self.state is None:
-                return
-            while not stopped:
-                try:
-                    await self.rebuild()
-                    break
-                except STORE_FAILURES as exc:  # the store is down: wait for it rather than crash
-                    self.store_unavailable(exc)
-                    await asyncio.sleep(STORE_RETRY_SECONDS)
-            while not stopped and self.state is not None:  # None: the run failed, nothing left to do
-                try:
-                    await self.step()
-                except Exception as exc:  # noqa: BLE001 - count, log, carry on: the next step starts afresh
-                    metrics.RECONCILE_ERRORS.labels(self.name).inc()
-                    self.logger.exception("reconcile step failed: %s", exc)
-                    await asyncio.sleep(1.0)
-                if self.state is not None and self.state.complete and self.phase == "Succeeded":
-                    break
-                try:
-                    item = await asyncio.wait_for(self.queue.get(), timeout=1.0)
-                    self.queue.put_nowait(item)  # handled in the next step with the rest
-                except TimeoutError:
-                    pass
+                if self.settled is not None and self.body.metadata.get("generation") == self.settled:
+                    await stopped.wait(1.0)  # the body is kopf's live view: an edit shows here at once
+                    continue
+                await self.drive(stopped)
+                self.settled = self.generation
         finally:
             self.shared.runs.pop(self.uid, None)
             self.drop_state()
             reason = getattr(stopped, "reason", None)
             if reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in reason:
                 metrics.forget_run(self.name)  # a deleted run's gauges must not linger on dashboards
+
+    async def drive(self, stopped: kopf.DaemonStopped) -> None:
+        """One pass from plan to a terminal phase (or until the daemon stops)."""
+        self.drop_state()
+        self.run, self.store, self.deferred = None, None, []
+        while not stopped:
+            try:
+                if not await self.load():
+                    return
+                break
+            except STORE_FAILURES as exc:  # an s3:// pack that cannot be read yet: wait, do not fail
+                self.logger.warning("the task pack cannot be read (will try again): %s", exc)
+                self.conditions["Valid"] = condition("Valid", False, "TasksUnavailable", str(exc)[:1000])
+                await self.write_status(force=True)
+                await asyncio.sleep(STORE_RETRY_SECONDS)
+        if self.state is None:
+            return
+        while not stopped:
+            try:
+                await self.rebuild()
+                break
+            except STORE_FAILURES as exc:  # the store is down: wait for it rather than crash
+                self.store_unavailable(exc)
+                await asyncio.sleep(STORE_RETRY_SECONDS)
+        while not stopped and self.state is not None:  # None: the run failed, nothing left to do
+            try:
+                await self.step()
+            except Exception as exc:  # noqa: BLE001 - count, log, carry on: the next step starts afresh
+                metrics.RECONCILE_ERRORS.labels(self.name).inc()
+                self.logger.exception("reconcile step failed: %s", exc)
+                await asyncio.sleep(1.0)
+            if self.state is not None and self.state.complete and self.phase == "Succeeded":
+                break
+            try:
+                item = await asyncio.wait_for(self.queue.get(), timeout=1.0)
+                self.queue.put_nowait(item)  # handled in the next step with the rest
+            except TimeoutError:
+                pass
 
     async def load(self) -> bool:
         """Validate and plan; an invalid run gets a Failed status naming the field, never a retry loop."""
@@ -441,6 +459,7 @@ class Reconciler:
         summary = await asyncio.to_thread(build_summary, self.run, trials, self.store)
         await asyncio.to_thread(self.store.write_json, "summary.json", summary)
         self.phase = "Succeeded"
+        self.finished_at = now_iso()
         self.conditions["Complete"] = condition(
             "Complete", True, "AllTrialsRecorded", f"{len(trials)} trials recorded; summary.json written"
         )
@@ -468,8 +487,8 @@ class Reconciler:
                 passAt1=st.pass_at_1(),
                 results=st.results(),
             )
-            if phase == "Succeeded":
-                out["finishedAt"] = now_iso()
+            if phase == "Succeeded" and self.finished_at:
+                out["finishedAt"] = self.finished_at
         return out
 
     async def write_status(self, force: bool = False) -> None:

@@ -1,0 +1,57 @@
+"""The operator's lifecycle as a Job controller's: finished runs stay finished, edits are acted on at once,
+a re-created run never takes an old run's pod, a run stops after too many infrastructure failures."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from kubeemu import RunningEmulator, run_kopf_in_thread
+from kubelet import Kubelet
+from support import NS, evalrun, status_of, wait_until
+
+ORACLE = {"name": "oracle", "model": "scripted/oracle"}
+ONE_TASK = "filesystem/standard/tiny/move_todo_0"
+
+
+@contextlib.contextmanager
+def operator(kube: RunningEmulator) -> Iterator[Any]:
+    with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS) as op:
+        yield op
+
+
+def one_trial(name: str, pack: Path, s3: str, bucket: str, **spec: Any) -> dict[str, Any]:
+    spec.setdefault("models", [ORACLE])
+    return evalrun(name, pack, s3, bucket, attempts=1, tasks={"path": str(pack), "include": [ONE_TASK]}, **spec)
+
+
+def events(kube: RunningEmulator, reason: str) -> list[dict[str, Any]]:
+    return [e for e in kube.objects("events", NS) if e.get("reason") == reason]
+
+
+def phase(kube: RunningEmulator, name: str) -> str | None:
+    return status_of(kube, name).get("phase")
+
+
+async def test_finished_run_left_alone_on_restart(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
+    """A restart does not re-plan a Succeeded run: no second Completed event, finishedAt and summary unchanged."""
+    body = one_trial("done", image_pack, s3, bucket)
+    async with Kubelet(kube.url):
+        with operator(kube):
+            kube.create(body)
+            await wait_until(lambda: phase(kube, "done") == "Succeeded", 90, "the run to succeed")
+            await wait_until(lambda: events(kube, "Completed"), 10, "the Completed event")
+            await asyncio.sleep(1.0)
+        before = status_of(kube, "done")
+        patches = kube.call(lambda: kube.emulator.request_counts[("patch", "evalruns")])
+        with operator(kube):
+            await asyncio.sleep(4.0)  # a re-plan takes well under a second on this one-trial run
+        after = status_of(kube, "done")
+    assert len(events(kube, "Completed")) == 1
+    assert after["finishedAt"] == before["finishedAt"] and after == before
+    assert kube.call(lambda: kube.emulator.request_counts[("patch", "evalruns")]) == patches
