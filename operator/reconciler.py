@@ -21,7 +21,7 @@ import kopf
 from mcpfleet.runner.outcome import INFRA_ERROR
 from mcpfleet.runner.plan import TrialSpec, plan
 from mcpfleet.runner.records import TrialResult, dumps, now_iso
-from mcpfleet.runner.spec import EvalRun, SpecError, parse_evalrun
+from mcpfleet.runner.spec import RESULT_FIELDS, EvalRun, SpecError, parse_evalrun
 from mcpfleet.runner.store import ResultStore, StoreError, open_store
 from mcpfleet.runner.summary import build_summary
 from mcpfleet.runner.tasks import TaskError, bundled_root
@@ -29,7 +29,7 @@ from mcpfleet.runner.tasks import TaskError, bundled_root
 from . import metrics
 from .kube import Kube
 from .manifests import ANN_TRIAL, LABEL_RUN_UID, trial_pod
-from .runstate import RunState
+from .runstate import RunState, plan_hash
 from .settings import OperatorSettings
 
 TERMINAL = ("Succeeded", "Failed")
@@ -97,7 +97,8 @@ class Reconciler:
         self.last_status = 0.0
         self.phase = "Pending"
         self.started_at = body.status.get("startedAt")
-        self.conditions: dict[str, dict[str, Any]] = {}
+        self.conditions: dict[str, dict[str, Any]] = {c["type"]: c for c in body.status.get("conditions") or []}
+        self.plan_hash: str | None = body.status.get("planHash")
         self.deferred: list[tuple[str, dict[str, Any]]] = []  # pod events whose outcome the store could not take
         self.store_retry_at = 0.0
         self.settled: int | None = None  # the generation the run ended at: nothing to do until the spec changes
@@ -177,7 +178,21 @@ class Reconciler:
             await self.fail("InvalidSpec", "; ".join(problems))
             kopf.warn(self.body, reason="InvalidSpec", message="; ".join(problems)[:1000])
             return False
-        self.run, self.store = run, store
+        status = self.body.status
+        counts = status.get("counts") or {}
+        if self.plan_hash not in (None, plan_hash(trials)) and counts.get("finished", 0) + counts.get("running", 0):
+            # Edited while no operator watched, after trials ran (the CRD's rule refuses this on a real API server).
+            self.phase = status.get("phase") or "Running"
+            await self.reject_edit([])
+            if self.phase not in TERMINAL:  # its accepted spec is gone: it cannot go on as it was planned
+                await self.fail("ImmutableField", self.conditions["Valid"]["message"])
+            return False
+        if status.get("phase") == "Succeeded" and self.plan_hash == plan_hash(trials):
+            self.phase = "Succeeded"  # an edit of what does not change results: nothing to redo
+            self.conditions["Valid"] = condition("Valid", True, "Planned", f"{len(trials)} trials planned")
+            await self.write_status(force=True)
+            return False
+        self.run, self.store, self.plan_hash = run, store, plan_hash(trials)
         metrics.init_run(self.name, [(m.name, s) for m in run.spec.models for s in sorted({t.service for t in trials})])
         self.state = RunState.plan(trials, run.spec.retries.limit)
         self.conditions["Valid"] = condition("Valid", True, "Planned", f"{len(trials)} trials planned")
@@ -214,6 +229,19 @@ class Reconciler:
             return
         if pods:
             kopf.warn(self.body, reason="Stopped", message=f"{len(pods)} trial pod(s) deleted: {why}"[:1000])
+
+    async def reject_edit(self, fields: list[str]) -> None:
+        """A result-affecting edit after trials ran is refused, not acted on: the run keeps the spec it was
+        planned with (its generation is observed, and Valid=False says why); reverting the edit clears it."""
+        named = ", ".join(f"spec.{f}" for f in fields or RESULT_FIELDS)
+        self.conditions["Valid"] = condition(
+            "Valid",
+            False,
+            "ImmutableField",
+            f"{named} cannot change once trials exist (generation {self.body.metadata.get('generation')} "
+            "is not applied); revert the edit, or create a new EvalRun",
+        )
+        await self.write_status(force=True)
 
     async def fail(self, reason: str, message: str) -> None:
         self.phase = "Failed"
@@ -321,24 +349,12 @@ class Reconciler:
             await self.stop_pods("the run failed (InvalidSpec)")
             self.drop_state()
             return
-        old = self.state.trials
-        changed = [
-            t.trial_id
-            for t in trials
-            if t.trial_id in old
-            and t.spec_hash != old[t.trial_id].spec_hash
-            and (t.trial_id in self.state.done or t.trial_id in self.state.in_flight)
-        ]
-        if changed:
-            await self.fail(
-                "SpecConflict",
-                f"the edit changes {len(changed)} finished or running trial(s) "
-                f"(e.g. {changed[0]}); create a new EvalRun instead",
-            )
-            await self.stop_pods("the run failed (SpecConflict)")
-            self.drop_state()
+        if plan_hash(trials) != self.plan_hash and (self.state.done or self.state.in_flight):
+            fields = [f for f, v in run.spec.results_view().items() if v != self.run.spec.results_view().get(f)]
+            await self.reject_edit(fields or list(RESULT_FIELDS))
             return
-        self.run = run
+        self.run, self.plan_hash = run, plan_hash(trials)
+        self.conditions["Valid"] = condition("Valid", True, "Planned", f"{len(trials)} trials planned")
         self.state.trials = {t.trial_id: t for t in trials}
         self.state.order = [t.trial_id for t in trials]
         self.state.retry_limit = run.spec.retries.limit
@@ -479,6 +495,8 @@ class Reconciler:
         }
         if self.started_at:
             out["startedAt"] = self.started_at
+        if self.plan_hash:
+            out["planHash"] = self.plan_hash
         if st is not None:
             counts = st.counts()
             out.update(

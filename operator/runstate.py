@@ -8,6 +8,7 @@ bounded projection of it (counts and per model x service figures, never per-tria
 from __future__ import annotations
 
 import collections
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,3 +170,9 @@ def compact(record: dict[str, Any]) -> dict[str, Any]:
         "service": record.get("service"),
         "attempt": record.get("attempt"),
     }
+
+
+def plan_hash(trials: list[TrialSpec] | Any) -> str:
+    """One digest of the planned trials and what each measures: equal plans, equal results."""
+    lines = sorted(f"{t.trial_id}:{t.spec_hash}" for t in trials)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]

@@ -278,6 +278,9 @@ class PodSettings(SpecModel):
     )
 
 
+RESULT_FIELDS = ("models", "tasks", "attempts", "agent", "limits")  # what results_view reads; frozen once trials exist
+
+
 class EvalRunSpec(SpecModel):
     models: list[ModelSpec] = Field(min_length=1)
     tasks: TaskSelection = Field(default_factory=TaskSelection)

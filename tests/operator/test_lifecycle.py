@@ -55,3 +55,50 @@ async def test_finished_run_left_alone_on_restart(
     assert len(events(kube, "Completed")) == 1
     assert after["finishedAt"] == before["finishedAt"] and after == before
     assert kube.call(lambda: kube.emulator.request_counts[("patch", "evalruns")]) == patches
+
+
+def valid(kube: RunningEmulator, name: str) -> dict[str, Any]:
+    return next((c for c in status_of(kube, name).get("conditions") or [] if c["type"] == "Valid"), {})
+
+
+def pod_creations(kube: RunningEmulator) -> int:
+    return kube.call(lambda: kube.emulator.request_counts[("create", "pods")])
+
+
+async def test_result_affecting_edit_of_finished_run_is_refused_at_once(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
+    """More attempts on a finished run: refused at once with a condition naming the field, no paid trial
+    started, now or after a restart; the run stays Succeeded."""
+    body = one_trial("frozen", image_pack, s3, bucket)
+    async with Kubelet(kube.url) as kubelet:
+        with operator(kube):
+            kube.create(body)
+            await wait_until(lambda: phase(kube, "frozen") == "Succeeded", 90, "the run to succeed")
+            kube.patch("evalruns", NS, "frozen", {"spec": {"attempts": 2}})
+            cond = await wait_until(
+                lambda: valid(kube, "frozen").get("status") == "False" and valid(kube, "frozen"), 10, "the refusal"
+            )
+            assert cond["reason"] == "ImmutableField" and "spec.attempts" in cond["message"], cond
+            assert status_of(kube, "frozen")["observedGeneration"] == 2
+            await asyncio.sleep(2.0)
+        with operator(kube):
+            await asyncio.sleep(3.0)
+    assert pod_creations(kube) == 1 and len(kubelet.started) == 1
+    assert phase(kube, "frozen") == "Succeeded" and len(events(kube, "Completed")) == 1
+
+
+async def test_fix_of_invalid_spec_is_acted_on_at_once(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
+    """A run that failed validation runs as soon as its spec is fixed, without an operator restart."""
+    body = one_trial("fixme", image_pack, s3, bucket, models=[ORACLE, ORACLE])
+    async with Kubelet(kube.url):
+        with operator(kube):
+            kube.create(body)
+            await wait_until(lambda: phase(kube, "fixme") == "Failed", 30, "the invalid run to fail")
+            assert valid(kube, "fixme")["reason"] == "InvalidSpec"
+            kube.patch("evalruns", NS, "fixme", {"spec": {"models": [ORACLE]}})
+            await wait_until(lambda: phase(kube, "fixme") == "Succeeded", 90, "the fixed run to succeed")
+    st = status_of(kube, "fixme")
+    assert st["observedGeneration"] == 2 and st["counts"]["passed"] == 1 and valid(kube, "fixme")["status"] == "True"
