@@ -27,7 +27,7 @@ from mcpfleet.runner.summary import build_summary
 from mcpfleet.runner.tasks import TaskError, bundled_root
 
 from . import metrics
-from .kube import Kube
+from .kube import ForeignPod, Kube
 from .manifests import ANN_TRIAL, LABEL_RUN_UID, trial_pod
 from .runstate import RunState, plan_hash
 from .settings import OperatorSettings
@@ -395,6 +395,8 @@ class Reconciler:
                 self.logger.warning("creating the pod of %s failed: %s", trial.trial_id, res)
                 self.state.unlaunch(trial.trial_id)
                 self.shared.inflight -= 1
+                if isinstance(res, ForeignPod):  # wait for the other run's pod to go, without spinning
+                    self.state.delayed[trial.trial_id] = time.time() + STORE_RETRY_SECONDS
         self.dirty = True
 
     async def create(self, trial: TrialSpec, retry: int) -> None:

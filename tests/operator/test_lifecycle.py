@@ -13,6 +13,12 @@ from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet
 from support import NS, evalrun, status_of, wait_until
 
+from mcpfleet.operator.manifests import LABEL_RUN_UID, trial_pod
+from mcpfleet.operator.settings import OperatorSettings
+from mcpfleet.runner.plan import plan
+from mcpfleet.runner.spec import parse_evalrun
+from mcpfleet.runner.tasks import bundled_root
+
 ORACLE = {"name": "oracle", "model": "scripted/oracle"}
 ONE_TASK = "filesystem/standard/tiny/move_todo_0"
 
@@ -102,3 +108,27 @@ async def test_fix_of_invalid_spec_is_acted_on_at_once(
             await wait_until(lambda: phase(kube, "fixme") == "Succeeded", 90, "the fixed run to succeed")
     st = status_of(kube, "fixme")
     assert st["observedGeneration"] == 2 and st["counts"]["passed"] == 1 and valid(kube, "fixme")["status"] == "True"
+
+
+async def test_recreated_run_does_not_take_the_old_runs_pod(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
+    """An EvalRun deleted and created again under the same name while its old pod still terminates: the new run
+    waits for its own pod rather than counting the old one (which would end in a false infra error)."""
+    body = one_trial("again", image_pack, s3, bucket, pod={"pendingTimeoutSeconds": 10})
+    old = parse_evalrun(dict(body, metadata=dict(body["metadata"], uid="uid-of-the-deleted-run")))
+    [trial] = plan(old, bundled_root())
+    stale = trial_pod(old, trial, OperatorSettings.from_env(), 0)
+    assert stale["metadata"]["labels"][LABEL_RUN_UID] == "uid-of-the-deleted-run"
+    stale["metadata"].pop("ownerReferences")  # its owner is gone; the emulator would collect it at once
+    kube.create(stale)
+    kube.patch("pods", NS, stale["metadata"]["name"], {"status": {"phase": "Failed"}}, subresource="status")
+    async with Kubelet(kube.url) as kubelet:
+        with operator(kube):
+            kube.create(body)
+            await asyncio.sleep(3.0)  # the old pod goes away a while after the new run started
+            kube.delete("pods", NS, stale["metadata"]["name"])
+            await wait_until(lambda: phase(kube, "again") == "Succeeded", 90, "the new run to succeed")
+    counts = status_of(kube, "again")["counts"]
+    assert counts["passed"] == 1 and counts["infraErrors"] == 0 and counts["retries"] == 0, counts
+    assert kubelet.started == [stale["metadata"]["name"]]  # the new run's own pod, under the same name
