@@ -243,6 +243,15 @@ class Reconciler:
         )
         await self.write_status(force=True)
 
+    async def give_up(self, reason: str, message: str) -> None:
+        """Stop the run like a Job past its backoffLimit: Failed, with a Failed condition saying why."""
+        self.phase = "Failed"
+        self.conditions["Failed"] = condition("Failed", True, reason, message)
+        kopf.warn(self.body, reason=reason, message=message[:1000])
+        await self.write_status(force=True)
+        await self.stop_pods(f"the run failed ({reason})")
+        self.drop_state()
+
     async def fail(self, reason: str, message: str) -> None:
         self.phase = "Failed"
         self.conditions["Valid"] = condition("Valid", False, reason, message)
@@ -309,12 +318,18 @@ class Reconciler:
         while not self.queue.empty():
             events.append(self.queue.get_nowait())
         for kind, pod in events:
+            if self.state is None:  # the run stopped (its failure budget is spent): the rest is moot
+                break
             try:
                 await self.on_pod(kind, pod)
             except STORE_FAILURES as exc:  # nothing was counted: take this event again in a while
                 self.store_unavailable(exc)
                 self.deferred.append((kind, pod))
-        await self.check_deadlines()
+        if self.state is not None:
+            await self.check_deadlines()
+        if self.state is None:
+            await self.write_status()
+            return
         if not self.run.spec.suspend:
             await self.launch()
         if self.state.complete and self.phase != "Succeeded":
@@ -457,12 +472,23 @@ class Reconciler:
         self.shared.inflight -= 1
         await self.shared.kube.delete_pod(self.ns, pod["metadata"]["name"])
         self.dirty = True
+        budget = self.run.spec.retries.backoff_limit
+        budget = max(6, 2 * self.run.spec.concurrency.total) if budget is None else budget
+        if self.state.infra_streak > budget:
+            await self.give_up(
+                "BackoffLimitExceeded",
+                f"{self.state.infra_streak} infrastructure failures in a row, over spec.retries.backoffLimit "
+                f"{budget} (last: {tid}: {infra_reason or _failure_reason(pod, record)}); fix the cause and edit "
+                "the EvalRun to resume it",
+            )
 
     async def check_deadlines(self) -> None:
         assert self.state is not None and self.run is not None
         limit = self.run.spec.pod.pending_timeout_seconds
         now = time.time()
         for tid, inf in list(self.state.in_flight.items()):
+            if self.state is None:
+                return
             if inf.started is None and now - inf.created > limit:
                 pod = {"metadata": {"name": inf.pod, "annotations": {ANN_TRIAL: tid}}, "status": {}}
                 try:

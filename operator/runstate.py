@@ -36,6 +36,7 @@ class RunState:
     waiting: collections.deque[str] = field(default_factory=collections.deque)
     delayed: dict[str, float] = field(default_factory=dict)  # trial id -> not before (wall seconds)
     retries_total: int = 0
+    infra_streak: int = 0  # infrastructure failures since the last trial recorded an outcome (the run's budget)
 
     @classmethod
     def plan(cls, trials: list[TrialSpec], retry_limit: int) -> RunState:
@@ -95,10 +96,13 @@ class RunState:
     def finished(self, trial_id: str, record: dict[str, Any]) -> None:
         self.in_flight.pop(trial_id, None)
         self.done[trial_id] = compact(record)
+        if record.get("failure") != INFRA_ERROR:
+            self.infra_streak = 0
 
     def infra_failed(self, trial_id: str, now: float, backoff: float) -> bool:
         """An infrastructure failure of the trial's current try. True if it will be retried."""
         self.in_flight.pop(trial_id, None)
+        self.infra_streak += 1
         tries = self.retries.get(trial_id, 0) + 1
         self.retries[trial_id] = tries
         if tries <= self.retry_limit:

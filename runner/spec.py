@@ -206,6 +206,15 @@ class Retries(SpecModel):
 
     limit: int = Field(default=2, ge=0, le=20)
     backoff_seconds: float = Field(default=10, ge=0)
+    backoff_limit: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Operator: infrastructure failures in a row (no trial recorded in between) after which the run "
+            "stops as Failed (BackoffLimitExceeded), like a Job's backoffLimit: a bad image or a missing Secret "
+            "fails every pod. Default: twice concurrency.total, at least 6."
+        ),
+    )
 
 
 class Output(SpecModel):

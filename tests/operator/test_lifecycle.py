@@ -29,9 +29,9 @@ def operator(kube: RunningEmulator) -> Iterator[Any]:
         yield op
 
 
-def one_trial(name: str, pack: Path, s3: str, bucket: str, **spec: Any) -> dict[str, Any]:
+def one_trial(name: str, pack: Path, s3: str, bucket: str, attempts: int = 1, **spec: Any) -> dict[str, Any]:
     spec.setdefault("models", [ORACLE])
-    return evalrun(name, pack, s3, bucket, attempts=1, tasks={"path": str(pack), "include": [ONE_TASK]}, **spec)
+    return evalrun(name, pack, s3, bucket, attempts=attempts, tasks={"path": str(pack), "include": [ONE_TASK]}, **spec)
 
 
 def events(kube: RunningEmulator, reason: str) -> list[dict[str, Any]]:
@@ -132,3 +132,32 @@ async def test_recreated_run_does_not_take_the_old_runs_pod(
     counts = status_of(kube, "again")["counts"]
     assert counts["passed"] == 1 and counts["infraErrors"] == 0 and counts["retries"] == 0, counts
     assert kubelet.started == [stale["metadata"]["name"]]  # the new run's own pod, under the same name
+
+
+async def test_run_stops_after_its_failure_budget(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
+    """A bad image fails every pod: after spec.retries.backoffLimit infrastructure failures in a row the run
+    stops as Failed with a condition saying so, instead of burning every trial's retries and ending Succeeded."""
+    image = "registry.invalid/mcpfleet/runner:missing"
+    body = one_trial(
+        "budget",
+        image_pack,
+        s3,
+        bucket,
+        attempts=3,
+        concurrency={"total": 1},
+        retries={"limit": 2, "backoffSeconds": 0, "backoffLimit": 2},
+        pod={"runnerImage": image},
+    )
+    async with Kubelet(kube.url, pull_failures={image}):
+        with operator(kube):
+            kube.create(body)
+            await wait_until(lambda: phase(kube, "budget") == "Failed", 60, "the run to fail")
+            await wait_until(lambda: events(kube, "BackoffLimitExceeded"), 10, "the warning event")
+            await asyncio.sleep(2.0)
+            assert not kube.objects("pods", NS)
+    failed = next(c for c in status_of(kube, "budget")["conditions"] if c["type"] == "Failed")
+    assert failed["status"] == "True" and failed["reason"] == "BackoffLimitExceeded", failed
+    assert "3 infrastructure failures in a row" in failed["message"] and "ImagePullBackOff" in failed["message"]
+    assert pod_creations(kube) == 3  # not 3 trials x 3 tries
