@@ -268,11 +268,29 @@ class PodSettings(SpecModel):
         default_factory=dict, description="MCP sidecar image per service, e.g. {filesystem: ...}."
     )
     resources: Resources = Field(
-        default_factory=lambda: Resources(requests={"cpu": "250m", "memory": "512Mi"}, limits={"memory": "2Gi"}),
+        default_factory=lambda: Resources(
+            requests={"cpu": "250m", "memory": "512Mi", "ephemeral-storage": "256Mi"},
+            limits={"memory": "2Gi", "ephemeral-storage": "2Gi"},
+        ),
         description="Runner container (agent loop and verifier).",
     )
     sidecar_resources: Resources = Field(
-        default_factory=lambda: Resources(requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "1Gi"})
+        default_factory=lambda: Resources(
+            requests={"cpu": "100m", "memory": "256Mi", "ephemeral-storage": "64Mi"},
+            limits={"memory": "1Gi", "ephemeral-storage": "1Gi"},
+        )
+    )
+    init_resources: Resources = Field(
+        default_factory=lambda: Resources(
+            requests={"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "64Mi"},
+            limits={"memory": "512Mi", "ephemeral-storage": "1Gi"},
+        ),
+        description="The init container that materialises the initial state (and fetches an s3:// pack's task).",
+    )
+    volume_size_limit: str = Field(
+        default="2Gi",
+        pattern=QUANTITY,
+        description="sizeLimit of each scratch emptyDir (state, /tmp, task): a trial filling it is evicted.",
     )
     service_account_name: str | None = Field(default=None, pattern=DNS_LABEL)
     node_selector: dict[str, str] = Field(default_factory=dict)
