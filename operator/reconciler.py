@@ -209,6 +209,10 @@ class Reconciler:
             )
         for trial in {t.service: t for t in trials}.values():
             trial_pod(run, trial, self.shared.settings)  # raises ValueError naming spec.pod.sidecarImages.<svc>
+        pod = run.spec.pod
+        refused = self.shared.settings.refusals(pod.runner_image, pod.sidecar_images, pod.service_account_name)
+        if refused:
+            raise ValueError("; ".join(refused))
 
     def drop_state(self) -> None:
         """Stop tracking the run (it failed): its pods in flight no longer count against the operator's cap."""

@@ -122,6 +122,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             "statusInterval": 5,
             "podGraceSeconds": 60,
             "scriptedUrl": "http://scripted.evals.svc:8080/v1",
+            "allowedImages": ["registry.example.com/evals/*", "ghcr.io/mcpfleet/*"],
+            "allowedServiceAccounts": ["evals-*"],
             "extraEnv": [{"name": "X", "value": "y"}],
         },
         "metrics": {"port": 9091},
@@ -429,6 +431,19 @@ def test_operator_env_carries_the_settings(scenario: str) -> None:
         op["podGraceSeconds"],
     )
     assert settings.scripted_url == (op["scriptedUrl"] or None)
+    assert (settings.allowed_images, settings.allowed_service_accounts) == (
+        op["allowedImages"],
+        op["allowedServiceAccounts"],
+    )
+    if op["allowedImages"]:  # the allow-list is enforced: the chart's own images pass, others are refused
+        assert not settings.refusals(settings.runner_image, {"filesystem": sidecars["filesystem"]}, "evals-a")
+        assert not settings.refusals("registry.example.com/evals/runner:2", {}, None)
+        refused = settings.refusals("docker.io/evil/miner:1", {"filesystem": "evil/fs"}, "cluster-admin-sa")
+        assert [r.split(":")[0] for r in refused] == [
+            "spec.pod.runnerImage",
+            "spec.pod.sidecarImages.filesystem",
+            "spec.pod.serviceAccountName",
+        ], refused
     if "metrics_port" in OperatorSettings.model_fields:
         assert settings.metrics_port == values["runner"]["metricsPort"]
     if "operator_metrics_port" in OperatorSettings.model_fields:

@@ -161,3 +161,21 @@ async def test_run_stops_after_its_failure_budget(
     assert failed["status"] == "True" and failed["reason"] == "BackoffLimitExceeded", failed
     assert "3 infrastructure failures in a row" in failed["message"] and "ImagePullBackOff" in failed["message"]
     assert pod_creations(kube) == 3  # not 3 trials x 3 tries
+
+
+async def test_images_and_service_accounts_outside_the_allow_list_are_refused(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path, monkeypatch: Any
+) -> None:
+    """With the chart's allow-lists set, an EvalRun naming another image or service account fails validation,
+    naming the field, and no pod is created."""
+    monkeypatch.setenv("MCPFLEET_ALLOWED_IMAGES", "registry.example.com/evals/*")
+    monkeypatch.setenv("MCPFLEET_ALLOWED_SERVICE_ACCOUNTS", "evals-*")
+    body = one_trial("rogue", image_pack, s3, bucket, pod={"runnerImage": "docker.io/evil/miner:1"})
+    body["spec"]["pod"]["serviceAccountName"] = "cluster-admin-sa"
+    with operator(kube):
+        kube.create(body)
+        await wait_until(lambda: phase(kube, "rogue") == "Failed", 30, "the run to be refused")
+    cond = valid(kube, "rogue")
+    assert cond["reason"] == "InvalidSpec" and "spec.pod.runnerImage: 'docker.io/evil/miner:1'" in cond["message"]
+    assert "spec.pod.serviceAccountName: 'cluster-admin-sa'" in cond["message"], cond
+    assert pod_creations(kube) == 0
