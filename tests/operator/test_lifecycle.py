@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet
@@ -21,6 +22,7 @@ from mcpfleet.runner.tasks import bundled_root
 
 ORACLE = {"name": "oracle", "model": "scripted/oracle"}
 ONE_TASK = "filesystem/standard/tiny/move_todo_0"
+MANAGED_BY = "app.kubernetes.io/managed-by"
 
 
 @contextlib.contextmanager
@@ -179,3 +181,23 @@ async def test_images_and_service_accounts_outside_the_allow_list_are_refused(
     assert cond["reason"] == "InvalidSpec" and "spec.pod.runnerImage: 'docker.io/evil/miner:1'" in cond["message"]
     assert "spec.pod.serviceAccountName: 'cluster-admin-sa'" in cond["message"], cond
     assert pod_creations(kube) == 0
+
+
+async def test_pod_watch_is_filtered_on_the_server(kube: RunningEmulator, operator_env: None) -> None:
+    """The operator lists and watches only trial pods (a label selector in the requests), so a namespace's
+    other pods never reach it."""
+
+    def pod_watchers() -> list[Any]:
+        res = next(r for r in kube.emulator._registry.values() if (r.group, r.plural) == ("", "pods"))
+        return list(res.watchers)
+
+    trial = {"metadata": {"namespace": NS, "name": "t", "labels": {MANAGED_BY: "mcpfleet", LABEL_RUN_UID: "u"}}}
+    other = {"metadata": {"namespace": NS, "name": "o", "labels": {"app": "web"}}}
+    with operator(kube):
+        [watcher] = await wait_until(lambda: kube.call(pod_watchers), 10, "the pod watch")
+        assert kube.call(lambda: (watcher.matches(trial), watcher.matches(other))) == (True, False)
+    lists = [p for m, p, _ in kube.call(lambda: list(kube.emulator.request_log)) if m == "GET" and "/pods" in p]
+    assert lists
+    for path in lists:
+        query = parse_qs(urlsplit(path).query)
+        assert query["labelSelector"] == [f"{MANAGED_BY}=mcpfleet,{LABEL_RUN_UID}"], path
