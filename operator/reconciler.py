@@ -193,6 +193,7 @@ class Reconciler:
             await self.write_status(force=True)
             return False
         self.run, self.store, self.plan_hash = run, store, plan_hash(trials)
+        self.conditions.pop("Failed", None)  # a fixed spec runs again
         metrics.init_run(self.name, [(m.name, s) for m in run.spec.models for s in sorted({t.service for t in trials})])
         self.state = RunState.plan(trials, run.spec.retries.limit)
         self.conditions["Valid"] = condition("Valid", True, "Planned", f"{len(trials)} trials planned")
@@ -259,6 +260,7 @@ class Reconciler:
     async def fail(self, reason: str, message: str) -> None:
         self.phase = "Failed"
         self.conditions["Valid"] = condition("Valid", False, reason, message)
+        self.conditions["Failed"] = condition("Failed", True, reason, message)  # the Job's terminal condition
         await self.write_status(force=True)
 
     async def rebuild(self) -> None:
@@ -520,6 +522,8 @@ class Reconciler:
         phase = self.phase
         if st is not None and self.run is not None and self.run.spec.suspend and not st.complete:
             phase = "Suspended"
+        for cond in self.conditions.values():  # the generation a condition was set at, as Kubernetes does
+            cond.setdefault("observedGeneration", self.generation)
         out: dict[str, Any] = {
             "phase": phase,
             "observedGeneration": self.generation,

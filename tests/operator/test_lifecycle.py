@@ -65,8 +65,12 @@ async def test_finished_run_left_alone_on_restart(
     assert kube.call(lambda: kube.emulator.request_counts[("patch", "evalruns")]) == patches
 
 
+def cond_of(kube: RunningEmulator, name: str, type_: str) -> dict[str, Any]:
+    return next((c for c in status_of(kube, name).get("conditions") or [] if c["type"] == type_), {})
+
+
 def valid(kube: RunningEmulator, name: str) -> dict[str, Any]:
-    return next((c for c in status_of(kube, name).get("conditions") or [] if c["type"] == "Valid"), {})
+    return cond_of(kube, name, "Valid")
 
 
 def pod_creations(kube: RunningEmulator) -> int:
@@ -106,10 +110,15 @@ async def test_fix_of_invalid_spec_is_acted_on_at_once(
             kube.create(body)
             await wait_until(lambda: phase(kube, "fixme") == "Failed", 30, "the invalid run to fail")
             assert valid(kube, "fixme")["reason"] == "InvalidSpec"
+            failed = cond_of(kube, "fixme", "Failed")
+            assert (failed["status"], failed["reason"], failed["observedGeneration"]) == ("True", "InvalidSpec", 1)
             kube.patch("evalruns", NS, "fixme", {"spec": {"models": [ORACLE]}})
             await wait_until(lambda: phase(kube, "fixme") == "Succeeded", 90, "the fixed run to succeed")
     st = status_of(kube, "fixme")
     assert st["observedGeneration"] == 2 and st["counts"]["passed"] == 1 and valid(kube, "fixme")["status"] == "True"
+    assert not cond_of(kube, "fixme", "Failed")  # the standard conditions: Complete after the fix, not Failed
+    complete = cond_of(kube, "fixme", "Complete")
+    assert (complete["status"], complete["observedGeneration"]) == ("True", 2)
 
 
 async def test_recreated_run_does_not_take_the_old_runs_pod(
