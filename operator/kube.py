@@ -71,6 +71,10 @@ class _RawCustomObjectsApi(Protocol):
         _preload_content: bool,
     ) -> aiohttp.ClientResponse: ...
 
+    async def delete_namespaced_custom_object(
+        self, group: str, version: str, namespace: str, plural: str, name: str, *, _preload_content: bool
+    ) -> aiohttp.ClientResponse: ...
+
 
 class Kube:
     def __init__(self, api: client.ApiClient):
@@ -123,6 +127,16 @@ class Kube:
         _count("list", "pods", resp.status)
         data = await resp.json()
         return list(data.get("items") or [])
+
+    async def delete_evalrun(self, namespace: str, name: str) -> None:
+        """Its finalizer lets the operator see it go; its pods go with it (ownerReferences)."""
+        resp = await self.custom.delete_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, _preload_content=False
+        )
+        _count("delete", "evalruns", resp.status)
+        resp.release()
+        if resp.status >= 300 and resp.status != 404:
+            raise ApiException(status=resp.status, reason="deleting the EvalRun failed")
 
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         resp = await self.custom.patch_namespaced_custom_object_status(

@@ -115,6 +115,8 @@ class Reconciler:
         try:
             while not stopped:
                 if self.settled is not None and self.body.metadata.get("generation") == self.settled:
+                    if await self.expired():
+                        break
                     await stopped.wait(1.0)  # the body is kopf's live view: an edit shows here at once
                     continue
                 await self.drive(stopped)
@@ -125,6 +127,16 @@ class Reconciler:
             reason = getattr(stopped, "reason", None)
             if reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in reason:
                 metrics.forget_run(self.name)  # a deleted run's gauges must not linger on dashboards
+
+    async def expired(self) -> bool:
+        """spec.ttlSecondsAfterFinished: a finished run past it is deleted (its stored records stay)."""
+        ttl = (self.body.spec or {}).get("ttlSecondsAfterFinished")
+        finished = self.finished_at or self.body.status.get("finishedAt")
+        if not isinstance(ttl, int) or not finished or time.time() < _ts(finished) + ttl:
+            return False
+        await self.shared.kube.delete_evalrun(self.ns, self.name)
+        kopf.info(self.body, reason="Expired", message=f"deleted {ttl} s after it finished; its records stay")
+        return True
 
     async def drive(self, stopped: kopf.DaemonStopped) -> None:
         """One pass from plan to a terminal phase (or until the daemon stops)."""
@@ -194,6 +206,7 @@ class Reconciler:
             return False
         self.run, self.store, self.plan_hash = run, store, plan_hash(trials)
         self.conditions.pop("Failed", None)  # a fixed spec runs again
+        self.finished_at = None
         metrics.init_run(self.name, [(m.name, s) for m in run.spec.models for s in sorted({t.service for t in trials})])
         self.state = RunState.plan(trials, run.spec.retries.limit)
         self.conditions["Valid"] = condition("Valid", True, "Planned", f"{len(trials)} trials planned")
@@ -251,6 +264,7 @@ class Reconciler:
     async def give_up(self, reason: str, message: str) -> None:
         """Stop the run like a Job past its backoffLimit: Failed, with a Failed condition saying why."""
         self.phase = "Failed"
+        self.finished_at = now_iso()
         self.conditions["Failed"] = condition("Failed", True, reason, message)
         kopf.warn(self.body, reason=reason, message=message[:1000])
         await self.write_status(force=True)
@@ -259,6 +273,7 @@ class Reconciler:
 
     async def fail(self, reason: str, message: str) -> None:
         self.phase = "Failed"
+        self.finished_at = now_iso()
         self.conditions["Valid"] = condition("Valid", False, reason, message)
         self.conditions["Failed"] = condition("Failed", True, reason, message)  # the Job's terminal condition
         await self.write_status(force=True)
@@ -533,6 +548,7 @@ class Reconciler:
             out["startedAt"] = self.started_at
         if self.plan_hash:
             out["planHash"] = self.plan_hash
+        out["finishedAt"] = self.finished_at if phase in TERMINAL else None  # null: removed (a run resumed)
         if st is not None:
             counts = st.counts()
             out.update(
@@ -541,8 +557,7 @@ class Reconciler:
                 passAt1=st.pass_at_1(),
                 results=st.results(),
             )
-            if phase == "Succeeded" and self.finished_at:
-                out["finishedAt"] = self.finished_at
+
         return out
 
     async def write_status(self, force: bool = False) -> None:

@@ -325,6 +325,14 @@ class EvalRunSpec(SpecModel):
     retries: Retries = Field(default_factory=Retries)
     output: Output = Field(default_factory=Output)
     suspend: bool = Field(default=False, description="Operator: stop launching new trials while true.")
+    ttl_seconds_after_finished: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Operator: delete the EvalRun (and so its pods) this long after it finished, Succeeded or Failed, "
+            "like a Job's; its records and summary.json stay in spec.output. Unset: kept."
+        ),
+    )
     pod: PodSettings = Field(default_factory=PodSettings)
 
     @field_validator("models")

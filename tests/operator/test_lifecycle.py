@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet
-from support import NS, evalrun, status_of, wait_until
+from support import NS, evalrun, s3_keys, status_of, wait_until
 
 from mcpfleet.operator.manifests import LABEL_RUN_UID, trial_pod
 from mcpfleet.operator.settings import OperatorSettings
@@ -210,3 +211,20 @@ async def test_pod_watch_is_filtered_on_the_server(kube: RunningEmulator, operat
     for path in lists:
         query = parse_qs(urlsplit(path).query)
         assert query["labelSelector"] == [f"{MANAGED_BY}=mcpfleet,{LABEL_RUN_UID}"], path
+
+
+async def test_finished_run_is_deleted_after_its_ttl_records_stay(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
+    """spec.ttlSecondsAfterFinished: the finished EvalRun goes (and an Expired event says so); its records and
+    summary stay in the store."""
+    body = one_trial("short", image_pack, s3, bucket, ttlSecondsAfterFinished=2)
+    async with Kubelet(kube.url):
+        with operator(kube):
+            kube.create(body)
+            await wait_until(lambda: phase(kube, "short") == "Succeeded", 90, "the run to succeed")
+            finished = time.monotonic()
+            await wait_until(lambda: kube.get("evalruns", NS, "short") is None, 15, "the run to be deleted")
+            assert time.monotonic() - finished >= 1.0  # not before its TTL
+    keys = s3_keys(s3, bucket)
+    assert any(k.endswith("/summary.json") for k in keys) and any(k.endswith("/result.json") for k in keys), keys
