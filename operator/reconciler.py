@@ -126,7 +126,7 @@ class Reconciler:
             self.drop_state()
             reason = getattr(stopped, "reason", None)
             if reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in reason:
-                metrics.forget_run(self.name)  # a deleted run's gauges must not linger on dashboards
+                metrics.forget_run(self.ns, self.name)  # a deleted run's gauges must not linger on dashboards
 
     async def expired(self) -> bool:
         """spec.ttlSecondsAfterFinished: a finished run past it is deleted (its stored records stay)."""
@@ -165,7 +165,7 @@ class Reconciler:
             try:
                 await self.step()
             except Exception as exc:  # noqa: BLE001 - count, log, carry on: the next step starts afresh
-                metrics.RECONCILE_ERRORS.labels(self.name).inc()
+                metrics.RECONCILE_ERRORS.labels(self.ns, self.name).inc()
                 self.logger.exception("reconcile step failed: %s", exc)
                 await asyncio.sleep(1.0)
             if self.state is not None and self.state.complete and self.phase == "Succeeded":
@@ -207,7 +207,9 @@ class Reconciler:
         self.run, self.store, self.plan_hash = run, store, plan_hash(trials)
         self.conditions.pop("Failed", None)  # a fixed spec runs again
         self.finished_at = None
-        metrics.init_run(self.name, [(m.name, s) for m in run.spec.models for s in sorted({t.service for t in trials})])
+        metrics.init_run(
+            self.ns, self.name, [(m.name, s) for m in run.spec.models for s in sorted({t.service for t in trials})]
+        )
         self.state = RunState.plan(trials, run.spec.retries.limit)
         self.conditions["Valid"] = condition("Valid", True, "Planned", f"{len(trials)} trials planned")
         return True
@@ -476,7 +478,7 @@ class Reconciler:
             )
         if ok:  # a stored record is the outcome, even if the pod was deleted or misreported afterwards
             self.state.finished(tid, record)  # type: ignore[arg-type]
-            metrics.observe_record(self.name, record, self.scheduling_seconds(tid, pod))  # type: ignore[arg-type]
+            metrics.observe_record(self.ns, self.name, record, self.scheduling_seconds(tid, pod))  # type: ignore[arg-type]
         else:
             reason = infra_reason or _failure_reason(pod, record)
             infra = infra_record(self.run, trial, tries, reason)
@@ -485,10 +487,10 @@ class Reconciler:
             await asyncio.to_thread(self.store.commit, tid, dumps(infra.model_dump(mode="json")))
             retry = self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds)
             if retry:
-                metrics.INFRA_RETRIES.labels(self.name, trial.model.name).inc()
+                metrics.INFRA_RETRIES.labels(self.ns, self.name, trial.model.name).inc()
             else:
                 self.state.finished(tid, infra.model_dump(mode="json"))
-                metrics.observe_record(self.name, infra.model_dump(mode="json"))
+                metrics.observe_record(self.ns, self.name, infra.model_dump(mode="json"))
                 kopf.warn(self.body, reason="InfraError", message=f"{tid}: {reason} (gave up after {tries} tries)")
         self.shared.inflight -= 1
         await self.shared.kube.delete_pod(self.ns, pod["metadata"]["name"])
@@ -575,13 +577,13 @@ class Reconciler:
             return
         counts = st.counts()
         for state in ("total", "finished", "passed"):
-            metrics.RUN_TRIALS.labels(self.name, state).set(counts[state])
-        metrics.PENDING.labels(self.name).set(counts["pending"])
+            metrics.RUN_TRIALS.labels(self.ns, self.name, state).set(counts[state])
+        metrics.PENDING.labels(self.ns, self.name).set(counts["pending"])
         busy = st.in_flight_by_model()
         for m in run.spec.models:
-            metrics.IN_FLIGHT.labels(self.name, m.name).set(busy.get(m.name, 0))
+            metrics.IN_FLIGHT.labels(self.ns, self.name, m.name).set(busy.get(m.name, 0))
         for row in st.results():
-            metrics.PASS_RATE.labels(self.name, row["model"], row["service"]).set(float(row["passAt1"]))
+            metrics.PASS_RATE.labels(self.ns, self.name, row["model"], row["service"]).set(float(row["passAt1"]))
 
     def scheduling_seconds(self, tid: str, pod: dict[str, Any]) -> float | None:
         """Pod creation to runner start, from the pod's own timestamps (None if the pod does not say)."""

@@ -682,6 +682,7 @@ def test_metrics_service_and_monitors(scenario: str) -> None:
         assert sm["spec"]["selector"]["matchLabels"].items() <= services[0]["metadata"]["labels"].items()
         assert sm["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
         assert sm["spec"]["endpoints"][0]["interval"] == sm_values["interval"]
+        assert sm["spec"]["endpoints"][0]["honorLabels"] is True  # the runs' namespace label survives the scrape
     for pm in of_kind(docs, "PodMonitor"):
         pm_values = values["podMonitor"]
         assert pm["metadata"]["namespace"] == (pm_values["namespace"] or NAMESPACE)
