@@ -130,7 +130,7 @@ class Reconciler:
 
     async def expired(self) -> bool:
         """spec.ttlSecondsAfterFinished: a finished run past it is deleted (its stored records stay)."""
-        ttl = (self.body.spec or {}).get("ttlSecondsAfterFinished")
+        ttl = self.body.spec.get("ttlSecondsAfterFinished")
         finished = self.finished_at or self.body.status.get("finishedAt")
         if not isinstance(ttl, int) or not finished or time.time() < _ts(finished) + ttl:
             return False
@@ -388,7 +388,8 @@ class Reconciler:
             self.drop_state()
             return
         if plan_hash(trials) != self.plan_hash and (self.state.done or self.state.in_flight):
-            fields = [f for f, v in run.spec.results_view().items() if v != self.run.spec.results_view().get(f)]
+            before = self.run.spec.results_view() if self.run is not None else {}
+            fields = [f for f, v in run.spec.results_view().items() if v != before.get(f)]
             await self.reject_edit(fields or list(RESULT_FIELDS))
             return
         self.run, self.plan_hash = run, plan_hash(trials)

@@ -8,7 +8,7 @@ from mcpfleet.operator import metrics
 
 
 def series(gauge: Gauge) -> set[tuple[str, ...]]:
-    return set(gauge._metrics)  # noqa: SLF001 - prometheus_client has no public label listing
+    return {tuple(k) for k in gauge._metrics}  # noqa: SLF001 - prometheus_client has no public label listing
 
 
 def test_forgetting_a_run_keeps_a_same_named_run_of_another_namespace() -> None:
