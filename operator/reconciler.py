@@ -42,6 +42,7 @@ IMAGE_FAILURES = {
 }
 STORE_FAILURES = (StoreError, OSError)  # the results store is unreachable: try the same step again later
 STORE_RETRY_SECONDS = 2.0
+LOST_POD_GRACE_SECONDS = 30.0  # the trial pod's terminationGracePeriodSeconds, past its activeDeadlineSeconds
 
 
 @dataclass
@@ -513,10 +514,19 @@ class Reconciler:
         for tid, inf in list(self.state.in_flight.items()):
             if self.state is None:
                 return
+            overdue = inf.trial.limits.timeout_seconds + inf.trial.limits.verifier_timeout_seconds
+            overdue += self.shared.settings.pod_grace_seconds + LOST_POD_GRACE_SECONDS
+            why = None
             if inf.started is None and now - inf.created > limit:
+                why = f"pod still Pending after {limit} s"
+            elif inf.started is not None and now - inf.started > overdue:
+                # Past activeDeadlineSeconds and the termination grace: its kubelet no longer reports (a lost
+                # node: Unknown, or stuck Terminating). Counted failed, never waited on forever.
+                why = f"pod still not finished {int(overdue)} s after it started (node lost, or stuck terminating)"
+            if why is not None:
                 pod = {"metadata": {"name": inf.pod, "annotations": {ANN_TRIAL: tid}}, "status": {}}
                 try:
-                    await self.outcome(tid, pod, f"pod still Pending after {limit} s")
+                    await self.outcome(tid, pod, why)
                 except STORE_FAILURES as exc:  # still overdue on the next step
                     self.store_unavailable(exc)
                     return

@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet
-from support import NS, evalrun, s3_keys, status_of, wait_until
+from support import NS, evalrun, infra_errors, s3_keys, status_of, wait_until
 
 from mcpfleet.operator.manifests import LABEL_RUN_UID, trial_pod
 from mcpfleet.operator.settings import OperatorSettings
@@ -228,3 +228,34 @@ async def test_finished_run_is_deleted_after_its_ttl_records_stay(
             assert time.monotonic() - finished >= 1.0  # not before its TTL
     keys = s3_keys(s3, bucket)
     assert any(k.endswith("/summary.json") for k in keys) and any(k.endswith("/result.json") for k in keys), keys
+
+
+async def test_pod_on_a_lost_node_is_counted_failed_after_its_deadline(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path, monkeypatch: Any
+) -> None:
+    """A pod that ran, then its node stopped reporting (phase Unknown, no kubelet to enforce
+    activeDeadlineSeconds): an infrastructure failure once its deadline and grace have passed, not a run that
+    waits forever."""
+    monkeypatch.setenv("MCPFLEET_POD_GRACE_SECONDS", "0")
+    monkeypatch.setattr("mcpfleet.operator.reconciler.LOST_POD_GRACE_SECONDS", 3.0, raising=False)
+    body = one_trial(
+        "lost", image_pack, s3, bucket, limits={"timeoutSeconds": 1, "verifierTimeoutSeconds": 1}, retries={"limit": 0}
+    )
+    with operator(kube):  # no kubelet: the test plays the node
+        kube.create(body)
+        [pod] = await wait_until(lambda: kube.objects("pods", NS), 20, "the trial pod")
+        name = pod["metadata"]["name"]
+        kube.patch(
+            "pods",
+            NS,
+            name,
+            {"status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}},
+            subresource="status",
+        )
+        await asyncio.sleep(1.5)
+        kube.patch("pods", NS, name, {"status": {"phase": "Unknown", "reason": "NodeLost"}}, subresource="status")
+        await wait_until(lambda: phase(kube, "lost") == "Succeeded", 30, "the run to finish")
+    counts = status_of(kube, "lost")["counts"]
+    assert counts["infraErrors"] == 1 and counts["finished"] == 1, counts
+    [err] = infra_errors(s3, bucket)
+    assert "node lost" in err, err
