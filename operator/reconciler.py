@@ -514,7 +514,7 @@ class Reconciler:
         for tid, inf in list(self.state.in_flight.items()):
             if self.state is None:
                 return
-            overdue = inf.trial.limits.timeout_seconds + inf.trial.limits.verifier_timeout_seconds
+            overdue = float(inf.trial.limits.timeout_seconds + inf.trial.limits.verifier_timeout_seconds)
             overdue += self.shared.settings.pod_grace_seconds + LOST_POD_GRACE_SECONDS
             why = None
             if inf.started is None and now - inf.created > limit:
