@@ -13,6 +13,8 @@ from .manifests import GROUP, LABEL_RUN_UID
 from .reconciler import Reconciler, Shared
 from .settings import OperatorSettings
 
+MANAGED_BY = "app.kubernetes.io/managed-by"
+
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
@@ -27,6 +29,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 600
     settings.networking.request_timeout = 60
+    # Filter trial pods on the server: the operator never receives the namespace's other pods at all.
+    settings.watching.label_selectors["v1", "pods"] = f"{MANAGED_BY}=mcpfleet,{LABEL_RUN_UID}"
 
 
 @kopf.on.cleanup()
@@ -46,7 +50,7 @@ async def run_evalrun(body: kopf.Body, memo: kopf.Memo, logger: Any, stopped: ko
     await Reconciler(memo["shared"], body, logger).main(stopped)
 
 
-@kopf.on.event("v1", "pods", labels={LABEL_RUN_UID: kopf.PRESENT, "app.kubernetes.io/managed-by": "mcpfleet"})
+@kopf.on.event("v1", "pods", labels={LABEL_RUN_UID: kopf.PRESENT, MANAGED_BY: "mcpfleet"})
 async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """Hand the pod's new state to its run; the run's reconciler does all counting."""
     shared: Shared = memo["shared"]

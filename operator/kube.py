@@ -13,7 +13,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from . import metrics
-from .manifests import GROUP
+from .manifests import GROUP, LABEL_RUN_UID
 
 VERSION = "v1alpha1"
 PLURAL = "evalruns"
@@ -30,12 +30,20 @@ async def api_client() -> client.ApiClient:
     return client.ApiClient(configuration=cfg)
 
 
+class ForeignPod(Exception):
+    """The pod's name is taken by a pod of another run."""
+
+
 class _RawCoreApi(Protocol):
     """The CoreV1Api calls the operator makes, as the client runs them: plain dict bodies and, with
     ``_preload_content=False``, the raw aiohttp response (the package's stubs declare models for both)."""
 
     async def create_namespaced_pod(
         self, namespace: str, body: dict[str, Any], *, _preload_content: bool
+    ) -> aiohttp.ClientResponse: ...
+
+    async def read_namespaced_pod(
+        self, name: str, namespace: str, *, _preload_content: bool
     ) -> aiohttp.ClientResponse: ...
 
     async def delete_namespaced_pod(
@@ -63,6 +71,10 @@ class _RawCustomObjectsApi(Protocol):
         _preload_content: bool,
     ) -> aiohttp.ClientResponse: ...
 
+    async def delete_namespaced_custom_object(
+        self, group: str, version: str, namespace: str, plural: str, name: str, *, _preload_content: bool
+    ) -> aiohttp.ClientResponse: ...
+
 
 class Kube:
     def __init__(self, api: client.ApiClient):
@@ -71,17 +83,32 @@ class Kube:
         self.custom = cast(_RawCustomObjectsApi, client.CustomObjectsApi(api))
 
     async def create_pod(self, namespace: str, pod: dict[str, Any]) -> bool:
-        """Create; False if it already exists (deterministic names make a repeat harmless)."""
-        try:
+        """Create; False if it already exists (deterministic names make a repeat harmless). A pod of that name
+        left by another run (a deleted and re-created EvalRun of the same name, its old pod still terminating)
+        is not ours to count: ForeignPod, so the caller tries again once it is gone."""
+        try:  # without preloading, the client returns an error response instead of raising: check both ways
             resp = await self.core.create_namespaced_pod(namespace, pod, _preload_content=False)
+            code = resp.status
             resp.release()
-            _count("create", "pods", 201)
-            return True
         except ApiException as exc:
-            _count("create", "pods", exc.status)
-            if exc.status == 409:
-                return False
-            raise
+            code = exc.status
+        _count("create", "pods", code)
+        if code < 300:
+            return True
+        if code != 409:
+            raise ApiException(status=code, reason="pod creation failed")
+        name, ours = pod["metadata"]["name"], pod["metadata"]["labels"].get(LABEL_RUN_UID)
+        theirs = None  # gone meanwhile: not ours either, create it on the next try
+        resp = await self.core.read_namespaced_pod(name, namespace, _preload_content=False)
+        _count("get", "pods", resp.status)
+        if resp.status < 300:
+            theirs = ((await resp.json()).get("metadata", {}).get("labels") or {}).get(LABEL_RUN_UID)
+        resp.release()
+        if resp.status >= 300 and resp.status != 404:
+            raise ApiException(status=resp.status, reason="reading the existing pod failed")
+        if theirs != ours:
+            raise ForeignPod(f"pod {name} exists and belongs to run {theirs or '(gone)'}, not {ours}")
+        return False
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         try:
@@ -100,6 +127,16 @@ class Kube:
         _count("list", "pods", resp.status)
         data = await resp.json()
         return list(data.get("items") or [])
+
+    async def delete_evalrun(self, namespace: str, name: str) -> None:
+        """Its finalizer lets the operator see it go; its pods go with it (ownerReferences)."""
+        resp = await self.custom.delete_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, _preload_content=False
+        )
+        _count("delete", "evalruns", resp.status)
+        resp.release()
+        if resp.status >= 300 and resp.status != 404:
+            raise ApiException(status=resp.status, reason="deleting the EvalRun failed")
 
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         resp = await self.custom.patch_namespaced_custom_object_status(

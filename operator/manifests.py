@@ -171,9 +171,12 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
         "--metrics-port",
         "$(METRICS_PORT)",
     ]
-    volumes: list[dict[str, Any]] = [{"name": "state", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]
+    volumes: list[dict[str, Any]] = [
+        {"name": name, "emptyDir": {"sizeLimit": pod.volume_size_limit}}
+        for name in ("state", "tmp", "task")
+        if remote or name != "task"
+    ]
     if remote:
-        volumes.append({"name": "task", "emptyDir": {}})
         init_mounts.append({"name": "task", "mountPath": TASK_MOUNT})
         runner_mounts.append({"name": "task", "mountPath": TASK_MOUNT, "readOnly": True})
         runner_args += ["--tasks-root", TASK_MOUNT]
@@ -218,7 +221,7 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
                 "args": init_args,
                 "env": init_env,
                 "volumeMounts": init_mounts,
-                "resources": _resources(pod.sidecar_resources),
+                "resources": _resources(pod.init_resources),
                 "securityContext": _container_security(),
                 "terminationMessagePolicy": "FallbackToLogsOnError",
             },

@@ -1,7 +1,7 @@
 """The operator's Prometheus metrics: the source of truth for dashboards (trial pods are short-lived).
 
 Names follow Prometheus conventions (``mcpfleet_`` prefix, base units, ``_total`` on counters); labels are
-bounded to run, model, service, outcome/category, phase, verb/resource — never a trial id. Counters move
+bounded to namespace, run, model, service, outcome/category, phase, verb/resource — never a trial id. Counters move
 only on outcomes observed live; after a restart, gauges are rebuilt from the stored records while counters
 start again from zero, which ``rate()``/``increase()`` read as the reset they are.
 """
@@ -19,51 +19,59 @@ DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 
 TRIALS = Counter(
     "mcpfleet_trials_total",
     "Finished trials by outcome (passed, failed, infra_error) and category.",
-    ["run", "model", "service", "outcome", "category"],
+    ["namespace", "run", "model", "service", "outcome", "category"],
     registry=REGISTRY,
 )
-IN_FLIGHT = Gauge("mcpfleet_trials_in_flight", "Trial pods in flight.", ["run", "model"], registry=REGISTRY)
-PENDING = Gauge("mcpfleet_trials_pending", "Trials not started yet.", ["run"], registry=REGISTRY)
+IN_FLIGHT = Gauge(
+    "mcpfleet_trials_in_flight", "Trial pods in flight.", ["namespace", "run", "model"], registry=REGISTRY
+)
+PENDING = Gauge("mcpfleet_trials_pending", "Trials not started yet.", ["namespace", "run"], registry=REGISTRY)
 RUN_TRIALS = Gauge(
-    "mcpfleet_run_trials", "Trials of a run by state (total, finished, passed).", ["run", "state"], registry=REGISTRY
+    "mcpfleet_run_trials",
+    "Trials of a run by state (total, finished, passed).",
+    ["namespace", "run", "state"],
+    registry=REGISTRY,
 )
 PASS_RATE = Gauge(
-    "mcpfleet_pass_rate", "pass@1 so far per model and service.", ["run", "model", "service"], registry=REGISTRY
+    "mcpfleet_pass_rate",
+    "pass@1 so far per model and service.",
+    ["namespace", "run", "model", "service"],
+    registry=REGISTRY,
 )
 PHASE_SECONDS = Histogram(
     "mcpfleet_trial_phase_duration_seconds",
     "Trial time by phase: state, mcp_start, agent, verify, record, and pod scheduling.",
-    ["run", "model", "service", "phase"],
+    ["namespace", "run", "model", "service", "phase"],
     buckets=DURATION_BUCKETS,
     registry=REGISTRY,
 )
 TRIAL_SECONDS = Histogram(
     "mcpfleet_trial_duration_seconds",
     "Whole trial, from the record.",
-    ["run", "model", "service"],
+    ["namespace", "run", "model", "service"],
     buckets=DURATION_BUCKETS,
     registry=REGISTRY,
 )
 INFRA_RETRIES = Counter(
     "mcpfleet_infra_retries_total",
     "Trials retried after an infrastructure failure.",
-    ["run", "model"],
+    ["namespace", "run", "model"],
     registry=REGISTRY,
 )
 TOKENS = Counter(
     "mcpfleet_tokens_total",
     "LLM tokens of finished trials by kind (input, output, reasoning).",
-    ["run", "model", "service", "kind"],
+    ["namespace", "run", "model", "service", "kind"],
     registry=REGISTRY,
 )
 COST = Counter(
     "mcpfleet_cost_usd_total",
     "LLM cost of finished trials in US dollars (known prices only).",
-    ["run", "model", "service"],
+    ["namespace", "run", "model", "service"],
     registry=REGISTRY,
 )
 RECONCILE_ERRORS = Counter(
-    "mcpfleet_reconcile_errors_total", "Errors in a run's reconcile loop.", ["run"], registry=REGISTRY
+    "mcpfleet_reconcile_errors_total", "Errors in a run's reconcile loop.", ["namespace", "run"], registry=REGISTRY
 )
 API_REQUESTS = Counter(
     "mcpfleet_api_requests_total",
@@ -78,49 +86,50 @@ def serve(port: int, addr: str = "0.0.0.0") -> Any:  # noqa: S104 - the operator
     return start_http_server(port, addr=addr, registry=REGISTRY)
 
 
-def init_run(run: str, model_services: list[tuple[str, str]]) -> None:
+def init_run(ns: str, run: str, model_services: list[tuple[str, str]]) -> None:
     """Create a run's counter series at zero, so rate()/increase() see the first trial of each kind
     (a labelled series that first appears at 1 hides that step) and dashboards show 0, not "no data"."""
     from mcpfleet.runner.outcome import CATEGORIES, INFRA_ERROR
 
-    RECONCILE_ERRORS.labels(run)
+    RECONCILE_ERRORS.labels(ns, run)
     for model in {m for m, _ in model_services}:
-        INFRA_RETRIES.labels(run, model)
+        INFRA_RETRIES.labels(ns, run, model)
     for model, service in model_services:
-        TRIALS.labels(run, model, service, "passed", "none")
-        TRIALS.labels(run, model, service, "infra_error", INFRA_ERROR)
+        TRIALS.labels(ns, run, model, service, "passed", "none")
+        TRIALS.labels(ns, run, model, service, "infra_error", INFRA_ERROR)
         for category in CATEGORIES:
             if category != INFRA_ERROR:
-                TRIALS.labels(run, model, service, "failed", category)
+                TRIALS.labels(ns, run, model, service, "failed", category)
         for kind in ("input", "output", "reasoning"):
-            TOKENS.labels(run, model, service, kind)
-        COST.labels(run, model, service)
+            TOKENS.labels(ns, run, model, service, kind)
+        COST.labels(ns, run, model, service)
 
 
-def observe_record(run: str, record: dict[str, Any], scheduling_s: float | None = None) -> None:
+def observe_record(ns: str, run: str, record: dict[str, Any], scheduling_s: float | None = None) -> None:
     """Count one finished trial from its full record (tokens, cost and phase times live there)."""
     model, service = str(record.get("model")), str(record.get("service"))
     category = record.get("failure") or "none"
     outcome = "passed" if record.get("passed") else "infra_error" if category == "infra_error" else "failed"
-    TRIALS.labels(run, model, service, outcome, category).inc()
+    TRIALS.labels(ns, run, model, service, outcome, category).inc()
     totals = record.get("totals") or {}
     for kind, key in (("input", "input_tokens"), ("output", "output_tokens"), ("reasoning", "reasoning_tokens")):
         if totals.get(key):
-            TOKENS.labels(run, model, service, kind).inc(totals[key])
+            TOKENS.labels(ns, run, model, service, kind).inc(totals[key])
     # Unknown prices add 0: the series exists (dashboards show 0, not "no data"); its help says "known prices".
-    COST.labels(run, model, service).inc(float(totals.get("cost_usd") or 0.0))
+    COST.labels(ns, run, model, service).inc(float(totals.get("cost_usd") or 0.0))
     timings = record.get("timings") or {}
     if timings.get("total"):
-        TRIAL_SECONDS.labels(run, model, service).observe(timings["total"])
+        TRIAL_SECONDS.labels(ns, run, model, service).observe(timings["total"])
         for phase in PHASES:
-            PHASE_SECONDS.labels(run, model, service, phase).observe(float(timings.get(phase) or 0.0))
+            PHASE_SECONDS.labels(ns, run, model, service, phase).observe(float(timings.get(phase) or 0.0))
     if scheduling_s is not None:
-        PHASE_SECONDS.labels(run, model, service, "scheduling").observe(max(0.0, scheduling_s))
+        PHASE_SECONDS.labels(ns, run, model, service, "scheduling").observe(max(0.0, scheduling_s))
 
 
-def forget_run(run: str) -> None:
-    """Drop a finished or deleted run's gauges, so dashboards do not show stale in-flight numbers."""
+def forget_run(ns: str, run: str) -> None:
+    """Drop a finished or deleted run's gauges, so dashboards do not show stale in-flight numbers (only its
+    own: a run of the same name in another namespace keeps its series)."""
     for gauge in (IN_FLIGHT, PENDING, RUN_TRIALS, PASS_RATE):
         for labels in list(gauge._metrics):  # noqa: SLF001 - prometheus_client has no public label listing
-            if labels and labels[0] == run:
+            if labels[:2] == (ns, run):
                 gauge.remove(*labels)

@@ -21,15 +21,15 @@ import kopf
 from mcpfleet.runner.outcome import INFRA_ERROR
 from mcpfleet.runner.plan import TrialSpec, plan
 from mcpfleet.runner.records import TrialResult, dumps, now_iso
-from mcpfleet.runner.spec import EvalRun, SpecError, parse_evalrun
+from mcpfleet.runner.spec import RESULT_FIELDS, EvalRun, SpecError, parse_evalrun
 from mcpfleet.runner.store import ResultStore, StoreError, open_store
 from mcpfleet.runner.summary import build_summary
 from mcpfleet.runner.tasks import TaskError, bundled_root
 
 from . import metrics
-from .kube import Kube
+from .kube import ForeignPod, Kube
 from .manifests import ANN_TRIAL, LABEL_RUN_UID, trial_pod
-from .runstate import RunState
+from .runstate import RunState, plan_hash
 from .settings import OperatorSettings
 
 TERMINAL = ("Succeeded", "Failed")
@@ -42,6 +42,7 @@ IMAGE_FAILURES = {
 }
 STORE_FAILURES = (StoreError, OSError)  # the results store is unreachable: try the same step again later
 STORE_RETRY_SECONDS = 2.0
+LOST_POD_GRACE_SECONDS = 30.0  # the trial pod's terminationGracePeriodSeconds, past its activeDeadlineSeconds
 
 
 @dataclass
@@ -97,53 +98,84 @@ class Reconciler:
         self.last_status = 0.0
         self.phase = "Pending"
         self.started_at = body.status.get("startedAt")
-        self.conditions: dict[str, dict[str, Any]] = {}
+        self.conditions: dict[str, dict[str, Any]] = {c["type"]: c for c in body.status.get("conditions") or []}
+        self.plan_hash: str | None = body.status.get("planHash")
         self.deferred: list[tuple[str, dict[str, Any]]] = []  # pod events whose outcome the store could not take
         self.store_retry_at = 0.0
+        self.settled: int | None = None  # the generation the run ended at: nothing to do until the spec changes
+        self.finished_at: str | None = body.status.get("finishedAt")
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def main(self, stopped: kopf.DaemonStopped) -> None:
+        """Drive the run to its end, then wait for an edit of its spec; a finished run whose spec was already
+        acted on (a restart) is left alone: nothing re-planned, re-read, rewritten or announced again."""
         self.shared.runs[self.uid] = self.queue
+        status = self.body.status
+        if status.get("phase") in TERMINAL and status.get("observedGeneration") == self.body.metadata.get("generation"):
+            self.settled = status.get("observedGeneration")
         try:
             while not stopped:
-                try:
-                    if not await self.load():
-                        return
-                    break
-                except STORE_FAILURES as exc:  # an s3:// pack that cannot be read yet: wait, do not fail
-                    self.logger.warning("the task pack cannot be read (will try again): %s", exc)
-                    self.conditions["Valid"] = condition("Valid", False, "TasksUnavailable", str(exc)[:1000])
-                    await self.write_status(force=True)
-                    await asyncio.sleep(STORE_RETRY_SECONDS)
-            if self.state is None:
-                return
-            while not stopped:
-                try:
-                    await self.rebuild()
-                    break
-                except STORE_FAILURES as exc:  # the store is down: wait for it rather than crash
-                    self.store_unavailable(exc)
-                    await asyncio.sleep(STORE_RETRY_SECONDS)
-            while not stopped and self.state is not None:  # None: the run failed, nothing left to do
-                try:
-                    await self.step()
-                except Exception as exc:  # noqa: BLE001 - count, log, carry on: the next step starts afresh
-                    metrics.RECONCILE_ERRORS.labels(self.name).inc()
-                    self.logger.exception("reconcile step failed: %s", exc)
-                    await asyncio.sleep(1.0)
-                if self.state is not None and self.state.complete and self.phase == "Succeeded":
-                    break
-                try:
-                    item = await asyncio.wait_for(self.queue.get(), timeout=1.0)
-                    self.queue.put_nowait(item)  # handled in the next step with the rest
-                except TimeoutError:
-                    pass
+                if self.settled is not None and self.body.metadata.get("generation") == self.settled:
+                    if await self.expired():
+                        break
+                    await stopped.wait(1.0)  # the body is kopf's live view: an edit shows here at once
+                    continue
+                await self.drive(stopped)
+                self.settled = self.generation
         finally:
             self.shared.runs.pop(self.uid, None)
             self.drop_state()
             reason = getattr(stopped, "reason", None)
             if reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in reason:
-                metrics.forget_run(self.name)  # a deleted run's gauges must not linger on dashboards
+                metrics.forget_run(self.ns, self.name)  # a deleted run's gauges must not linger on dashboards
+
+    async def expired(self) -> bool:
+        """spec.ttlSecondsAfterFinished: a finished run past it is deleted (its stored records stay)."""
+        ttl = self.body.spec.get("ttlSecondsAfterFinished")
+        finished = self.finished_at or self.body.status.get("finishedAt")
+        if not isinstance(ttl, int) or not finished or time.time() < _ts(finished) + ttl:
+            return False
+        await self.shared.kube.delete_evalrun(self.ns, self.name)
+        kopf.info(self.body, reason="Expired", message=f"deleted {ttl} s after it finished; its records stay")
+        return True
+
+    async def drive(self, stopped: kopf.DaemonStopped) -> None:
+        """One pass from plan to a terminal phase (or until the daemon stops)."""
+        self.drop_state()
+        self.run, self.store, self.deferred = None, None, []
+        while not stopped:
+            try:
+                if not await self.load():
+                    return
+                break
+            except STORE_FAILURES as exc:  # an s3:// pack that cannot be read yet: wait, do not fail
+                self.logger.warning("the task pack cannot be read (will try again): %s", exc)
+                self.conditions["Valid"] = condition("Valid", False, "TasksUnavailable", str(exc)[:1000])
+                await self.write_status(force=True)
+                await asyncio.sleep(STORE_RETRY_SECONDS)
+        if self.state is None:
+            return
+        while not stopped:
+            try:
+                await self.rebuild()
+                break
+            except STORE_FAILURES as exc:  # the store is down: wait for it rather than crash
+                self.store_unavailable(exc)
+                await asyncio.sleep(STORE_RETRY_SECONDS)
+        while not stopped and self.state is not None:  # None: the run failed, nothing left to do
+            try:
+                await self.step()
+            except Exception as exc:  # noqa: BLE001 - count, log, carry on: the next step starts afresh
+                metrics.RECONCILE_ERRORS.labels(self.ns, self.name).inc()
+                self.logger.exception("reconcile step failed: %s", exc)
+                await asyncio.sleep(1.0)
+            if self.state is not None and self.state.complete and self.phase == "Succeeded":
+                break
+            try:
+                item = await asyncio.wait_for(self.queue.get(), timeout=1.0)
+                self.queue.put_nowait(item)  # handled in the next step with the rest
+            except TimeoutError:
+                pass
 
     async def load(self) -> bool:
         """Validate and plan; an invalid run gets a Failed status naming the field, never a retry loop."""
@@ -159,8 +191,26 @@ class Reconciler:
             await self.fail("InvalidSpec", "; ".join(problems))
             kopf.warn(self.body, reason="InvalidSpec", message="; ".join(problems)[:1000])
             return False
-        self.run, self.store = run, store
-        metrics.init_run(self.name, [(m.name, s) for m in run.spec.models for s in sorted({t.service for t in trials})])
+        status = self.body.status
+        counts = status.get("counts") or {}
+        if self.plan_hash not in (None, plan_hash(trials)) and counts.get("finished", 0) + counts.get("running", 0):
+            # Edited while no operator watched, after trials ran (the CRD's rule refuses this on a real API server).
+            self.phase = status.get("phase") or "Running"
+            await self.reject_edit([])
+            if self.phase not in TERMINAL:  # its accepted spec is gone: it cannot go on as it was planned
+                await self.fail("ImmutableField", self.conditions["Valid"]["message"])
+            return False
+        if status.get("phase") == "Succeeded" and self.plan_hash == plan_hash(trials):
+            self.phase = "Succeeded"  # an edit of what does not change results: nothing to redo
+            self.conditions["Valid"] = condition("Valid", True, "Planned", f"{len(trials)} trials planned")
+            await self.write_status(force=True)
+            return False
+        self.run, self.store, self.plan_hash = run, store, plan_hash(trials)
+        self.conditions.pop("Failed", None)  # a fixed spec runs again
+        self.finished_at = None
+        metrics.init_run(
+            self.ns, self.name, [(m.name, s) for m in run.spec.models for s in sorted({t.service for t in trials})]
+        )
         self.state = RunState.plan(trials, run.spec.retries.limit)
         self.conditions["Valid"] = condition("Valid", True, "Planned", f"{len(trials)} trials planned")
         return True
@@ -176,6 +226,10 @@ class Reconciler:
             )
         for trial in {t.service: t for t in trials}.values():
             trial_pod(run, trial, self.shared.settings)  # raises ValueError naming spec.pod.sidecarImages.<svc>
+        pod = run.spec.pod
+        refused = self.shared.settings.refusals(pod.runner_image, pod.sidecar_images, pod.service_account_name)
+        if refused:
+            raise ValueError("; ".join(refused))
 
     def drop_state(self) -> None:
         """Stop tracking the run (it failed): its pods in flight no longer count against the operator's cap."""
@@ -197,9 +251,34 @@ class Reconciler:
         if pods:
             kopf.warn(self.body, reason="Stopped", message=f"{len(pods)} trial pod(s) deleted: {why}"[:1000])
 
+    async def reject_edit(self, fields: list[str]) -> None:
+        """A result-affecting edit after trials ran is refused, not acted on: the run keeps the spec it was
+        planned with (its generation is observed, and Valid=False says why); reverting the edit clears it."""
+        named = ", ".join(f"spec.{f}" for f in fields or RESULT_FIELDS)
+        self.conditions["Valid"] = condition(
+            "Valid",
+            False,
+            "ImmutableField",
+            f"{named} cannot change once trials exist (generation {self.body.metadata.get('generation')} "
+            "is not applied); revert the edit, or create a new EvalRun",
+        )
+        await self.write_status(force=True)
+
+    async def give_up(self, reason: str, message: str) -> None:
+        """Stop the run like a Job past its backoffLimit: Failed, with a Failed condition saying why."""
+        self.phase = "Failed"
+        self.finished_at = now_iso()
+        self.conditions["Failed"] = condition("Failed", True, reason, message)
+        kopf.warn(self.body, reason=reason, message=message[:1000])
+        await self.write_status(force=True)
+        await self.stop_pods(f"the run failed ({reason})")
+        self.drop_state()
+
     async def fail(self, reason: str, message: str) -> None:
         self.phase = "Failed"
+        self.finished_at = now_iso()
         self.conditions["Valid"] = condition("Valid", False, reason, message)
+        self.conditions["Failed"] = condition("Failed", True, reason, message)  # the Job's terminal condition
         await self.write_status(force=True)
 
     async def rebuild(self) -> None:
@@ -263,12 +342,18 @@ class Reconciler:
         while not self.queue.empty():
             events.append(self.queue.get_nowait())
         for kind, pod in events:
+            if self.state is None:  # the run stopped (its failure budget is spent): the rest is moot
+                break
             try:
                 await self.on_pod(kind, pod)
             except STORE_FAILURES as exc:  # nothing was counted: take this event again in a while
                 self.store_unavailable(exc)
                 self.deferred.append((kind, pod))
-        await self.check_deadlines()
+        if self.state is not None:
+            await self.check_deadlines()
+        if self.state is None:
+            await self.write_status()
+            return
         if not self.run.spec.suspend:
             await self.launch()
         if self.state.complete and self.phase != "Succeeded":
@@ -303,24 +388,13 @@ class Reconciler:
             await self.stop_pods("the run failed (InvalidSpec)")
             self.drop_state()
             return
-        old = self.state.trials
-        changed = [
-            t.trial_id
-            for t in trials
-            if t.trial_id in old
-            and t.spec_hash != old[t.trial_id].spec_hash
-            and (t.trial_id in self.state.done or t.trial_id in self.state.in_flight)
-        ]
-        if changed:
-            await self.fail(
-                "SpecConflict",
-                f"the edit changes {len(changed)} finished or running trial(s) "
-                f"(e.g. {changed[0]}); create a new EvalRun instead",
-            )
-            await self.stop_pods("the run failed (SpecConflict)")
-            self.drop_state()
+        if plan_hash(trials) != self.plan_hash and (self.state.done or self.state.in_flight):
+            before = self.run.spec.results_view() if self.run is not None else {}
+            fields = [f for f, v in run.spec.results_view().items() if v != before.get(f)]
+            await self.reject_edit(fields or list(RESULT_FIELDS))
             return
-        self.run = run
+        self.run, self.plan_hash = run, plan_hash(trials)
+        self.conditions["Valid"] = condition("Valid", True, "Planned", f"{len(trials)} trials planned")
         self.state.trials = {t.trial_id: t for t in trials}
         self.state.order = [t.trial_id for t in trials]
         self.state.retry_limit = run.spec.retries.limit
@@ -361,6 +435,8 @@ class Reconciler:
                 self.logger.warning("creating the pod of %s failed: %s", trial.trial_id, res)
                 self.state.unlaunch(trial.trial_id)
                 self.shared.inflight -= 1
+                if isinstance(res, ForeignPod):  # wait for the other run's pod to go, without spinning
+                    self.state.delayed[trial.trial_id] = time.time() + STORE_RETRY_SECONDS
         self.dirty = True
 
     async def create(self, trial: TrialSpec, retry: int) -> None:
@@ -404,7 +480,7 @@ class Reconciler:
             )
         if ok:  # a stored record is the outcome, even if the pod was deleted or misreported afterwards
             self.state.finished(tid, record)  # type: ignore[arg-type]
-            metrics.observe_record(self.name, record, self.scheduling_seconds(tid, pod))  # type: ignore[arg-type]
+            metrics.observe_record(self.ns, self.name, record, self.scheduling_seconds(tid, pod))  # type: ignore[arg-type]
         else:
             reason = infra_reason or _failure_reason(pod, record)
             infra = infra_record(self.run, trial, tries, reason)
@@ -413,24 +489,44 @@ class Reconciler:
             await asyncio.to_thread(self.store.commit, tid, dumps(infra.model_dump(mode="json")))
             retry = self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds)
             if retry:
-                metrics.INFRA_RETRIES.labels(self.name, trial.model.name).inc()
+                metrics.INFRA_RETRIES.labels(self.ns, self.name, trial.model.name).inc()
             else:
                 self.state.finished(tid, infra.model_dump(mode="json"))
-                metrics.observe_record(self.name, infra.model_dump(mode="json"))
+                metrics.observe_record(self.ns, self.name, infra.model_dump(mode="json"))
                 kopf.warn(self.body, reason="InfraError", message=f"{tid}: {reason} (gave up after {tries} tries)")
         self.shared.inflight -= 1
         await self.shared.kube.delete_pod(self.ns, pod["metadata"]["name"])
         self.dirty = True
+        budget = self.run.spec.retries.backoff_limit
+        budget = max(6, 2 * self.run.spec.concurrency.total) if budget is None else budget
+        if self.state.infra_streak > budget:
+            await self.give_up(
+                "BackoffLimitExceeded",
+                f"{self.state.infra_streak} infrastructure failures in a row, over spec.retries.backoffLimit "
+                f"{budget} (last: {tid}: {infra_reason or _failure_reason(pod, record)}); fix the cause and edit "
+                "the EvalRun to resume it",
+            )
 
     async def check_deadlines(self) -> None:
         assert self.state is not None and self.run is not None
         limit = self.run.spec.pod.pending_timeout_seconds
         now = time.time()
         for tid, inf in list(self.state.in_flight.items()):
+            if self.state is None:
+                return
+            overdue = float(inf.trial.limits.timeout_seconds + inf.trial.limits.verifier_timeout_seconds)
+            overdue += self.shared.settings.pod_grace_seconds + LOST_POD_GRACE_SECONDS
+            why = None
             if inf.started is None and now - inf.created > limit:
+                why = f"pod still Pending after {limit} s"
+            elif inf.started is not None and now - inf.started > overdue:
+                # Past activeDeadlineSeconds and the termination grace: its kubelet no longer reports (a lost
+                # node: Unknown, or stuck Terminating). Counted failed, never waited on forever.
+                why = f"pod still not finished {int(overdue)} s after it started (node lost, or stuck terminating)"
+            if why is not None:
                 pod = {"metadata": {"name": inf.pod, "annotations": {ANN_TRIAL: tid}}, "status": {}}
                 try:
-                    await self.outcome(tid, pod, f"pod still Pending after {limit} s")
+                    await self.outcome(tid, pod, why)
                 except STORE_FAILURES as exc:  # still overdue on the next step
                     self.store_unavailable(exc)
                     return
@@ -441,6 +537,7 @@ class Reconciler:
         summary = await asyncio.to_thread(build_summary, self.run, trials, self.store)
         await asyncio.to_thread(self.store.write_json, "summary.json", summary)
         self.phase = "Succeeded"
+        self.finished_at = now_iso()
         self.conditions["Complete"] = condition(
             "Complete", True, "AllTrialsRecorded", f"{len(trials)} trials recorded; summary.json written"
         )
@@ -453,6 +550,8 @@ class Reconciler:
         phase = self.phase
         if st is not None and self.run is not None and self.run.spec.suspend and not st.complete:
             phase = "Suspended"
+        for cond in self.conditions.values():  # the generation a condition was set at, as Kubernetes does
+            cond.setdefault("observedGeneration", self.generation)
         out: dict[str, Any] = {
             "phase": phase,
             "observedGeneration": self.generation,
@@ -460,6 +559,9 @@ class Reconciler:
         }
         if self.started_at:
             out["startedAt"] = self.started_at
+        if self.plan_hash:
+            out["planHash"] = self.plan_hash
+        out["finishedAt"] = self.finished_at if phase in TERMINAL else None  # null: removed (a run resumed)
         if st is not None:
             counts = st.counts()
             out.update(
@@ -468,8 +570,7 @@ class Reconciler:
                 passAt1=st.pass_at_1(),
                 results=st.results(),
             )
-            if phase == "Succeeded":
-                out["finishedAt"] = now_iso()
+
         return out
 
     async def write_status(self, force: bool = False) -> None:
@@ -487,13 +588,13 @@ class Reconciler:
             return
         counts = st.counts()
         for state in ("total", "finished", "passed"):
-            metrics.RUN_TRIALS.labels(self.name, state).set(counts[state])
-        metrics.PENDING.labels(self.name).set(counts["pending"])
+            metrics.RUN_TRIALS.labels(self.ns, self.name, state).set(counts[state])
+        metrics.PENDING.labels(self.ns, self.name).set(counts["pending"])
         busy = st.in_flight_by_model()
         for m in run.spec.models:
-            metrics.IN_FLIGHT.labels(self.name, m.name).set(busy.get(m.name, 0))
+            metrics.IN_FLIGHT.labels(self.ns, self.name, m.name).set(busy.get(m.name, 0))
         for row in st.results():
-            metrics.PASS_RATE.labels(self.name, row["model"], row["service"]).set(float(row["passAt1"]))
+            metrics.PASS_RATE.labels(self.ns, self.name, row["model"], row["service"]).set(float(row["passAt1"]))
 
     def scheduling_seconds(self, tid: str, pod: dict[str, Any]) -> float | None:
         """Pod creation to runner start, from the pod's own timestamps (None if the pod does not say)."""

@@ -8,6 +8,7 @@ bounded projection of it (counts and per model x service figures, never per-tria
 from __future__ import annotations
 
 import collections
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ class RunState:
     waiting: collections.deque[str] = field(default_factory=collections.deque)
     delayed: dict[str, float] = field(default_factory=dict)  # trial id -> not before (wall seconds)
     retries_total: int = 0
+    infra_streak: int = 0  # infrastructure failures since the last trial recorded an outcome (the run's budget)
 
     @classmethod
     def plan(cls, trials: list[TrialSpec], retry_limit: int) -> RunState:
@@ -94,10 +96,13 @@ class RunState:
     def finished(self, trial_id: str, record: dict[str, Any]) -> None:
         self.in_flight.pop(trial_id, None)
         self.done[trial_id] = compact(record)
+        if record.get("failure") != INFRA_ERROR:
+            self.infra_streak = 0
 
     def infra_failed(self, trial_id: str, now: float, backoff: float) -> bool:
         """An infrastructure failure of the trial's current try. True if it will be retried."""
         self.in_flight.pop(trial_id, None)
+        self.infra_streak += 1
         tries = self.retries.get(trial_id, 0) + 1
         self.retries[trial_id] = tries
         if tries <= self.retry_limit:
@@ -169,3 +174,9 @@ def compact(record: dict[str, Any]) -> dict[str, Any]:
         "service": record.get("service"),
         "attempt": record.get("attempt"),
     }
+
+
+def plan_hash(trials: list[TrialSpec] | Any) -> str:
+    """One digest of the planned trials and what each measures: equal plans, equal results."""
+    lines = sorted(f"{t.trial_id}:{t.spec_hash}" for t in trials)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from typing import Any
 
@@ -29,6 +30,17 @@ class OperatorSettings(BaseModel):
     pod_grace_seconds: int = Field(
         default=300, ge=0, description="Added to the agent and verifier timeouts for activeDeadlineSeconds."
     )
+    allowed_images: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Images (shell patterns, e.g. registry.example.com/evals/*) an EvalRun may name in spec.pod.runnerImage "
+            "and sidecarImages, besides the operator's own; empty: any image."
+        ),
+    )
+    allowed_service_accounts: list[str] = Field(
+        default_factory=list,
+        description="Service accounts an EvalRun may name in spec.pod.serviceAccountName; empty: any.",
+    )
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> OperatorSettings:
@@ -38,7 +50,32 @@ class OperatorSettings(BaseModel):
             key = ENV_PREFIX + name.upper()
             if key in env:
                 raw = env[key]
-                values[name] = (
-                    dict(kv.split("=", 1) for kv in raw.split(",") if kv) if field.annotation == dict[str, str] else raw
-                )
+                if field.annotation == dict[str, str]:
+                    values[name] = dict(kv.split("=", 1) for kv in raw.split(",") if kv)
+                elif field.annotation == list[str]:
+                    values[name] = [v.strip() for v in raw.split(",") if v.strip()]
+                else:
+                    values[name] = raw
         return cls.model_validate(values)
+
+    def refusals(self, runner_image: str | None, sidecar_images: dict[str, str], account: str | None) -> list[str]:
+        """What an EvalRun names that this operator does not allow (whoever may create an EvalRun would
+        otherwise run any image under any service account of the namespace)."""
+        own = {self.runner_image, *self.sidecar_images.values()}
+        out = []
+        named = [("spec.pod.runnerImage", runner_image)] + [
+            (f"spec.pod.sidecarImages.{svc}", img) for svc, img in sorted(sidecar_images.items())
+        ]
+        for where, image in named:
+            if image and self.allowed_images and image not in own and not _matches(image, self.allowed_images):
+                out.append(f"{where}: '{image}' is not allowed here (allowed: {', '.join(self.allowed_images)})")
+        if account and self.allowed_service_accounts and not _matches(account, self.allowed_service_accounts):
+            out.append(
+                f"spec.pod.serviceAccountName: '{account}' is not allowed here "
+                f"(allowed: {', '.join(self.allowed_service_accounts)})"
+            )
+        return out
+
+
+def _matches(value: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(value, p) for p in patterns)

@@ -28,7 +28,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .spec import API_GROUP, API_VERSION, KIND, EvalRunSpec
+from .spec import API_GROUP, API_VERSION, KIND, RESULT_FIELDS, EvalRunSpec
 
 PLURAL = "evalruns"
 CRD_NAME = f"{PLURAL}.{API_GROUP}"
@@ -137,9 +137,37 @@ def openapi_schema() -> dict[str, Any]:
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
             "spec": spec_schema(),
-            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "status": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {  # declared so that the rule below may read them (CEL cannot see unknown fields)
+                    "counts": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                        "properties": {"finished": {"type": "integer"}, "running": {"type": "integer"}},
+                    }
+                },
+            },
         },
         "required": ["spec"],
+        "x-kubernetes-validations": [immutability_rule()],
+    }
+
+
+def immutability_rule() -> dict[str, str]:
+    """What a trial measures cannot change once trials exist (a transition rule: updates only). The operator
+    refuses such an edit too, with a Valid=False condition, for API servers that skip CEL."""
+    same = " && ".join(
+        f"has(self.spec.{f}) == has(oldSelf.spec.{f}) && (!has(self.spec.{f}) || self.spec.{f} == oldSelf.spec.{f})"
+        for f in RESULT_FIELDS
+    )
+    ran = " || ".join(
+        f"(has(oldSelf.status.counts.{c}) && oldSelf.status.counts.{c} > 0)" for c in ("finished", "running")
+    )
+    return {
+        "rule": f"!has(oldSelf.status) || !has(oldSelf.status.counts) || !({ran}) || ({same})",
+        "message": f"spec.{{{','.join(RESULT_FIELDS)}}} cannot change once trials exist: create a new EvalRun",
+        "reason": "FieldValueForbidden",
     }
 
 

@@ -206,6 +206,15 @@ class Retries(SpecModel):
 
     limit: int = Field(default=2, ge=0, le=20)
     backoff_seconds: float = Field(default=10, ge=0)
+    backoff_limit: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Operator: infrastructure failures in a row (no trial recorded in between) after which the run "
+            "stops as Failed (BackoffLimitExceeded), like a Job's backoffLimit: a bad image or a missing Secret "
+            "fails every pod. Default: twice concurrency.total, at least 6."
+        ),
+    )
 
 
 class Output(SpecModel):
@@ -259,11 +268,29 @@ class PodSettings(SpecModel):
         default_factory=dict, description="MCP sidecar image per service, e.g. {filesystem: ...}."
     )
     resources: Resources = Field(
-        default_factory=lambda: Resources(requests={"cpu": "250m", "memory": "512Mi"}, limits={"memory": "2Gi"}),
+        default_factory=lambda: Resources(
+            requests={"cpu": "250m", "memory": "512Mi", "ephemeral-storage": "256Mi"},
+            limits={"memory": "2Gi", "ephemeral-storage": "2Gi"},
+        ),
         description="Runner container (agent loop and verifier).",
     )
     sidecar_resources: Resources = Field(
-        default_factory=lambda: Resources(requests={"cpu": "100m", "memory": "256Mi"}, limits={"memory": "1Gi"})
+        default_factory=lambda: Resources(
+            requests={"cpu": "100m", "memory": "256Mi", "ephemeral-storage": "64Mi"},
+            limits={"memory": "1Gi", "ephemeral-storage": "1Gi"},
+        )
+    )
+    init_resources: Resources = Field(
+        default_factory=lambda: Resources(
+            requests={"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "64Mi"},
+            limits={"memory": "512Mi", "ephemeral-storage": "1Gi"},
+        ),
+        description="The init container that materialises the initial state (and fetches an s3:// pack's task).",
+    )
+    volume_size_limit: str = Field(
+        default="2Gi",
+        pattern=QUANTITY,
+        description="sizeLimit of each scratch emptyDir (state, /tmp, task): a trial filling it is evicted.",
     )
     service_account_name: str | None = Field(default=None, pattern=DNS_LABEL)
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -276,6 +303,9 @@ class PodSettings(SpecModel):
             "containers (materialising the state, fetching an s3:// pack's task), so leave room for them."
         ),
     )
+
+
+RESULT_FIELDS = ("models", "tasks", "attempts", "agent", "limits")  # what results_view reads; frozen once trials exist
 
 
 class EvalRunSpec(SpecModel):
@@ -295,6 +325,14 @@ class EvalRunSpec(SpecModel):
     retries: Retries = Field(default_factory=Retries)
     output: Output = Field(default_factory=Output)
     suspend: bool = Field(default=False, description="Operator: stop launching new trials while true.")
+    ttl_seconds_after_finished: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Operator: delete the EvalRun (and so its pods) this long after it finished, Succeeded or Failed, "
+            "like a Job's; its records and summary.json stay in spec.output. Unset: kept."
+        ),
+    )
     pod: PodSettings = Field(default_factory=PodSettings)
 
     @field_validator("models")

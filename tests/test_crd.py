@@ -23,7 +23,7 @@ from mcpfleet.runner.crd import (
     render_crd_yaml,
     to_structural,
 )
-from mcpfleet.runner.spec import SpecError, parse_evalrun, spec_hash
+from mcpfleet.runner.spec import RESULT_FIELDS, SpecError, parse_evalrun, spec_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD_FILE = ROOT / "crds" / "evalrun.yaml"
@@ -177,7 +177,22 @@ def test_crd_shape() -> None:
     root = version["schema"]["openAPIV3Schema"]
     assert root["required"] == ["spec"]
     assert root["properties"]["metadata"] == {"type": "object"}
-    assert root["properties"]["status"] == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    assert root["properties"]["status"]["x-kubernetes-preserve-unknown-fields"] is True
+    counts = root["properties"]["status"]["properties"]["counts"]["properties"]
+    assert counts == {"finished": {"type": "integer"}, "running": {"type": "integer"}}
+
+
+def test_result_affecting_fields_are_immutable_once_trials_exist() -> None:
+    """A transition rule at the root: every field that changes what a trial measures is compared, guarded by
+    the counts of trials that ran (a fix to a spec that never ran stays possible)."""
+    [rule] = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"]
+    assert set(RESULT_FIELDS) == set(parse_evalrun(minimal()).spec.results_view())  # what the spec hash reads
+    for field in ("models", "tasks", "attempts", "agent", "limits"):
+        assert f"self.spec.{field} == oldSelf.spec.{field}" in rule["rule"], field
+    assert "oldSelf.status.counts.finished > 0" in rule["rule"] and "oldSelf.status.counts.running > 0" in rule["rule"]
+    for mutable in ("suspend", "concurrency", "retries", "pod", "output"):
+        assert f"self.spec.{mutable}" not in rule["rule"], mutable
+    assert rule["rule"].count("(") == rule["rule"].count(")")
 
 
 def test_schema_is_structural() -> None:

@@ -344,7 +344,7 @@ def test_an_s3_pack_is_fetched_by_the_init_container_and_checked_by_digest(pack:
     runner = pod["spec"]["containers"][0]
     assert runner["args"][-2:] == ["--tasks-root", "/task"]
     assert {"name": "task", "mountPath": "/task", "readOnly": True} in runner["volumeMounts"]
-    assert {"name": "task", "emptyDir": {}} in pod["spec"]["volumes"]
+    assert {"name": "task", "emptyDir": {"sizeLimit": "2Gi"}} in pod["spec"]["volumes"]
     assert all(m["name"] != "task" for m in sidecar["volumeMounts"])  # the MCP server sees the state only
 
     # A bundled pack is read from the image, with the same digest check against image/operator skew.
@@ -362,3 +362,24 @@ def test_an_s3_pack_is_fetched_by_the_init_container_and_checked_by_digest(pack:
     ]
     assert "task" not in {v["name"] for v in pod["spec"]["volumes"]}
     assert "--tasks-root" not in pod["spec"]["containers"][0]["args"]
+
+
+def test_scratch_space_is_bounded_and_every_container_requests_it(pack: Path) -> None:
+    """A trial cannot fill the node's disk: every emptyDir has a sizeLimit, every container (the init container
+    with resources of its own) requests and limits ephemeral storage."""
+    for variant, _, _, _, retry, pod in all_pods(pack):
+        if retry:
+            continue
+        assert pod["spec"]["volumes"] and all(v["emptyDir"]["sizeLimit"] for v in pod["spec"]["volumes"]), variant
+        init, sidecar = pod["spec"]["initContainers"]
+        assert init["resources"] != sidecar["resources"], variant
+        if variant == "defaults":
+            for c in [init, sidecar, *pod["spec"]["containers"]]:
+                assert c["resources"]["requests"]["ephemeral-storage"], c["name"]
+                assert c["resources"]["limits"]["ephemeral-storage"], c["name"]
+            assert pod["spec"]["volumes"][0] == {"name": "state", "emptyDir": {"sizeLimit": "2Gi"}}
+    run = evalrun("small", pack, pod={"volumeSizeLimit": "500Mi", "initResources": {"requests": {"cpu": "1"}}})
+    [trial, *_] = plan(run, pack)
+    pod = trial_pod(run, trial, OperatorSettings())
+    assert {v["emptyDir"]["sizeLimit"] for v in pod["spec"]["volumes"]} == {"500Mi"}
+    assert pod["spec"]["initContainers"][0]["resources"] == {"requests": {"cpu": "1"}}
