@@ -283,7 +283,8 @@ class Reconciler:
 
     async def rebuild(self) -> None:
         assert self.state is not None and self.store is not None
-        records = await asyncio.to_thread(lambda: list(self.store.iter_results()))  # type: ignore[union-attr]
+        store = self.store
+        records = await asyncio.to_thread(lambda: list(store.iter_results()))
         conflicts = [
             r["trial_id"]
             for r in records  # infra errors measured nothing: never a conflict
@@ -473,14 +474,15 @@ class Reconciler:
         if record is not None and record.get("failure") == INFRA_ERROR and record.get("infra_attempts") != tries:
             record = None  # the operator's own record of an earlier try, not this try's outcome
         ok = record is not None and record.get("spec_hash") == trial.spec_hash and record.get("failure") != INFRA_ERROR
+        stored = record if ok else None
         said = termination_message(pod)
-        if ok and said is not None and bool(said.get("passed")) != bool(record.get("passed")):  # type: ignore[union-attr]
+        if stored is not None and said is not None and bool(said.get("passed")) != bool(stored.get("passed")):
             self.logger.warning(
                 "%s: termination message %s disagrees with the stored record; the record wins", tid, said
             )
-        if ok:  # a stored record is the outcome, even if the pod was deleted or misreported afterwards
-            self.state.finished(tid, record)  # type: ignore[arg-type]
-            metrics.observe_record(self.ns, self.name, record, self.scheduling_seconds(tid, pod))  # type: ignore[arg-type]
+        if stored is not None:  # a stored record is the outcome, even if the pod was deleted or misreported afterwards
+            self.state.finished(tid, stored)
+            metrics.observe_record(self.ns, self.name, stored, self.scheduling_seconds(tid, pod))
         else:
             reason = infra_reason or _failure_reason(pod, record)
             infra = infra_record(self.run, trial, tries, reason)

@@ -103,7 +103,9 @@ async def complete(
                 response = await litellm.acompletion(**kwargs)
     except Exception as exc:
         # The caller records what the failed call cost: its retries and the time spent waiting.
-        exc.mcpfleet_retries = attempts - 1  # type: ignore[attr-defined]
-        exc.mcpfleet_seconds = time.perf_counter() - start  # type: ignore[attr-defined]
+        # Riding on the exception itself (re-raised unchanged, so callers' except clauses keep matching
+        # LiteLLM's types); exceptions accept new attributes, which mypy cannot know.
+        exc.mcpfleet_retries = attempts - 1  # type: ignore[attr-defined]  # see above
+        exc.mcpfleet_seconds = time.perf_counter() - start  # type: ignore[attr-defined]  # see above
         raise
     return response, time.perf_counter() - start, attempts - 1

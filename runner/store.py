@@ -365,13 +365,13 @@ class S3Store:
     def _delete(self, keys: list[str]) -> None:
         for i in range(0, len(keys), 1000):
             batch = keys[i : i + 1000]
-            out = self._op(
-                "delete",
-                batch[0],
-                lambda b=batch: self.client.delete_objects(  # type: ignore[misc]
+
+            def delete_batch(b: list[str] = batch) -> Any:
+                return self.client.delete_objects(
                     Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in b], "Quiet": True}
-                ),
-            )
+                )
+
+            out = self._op("delete", batch[0], delete_batch)
             if out.get("Errors"):
                 e = out["Errors"][0]
                 raise StoreError(

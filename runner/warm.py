@@ -80,14 +80,14 @@ class WarmServer:
             self._spare.set_result(spare)
             async with connect_stdio(spare.server, self.log, cwd=self.state_dir) as session:
                 await spare.started(session)
-                if gated:
-                    self.gate.release()  # type: ignore[union-attr]
+                if gated and self.gate is not None:  # gated implies a gate
+                    self.gate.release()
                     gated = False
                 self._ready.set_result(session)
                 await self._release.wait()
         except BaseException as exc:
-            if gated:
-                self.gate.release()  # type: ignore[union-attr]
+            if gated and self.gate is not None:
+                self.gate.release()
             failure = exc if isinstance(exc, Exception) else RuntimeError(repr(exc))
             for fut in (self._spare, self._ready):
                 if not fut.done():
