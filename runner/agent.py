@@ -24,6 +24,11 @@ STOP_TURN_LIMIT = "turn_limit"
 STOP_TIMEOUT = "timeout"
 STOP_CONTEXT = "context_overflow"
 STOP_LLM_ERROR = "llm_api_error"
+STOP_TRUNCATED = "output_truncated"  # the final answer was cut at the output-token limit
+STOP_FILTERED = "content_filter"  # the provider's content filter stopped the answer
+# The provider failed after its retries, or cannot be reached as configured: not the model's doing.
+STOP_PROVIDER = "provider_error"
+STOP_CONFIG = "config_error"
 
 
 @dataclass
@@ -55,7 +60,8 @@ class AgentRun:
     messages: list[dict[str, Any]]
     turns: list[TurnRecord] = field(default_factory=list)
     stop_reason: str = STOP_COMPLETED
-    error: str | None = None
+    error: str | None = None  # one line: "<ExceptionType>: <cause> (...)"; details go to the trial's log
+    error_type: str | None = None
     final_text: str = ""
 
     @property
@@ -128,19 +134,16 @@ async def run_llm_agent(
         metrics.tools(sorted(known))
     run = AgentRun(messages=[{"role": "user", "content": task.description}])
     try:
-        async with asyncio.timeout(timeout_s):
+        async with asyncio.timeout(timeout_s) as deadline:
             for index in range(max_turns):
                 turn = TurnRecord(index=index)
                 run.turns.append(turn)
                 try:
-                    response, seconds, retries = await llm.complete(target, run.messages, tools)
-                except Exception as exc:  # noqa: BLE001 - after retries: the provider failed this trial
-                    if isinstance(exc, TimeoutError):
-                        raise
-                    turn.retries = getattr(exc, "mcpfleet_retries", 0)
-                    turn.latency_s = getattr(exc, "mcpfleet_seconds", 0.0)
-                    overflow = isinstance(exc, llm.ContextWindowExceededError)
-                    run.stop_reason, run.error = (STOP_CONTEXT if overflow else STOP_LLM_ERROR), _short(exc)
+                    # Time lost to provider faults is given back to `deadline`: the timeout measures the model.
+                    response, seconds, retries = await llm.complete(target, run.messages, tools, deadline)
+                except llm.LLMFailure as exc:  # after retries; exc.stop_reason says who is charged
+                    turn.retries, turn.latency_s = exc.retries, exc.seconds
+                    run.stop_reason, run.error, run.error_type = exc.stop_reason, exc.summary, exc.error_type
                     return run
                 turn.latency_s, turn.retries = seconds, retries
                 u = llm.usage_of(response, target)
@@ -161,32 +164,28 @@ async def run_llm_agent(
                             "cached": u.cached_tokens,
                         },
                     )
-                choice = response.choices[0]
-                turn.finish_reason = getattr(choice, "finish_reason", None)
-                message = choice.message
-                content = message.content or ""
-                calls = list(message.tool_calls or [])
+                reply = llm.reply_of(response, run.messages)  # normalised; tool-call ids unique
+                turn.finish_reason = reply.finish_reason
+                content, calls = reply.content, reply.tool_calls
                 assistant: dict[str, Any] = {"role": "assistant", "content": content or None}
                 if calls:
                     assistant["tool_calls"] = [
-                        {
-                            "id": c.id,
-                            "type": "function",
-                            "function": {"name": c.function.name, "arguments": c.function.arguments or ""},
-                        }
+                        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                         for c in calls
                     ]
                 run.messages.append(assistant)
                 if content:
                     run.final_text = content
+                if turn.finish_reason == "content_filter":
+                    run.stop_reason, run.error = STOP_FILTERED, "the provider's content filter stopped the answer"
+                    return run
                 if not calls:
-                    if turn.finish_reason == "length" and not content:
-                        run.stop_reason, run.error = STOP_CONTEXT, "output truncated at the token limit"
+                    if turn.finish_reason == "length":
+                        run.stop_reason = STOP_TRUNCATED
+                        run.error = "the answer was cut at the output-token limit (finish_reason 'length')"
                     return run
                 for c in calls:
-                    text, rec = await call_tool(
-                        session, known, c.function.name or "", c.function.arguments or "", c.id, tool_timeout_s
-                    )
+                    text, rec = await call_tool(session, known, c.name, c.arguments, c.id, tool_timeout_s)
                     turn.tool_calls.append(rec)
                     if metrics is not None:
                         metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)
@@ -231,8 +230,3 @@ def run_noop_agent(task: Task) -> AgentRun:
         messages=[{"role": "user", "content": task.description}, {"role": "assistant", "content": text}],
         final_text=text,
     )
-
-
-def _short(exc: BaseException, limit: int = 2000) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= limit else text[:limit] + "..."

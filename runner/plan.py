@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from .spec import AgentKind, EvalRun, Limits, ModelSpec, canonical_hash
+from .spec import AgentKind, EvalRun, Limits, ModelSpec, ProviderPolicy, canonical_hash
 from .tasks import Task, load_selection, resolve_pack
 
 
@@ -26,6 +26,7 @@ class TrialSpec(BaseModel):
     attempt: int
     agent: AgentKind
     limits: Limits
+    provider: ProviderPolicy = Field(default_factory=ProviderPolicy)  # how provider faults are waited out
 
     @property
     def service(self) -> str:
@@ -84,6 +85,7 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
                         attempt=attempt,
                         agent=run.spec.agent,
                         limits=run.spec.limits,
+                        provider=run.spec.provider,
                     )
                 )
     return out

@@ -64,7 +64,10 @@ class TrialResult(BaseModel):
     passed: bool
     failure: str | None = None
     stop_reason: str | None = None
-    error: str | None = None
+    error: str | None = Field(
+        default=None, description="One line: '<ExceptionType>: <cause>'; tracebacks go to the trial's trial.log."
+    )
+    error_type: str | None = None
     verifier: VerifierRecord = Field(default_factory=VerifierRecord)
     timings: Timings = Field(default_factory=Timings)
     totals: Totals = Field(default_factory=Totals)
@@ -141,6 +144,16 @@ def mcpmark_meta(result: TrialResult, task_name: str, params: dict[str, Any]) ->
 
 def dumps(obj: Any) -> bytes:
     return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def redact_text(text: str | None, secrets: list[str]) -> str | None:
+    """``redact`` for a string kept in memory (an error message shown by the launcher)."""
+    if text is None:
+        return None
+    for s in secrets:
+        if s and len(s) >= 6:
+            text = text.replace(s, "[REDACTED]")
+    return text
 
 
 def redact(data: bytes, secrets: list[str]) -> bytes:
