@@ -53,7 +53,8 @@ def normalise_usage(usage: Any) -> dict[str, Any] | None:
     """OpenAI's usage shape with numbers only; None when there is nothing usable."""
     if not isinstance(usage, dict):
         return None
-    out = _numbers(usage)
+    # Numbers, and the *_details blocks OpenAI defines (numbers only); vendor objects are dropped.
+    out = _numbers({k: v for k, v in usage.items() if not isinstance(v, dict) or k.endswith("_details")})
     # Some OpenAI-compatible servers speak Anthropic's names.
     if "prompt_tokens" not in out and "input_tokens" in out:
         out["prompt_tokens"] = out["input_tokens"]
