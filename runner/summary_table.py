@@ -36,12 +36,14 @@ def summary_table(summary: dict[str, Any]) -> Table:
         ("tokens", "right"),
         ("cost $", "right"),
         ("failures", "left"),
+        ("not scored", "left"),
     ]:
         t.add_column(col, justify=just)  # type: ignore[arg-type]
-    for r in rows:
+    for r in rows:  # pass rates over scored trials; "not scored" counts what measured nothing of the model
         std = r["pass_at_1_std"]
         p1 = _pct(r["pass_at_1"]) + (f" ±{std:.2f}" if std else "")
         fails = ", ".join(f"{c} {n}" for c, n in r["failures"].items()) or "-"
+        skipped = ", ".join(f"{c} {n}" for c, n in (r.get("not_scored") or {}).items()) or "-"
         t.add_row(
             r["model"],
             r["service"],
@@ -56,5 +58,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
             _num(r["avg_tokens"], "{:.0f}"),
             _num(r["cost_usd"], "{:.4f}"),
             fails,
+            skipped,
         )
+    if summary.get("stopped"):
+        t.caption = "stopped: " + "; ".join(f"{m} ({why})" for m, why in summary["stopped"].items())
     return t
