@@ -196,3 +196,81 @@ async def test_a_hang_is_the_providers_not_the_agents_timeout(scripted_url: str,
     assert result.failure == "provider_error" and result.stop_reason == "provider_error", result.error
     assert result.turns[0]["retries"] == 3 and "no reply within 1 s" in (result.error or "")
     assert result.timings.agent >= 4.0  # four 1 s attempts: past the agent's 2 s, which did not count them
+
+
+# -- the pieces, on their own ----------------------------------------------------------------------------
+
+NOW = 1_800_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"Retry-After": "4"}, 4.0),
+        ({"retry-after": "0.5"}, 0.5),
+        ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),
+        ({"Retry-After": "Fri, 15 Jan 2027 08:00:07 GMT"}, 7.0),  # NOW is 2027-01-15T08:00:00Z
+        ({"x-ratelimit-reset-requests": "6m0s", "x-ratelimit-reset-tokens": "20ms"}, 360.0),  # latest
+        (
+            {
+                "x-ratelimit-remaining-requests": "12",
+                "x-ratelimit-reset-requests": "1m",
+                "x-ratelimit-remaining-tokens": "0",
+                "x-ratelimit-reset-tokens": "1.5s",
+            },
+            1.5,  # the exhausted limit's reset
+        ),
+        ({"anthropic-ratelimit-requests-reset": "2027-01-15T08:00:03Z"}, 3.0),
+        ({"x-ratelimit-reset": str(int(NOW) + 12)}, 12.0),  # an epoch time
+        ({"Retry-After": "Fri, 15 Jan 2027 07:59:00 GMT"}, 0.0),  # in the past
+        ({"content-type": "application/json"}, None),
+        ({"Retry-After": "soon"}, None),
+    ],
+)
+def test_retry_after_seconds(headers: dict[str, str], seconds: float | None) -> None:
+    from mcpfleet.runner.faults import retry_after_seconds
+
+    assert NOW == 1_800_000_000.0  # 2027-01-15T08:00:00Z
+    got = retry_after_seconds(headers, now=NOW)
+    assert got == (None if seconds is None else pytest.approx(seconds))
+
+
+def test_one_line_drops_tracebacks_prefixes_and_dumps() -> None:
+    from mcpfleet.runner.faults import one_line
+
+    class APIError(Exception):
+        pass
+
+    exc = APIError(
+        "litellm.APIError: APIError: Hosted_vllmException - Invalid response object Traceback (most recent call "
+        "last):\n  File \"/x/site-packages/litellm/a.py\", line 1\n\nreceived_args={'response_object': {}}"
+    )
+    assert one_line(exc) == "APIError: Invalid response object"
+    body = APIError('OpenAIException - {"error": {"message": "slow down", "type": "rate_limit_error"}}')
+    assert one_line(body) == "APIError: slow down"
+    group = ExceptionGroup("unhandled errors in a TaskGroup", [IndexError("list index out of range")])
+    assert one_line(group) == "IndexError: list index out of range"
+    assert len(one_line(APIError("x" * 5000))) < 320
+
+
+def test_normalise_completion() -> None:
+    from mcpfleet.runner.normalise import normalise_completion
+
+    body = {
+        "choices": [
+            {
+                "message": {
+                    "content": [{"type": "text", "text": "Do"}, {"type": "image_url"}, "ne."],
+                    "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": {"x": 1}}}],
+                }
+            }
+        ],
+        "usage": {"prompt_tokens": "12", "completion_tokens": 3.0, "total_tokens": None, "x": {"y": 1}, "cost": "n/a"},
+    }
+    out = normalise_completion(body)
+    msg = out["choices"][0]["message"]
+    assert msg["content"] == "Done." and msg["role"] == "assistant"
+    assert msg["tool_calls"] == [{"id": "a", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}]
+    assert out["usage"] == {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
+    assert normalise_completion({"usage": [1, 2], "choices": []}) == {"choices": []}
+    assert normalise_completion({"error": {"message": "x"}}) == {"error": {"message": "x"}}  # not a completion
