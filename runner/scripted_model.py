@@ -390,7 +390,7 @@ class ScriptedModel:
             calls = [{**c, "id": "call_dup"} for c in calls]
         elif fault == "no_ids":
             calls = [
-                {k: v for k, v in c.items() if k != "id"} if i % 2 == 0 else {**c, "id": ""}
+                {**c, "id": ""} if i % 2 == 0 else {k: v for k, v in c.items() if k != "id"}
                 for i, c in enumerate(calls)
             ]
         out_chars = len(reply.content or "") + sum(len(n) + len(a) for n, a in reply.tool_calls)
