@@ -101,22 +101,25 @@ def judge_messages(case: Case) -> list[dict[str, Any]]:
 
 
 class RateLimiter:
-    """At most ``per_second`` call starts per second, spaced evenly (None: no limit)."""
+    """At most ``per_second`` call starts per second, spaced evenly (None: no limit).
+
+    The next slot counts from when a caller really started, not from when it was due: a caller woken late
+    (a busy loop) must not let the next one start right behind it, or a provider sees a burst."""
 
     def __init__(self, per_second: float | None) -> None:
         self.interval = 1.0 / per_second if per_second else 0.0
         self._next = 0.0
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()  # FIFO: callers start in the order they asked
 
     async def wait(self) -> None:
         if not self.interval:
             return
+        loop = asyncio.get_running_loop()
         async with self._lock:
-            now = asyncio.get_running_loop().time()
-            start = max(now, self._next)
-            self._next = start + self.interval
-        if start > now:
-            await asyncio.sleep(start - now)
+            delay = self._next - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self._next = loop.time() + self.interval
 
 
 @dataclass
