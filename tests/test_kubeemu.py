@@ -399,7 +399,7 @@ def test_crd_defaulting_pruning_and_validation(emu):
     body["status"] = {"phase": "Set by client"}
     status, er = emu.request("POST", ERS, body)
     assert status == 201
-    assert er["spec"]["attempts"] == 1 and er["spec"]["agent"] == "mcpfleet"  # schema defaults
+    assert er["spec"]["attempts"] == 1 and er["spec"]["agent"] == "mcpmark"  # schema defaults
     assert er["spec"]["limits"]["verifierTimeoutSeconds"] == 300
     assert "unknownField" not in er["spec"] and "status" not in er  # pruned; status only via /status
     bad = evalrun("bad")
@@ -629,7 +629,7 @@ def test_kubectl_against_the_emulator(emu, tmp_path):
     table = emu.kubectl("get", "evalruns").stdout.splitlines()
     assert table[0].split() == ["NAME", "PHASE", "PROGRESS", "PASS@1", "AGE"]
     assert table[1].split()[:4] == ["filesystem-gpt5-vs-sonnet", "Running", "3/16", "0.50"]
-    assert emu.kubectl("get", "er", "-o", "jsonpath={.items[0].spec.agent}").stdout == "mcpfleet"  # defaulted
+    assert emu.kubectl("get", "er", "-o", "jsonpath={.items[0].spec.agent}").stdout == "mcpmark"  # defaulted
     changed = yaml.safe_load(example.read_text())
     changed["spec"]["attempts"] = 2
     (tmp_path / "changed.yaml").write_text(yaml.safe_dump(changed))
