@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from mcpfleet.runner.plan import TrialSpec
+from mcpfleet.runner.services import SERVICES
 from mcpfleet.runner.spec import EvalRun
 
 from .settings import OperatorSettings
@@ -32,6 +33,7 @@ TASK_MOUNT = "/task"  # an s3:// pack's task files, fetched by the init containe
 RUNNER_UID = 10001
 TERMINATION_LOG = "/dev/termination-log"
 API_KEY_ENV = "MCPFLEET_MODEL_API_KEY"
+JUDGE_KEY_ENV = "MCPFLEET_JUDGE_API_KEY"  # a toolcall judge's apiKeySecretRef
 
 
 def _label_value(value: str) -> str:
@@ -109,6 +111,10 @@ def runner_env(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry
                 },
             }
         )
+    judge = trial.toolcalls.judge if trial.toolcalls else None
+    if judge is not None and judge.api_key_secret_ref:
+        ref = judge.api_key_secret_ref
+        env.append({"name": JUDGE_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
     if model.is_scripted and settings.scripted_url:
         env.append({"name": "MCPFLEET_SCRIPTED_URL", "value": settings.scripted_url})
     return env
@@ -152,7 +158,9 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
     service = trial.service
     runner_image = pod.runner_image or settings.runner_image
     sidecar_image = pod.sidecar_images.get(service) or settings.sidecar_images.get(service)
-    if not sidecar_image:
+    known = SERVICES.get(service)
+    with_server = known is None or known.mcp_server  # a suite whose tools come with each case has no MCP server
+    if not sidecar_image and with_server:
         raise ValueError(f"no MCP sidecar image for service '{service}'; set spec.pod.sidecarImages.{service}")
     limits = trial.limits
     deadline = limits.timeout_seconds + limits.verifier_timeout_seconds + settings.pod_grace_seconds
@@ -273,6 +281,9 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
             }
         ],
     }
+    if not with_server:  # no sidecar, and the runner is not told of one
+        spec["initContainers"] = [c for c in spec["initContainers"] if c.get("restartPolicy") != "Always"]
+        runner_args[:2] = []
     if pod.service_account_name:
         spec["serviceAccountName"] = pod.service_account_name
     if pod.node_selector:

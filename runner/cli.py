@@ -94,6 +94,7 @@ def trial(
     model: Annotated[str | None, typer.Option(help="spec.models[].name")] = None,
     task: Annotated[str | None, typer.Option(help="Task id <service>/<difficulty>/<category>/<task>.")] = None,
     attempt: Annotated[int, typer.Option(min=1)] = 1,
+    shard: Annotated[int, typer.Option(min=0, help="Shard of a sharded task (toolcall cases).")] = 0,
     mcp_url: Annotated[str | None, typer.Option(help="Streamable-HTTP MCP endpoint (a sidecar).")] = None,
     state_dir: Annotated[Path | None, typer.Option(help="Already materialised initial state.")] = None,
     scripted_url: Annotated[
@@ -135,7 +136,7 @@ def trial(
             trials = [
                 t
                 for t in plan(spec, evalrun.resolve().parent)
-                if t.model.name == model and t.task_id == task and t.attempt == attempt
+                if t.model.name == model and t.task_id == task and t.attempt == attempt and (t.shard or 0) == shard
             ]
         except (SpecError, TaskError) as exc:
             _fail(str(exc))

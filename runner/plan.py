@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from .spec import AgentKind, EvalRun, Limits, ModelSpec, canonical_hash
+from .spec import AgentKind, EvalRun, Limits, ModelSpec, ToolCallSettings, canonical_hash
 from .tasks import Task, load_selection, resolve_pack
 
 
@@ -26,28 +26,43 @@ class TrialSpec(BaseModel):
     attempt: int
     agent: AgentKind
     limits: Limits
+    # A sharded task (a toolcall data set): which slice of its cases this trial runs, and the suite's settings.
+    shard: int | None = None
+    toolcalls: ToolCallSettings | None = None
 
     @property
     def service(self) -> str:
         return self.task_id.split("/", 1)[0]
 
 
-def trial_id(model: str, task: Task, attempt: int) -> str:
+def trial_id(model: str, task: Task, attempt: int, shard: int | None = None) -> str:
     """Readable and unique: model names are DNS labels, task path parts match [A-Za-z0-9_-]."""
-    return f"{model}.{task.service}.{task.difficulty}.{task.category}.{task.name}.{attempt}"
+    name = task.name if shard is None else f"{task.name}-s{shard:04d}"
+    return f"{model}.{task.service}.{task.difficulty}.{task.category}.{name}.{attempt}"
 
 
-def trial_hash(run: EvalRun, model: ModelSpec, task: Task, attempt: int) -> str:
-    return canonical_hash(
-        {
-            "model": model.model_dump(mode="json", include={"name", "model", "api_base", "params"}),
-            "agent": run.spec.agent,
-            "limits": run.spec.limits.model_dump(mode="json"),
-            "task": task.id,
-            "task_digest": task.digest,
-            "attempt": attempt,
-        }
-    )
+def trial_hash(run: EvalRun, model: ModelSpec, task: Task, attempt: int, shard: int | None = None) -> str:
+    what: dict[str, object] = {
+        "model": model.model_dump(mode="json", include={"name", "model", "api_base", "params"}),
+        "agent": run.spec.agent,
+        "limits": run.spec.limits.model_dump(mode="json"),
+        "task": task.id,
+        "task_digest": task.digest,
+        "attempt": attempt,
+    }
+    if shard is not None:  # only for sharded tasks: every other trial keeps the hash it had
+        what["shard"] = shard
+        what["toolcalls"] = (run.spec.toolcalls or ToolCallSettings()).measured()
+    return canonical_hash(what)
+
+
+def shards_of(run: EvalRun, task: Task) -> list[int | None]:
+    """The trials one attempt of a task is cut into: [None] for a whole task, else its shard numbers."""
+    from .services import SERVICES
+
+    service = SERVICES.get(task.service)
+    count = service.shards(task, run.spec) if service is not None else None
+    return [None] if count is None else list(range(count))
 
 
 def task_weight(task: Task) -> int:
@@ -69,23 +84,28 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
     ordered = sorted(tasks, key=lambda t: (-task_weight(t), t.id))
     out = []
     for task in ordered:
-        for attempt in range(1, run.spec.attempts + 1):
-            for model in run.spec.models:
-                out.append(
-                    TrialSpec(
-                        run=run.name,
-                        trial_id=trial_id(model.name, task, attempt),
-                        spec_hash=trial_hash(run, model, task, attempt),
-                        model=model,
-                        task_id=task.id,
-                        tasks_root=str(tasks_root),
-                        states_path=str(states_path) if states_path else None,
-                        task_digest=task.digest,
-                        attempt=attempt,
-                        agent=run.spec.agent,
-                        limits=run.spec.limits,
+        shards = shards_of(run, task)
+        settings = (run.spec.toolcalls or ToolCallSettings()) if shards != [None] else None
+        for shard in shards:
+            for attempt in range(1, run.spec.attempts + 1):
+                for model in run.spec.models:
+                    out.append(
+                        TrialSpec(
+                            run=run.name,
+                            trial_id=trial_id(model.name, task, attempt, shard),
+                            spec_hash=trial_hash(run, model, task, attempt, shard),
+                            model=model,
+                            task_id=task.id,
+                            tasks_root=str(tasks_root),
+                            states_path=str(states_path) if states_path else None,
+                            task_digest=task.digest,
+                            attempt=attempt,
+                            agent=run.spec.agent,
+                            limits=run.spec.limits,
+                            shard=shard,
+                            toolcalls=settings,
+                        )
                     )
-                )
     return out
 
 

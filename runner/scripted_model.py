@@ -12,9 +12,11 @@ separator for places where ``?`` is awkward, e.g. shells or URLs: ``oracle+laten
 
 Policies: ``oracle`` (plays the task's oracle.json; as JSON actions when a request offers no tools, which
 is MCPMark's ReAct protocol), ``noop``, ``malformed``, ``overflow``,
-``loop`` and ``script=<path.json>``. Options: ``latency`` (seconds each answer takes, counted from the
-request's arrival and including the server's own work, as a provider's latency would be),
-``fail``/``fail_status`` (the first N calls of each conversation answer HTTP S).
+``loop``, ``script=<path.json>`` and ``toolcall`` (answers toolcall cases: the gold call, or a deliberately
+wrong one for a seeded share ``wrong`` of them; see toolcalls/scripted.py). Options: ``latency`` (seconds
+each answer takes, counted from the request's arrival and including the server's own work, as a provider's
+latency would be), ``fail``/``fail_status`` (the first N calls of each conversation answer HTTP S),
+``wrong``/``seed`` (toolcall only).
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ from aiohttp import web
 
 from .services import SERVICES
 from .tasks import OracleStep, Task, TaskError, discover
+from .toolcalls.scripted import ToolCallAnswers
 
 LISTEN_PREFIX = "mcpfleet-scripted-model listening on "
-POLICIES = ("oracle", "noop", "malformed", "overflow", "loop", "script")
+POLICIES = ("oracle", "noop", "malformed", "overflow", "loop", "script", "toolcall")
 LIST_DIRS = "list_allowed_directories"
 DONE = "Done."
 NOOP_TEXT = "I have reviewed the request."
@@ -79,6 +82,8 @@ class Options:
     latency: float
     fail: int
     fail_status: int
+    wrong: float = 0.0
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -113,18 +118,24 @@ def parse_model(model: str, default_latency: float) -> Options:
     values: dict[str, str] = {}
     for opt in opts:
         key, eq, val = opt.partition("=")
-        if not eq or key not in ("latency", "fail", "fail_status"):
-            raise ModelError(400, f"'{model}': unknown option '{opt}'; use latency=S, fail=N, fail_status=CODE")
+        if not eq or key not in ("latency", "fail", "fail_status", "wrong", "seed"):
+            raise ModelError(
+                400, f"'{model}': unknown option '{opt}'; use latency=S, fail=N, fail_status=CODE, wrong=P, seed=N"
+            )
         values[key] = val
     try:
         latency = float(values.get("latency", default_latency))
         fail = int(values.get("fail", 0))
         fail_status = int(values.get("fail_status", 503))
+        wrong = float(values.get("wrong", 0.0))
+        seed = int(values.get("seed", 0))
     except ValueError as exc:
         raise ModelError(400, f"'{model}': bad option value: {exc}") from None
-    if latency < 0 or fail < 0 or not 400 <= fail_status <= 599:
-        raise ModelError(400, f"'{model}': latency and fail must be >= 0, fail_status in 400..599")
-    return Options(policy, arg or None, latency, fail, fail_status)
+    if latency < 0 or fail < 0 or not 400 <= fail_status <= 599 or not 0 <= wrong <= 1:
+        raise ModelError(400, f"'{model}': latency and fail must be >= 0, fail_status in 400..599, wrong in 0..1")
+    if ("wrong" in values or "seed" in values) and policy != "toolcall":
+        raise ModelError(400, f"'{model}': wrong and seed are options of the toolcall policy only")
+    return Options(policy, arg or None, latency, fail, fail_status, wrong, seed)
 
 
 def _text(content: Any) -> str:
@@ -238,6 +249,7 @@ class ScriptedModel:
         self._scripts: dict[tuple[str, int], list[dict[str, Any]]] = {}
         self._calls: dict[str, int] = {}
         self._ids = itertools.count(1)
+        self._toolcalls = ToolCallAnswers([Path(r) for r in tasks_roots])
 
     # -- policies ---------------------------------------------------------------------------
     def match(self, message: str) -> Task | None:
@@ -262,6 +274,9 @@ class ScriptedModel:
             return self._malformed(body, messages)
         if opts.policy == "script":
             return self._script(opts.arg or "", messages)
+        if opts.policy == "toolcall":
+            answer = self._toolcalls.answer(messages, body.get("tools") or [], opts.wrong, opts.seed)
+            return Reply(answer) if isinstance(answer, str) else Reply(tool_calls=(_call(*answer),))
         if not body.get("tools"):  # MCPMark's ReAct agent: tools described in the prompt, JSON replies
             return self._react_oracle(messages)
         return self._oracle(messages)

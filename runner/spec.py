@@ -305,7 +305,48 @@ class PodSettings(SpecModel):
     )
 
 
-RESULT_FIELDS = ("models", "tasks", "attempts", "agent", "limits")  # what results_view reads; frozen once trials exist
+class JudgeSettings(SpecModel):
+    """The LLM judge of the toolcall suite: any LiteLLM model, with the four-class rubric (see the README)."""
+
+    model: str = Field(min_length=1, description="LiteLLM model string, e.g. 'openai/gpt-5-mini'.")
+    api_base: str | None = Field(default=None, description="OpenAI-compatible base URL (a self-hosted judge).")
+    api_key_env: str | None = Field(
+        default=None, pattern=ENV_VAR_NAME, description="Name of the environment variable holding the judge's key."
+    )
+    api_key_secret_ref: SecretKeyRef | None = Field(
+        default=None, description="Kubernetes Secret key holding the judge's API key (operator only)."
+    )
+    concurrency: int = Field(default=4, ge=1, le=256, description="Judge calls in flight per trial.")
+    rate_per_second: float | None = Field(default=None, gt=0, description="Judge calls started per second per trial.")
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> JudgeSettings:
+        if self.api_key_env and self.api_key_secret_ref:
+            raise ValueError("set at most one of apiKeyEnv and apiKeySecretRef")
+        return self
+
+
+class ToolCallSettings(SpecModel):
+    """How toolcall tasks (limbic-format single-call cases) run: cases per trial and who judges calls without a
+    gold call. A 10,000-case task is 10,000 / shardSize trials (pods), not 10,000."""
+
+    shard_size: int = Field(default=250, ge=1, le=100_000, description="Cases per trial (one pod per shard).")
+    concurrency: int = Field(default=8, ge=1, le=256, description="Model calls in flight inside one shard.")
+    judge: JudgeSettings | None = Field(
+        default=None,
+        description=(
+            "Judge of calls that have no gold call (cases labelled incorrect_*). Without one such a call passes "
+            "when the checker finds it schema-valid and it is not the case's labelled wrong call (an upper bound)."
+        ),
+    )
+
+    def measured(self) -> dict[str, Any]:
+        """What changes a shard's outcome (the judge's key and rate do not)."""
+        judge = self.judge.model_dump(mode="json", include={"model", "api_base"}) if self.judge else None
+        return {"shard_size": self.shard_size, "judge": judge}
+
+
+RESULT_FIELDS = ("models", "tasks", "attempts", "agent", "limits", "toolcalls")  # frozen once trials exist
 
 
 class EvalRunSpec(SpecModel):
@@ -334,6 +375,9 @@ class EvalRunSpec(SpecModel):
         ),
     )
     pod: PodSettings = Field(default_factory=PodSettings)
+    toolcalls: ToolCallSettings | None = Field(
+        default=None, description="Settings of toolcall tasks (single tool-call cases); defaults apply when unset."
+    )
 
     @field_validator("models")
     @classmethod
@@ -348,13 +392,16 @@ class EvalRunSpec(SpecModel):
     def results_view(self) -> dict[str, Any]:
         """The part of the spec that changes what a trial measures (not how fast or where)."""
         models = [m.model_dump(mode="json", include={"name", "model", "api_base", "params"}) for m in self.models]
-        return {
+        view = {
             "models": models,
             "tasks": self.tasks.model_dump(mode="json", exclude=self.tasks.location_view()),
             "attempts": self.attempts,
             "agent": self.agent,
             "limits": self.limits.model_dump(mode="json"),
         }
+        if self.toolcalls is not None:  # only when set: the hash of every run without it stays as it was
+            view["toolcalls"] = self.toolcalls.measured()
+        return view
 
 
 class ObjectMeta(BaseModel):

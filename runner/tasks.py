@@ -356,8 +356,11 @@ def find_task(root: Path, task_id: str, states_path: Path | None = None) -> Task
 
 def check_task(task: Task) -> list[str]:
     """Static checks of one task folder: files, names and meta.json fields. Returns problems."""
+    from .services import SERVICES
+
     problems = []
-    for f in REQUIRED_FILES:
+    known = SERVICES.get(task.service)
+    for f in known.required_files if known is not None else REQUIRED_FILES:
         if not (task.path / f).is_file():
             problems.append(f"{task.id}: missing {f}")
     for part in (task.service, task.difficulty, task.category, task.name):
@@ -382,8 +385,6 @@ def check_task(task: Task) -> list[str]:
         problems.append(f"{task.id}: meta.json mcp {meta.get('mcp')} does not list '{task.service}'")
     if not task.description.strip():
         problems.append(f"{task.id}: description.md is empty")
-    from .services import SERVICES
-
     service = SERVICES.get(task.service)
     if service is None:
         problems.append(f"{task.id}: service '{task.service}' is not supported; known: {', '.join(sorted(SERVICES))}")

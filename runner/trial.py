@@ -42,7 +42,7 @@ from .records import (
     redact,
     to_mcpmark_messages,
 )
-from .services import TrialEnv, get_service
+from .services import SERVICES, TrialEnv, get_service
 from .spec import AgentKind, ModelSpec
 from .store import ResultStore
 from .tasks import Mutant, OracleStep, Task, find_task
@@ -224,6 +224,11 @@ async def run_trial(
 ) -> TrialResult:
     """Run one trial and store its record. Infrastructure failures become an ``infra_error`` record."""
     ctx = ctx or TrialContext()
+    own = SERVICES.get(spec.service)
+    if own is not None and own.owns_trials:  # a suite without MCP server or verifier (toolcall) runs its own
+        if ctx.warm is not None:
+            await ctx.warm.close()
+        return await own.run_trial(spec, store, ctx, infra_attempt)
     started, t_total, wall_start = now_iso(), time.perf_counter(), time.time()
     timings = Timings()
     if ctx.warm is not None and (ctx.warm.service != spec.service or ctx.mcp_url or ctx.state_dir):

@@ -186,8 +186,12 @@ def test_result_affecting_fields_are_immutable_once_trials_exist() -> None:
     """A transition rule at the root: every field that changes what a trial measures is compared, guarded by
     the counts of trials that ran (a fix to a spec that never ran stays possible)."""
     [rule] = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"]
-    assert set(RESULT_FIELDS) == set(parse_evalrun(minimal()).spec.results_view())  # what the spec hash reads
-    for field in ("models", "tasks", "attempts", "agent", "limits"):
+    doc = minimal()
+    doc["spec"]["toolcalls"] = {"shardSize": 50}
+    assert set(RESULT_FIELDS) == set(parse_evalrun(doc).spec.results_view())  # what the spec hash reads
+    # toolcalls counts only when set, so the hash of a run without it is what it was before the field existed.
+    assert set(parse_evalrun(minimal()).spec.results_view()) == set(RESULT_FIELDS) - {"toolcalls"}
+    for field in ("models", "tasks", "attempts", "agent", "limits", "toolcalls"):
         assert f"self.spec.{field} == oldSelf.spec.{field}" in rule["rule"], field
     assert "oldSelf.status.counts.finished > 0" in rule["rule"] and "oldSelf.status.counts.running > 0" in rule["rule"]
     for mutable in ("suspend", "concurrency", "retries", "pod", "output"):

@@ -55,7 +55,7 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
         lambda d: spec(d).update(attempt=2),
         [
             "spec.attempt: unknown field; allowed fields: agent, attempts, concurrency, limits, models, output, "
-            "pod, retries, suspend, tasks, ttlSecondsAfterFinished"
+            "pod, retries, suspend, tasks, toolcalls, ttlSecondsAfterFinished"
         ],
     ),
     (
@@ -148,7 +148,7 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
             f"spec.models[0].name: {DNS_MSG}",
             "spec.attempts: must be >= 1",
             "spec.bogus: unknown field; allowed fields: agent, attempts, concurrency, limits, models, output, "
-            "pod, retries, suspend, tasks, ttlSecondsAfterFinished",
+            "pod, retries, suspend, tasks, toolcalls, ttlSecondsAfterFinished",
         ],
     ),
 ]

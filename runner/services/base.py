@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..plan import TrialSpec
+    from ..records import TrialResult
+    from ..spec import EvalRunSpec
+    from ..store import ResultStore
     from ..tasks import Task
+    from ..trial import TrialContext
 
 SERVERS_ENV = "MCPFLEET_SERVERS_DIR"
 
@@ -74,6 +79,24 @@ class Service:
     # A tool whose result names the trial's folder, which oracle steps write as {root} (the scripted oracle
     # asks it first); None when oracle steps need no folder.
     oracle_root_tool: str | None = None
+    # Whether trials talk to an MCP server of this service (a pod gets its sidecar); False for suites whose
+    # tools come with each case (toolcall).
+    mcp_server: bool = True
+    # Files every task folder of this service must have (``mcpfleet tasks validate``).
+    required_files: tuple[str, ...] = ("description.md", "verify.py", "meta.json")
+    # Whether the service runs its trials itself (``run_trial``) instead of the engine's state -> MCP server ->
+    # agent -> verifier sequence.
+    owns_trials: bool = False
+
+    def shards(self, task: Task, spec: EvalRunSpec) -> int | None:
+        """How many trials one attempt of ``task`` is cut into; None: one trial, unsharded (every MCP task)."""
+        return None
+
+    async def run_trial(
+        self, spec: TrialSpec, store: ResultStore, ctx: TrialContext, infra_attempt: int
+    ) -> TrialResult:
+        """Run and record one trial (only if ``owns_trials``); the same contract as ``trial.run_trial``."""
+        raise NotImplementedError(f"service '{self.name}' does not run its own trials")
 
     @contextmanager
     def run_resource(self) -> Iterator[Any]:

@@ -82,6 +82,26 @@ def generate(
     console.print(table)
 
 
+@toolcalls_app.command()
+def task(
+    data: Annotated[Path, typer.Argument(help="Limbic-format data: a .jsonl/.json/.parquet file or a folder.")],
+    pack: Annotated[Path, typer.Option("--pack", help="Task pack root to write the task into.")],
+    name: Annotated[str, typer.Option(help="Task name (part of trial ids).")],
+    category: Annotated[str, typer.Option(help="Category folder.")] = "limbic",
+    difficulty: Annotated[str, typer.Option(help="Difficulty folder.")] = "standard",
+) -> None:
+    """Make a toolcall task (pack/toolcall/<difficulty>/<category>/<name>/) from limbic-format data."""
+    from ..tasks import TaskError
+    from .loader import DataError
+    from .pack import make_task
+
+    try:
+        folder = make_task(pack, data, category, name, difficulty)
+    except (TaskError, DataError, OSError) as exc:
+        _fail(str(exc))
+    console.print(f"task: {folder}")
+
+
 def judge_eval(
     data: Annotated[Path, typer.Argument(help="Limbic-format data: a .jsonl/.json/.parquet file or a folder.")],
     judge: Annotated[

@@ -1,0 +1,333 @@
+"""The ``toolcall`` suite: one trial runs a shard of a limbic-format data set against the model under test.
+
+Each case gives the model the case's tools and the conversation up to the request (the history before the
+labelled call); the model's first tool call is scored:
+
+- a case labelled ``correct`` has a gold call (the labelled one): the model passes when it calls the same tool
+  with the same parameter names and values equal after normalisation (gold.py); otherwise the class of the
+  first difference (tool, names, values) is its failure;
+- any other case (``incorrect_*`` or unlabelled) has no gold call, only a known wrong one. The model's call
+  fails when the checker finds it wrong (its class is the failure), when it repeats the labelled wrong call,
+  or, with a judge, when the judge does not classify it ``correct``. Without a judge a schema-valid call that
+  is not the labelled wrong one passes: an upper bound, since the checker cannot see intent (documented).
+
+No call at all, arguments that are not JSON and a model that cannot be reached are failures of the case, never
+of the shard; only what the model cannot cause (unreadable data, no model URL) is an infrastructure error.
+
+Records: result.json is a TrialResult plus ``cases`` (one compact entry per case, what summaries need);
+``cases.jsonl`` holds each case's full detail (the model's call, checker reasons, judge reasoning, gold diff).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .checker import classify_call
+from .gold import MATCH, compare
+from .models import SCHEMA_VALID, Case, Tool, ToolCall
+from .shards import cases_path, load_shard
+
+if TYPE_CHECKING:
+    from ..llm import LLMTarget
+    from ..plan import TrialSpec
+    from ..records import TrialResult
+    from ..spec import JudgeSettings
+    from ..store import ResultStore
+    from ..trial import TrialContext
+    from .judge import Judge
+
+NO_CALL = "no_tool_call"
+MALFORMED = "malformed_tool_call"
+REPEATS_LABELLED = "repeats_labelled_call"
+LLM_ERROR = "llm_api_error"
+CONTEXT_OVERFLOW = "context_overflow"
+CASES_FAILED = "toolcall_cases_failed"
+JUDGE_KEY_ENV = "MCPFLEET_JUDGE_API_KEY"  # where a pod receives the judge's apiKeySecretRef
+
+
+@dataclass
+class Answer:
+    """What the model did with one case: its first call (or none), and what it cost."""
+
+    call: ToolCall | None = None
+    raw_arguments: str | None = None  # arguments that were not valid JSON
+    text: str | None = None
+    error: str | None = None
+    failure: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    seconds: float = 0.0
+    retries: int = 0
+    provider_model: str | None = None
+
+
+@dataclass
+class CaseOutcome:
+    case: Case
+    answer: Answer
+    passed: bool
+    failure: str | None
+    scored_by: str  # gold | checker | judge | none
+    checker: str | None = None  # the checker's class of the model's call (None: no call)
+    judge: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def compact(self) -> dict[str, Any]:
+        """result.json's entry: what summaries and reports need, nothing bulky."""
+        out: dict[str, Any] = {
+            "id": self.case.id,
+            "label": self.case.label,
+            "passed": self.passed,
+            "failure": self.failure,
+            "scored_by": self.scored_by,
+            "class": self.checker,
+            "input_tokens": self.answer.input_tokens,
+            "output_tokens": self.answer.output_tokens,
+            "seconds": round(self.answer.seconds, 4),
+        }
+        if self.judge is not None:
+            out["judge"] = self.judge
+        if self.answer.cost_usd is not None:
+            out["cost_usd"] = self.answer.cost_usd
+        return out
+
+    def full(self) -> dict[str, Any]:
+        a = self.answer
+        call = {"name": a.call.name, "arguments": a.call.arguments} if a.call else None
+        return {
+            **self.compact(),
+            "source": self.case.source,
+            "mutation": self.case.mutation,
+            "call": call,
+            "raw_arguments": a.raw_arguments,
+            "text": a.text,
+            "error": a.error,
+            "labelled_call": {"name": self.case.call.name, "arguments": self.case.call.arguments},
+            **self.detail,
+        }
+
+
+def openai_tools(tools: list[Tool]) -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}
+        for t in tools
+    ]
+
+
+def first_call(message: Any) -> tuple[ToolCall | None, str | None]:
+    """The first tool call of an assistant message, and its raw arguments when they are not a JSON value."""
+    calls = getattr(message, "tool_calls", None) or []
+    if not calls:
+        return None, None
+    fn = calls[0].function
+    raw = fn.arguments if fn.arguments is not None else "{}"
+    if isinstance(raw, str):
+        try:
+            args = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError:
+            return ToolCall(name=fn.name or "", arguments=raw, id=getattr(calls[0], "id", None)), raw
+    else:
+        args = raw
+    return ToolCall(name=fn.name or "", arguments=args, id=getattr(calls[0], "id", None)), None
+
+
+async def ask(target: LLMTarget, case: Case) -> Answer:
+    """One model call for one case: the case's conversation and tools, nothing else."""
+    from ..llm import ContextWindowExceededError, complete, usage_of
+
+    answer = Answer()
+    try:
+        response, seconds, retries = await complete(target, case.history, openai_tools(case.tools))
+    except ContextWindowExceededError as exc:
+        answer.error, answer.failure = f"{type(exc).__name__}: {exc}"[:2000], CONTEXT_OVERFLOW
+        answer.seconds, answer.retries = getattr(exc, "mcpfleet_seconds", 0.0), getattr(exc, "mcpfleet_retries", 0)
+        return answer
+    except Exception as exc:  # noqa: BLE001 - LiteLLM raises many types; each ends this case, not the shard
+        answer.error, answer.failure = f"{type(exc).__name__}: {exc}"[:2000], LLM_ERROR
+        answer.seconds, answer.retries = getattr(exc, "mcpfleet_seconds", 0.0), getattr(exc, "mcpfleet_retries", 0)
+        return answer
+    usage = usage_of(response, target)
+    answer.input_tokens, answer.output_tokens, answer.cost_usd = usage.input_tokens, usage.output_tokens, usage.cost_usd
+    answer.seconds, answer.retries = seconds, retries
+    answer.provider_model = getattr(response, "model", None)
+    message = response.choices[0].message
+    answer.text = message.content or None
+    answer.call, answer.raw_arguments = first_call(message)
+    return answer
+
+
+async def score(case: Case, answer: Answer, judge: Judge | None) -> CaseOutcome:
+    """Score one answer (see the module docstring for what passes)."""
+    if answer.failure is not None:
+        return CaseOutcome(case, answer, False, answer.failure, "none")
+    call = answer.call
+    if call is None:
+        return CaseOutcome(case, answer, False, NO_CALL, "none")
+    verdict = classify_call(case.tools, call)
+    checked = {"checker_reasons": [r.as_dict() for r in verdict.reasons]} if verdict.reasons else {}
+    if answer.raw_arguments is not None:
+        return CaseOutcome(case, answer, False, MALFORMED, "checker", verdict.label, detail=checked)
+    if case.label == "correct":
+        diff = compare(case.tools, case.call, call)
+        failure = None if diff.matches else diff.kind
+        detail = {**checked, "gold_diff": diff.detail} if diff.detail else checked
+        return CaseOutcome(case, answer, diff.matches, failure, "gold", verdict.label, detail=detail)
+    if verdict.label != SCHEMA_VALID:
+        return CaseOutcome(case, answer, False, verdict.label, "checker", verdict.label, detail=checked)
+    if compare(case.tools, case.call, call).kind == MATCH:
+        return CaseOutcome(case, answer, False, REPEATS_LABELLED, "checker", verdict.label, detail=checked)
+    if judge is None:
+        return CaseOutcome(case, answer, True, None, "checker", verdict.label, detail=checked)
+    judged = await judge.judge(case.model_copy(update={"call": call, "call_content": answer.text, "label": None}))
+    passed = judged.label == "correct"
+    failure = None if passed else judged.label
+    detail = {**checked, "judge_reasoning": judged.reasoning}
+    return CaseOutcome(case, answer, passed, failure, "judge", verdict.label, judge=judged.label, detail=detail)
+
+
+def make_judge(settings: JudgeSettings | None, env: Any) -> Judge | None:
+    if settings is None:
+        return None
+    from .judge import Judge
+    from .judge_cache import JudgeCache, default_cache_dir
+
+    key = env.get(settings.api_key_env) if settings.api_key_env else env.get(JUDGE_KEY_ENV)
+    try:
+        cache: JudgeCache | None = JudgeCache(default_cache_dir())
+    except Exception:  # noqa: BLE001 - a read-only home (a pod) judges without a cache
+        cache = None
+    return Judge.for_model(
+        settings.model,
+        api_base=settings.api_base,
+        api_key=key or None,
+        cache=cache,
+        concurrency=settings.concurrency,
+        rate_per_second=settings.rate_per_second,
+    )
+
+
+async def run_cases(cases: list[Case], target: LLMTarget, judge: Judge | None, concurrency: int) -> list[CaseOutcome]:
+    """Every case, ``concurrency`` model calls in flight, outcomes in the cases' order."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(case: Case) -> CaseOutcome:
+        async with gate:
+            answer = await ask(target, case)
+        return await score(case, answer, judge)
+
+    return list(await asyncio.gather(*(one(c) for c in cases)))
+
+
+def shard_result(spec: TrialSpec, outcomes: list[CaseOutcome], started: str, total_s: float) -> TrialResult:
+    from ..records import Timings, Totals, TrialResult, now_iso
+
+    answers = [o.answer for o in outcomes]
+    costs = [a.cost_usd for a in answers if a.cost_usd is not None]
+    failed = [o for o in outcomes if not o.passed]
+    failures = Counter(o.failure for o in failed)
+    return TrialResult(
+        run=spec.run,
+        trial_id=spec.trial_id,
+        spec_hash=spec.spec_hash,
+        model=spec.model.name,
+        litellm_model=spec.model.model,
+        service=spec.service,
+        task_id=spec.task_id,
+        attempt=spec.attempt,
+        agent=str(spec.agent),
+        provider_model=next((a.provider_model for a in answers if a.provider_model), None),
+        passed=bool(outcomes) and not failed,
+        failure=None if outcomes and not failed else CASES_FAILED,
+        stop_reason="completed",
+        error=f"{len(failed)}/{len(outcomes)} cases failed: {dict(failures.most_common())}" if failed else None,
+        totals=Totals(
+            turns=len(outcomes),
+            tool_calls=sum(a.call is not None for a in answers),
+            malformed_tool_calls=sum(a.raw_arguments is not None for a in answers),
+            llm_retries=sum(a.retries for a in answers),
+            input_tokens=sum(a.input_tokens for a in answers),
+            output_tokens=sum(a.output_tokens for a in answers),
+            cost_usd=sum(costs) if costs else None,
+        ),
+        timings=Timings(agent=total_s, total=total_s, llm_wait=sum(a.seconds for a in answers)),
+        started_at=started,
+        finished_at=now_iso(),
+    )
+
+
+async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infra_attempt: int) -> TrialResult:
+    """Run one shard and record it whole (result.json last); unreadable data is an ``infra_error`` record."""
+    import os
+
+    from ..records import TrialResult, dumps, now_iso
+    from ..spec import ToolCallSettings
+    from ..tasks import find_task
+    from ..trial import api_key, llm_target
+
+    started, t0 = now_iso(), time.perf_counter()
+    settings = spec.toolcalls or ToolCallSettings()
+    env = ctx.env if ctx.env is not None else os.environ
+    outcomes: list[CaseOutcome] = []
+    try:
+        task = find_task(Path(spec.tasks_root), spec.task_id, Path(spec.states_path) if spec.states_path else None)
+        data = cases_path(task.path)
+        if data is None:
+            raise FileNotFoundError(f"task {task.id} has no cases.jsonl / cases.json / cases.parquet / cases/")
+        cases = load_shard(data, spec.shard or 0, settings.shard_size)
+        if not cases:
+            raise ValueError(f"shard {spec.shard} of {task.id} is empty (shard size {settings.shard_size})")
+        target = llm_target(spec.model, spec, ctx)
+        judge = make_judge(settings.judge, env)
+        try:
+            outcomes = await run_cases(cases, target, judge, settings.concurrency)
+        finally:
+            if judge is not None and judge.cache is not None:
+                judge.cache.close()
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - anything before the model answers is infrastructure
+        result = TrialResult(
+            run=spec.run,
+            trial_id=spec.trial_id,
+            spec_hash=spec.spec_hash,
+            model=spec.model.name,
+            litellm_model=spec.model.model,
+            service=spec.service,
+            task_id=spec.task_id,
+            attempt=spec.attempt,
+            agent=str(spec.agent),
+            passed=False,
+            failure="infra_error",
+            error=f"{type(exc).__name__}: {exc}",
+            infra_attempts=infra_attempt,
+            started_at=started,
+            finished_at=now_iso(),
+        )
+        record: dict[str, Any] = result.model_dump(mode="json")
+    else:
+        result = shard_result(spec, outcomes, started, time.perf_counter() - t0)
+        result.infra_attempts = infra_attempt
+        record = {**result.model_dump(mode="json"), "shard": spec.shard, "cases": [o.compact() for o in outcomes]}
+    secrets = [s for s in (api_key(spec.model, env), env.get(JUDGE_KEY_ENV)) if s]
+    files = {"cases.jsonl": "".join(json.dumps(o.full(), ensure_ascii=False) + "\n" for o in outcomes).encode()}
+
+    async def write() -> None:
+        from ..records import redact
+
+        await asyncio.to_thread(store.write_files, spec.trial_id, {k: redact(v, secrets) for k, v in files.items()})
+        await asyncio.to_thread(store.commit, spec.trial_id, redact(dumps(record), secrets))
+
+    writing = asyncio.ensure_future(write())
+    try:
+        await asyncio.shield(writing)
+    except asyncio.CancelledError:
+        await writing
+        raise
+    return result

@@ -1,0 +1,269 @@
+"""The toolcall suite: gold comparison, shards, case scoring, the scripted policy, local runs and pods."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mcpfleet.runner.launcher import execute
+from mcpfleet.runner.plan import plan
+from mcpfleet.runner.scripted_model import ModelError, parse_model
+from mcpfleet.runner.spec import load_evalrun, parse_evalrun, spec_hash
+from mcpfleet.runner.tasks import check_task, find_task
+from mcpfleet.runner.toolcalls.gold import MATCH, NAMES, TOOL, VALUES, compare
+from mcpfleet.runner.toolcalls.loader import DataError, load_cases
+from mcpfleet.runner.toolcalls.models import Case, Label, Tool, ToolCall, Verdict
+from mcpfleet.runner.toolcalls.pack import make_task
+from mcpfleet.runner.toolcalls.scripted import _unit
+from mcpfleet.runner.toolcalls.shards import count_cases, load_shard
+from mcpfleet.runner.toolcalls.suite import (
+    LLM_ERROR,
+    MALFORMED,
+    NO_CALL,
+    REPEATS_LABELLED,
+    Answer,
+    score,
+)
+
+DATA = Path(__file__).parent / "data" / "toolcalls_200.jsonl"
+TOOL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "limit": {"type": "integer", "minimum": 1, "default": 10},
+        "recursive": {"type": "boolean"},
+    },
+    "required": ["path"],
+}
+TOOLS = [Tool(name="list_files", input_schema=TOOL_SCHEMA), Tool(name="read_file", input_schema=TOOL_SCHEMA)]
+
+
+def call(name: str = "list_files", **args: Any) -> ToolCall:
+    return ToolCall(name=name, arguments=args)
+
+
+# ------------------------------------------------------------------------------------------------ gold
+
+
+def test_gold_matches_after_normalisation_only() -> None:
+    gold = call(path="/data/ä", limit=10)
+    same = [
+        call(path=" /data/a\u0308 ", limit=10.0),  # whitespace, NFD vs NFC, 10 vs 10.0
+        call(path="/data/ä"),  # the optional limit left out equals its default
+        call(path="/data/ä", limit=10, recursive=None),  # null = left out
+    ]
+    for c in same:
+        assert compare(TOOLS, gold, c).kind == MATCH, c
+    assert compare(TOOLS, gold, call("read_file", path="/data/ä")).kind == TOOL
+    assert compare(TOOLS, gold, call(path="/data/ä", recursive=True)).kind == NAMES
+    assert compare(TOOLS, gold, call(pth="/data/ä")).kind == NAMES
+    assert compare(TOOLS, gold, call(path="/data/ä", limit=11)).kind == VALUES
+    assert compare(TOOLS, gold, call(path="/data/ä", limit="10")).kind == VALUES  # no type coercion
+    assert compare(TOOLS, call(path="x", recursive=True), call(path="x", recursive=1)).kind == VALUES
+    diff = compare(TOOLS, gold, call(path="/data/b", limit=11))
+    assert diff.kind == VALUES and "$.limit" in diff.detail and "$.path" in diff.detail
+
+
+# ------------------------------------------------------------------------------------------------ shards
+
+
+def test_shards_cover_every_row_once_and_decode_only_their_own(tmp_path: Path) -> None:
+    assert count_cases(DATA) == 200
+    ids = [c.id for s in range(4) for c in load_shard(DATA, s, 60)]
+    assert ids == [c.id for c in load_cases(DATA).cases]
+    assert load_shard(DATA, 3, 60)[-1].id == ids[-1] and len(load_shard(DATA, 3, 60)) == 20
+    # A bad row fails only the shard that holds it, naming file, row and field.
+    lines = DATA.read_text().splitlines()
+    bad = json.loads(lines[70])
+    bad["available_tools"] = "{not json"
+    broken = tmp_path / "cases.jsonl"
+    broken.write_text("\n".join([*lines[:70], json.dumps(bad), *lines[71:]]) + "\n")
+    assert len(load_shard(broken, 0, 60)) == 60
+    with pytest.raises(DataError, match=r"row 71: field 'available_tools'"):
+        load_shard(broken, 1, 60)
+    # A folder of files: rows in file order, across file boundaries.
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text("\n".join(lines[:50]) + "\n")
+    (folder / "b.json").write_text(json.dumps([json.loads(x) for x in lines[50:200]]))
+    assert count_cases(folder) == 200
+    assert [c.id for s in range(3) for c in load_shard(folder, s, 70)] == ids
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+
+
+def case(label: Label | None, labelled: ToolCall) -> Case:
+    return Case(id="c1", tools=TOOLS, history=[{"role": "user", "content": "list /data"}], call=labelled, label=label)
+
+
+class FakeJudge:
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.seen: list[Case] = []
+
+    async def judge(self, c: Case) -> Verdict:
+        self.seen.append(c)
+        return Verdict(self.label, "judge", reasoning="because")
+
+
+def run_score(c: Case, answer: Answer, judge: Any = None) -> Any:
+    return asyncio.run(score(c, answer, judge))
+
+
+def test_a_correct_case_is_scored_against_its_gold_call() -> None:
+    gold = case("correct", call(path="/data"))
+    ok = run_score(gold, Answer(call=call(path="/data ")))
+    assert ok.passed and ok.scored_by == "gold" and ok.checker == "schema_valid"
+    judge = FakeJudge("correct")
+    wrong = run_score(gold, Answer(call=call(path="/data", limit=3)), judge)
+    assert not wrong.passed and wrong.failure == VALUES and "limit" in wrong.detail["gold_diff"]
+    assert not judge.seen  # a gold call decides; the judge is not asked
+    assert run_score(gold, Answer(call=call("read_file", path="/data"))).failure == TOOL
+    assert run_score(gold, Answer(text="Which folder?")).failure == NO_CALL
+    assert run_score(gold, Answer(call=call(path="/data"), raw_arguments='{"path": ')).failure == MALFORMED
+    assert run_score(gold, Answer(error="boom", failure=LLM_ERROR)).failure == LLM_ERROR
+
+
+def test_a_case_without_gold_is_scored_by_checker_and_judge() -> None:
+    labelled_wrong = call(path="/tmp")  # labelled off-intent: schema-valid but not what was asked
+    c = case("incorrect_parameter_values", labelled_wrong)
+    invalid = run_score(c, Answer(call=call(path="/data", limit=0)))
+    assert not invalid.passed and invalid.failure == VALUES and invalid.scored_by == "checker"
+    assert run_score(c, Answer(call=call("delete_all", path="/data"))).failure == TOOL
+    assert run_score(c, Answer(call=call(path=" /tmp"))).failure == REPEATS_LABELLED
+    # Schema-valid and not the known wrong call: passes on the checker alone (an upper bound)...
+    alone = run_score(c, Answer(call=call(path="/data")))
+    assert alone.passed and alone.scored_by == "checker"
+    # ...and with a judge, the judge decides, seeing the model's call (not the labelled one).
+    judge = FakeJudge("incorrect_parameter_values")
+    judged = run_score(c, Answer(call=call(path="/data"), text="Listing."), judge)
+    assert not judged.passed and judged.failure == VALUES and judged.scored_by == "judge"
+    assert judge.seen[0].call == call(path="/data") and judge.seen[0].call_content == "Listing."
+    assert run_score(c, Answer(call=call(path="/data")), FakeJudge("correct")).passed
+
+
+# ------------------------------------------------------------------------------------------------ scripted policy
+
+
+def test_scripted_toolcall_options() -> None:
+    opts = parse_model("toolcall?wrong=0.25&seed=7", 0.0)
+    assert (opts.policy, opts.wrong, opts.seed) == ("toolcall", 0.25, 7)
+    for bad in ("toolcall?wrong=1.5", "oracle?wrong=0.1", "toolcall?wrong=x"):
+        with pytest.raises(ModelError):
+            parse_model(bad, 0.0)
+
+
+# ------------------------------------------------------------------------------------------------ runs
+
+
+def toolcall_run(tmp_path: Path, models: list[dict[str, str]], **spec: Any) -> Path:
+    pack = tmp_path / "pack"
+    make_task(pack, DATA, "limbic", "set200")
+    body = {
+        "models": models,
+        "tasks": {"path": str(pack)},
+        "toolcalls": {"shardSize": 60},
+        "concurrency": {"total": 2},
+        "output": {"uri": str(tmp_path / "runs")},
+        **spec,
+    }
+    path = tmp_path / "run.yaml"
+    doc = {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "tc"}, "spec": body}
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_plan_cuts_a_data_set_into_shards_and_leaves_other_hashes_alone(tmp_path: Path) -> None:
+    path = toolcall_run(tmp_path, [{"name": "a", "model": "scripted/toolcall"}], attempts=2)
+    run = load_evalrun(path)
+    trials = plan(run, path.parent)
+    assert len(trials) == 4 * 2  # ceil(200 / 60) shards x 2 attempts
+    assert len({t.trial_id for t in trials}) == 8 and {t.shard for t in trials} == {0, 1, 2, 3}
+    assert trials[0].trial_id == "a.toolcall.standard.limbic.set200-s0000.1"
+    assert not check_task(find_task(tmp_path / "pack", "toolcall/standard/limbic/set200"))
+    # The shard size is part of what a run measures; a run that does not set it keeps its old hash.
+    raw = yaml.safe_load(path.read_text())
+    raw["spec"]["toolcalls"]["shardSize"] = 100
+    bigger = parse_evalrun(raw)
+    assert len(plan(bigger, path.parent)) == 4 and spec_hash(bigger) != spec_hash(run)
+    del raw["spec"]["toolcalls"]
+    assert "toolcalls" not in parse_evalrun(raw).spec.results_view()
+
+
+def test_a_local_run_scores_every_case_with_pass_at_k(tmp_path: Path) -> None:
+    wrong, seed = 0.3, 5
+    models = [
+        {"name": "gold", "model": "scripted/toolcall"},
+        {"name": "sloppy", "model": f"scripted/toolcall?wrong={wrong}&seed={seed}"},
+    ]
+    path = toolcall_run(tmp_path, models, attempts=2)
+    summary, root = execute(load_evalrun(path), path.parent, show_progress=False)
+    cases = load_cases(DATA).cases
+    correct = [c for c in cases if c.label == "correct"]
+    spoiled = sum(_unit(seed, c.id) < wrong for c in correct)
+    assert 0 < spoiled < len(correct)
+    assert summary["trials_planned"] == 16 and summary["complete"]
+    rows = {r["model"]: r for r in summary["rows"]}
+    assert rows["gold"]["tasks"] == 200 and rows["gold"]["trials"] == 400
+    assert rows["gold"]["pass_at_1"] == pytest.approx(len(correct) / 200)
+    assert rows["sloppy"]["pass_at_1"] == pytest.approx((len(correct) - spoiled) / 200)
+    assert rows["sloppy"]["pass_at_k"] == rows["sloppy"]["pass_at_1"]  # the same answer every attempt
+    tc = summary["toolcall"]["sloppy"]
+    assert tc["by_label"]["correct"] == {
+        "cases": 2 * len(correct),
+        "passed": 2 * (len(correct) - spoiled),
+        "pass_rate": pytest.approx(1 - spoiled / len(correct)),
+    }
+    assert all(v["passed"] == 0 for k, v in tc["by_label"].items() if k != "correct")
+    assert sum(tc["call_classes"].values()) == 400
+    # Per-case records: compact in result.json, full in cases.jsonl.
+    folder = Path(root) / "trials" / "sloppy.toolcall.standard.limbic.set200-s0000.1"
+    result = json.loads((folder / "result.json").read_text())
+    assert result["shard"] == 0 and len(result["cases"]) == 60
+    detail = [json.loads(x) for x in (folder / "cases.jsonl").read_text().splitlines()]
+    assert [d["id"] for d in detail] == [c["id"] for c in result["cases"]] == [c.id for c in cases[:60]]
+    failed_correct = [d for d in detail if d["label"] == "correct" and not d["passed"]]
+    assert failed_correct and all(d["scored_by"] == "gold" and d["gold_diff"] for d in failed_correct)
+
+
+def test_a_shard_pod_has_no_mcp_sidecar_and_gets_the_judge_key_by_reference(tmp_path: Path) -> None:
+    from mcpfleet.operator.manifests import JUDGE_KEY_ENV, trial_pod
+    from mcpfleet.operator.settings import OperatorSettings
+
+    judge = {"model": "openai/gpt-5-mini", "apiKeySecretRef": {"name": "judge", "key": "token"}}
+    path = toolcall_run(
+        tmp_path, [{"name": "a", "model": "scripted/toolcall"}], toolcalls={"shardSize": 100, "judge": judge}
+    )
+    run = load_evalrun(path)
+    trials = plan(run, path.parent)
+    pod = trial_pod(run, trials[0], OperatorSettings())
+    spec = pod["spec"]
+    assert [c["name"] for c in spec["initContainers"]] == ["state"]  # no MCP server: no sidecar
+    runner = spec["containers"][0]
+    assert "--mcp-url" not in runner["args"] and "--state-dir" in runner["args"]
+    env = {e["name"]: e for e in runner["env"]}
+    assert env[JUDGE_KEY_ENV]["valueFrom"] == {"secretKeyRef": {"name": "judge", "key": "token"}}
+    assert json.loads(env["MCPFLEET_TRIAL"]["value"])["shard"] == 0
+    # An MCP task's pod keeps its sidecar.
+    from conftest import make_tiny_pack
+
+    fs = parse_evalrun(
+        {
+            "apiVersion": "mcpfleet.io/v1alpha1",
+            "kind": "EvalRun",
+            "metadata": {"name": "fs"},
+            "spec": {
+                "models": [{"name": "a", "model": "scripted/oracle"}],
+                "tasks": {"path": str(make_tiny_pack(tmp_path / "fs"))},
+            },
+        }
+    )
+    fs_pod = trial_pod(fs, plan(fs, tmp_path)[0], OperatorSettings())
+    assert [c["name"] for c in fs_pod["spec"]["initContainers"]] == ["state", "mcp-filesystem"]
+    assert "--mcp-url" in fs_pod["spec"]["containers"][0]["args"]
