@@ -27,6 +27,7 @@ from .outcome import CATEGORIES
 from .records import now_iso
 from .scoring import ALL, summarize
 from .store import LocalStore, ResultStore, S3Store, parse_s3_uri
+from .toolcalls.case_records import expand
 
 PLOT_IDS = ("plot-pass-at-1", "plot-pass-at-k", "plot-cost", "plot-turns", "plot-failures")
 
@@ -112,11 +113,12 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
     store = open_run(ref, endpoint_url, region)
     summary = store.read_json("summary.json")
     run_json = store.read_json("run.json") or {}
-    records = [
-        _slim(r)
+    raw = [
+        r
         for r in store.iter_results()
         if isinstance(r, dict) and all(k in r for k in ("model", "service", "task_id", "attempt", "passed"))
     ]
+    records = [_slim(r) for r in expand(raw)]  # a shard's cases count one by one, as in summary.json
     if summary is None and not records:
         raise ReportError(f"{ref}: no summary.json and no trial records at {store.location()}")
     notes: list[str] = []
@@ -158,8 +160,8 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
             "spec_hash": (summary or {}).get("spec_hash") or run_json.get("spec_hash") or "?",
             "generated_at": now_iso(),
             "trials_planned": planned,
-            "trials_recorded": len(records),
-            "complete": planned is not None and len(records) == planned,
+            "trials_recorded": len(raw),
+            "complete": planned is not None and len(raw) == planned,
             "rows": summarize(records, attempts),
         }
         source = "recomputed"
