@@ -267,3 +267,50 @@ def test_a_shard_pod_has_no_mcp_sidecar_and_gets_the_judge_key_by_reference(tmp_
     fs_pod = trial_pod(fs, plan(fs, tmp_path)[0], OperatorSettings())
     assert [c["name"] for c in fs_pod["spec"]["initContainers"]] == ["state", "mcp-filesystem"]
     assert "--mcp-url" in fs_pod["spec"]["containers"][0]["args"]
+
+
+def test_a_shard_asks_the_named_judge_only_for_calls_without_gold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real Judge (LiteLLM over HTTP to a fake judge, cached on disk) from the EvalRun's judge settings."""
+    from judge_server import judge_server
+
+    from mcpfleet.runner.spec import JudgeSettings
+    from mcpfleet.runner.toolcalls import suite
+
+    monkeypatch.setenv("MCPFLEET_JUDGE_CACHE_DIR", str(tmp_path / "cache"))
+    cases = load_cases(DATA).cases[:40]
+    no_gold = [c for c in cases if c.label != "correct"]
+
+    async def fresh_call(target: Any, c: Case) -> Answer:
+        # A schema-valid call that is not the labelled one for cases without gold; the gold call otherwise.
+        if c.label == "correct":
+            return Answer(call=c.call)
+        tool = c.tools[0]
+        required = tool.input_schema.get("required") or []
+        return Answer(call=ToolCall(name=tool.name, arguments={k: "?" for k in required}))
+
+    monkeypatch.setattr(suite, "ask", fresh_call)
+    with judge_server() as server:
+        settings = JudgeSettings(model="openai/answer=incorrect_tool", api_base=server.url, api_key_env="JUDGE_KEY")
+        judge = suite.make_judge(settings, {"JUDGE_KEY": "judge-secret"})
+        assert judge is not None and judge.target.api_key == "judge-secret"
+        outcomes = asyncio.run(suite.run_cases(cases, None, judge, 4))  # type: ignore[arg-type]
+        judged = [o for o in outcomes if o.scored_by == "judge"]
+        assert judged and all(o.case.label != "correct" for o in judged)
+        assert all(not o.passed and o.failure == "incorrect_tool" and o.judge == "incorrect_tool" for o in judged)
+        # Two cases with the same conversation and call are judged once (the second may hit the cache).
+        assert judge.stats.requests + judge.stats.cache_hits == len(judged) <= len(no_gold)
+        assert len(server.requests) == judge.stats.requests
+        assert all(o.passed and o.scored_by == "gold" for o in outcomes if o.case.label == "correct")
+        # The judge saw the model's call, not the labelled one.
+        seen = json.loads(server.requests[0]["messages"][1]["content"])["messages"][-1]["tool_calls"][0]
+        assert seen["function"]["arguments"] == judged[0].answer.call.arguments  # type: ignore[union-attr]
+        # A second shard over the same calls is answered from the cache.
+        second = suite.make_judge(settings, {})
+        again = asyncio.run(suite.run_cases(cases, None, second, 4))  # type: ignore[arg-type]
+        assert second is not None and second.stats.requests == 0 and second.stats.cache_hits == len(judged)
+        assert [o.judge for o in again] == [o.judge for o in outcomes]
+        for j in (judge, second):
+            if j is not None and j.cache is not None:
+                j.cache.close()
