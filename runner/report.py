@@ -27,7 +27,7 @@ from .outcome import CATEGORIES
 from .records import now_iso
 from .scoring import ALL, summarize
 from .store import LocalStore, ResultStore, S3Store, parse_s3_uri
-from .toolcalls.case_records import expand
+from .toolcalls.case_records import breakdown, expand
 
 PLOT_IDS = ("plot-pass-at-1", "plot-pass-at-k", "plot-cost", "plot-turns", "plot-failures")
 
@@ -104,6 +104,7 @@ def open_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
 
 def _slim(rec: dict[str, Any]) -> dict[str, Any]:
     out = {k: rec.get(k) for k in _KEEP}
+    out.update({k: rec[k] for k in ("label", "class") if k in rec})  # a toolcall case's gold label and call class
     out["totals"] = dict(rec.get("totals") or {})
     out["timings"] = dict(rec.get("timings") or {})
     return out
@@ -164,6 +165,8 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
             "complete": planned is not None and len(raw) == planned,
             "rows": summarize(records, attempts),
         }
+        if toolcall := breakdown(records):
+            summary["toolcall"] = toolcall
         source = "recomputed"
         notes.append(f"{why}: aggregates recomputed from {len(records)} trial record(s)")
 
@@ -917,7 +920,28 @@ def run_header(run: RunData) -> str:
     )
     return (
         f'<section class="run" id="run-{run.index}"{data}>'
-        f"<h2>{esc(run.label)}</h2><dl>{body}</dl>{notes}{table}</section>"
+        f"<h2>{esc(run.label)}</h2><dl>{body}</dl>{notes}{table}{toolcall_table(s.get('toolcall') or {})}</section>"
+    )
+
+
+def toolcall_table(by_model: dict[str, Any]) -> str:
+    """Toolcall cases per model and gold label (passes, pass rate), and the checker's classes of the calls."""
+    if not by_model:
+        return ""
+    rows = []
+    for model, m in sorted(by_model.items()):
+        classes = ", ".join(f"{c} {n}" for c, n in (m.get("call_classes") or {}).items()) or "-"
+        for label, g in (m.get("by_label") or {}).items():
+            rows.append(
+                f"<tr{attrs(data_model=model, data_label=label, data_passed=g['passed'], data_cases=g['cases'])}>"
+                f'<td>{esc(model)}</td><td>{esc(label)}</td><td class="n">{g["cases"]}</td>'
+                f'<td class="n">{g["passed"]}</td><td class="n">{pct(g.get("pass_rate"))}</td>'
+                f"<td>{esc(classes)}</td></tr>"
+            )
+    return (
+        '<h3>Tool calls by gold label</h3><table class="summary toolcall"><thead><tr><th>model</th><th>label</th>'
+        "<th>cases</th><th>passed</th><th>pass rate</th><th>classes of the calls (checker)</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
     )
 
 

@@ -230,6 +230,20 @@ def test_a_local_run_scores_every_case_with_pass_at_k(tmp_path: Path) -> None:
     assert [d["id"] for d in detail] == [c["id"] for c in result["cases"]] == [c.id for c in cases[:60]]
     failed_correct = [d for d in detail if d["label"] == "correct" and not d["passed"]]
     assert failed_correct and all(d["scored_by"] == "gold" and d["gold_diff"] for d in failed_correct)
+    # The HTML report counts cases, not shards, and shows the passes by gold label, from summary.json or, with
+    # it gone, recomputed from the records.
+    from mcpfleet.runner.report import write_report
+
+    cell = f'data-model="sloppy" data-label="correct" data-passed="{2 * (len(correct) - spoiled)}"'
+    for _ in range(2):
+        [data] = write_report([str(root)], tmp_path / "report.html")
+        assert not data.notes or data.source == "recomputed"
+        assert cell in (tmp_path / "report.html").read_text()
+        (Path(root) / "summary.json").unlink(missing_ok=True)
+    assert data.source == "recomputed" and data.summary["trials_recorded"] == 16
+    assert {r["model"]: r["pass_at_1"] for r in data.summary["rows"]} == {
+        r["model"]: r["pass_at_1"] for r in summary["rows"]
+    }
 
 
 def test_a_shard_pod_has_no_mcp_sidecar_and_gets_the_judge_key_by_reference(tmp_path: Path) -> None:
