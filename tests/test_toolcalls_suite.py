@@ -328,3 +328,20 @@ def test_a_shard_asks_the_named_judge_only_for_calls_without_gold(
         for j in (judge, second):
             if j is not None and j.cache is not None:
                 j.cache.close()
+
+
+def test_cases_unanswered_when_the_shard_time_is_up_fail_as_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcpfleet.runner.toolcalls import suite
+
+    cases = [c for c in load_cases(DATA).cases if c.label == "correct"][:6]
+    slow = {cases[1].id, cases[4].id}
+
+    async def answer(target: Any, c: Case) -> Answer:
+        await asyncio.sleep(5 if c.id in slow else 0)
+        return Answer(call=c.call)
+
+    monkeypatch.setattr(suite, "ask", answer)
+    outcomes = asyncio.run(suite.run_cases(cases, None, None, 2, timeout_s=0.5))  # type: ignore[arg-type]
+    # Two slots: the slow cases hold both until the time is up, so the last case, still queued, times out too.
+    assert [o.failure for o in outcomes] == [None, "timeout", None, None, "timeout", "timeout"]
+    assert [o.passed for o in outcomes] == [True, False, True, True, False, False]

@@ -47,6 +47,7 @@ MALFORMED = "malformed_tool_call"
 REPEATS_LABELLED = "repeats_labelled_call"
 LLM_ERROR = "llm_api_error"
 CONTEXT_OVERFLOW = "context_overflow"
+TIMEOUT = "timeout"
 CASES_FAILED = "toolcall_cases_failed"
 JUDGE_KEY_ENV = "MCPFLEET_JUDGE_API_KEY"  # where a pod receives the judge's apiKeySecretRef
 
@@ -213,13 +214,23 @@ def make_judge(settings: JudgeSettings | None, env: Any) -> Judge | None:
     )
 
 
-async def run_cases(cases: list[Case], target: LLMTarget, judge: Judge | None, concurrency: int) -> list[CaseOutcome]:
-    """Every case, ``concurrency`` model calls in flight, outcomes in the cases' order."""
+async def run_cases(
+    cases: list[Case], target: LLMTarget, judge: Judge | None, concurrency: int, timeout_s: float | None = None
+) -> list[CaseOutcome]:
+    """Every case, ``concurrency`` model calls in flight, outcomes in the cases' order. A case whose answer has
+    not come when the shard's time (``limits.timeoutSeconds``) is up fails as ``timeout``; the others stand."""
     gate = asyncio.Semaphore(concurrency)
+    deadline = None if timeout_s is None else asyncio.get_running_loop().time() + timeout_s
 
     async def one(case: Case) -> CaseOutcome:
         async with gate:
-            answer = await ask(target, case)
+            left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+            try:
+                if left is not None and left <= 0:
+                    raise TimeoutError
+                answer = await asyncio.wait_for(ask(target, case), left)
+            except TimeoutError:
+                answer = Answer(error=f"no answer within the shard's {timeout_s:g} s", failure=TIMEOUT)
         return await score(case, answer, judge)
 
     return list(await asyncio.gather(*(one(c) for c in cases)))
@@ -286,7 +297,7 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
         target = llm_target(spec.model, spec, ctx)
         judge = make_judge(settings.judge, env)
         try:
-            outcomes = await run_cases(cases, target, judge, settings.concurrency)
+            outcomes = await run_cases(cases, target, judge, settings.concurrency, spec.limits.timeout_seconds)
         finally:
             if judge is not None and judge.cache is not None:
                 judge.cache.close()
