@@ -56,6 +56,12 @@ def check_credentials(run: EvalRun, env: dict[str, str] | os._Environ[str]) -> N
                 f"spec.models[{i}].apiKeySecretRef: Kubernetes Secrets are only read by the operator; "
                 "locally use apiKeyEnv"
             )
+    judge = run.spec.toolcalls.judge if run.spec.toolcalls else None
+    if judge is not None and judge.api_key_env and not env.get(judge.api_key_env):
+        problems.append(
+            f"spec.toolcalls.judge.apiKeyEnv: environment variable {judge.api_key_env} is not set; export it before "
+            "running"
+        )
     if problems:
         raise SpecError(problems)
 
@@ -277,10 +283,11 @@ def execute(
             def make_pool() -> ProcessPoolExecutor:
                 return ProcessPoolExecutor(workers, mp_context=mp, initializer=init_worker, initargs=(gate,))
 
+            judge = run.spec.toolcalls.judge if run.spec.toolcalls else None
             keys = {
-                m.api_key_env: os.environ[m.api_key_env]
-                for m in run.spec.models
-                if m.api_key_env and m.api_key_env in os.environ
+                name: os.environ[name]
+                for name in [m.api_key_env for m in run.spec.models] + [judge.api_key_env if judge else None]
+                if name and name in os.environ
             }
             # Run-scoped resources (the PostgreSQL cluster), only for the services this run's trials use; started
             # here, in the main thread, and stopped when the stack closes (Ctrl-C and SIGTERM included).

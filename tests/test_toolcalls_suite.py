@@ -345,3 +345,15 @@ def test_cases_unanswered_when_the_shard_time_is_up_fail_as_timeout(monkeypatch:
     # Two slots: the slow cases hold both until the time is up, so the last case, still queued, times out too.
     assert [o.failure for o in outcomes] == [None, "timeout", None, None, "timeout", "timeout"]
     assert [o.passed for o in outcomes] == [True, False, True, True, False, False]
+
+
+def test_a_local_run_needs_the_judge_key_it_names(tmp_path: Path) -> None:
+    from mcpfleet.runner.launcher import check_credentials
+    from mcpfleet.runner.spec import SpecError
+
+    judge = {"model": "openai/gpt-5-mini", "apiKeyEnv": "TC_JUDGE_KEY"}
+    path = toolcall_run(tmp_path, [{"name": "a", "model": "scripted/toolcall"}], toolcalls={"judge": judge})
+    run = load_evalrun(path)
+    with pytest.raises(SpecError, match=r"spec.toolcalls.judge.apiKeyEnv: environment variable TC_JUDGE_KEY"):
+        check_credentials(run, {})
+    check_credentials(run, {"TC_JUDGE_KEY": "k"})
