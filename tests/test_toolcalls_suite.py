@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from mcpfleet.runner.launcher import execute
+from mcpfleet.runner.llm import LLMTarget
 from mcpfleet.runner.plan import plan
 from mcpfleet.runner.scripted_model import ModelError, parse_model
 from mcpfleet.runner.spec import load_evalrun, parse_evalrun, spec_hash
@@ -31,6 +32,7 @@ from mcpfleet.runner.toolcalls.suite import (
 )
 
 DATA = Path(__file__).parent / "data" / "toolcalls_200.jsonl"
+TARGET = LLMTarget(model="openai/unused")  # where ask() is replaced by the test
 TOOL_SCHEMA = {
     "type": "object",
     "properties": {
@@ -309,7 +311,7 @@ def test_a_shard_asks_the_named_judge_only_for_calls_without_gold(
         settings = JudgeSettings(model="openai/answer=incorrect_tool", api_base=server.url, api_key_env="JUDGE_KEY")
         judge = suite.make_judge(settings, {"JUDGE_KEY": "judge-secret"})
         assert judge is not None and judge.target.api_key == "judge-secret"
-        outcomes = asyncio.run(suite.run_cases(cases, None, judge, 4))  # type: ignore[arg-type]
+        outcomes = asyncio.run(suite.run_cases(cases, TARGET, judge, 4))
         judged = [o for o in outcomes if o.scored_by == "judge"]
         assert judged and all(o.case.label != "correct" for o in judged)
         assert all(not o.passed and o.failure == "incorrect_tool" and o.judge == "incorrect_tool" for o in judged)
@@ -317,12 +319,20 @@ def test_a_shard_asks_the_named_judge_only_for_calls_without_gold(
         assert judge.stats.requests + judge.stats.cache_hits == len(judged) <= len(no_gold)
         assert len(server.requests) == judge.stats.requests
         assert all(o.passed and o.scored_by == "gold" for o in outcomes if o.case.label == "correct")
-        # The judge saw the model's call, not the labelled one.
-        seen = json.loads(server.requests[0]["messages"][1]["content"])["messages"][-1]["tool_calls"][0]
-        assert seen["function"]["arguments"] == judged[0].answer.call.arguments  # type: ignore[union-attr]
+
+        # The judge saw the models' calls, not the labelled ones.
+        def seen(body: dict[str, Any]) -> tuple[str, str]:
+            fn = json.loads(body["messages"][1]["content"])["messages"][-1]["tool_calls"][0]["function"]
+            return fn["name"], json.dumps(fn["arguments"], sort_keys=True)
+
+        made = {
+            (o.answer.call.name, json.dumps(o.answer.call.arguments, sort_keys=True)) for o in judged if o.answer.call
+        }
+        labelled = {(o.case.call.name, json.dumps(o.case.call.arguments, sort_keys=True)) for o in judged}
+        assert {seen(b) for b in server.requests} <= made and not {seen(b) for b in server.requests} & labelled
         # A second shard over the same calls is answered from the cache.
         second = suite.make_judge(settings, {})
-        again = asyncio.run(suite.run_cases(cases, None, second, 4))  # type: ignore[arg-type]
+        again = asyncio.run(suite.run_cases(cases, TARGET, second, 4))
         assert second is not None and second.stats.requests == 0 and second.stats.cache_hits == len(judged)
         assert [o.judge for o in again] == [o.judge for o in outcomes]
         for j in (judge, second):
@@ -341,7 +351,7 @@ def test_cases_unanswered_when_the_shard_time_is_up_fail_as_timeout(monkeypatch:
         return Answer(call=c.call)
 
     monkeypatch.setattr(suite, "ask", answer)
-    outcomes = asyncio.run(suite.run_cases(cases, None, None, 2, timeout_s=0.5))  # type: ignore[arg-type]
+    outcomes = asyncio.run(suite.run_cases(cases, TARGET, None, 2, timeout_s=0.5))
     # Two slots: the slow cases hold both until the time is up, so the last case, still queued, times out too.
     assert [o.failure for o in outcomes] == [None, "timeout", None, None, "timeout", "timeout"]
     assert [o.passed for o in outcomes] == [True, False, True, True, False, False]
@@ -357,3 +367,23 @@ def test_a_local_run_needs_the_judge_key_it_names(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"spec.toolcalls.judge.apiKeyEnv: environment variable TC_JUDGE_KEY"):
         check_credentials(run, {})
     check_credentials(run, {"TC_JUDGE_KEY": "k"})
+
+
+def test_the_oracle_replays_labelled_calls_and_the_noop_agent_calls_nothing(tmp_path: Path) -> None:
+    """No model at all: ``agent: oracle`` plays each case's labelled call (so exactly the correct cases pass),
+    ``agent: noop`` answers without a call; ``tasks validate`` sees the no-op agent fail."""
+    from mcpfleet.runner.taskcheck import validate
+
+    cases = load_cases(DATA).cases
+    correct = sum(c.label == "correct" for c in cases)
+    for agent, want in (("oracle", correct / 200), ("noop", 0.0)):
+        path = toolcall_run(tmp_path / agent, [{"name": "a", "model": "openai/not-called"}], agent=agent)
+        summary, root = execute(load_evalrun(path), path.parent, show_progress=False)
+        [row] = summary["rows"]
+        assert row["tasks"] == 200 and row["pass_at_1"] == pytest.approx(want), agent
+        assert row["input_tokens"] == 0
+        if agent == "noop":
+            assert row["failures"] == {"no_tool_call": 200}
+    pack = tmp_path / "oracle" / "pack"
+    [report] = asyncio.run(validate([find_task(pack, "toolcall/standard/limbic/set200")], pack))
+    assert report.noop_failed is True and not report.problems

@@ -24,6 +24,7 @@ import asyncio
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -214,11 +215,27 @@ def make_judge(settings: JudgeSettings | None, env: Any) -> Judge | None:
     )
 
 
+def replayed(case: Case) -> Answer:
+    """The ``oracle`` agent's answer: the case's labelled call (the gold call of a correct case)."""
+    return Answer(call=case.call)
+
+
+def no_answer(case: Case) -> Answer:
+    """The ``noop`` agent's answer: no call at all."""
+    return Answer(text="I have reviewed the request.")
+
+
 async def run_cases(
-    cases: list[Case], target: LLMTarget, judge: Judge | None, concurrency: int, timeout_s: float | None = None
+    cases: list[Case],
+    target: LLMTarget | None,
+    judge: Judge | None,
+    concurrency: int,
+    timeout_s: float | None = None,
+    play: Callable[[Case], Answer] | None = None,
 ) -> list[CaseOutcome]:
     """Every case, ``concurrency`` model calls in flight, outcomes in the cases' order. A case whose answer has
-    not come when the shard's time (``limits.timeoutSeconds``) is up fails as ``timeout``; the others stand."""
+    not come when the shard's time (``limits.timeoutSeconds``) is up fails as ``timeout``; the others stand.
+    ``play`` answers instead of the model (the oracle and no-op agents of ``mcpfleet tasks validate``)."""
     gate = asyncio.Semaphore(concurrency)
     deadline = None if timeout_s is None else asyncio.get_running_loop().time() + timeout_s
 
@@ -228,7 +245,12 @@ async def run_cases(
             try:
                 if left is not None and left <= 0:
                     raise TimeoutError
-                answer = await asyncio.wait_for(ask(target, case), left)
+                if play is not None:
+                    answer = play(case)
+                elif target is None:
+                    raise ValueError("run_cases needs a model target or answers to play")
+                else:
+                    answer = await asyncio.wait_for(ask(target, case), left)
             except TimeoutError:
                 answer = Answer(error=f"no answer within the shard's {timeout_s:g} s", failure=TIMEOUT)
         return await score(case, answer, judge)
@@ -278,7 +300,7 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
     import os
 
     from ..records import TrialResult, dumps, now_iso
-    from ..spec import ToolCallSettings
+    from ..spec import AgentKind, ToolCallSettings
     from ..tasks import find_task
     from ..trial import api_key, llm_target
 
@@ -294,10 +316,13 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
         cases = load_shard(data, spec.shard or 0, settings.shard_size)
         if not cases:
             raise ValueError(f"shard {spec.shard} of {task.id} is empty (shard size {settings.shard_size})")
-        target = llm_target(spec.model, spec, ctx)
+        play = {AgentKind.oracle: replayed, AgentKind.noop: no_answer}.get(AgentKind(spec.agent))
+        target = None if play is not None else llm_target(spec.model, spec, ctx)
         judge = make_judge(settings.judge, env)
         try:
-            outcomes = await run_cases(cases, target, judge, settings.concurrency, spec.limits.timeout_seconds)
+            outcomes = await run_cases(
+                cases, target, judge, settings.concurrency, spec.limits.timeout_seconds, play=play
+            )
         finally:
             if judge is not None and judge.cache is not None:
                 judge.cache.close()
