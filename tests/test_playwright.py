@@ -5,15 +5,24 @@ end (oracle passes, no-op and mutants fail)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import json
+import os
+import shutil
+import signal
 import socket
+import subprocess
+import sys
+import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from mcpfleet.runner.mcp_client import connect_stdio, result_text
 from mcpfleet.runner.services import get_service, playwright
@@ -22,6 +31,7 @@ from mcpfleet.runner.tasks import Task, discover
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "tasks"
+MCPFLEET = Path(sys.executable).with_name("mcpfleet")
 
 
 class Recorder(http.server.ThreadingHTTPServer):
@@ -155,10 +165,204 @@ def test_task_without_sites_is_refused_by_the_checker(tmp_path: Path) -> None:
     assert "unknown site(s) blog" in service.check_state(site_task(tmp_path, ["shop", "blog"]))[0]
 
 
-def test_bundled_task_validates_oracle_passes_noop_and_mutants_fail() -> None:
+def test_bundled_task_validates_oracle_passes_noop_and_mutants_fail(marker: str) -> None:
+    """`mcpfleet tasks validate`'s check through the real service: 4 trials (oracle, no-op, 2 mutants), and
+    no process of any of them is left once it returns."""
     tasks = [t for t in discover(TASKS) if t.id == "playwright/standard/shop_account/wishlist_add_two"]
     assert len(tasks) == 1
     (report,) = asyncio.run(validate(tasks, TASKS, concurrency=2))
     assert report.problems == []
     assert report.oracle_passed and report.noop_failed
     assert sorted(report.mutants_rejected) == ["only_first_product", "third_product_too"]
+    left = settle(marker, grace=3.0)
+    assert not left, left
+
+
+# ------------------------------------------------------------------------------------- process hygiene
+
+HOLD = """
+import asyncio, json, sys
+from pathlib import Path
+from mcpfleet.runner.mcp_client import connect_stdio
+from mcpfleet.runner.services import get_service
+from mcpfleet.runner.tasks import Task
+
+async def main(base: Path) -> None:
+    path = base / "task"
+    path.mkdir(parents=True)
+    (path / "meta.json").write_text(json.dumps({"mcpfleet": {"sites": ["shop", "forum"]}}))
+    task = Task("playwright", "standard", "x", "task", path, path / "states")
+    with open(base / "server.log", "w+b") as log:
+        async with get_service("playwright").environment(task, base / "state", None) as env:
+            async with connect_stdio(env.server, log, cwd=base / "state") as session:
+                await session.call_tool("browser_navigate", {"url": "http://forum.test/"})
+                print("READY", flush=True)
+                await asyncio.sleep(120)
+
+asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+def ours(marker: str) -> list[tuple[int, str]]:
+    """Live processes (not zombies, not this one) whose command line or environment names ``marker``: the
+    sites (--data), playwright-mcp (HOME, TMPDIR), Chromium and its helpers (environment; crashpad's --database)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            env = (d / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if state != "Z" and (marker in cmd or marker in env):
+            out.append((int(d.name), cmd[:160]))
+    return out
+
+
+def settle(marker: str, grace: float = 8.0) -> list[tuple[int, str]]:
+    deadline = time.monotonic() + grace
+    while (left := ours(marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def kill_all(marker: str) -> None:
+    """A failing test must not leak browsers: SIGKILL what is left, by pid."""
+    for pid, _ in ours(marker):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A private TMPDIR that every trial folder, and so every process a trial starts, carries."""
+    d = tempfile.mkdtemp(prefix="mcpf-pw-")
+    monkeypatch.setenv("TMPDIR", d)
+    monkeypatch.setattr(tempfile, "tempdir", d)
+    yield d
+    kill_all(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _messages(exc: BaseException) -> list[str]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [m for e in exc.exceptions for m in _messages(e)]
+    return [str(exc)]
+
+
+def test_a_crashing_trial_leaves_no_process(marker: str) -> None:
+    """The agent side fails mid-trial (an exception with the browser up): sites, server and browser all go."""
+    task = next(t for t in discover(TASKS) if t.service == "playwright")
+    seen: list[int] = []
+
+    async def crash() -> None:
+        state = Path(marker) / "crash" / "state"
+        with open(Path(marker) / "crash.log", "w+b") as log:
+            async with get_service("playwright").environment(task, state, None) as env:
+                async with connect_stdio(env.server, log, cwd=state) as session:
+                    await session.call_tool("browser_navigate", {"url": "http://shop.test/"})
+                    seen.extend(pid for pid, cmd in ours(marker) if "chromium" in cmd)
+                    raise RuntimeError("the agent crashed")
+
+    with pytest.raises((RuntimeError, BaseExceptionGroup)) as info:  # the MCP client wraps it in a group
+        asyncio.run(crash())
+    assert "the agent crashed" in _messages(info.value)
+    assert seen, "the scan did not see the trial's Chromium"
+    left = settle(marker)
+    assert not left, left
+
+
+def test_sigkill_of_the_trial_process_leaves_no_process(marker: str) -> None:
+    """A worker killed outright (OOM killer, kill -9): the sites exit by themselves (--exit-with-parent), the
+    server sees its stdin close and takes its Chromium with it."""
+    script = Path(marker) / "hold.py"
+    script.write_text(HOLD)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(Path(marker) / "trial")],
+        cwd=marker,
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"READY"
+        before = ours(marker)
+        assert any("mcpfleet.sites.shop" in c for _, c in before) and any(
+            "mcpfleet.sites.forum" in c for _, c in before
+        )
+        assert any("playwright-mcp" in c for _, c in before) and any("chromium" in c for _, c in before)
+        proc.kill()
+        proc.wait()
+        left = settle(marker)
+        assert not left, left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _cli_run(tmp_path: Path, marker: str, name: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """`mcpfleet run` of the bundled browser suite with a slow scripted oracle (2 attempts, concurrency 2), as a
+    process group of its own (a shell job), its trials under the private TMPDIR."""
+    doc = {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": name},
+        "spec": {
+            "models": [{"name": "slow", "model": "scripted/oracle?latency=0.5"}],
+            "tasks": {"path": str(TASKS), "services": ["playwright"]},
+            "attempts": 2,
+            "concurrency": {"total": 2},
+            "output": {"uri": str(tmp_path / "runs")},
+        },
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as e:
+        proc = subprocess.Popen(
+            [str(MCPFLEET), "run", str(path), "--no-progress"],
+            stdout=subprocess.DEVNULL,
+            stderr=e,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "TMPDIR": marker},
+            cwd=marker,
+        )
+    return proc, err
+
+
+def _wait_for_browsers(proc: subprocess.Popen[bytes], marker: str, err: Path, count: int = 2) -> None:
+    deadline = time.monotonic() + 90
+    while len([c for _, c in ours(marker) if "chromium --" in c and "--type=" not in c]) < count:
+        assert proc.poll() is None, err.read_text()
+        assert time.monotonic() < deadline, "the run's browsers did not start within 90 s"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_interrupted_run_leaves_no_browser_site_or_server(tmp_path: Path, marker: str, how: str) -> None:
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) or `kill <pid>` (SIGTERM to the
+    launcher only) while two browser trials run: the run stops and nothing of it survives."""
+    proc, err = _cli_run(tmp_path, marker, how)
+    try:
+        _wait_for_browsers(proc, marker, err)
+        assert any("mcpfleet.sites.shop" in c for _, c in ours(marker))
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+        assert code != 0
+        assert "Traceback" not in err.read_text()
+        left = settle(marker)
+        assert not left, left
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
