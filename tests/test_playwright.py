@@ -366,3 +366,115 @@ def test_interrupted_run_leaves_no_browser_site_or_server(tmp_path: Path, marker
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+# ------------------------------------------------------------------------------------------ pod sidecars
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_ready(container: dict[str, Any], proc: subprocess.Popen[bytes], deadline: float) -> None:
+    """The container's startup probe, locally: /healthz answers 200, or the TCP port accepts."""
+    probe = container["startupProbe"]
+    port = int(probe.get("httpGet", probe.get("tcpSocket"))["port"])
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"{container['name']} exited with {proc.returncode}"
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                if "httpGet" not in probe:
+                    return
+                s.sendall(f"GET {probe['httpGet']['path']} HTTP/1.0\r\nHost: x\r\n\r\n".encode())
+                if s.recv(64).startswith(b"HTTP/1.1 200"):
+                    return
+        time.sleep(0.1)
+    raise AssertionError(f"{container['name']} not ready")
+
+
+def test_pod_sidecars_serve_a_trial_over_streamable_http(
+    tmp_path: Path, marker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trial pod's sidecars (sites from the runner image, playwright-mcp in streamable HTTP with
+    --allowed-hosts) run here as processes, as a kubelet would start them ($(VAR) expanded, the startup probes
+    awaited); the oracle then plays the bundled task against them as `mcpfleet trial` in the pod does."""
+    from mcpfleet.runner.plan import TrialSpec
+    from mcpfleet.runner.services.base import servers_bin
+    from mcpfleet.runner.spec import AgentKind, Limits, ModelSpec
+    from mcpfleet.runner.store import LocalStore
+    from mcpfleet.runner.trial import TrialContext, run_trial
+
+    task = next(t for t in discover(TASKS) if t.id == "playwright/standard/shop_account/wishlist_add_two")
+    monkeypatch.setattr(playwright, "POD_SITE_PORTS", {s: _free_port() for s in playwright.POD_SITE_PORTS})
+    mcp_port = _free_port()
+    state, home = Path(marker) / "state", Path(marker) / "home"
+    home.mkdir()
+    assert get_service("playwright").materialise(task, state) == 1
+    containers = playwright.pod_sidecars(
+        task, runner_image="runner", server_image="server", mcp_port=mcp_port, state_mount=str(state)
+    )
+    assert [c["name"] for c in containers] == ["site-shop", "mcp-playwright"]
+    assert all(c["restartPolicy"] == "Always" and "startupProbe" in c for c in containers)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        deadline = time.monotonic() + 60
+        for c in containers:
+            env = {**os.environ, **{e["name"]: e["value"] for e in c["env"]}}
+            env["HOME"] = str(home) if "HOME" in env and c["name"].startswith("mcp") else env["HOME"]
+            argv = [a.replace("$(HOME)", env["HOME"]) for a in [*c["command"], *c["args"]]]
+            argv = [
+                sys.executable if a == "python" else str(servers_bin() / a) if a == "playwright-mcp" else a
+                for a in argv
+            ]
+            proc = subprocess.Popen(
+                argv, env=env, cwd=marker, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
+            )
+            procs.append(proc)
+            _wait_ready(c, proc, deadline)
+        spec = TrialSpec(
+            run="pod",
+            trial_id="oracle.pod",
+            spec_hash="pod",
+            model=ModelSpec(name="oracle", model="oracle"),
+            task_id=task.id,
+            tasks_root=str(TASKS),
+            attempt=1,
+            agent=AgentKind.oracle,
+            limits=Limits(verifier_timeout_seconds=60),
+        )
+        ctx = TrialContext(mcp_url=f"http://127.0.0.1:{mcp_port}/mcp", state_dir=state)
+        result = asyncio.run(run_trial(spec, LocalStore(tmp_path / "runs"), ctx))
+        assert result.passed, (result.error, result.verifier.stdout)
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+    assert not settle(marker), "a sidecar left a process behind"
+
+
+def test_pod_sidecars_are_valid_kubernetes(tmp_path: Path) -> None:
+    """A pod with the sidecars of a shop+admin+forum task validates against Kubernetes 1.37's schema (strict)."""
+    import kubernetes_validate
+
+    task = site_task(tmp_path, ["shop", "admin", "forum"])
+    sidecars = playwright.pod_sidecars(task, runner_image="r:1", server_image="s:1", mcp_port=8000)
+    assert [c["name"] for c in sidecars] == ["site-shop", "site-admin", "site-forum", "mcp-playwright"]
+    assert len({c["ports"][0]["containerPort"] for c in sidecars}) == 4
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "t"},
+        "spec": {
+            "restartPolicy": "Never",
+            "volumes": [{"name": "state", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+            "initContainers": sidecars,
+            "containers": [{"name": "runner", "image": "r:1", "command": ["mcpfleet", "trial"]}],
+        },
+    }
+    kubernetes_validate.validate(pod, "1.37.0", strict=True)
+    rules = json.loads(next(e["value"] for e in sidecars[-1]["env"] if e["name"] == "MCPFLEET_BROWSER_CONFIG"))
+    args = rules["browser"]["launchOptions"]["args"][0]
+    assert "MAP shop.test 127.0.0.1:8101" in args and args.endswith("MAP * ~NOTFOUND")

@@ -241,3 +241,87 @@ class PlaywrightService(Service):
         except ValueError as exc:
             return [str(exc)]
         return []
+
+
+# --- Kubernetes -------------------------------------------------------------------------------------------
+# In a trial pod the sites and the MCP server are native sidecars (init containers with restartPolicy Always,
+# each with a startup probe) on fixed loopback ports (the pod's network namespace is the trial's own); the
+# state volume holds the data `mcpfleet materialise` seeded. The sites run from the runner image (it bundles
+# mcpfleet.sites); the server from servers/Dockerfile.playwright (pinned playwright-mcp + Debian's Chromium).
+# operator/manifests.py decides where these go; this says what they are.
+
+POD_SITE_PORTS = {"shop": 8101, "admin": 8102, "forum": 8103}
+WRITE_CONFIG_AND_EXEC = 'printf "%s" "$MCPFLEET_BROWSER_CONFIG" > "$HOME/playwright-mcp.json" && exec "$@"'
+
+
+def pod_sidecars(
+    task: Task, *, runner_image: str, server_image: str, mcp_port: int, state_mount: str = "/state"
+) -> list[dict[str, Any]]:
+    """The trial pod's sidecars for a browser task: one per site it names, then playwright-mcp serving
+    streamable HTTP on ``mcp_port`` (``--allowed-hosts``: the runner connects as localhost or 127.0.0.1)."""
+    sites = task_sites(task)
+    mounts = [{"name": "state", "mountPath": state_mount}, {"name": "tmp", "mountPath": "/tmp"}]
+    probe = {"periodSeconds": 1, "failureThreshold": 120}
+    out: list[dict[str, Any]] = []
+    for site in sites:
+        port = POD_SITE_PORTS[site]
+        out.append(
+            {
+                "name": f"site-{site}",
+                "image": runner_image,
+                "restartPolicy": "Always",
+                "command": ["python", "-m", f"mcpfleet.sites.{site}"],
+                "args": ["--data", state_mount, "--host", "127.0.0.1", "--port", str(port)],
+                "env": [{"name": "TZ", "value": "UTC"}, {"name": "MCPFLEET_SITES_CACHE", "value": "/tmp/sites"}],
+                "ports": [{"name": f"site-{site}"[:15], "containerPort": port, "protocol": "TCP"}],
+                "startupProbe": {"httpGet": {"path": "/healthz", "port": port}, **probe},
+                "volumeMounts": mounts,
+                "workingDir": "/tmp",
+            }
+        )
+    config = json.dumps(browser_config({s: POD_SITE_PORTS[s] for s in sites}))
+    server = [
+        "playwright-mcp",
+        "--config",
+        "$(HOME)/playwright-mcp.json",
+        "--headless",
+        "--browser",
+        "chromium",
+        "--executable-path",
+        CHROMIUM,
+        "--no-sandbox",
+        "--isolated",
+        "--timeout-settle",
+        str(SETTLE_MS),
+        "--output-dir",
+        "$(HOME)/browser-output",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(mcp_port),
+        "--allowed-hosts",
+        f"localhost:{mcp_port}",
+        f"127.0.0.1:{mcp_port}",
+    ]
+    out.append(
+        {
+            "name": "mcp-playwright",
+            "image": server_image,
+            "restartPolicy": "Always",
+            "command": ["sh", "-c", WRITE_CONFIG_AND_EXEC, "--"],
+            "args": server,
+            "env": [
+                {"name": "MCPFLEET_BROWSER_CONFIG", "value": config},
+                {"name": "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "value": "1"},
+                {"name": "PLAYWRIGHT_BROWSERS_PATH", "value": "/tmp/no-downloaded-browsers"},
+                {"name": "PLAYWRIGHT_DOWNLOAD_HOST", "value": DOWNLOAD_GUARD},
+                {"name": "HOME", "value": "/tmp"},
+                {"name": "TZ", "value": "UTC"},
+            ],
+            "ports": [{"name": "mcp", "containerPort": mcp_port, "protocol": "TCP"}],
+            "startupProbe": {"tcpSocket": {"port": mcp_port}, **probe},
+            "volumeMounts": mounts,
+            "workingDir": state_mount,
+        }
+    )
+    return out
