@@ -478,3 +478,31 @@ def test_pod_sidecars_are_valid_kubernetes(tmp_path: Path) -> None:
     rules = json.loads(next(e["value"] for e in sidecars[-1]["env"] if e["name"] == "MCPFLEET_BROWSER_CONFIG"))
     args = rules["browser"]["launchOptions"]["args"][0]
     assert "MAP shop.test 127.0.0.1:8101" in args and args.endswith("MAP * ~NOTFOUND")
+
+
+def test_example_run_scripted_oracle_passes_and_noop_fails(tmp_path: Path, marker: str) -> None:
+    """examples/playwright.yaml through `mcpfleet run`: the scripted oracle model (an LLM agent over HTTP,
+    reading snapshots from the conversation to resolve its element refs) passes every task, the no-op fails."""
+    doc = yaml.safe_load((REPO / "examples" / "playwright.yaml").read_text())
+    doc["spec"]["tasks"]["path"] = str(TASKS)
+    doc["spec"]["output"]["uri"] = str(tmp_path / "runs")
+    path = tmp_path / "playwright.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    out = subprocess.run(
+        [str(MCPFLEET), "run", str(path), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=marker,
+        env={**os.environ, "TMPDIR": marker},
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 0, out.stderr
+    results = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "playwright" / "trials").glob("*/result.json")]
+    n = len([t for t in discover(TASKS) if t.service == "playwright"])
+    assert len(results) == 2 * n
+    assert all(r["passed"] for r in results if r["model"] == "scripted-oracle"), [r["error"] for r in results]
+    assert not any(r["passed"] for r in results if r["model"] == "scripted-noop")
+    oracle = next(r for r in results if r["model"] == "scripted-oracle")
+    assert oracle["totals"]["tool_calls"] >= 10 and oracle["totals"]["tool_errors"] == 0
+    assert not settle(marker, grace=3.0)
