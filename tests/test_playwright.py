@@ -158,11 +158,27 @@ def _site_ports(state: Path) -> list[int]:
     return [int(r.rsplit(":", 1)[1]) for r in rules.split(", ") if "127.0.0.1:" in r]
 
 
-def test_task_without_sites_is_refused_by_the_checker(tmp_path: Path) -> None:
+def test_malformed_site_lists_are_refused_and_a_foreign_task_runs_unconfined(tmp_path: Path, marker: str) -> None:
+    """An empty or unknown site list is a task error; a task that declares no sites (MCPMark's own, for the
+    public web) starts no site and gets a browser without host mapping."""
     service = get_service("playwright")
     problems = service.check_state(site_task(tmp_path, []))
-    assert problems and "mcpfleet" in problems[0]
+    assert problems and "one or more bundled sites" in problems[0]
     assert "unknown site(s) blog" in service.check_state(site_task(tmp_path, ["shop", "blog"]))[0]
+    foreign = site_task(tmp_path, ["shop"])
+    (foreign.path / "meta.json").write_text(json.dumps({"task_id": "probe", "mcp": ["playwright"]}))
+    foreign = Task(foreign.service, foreign.difficulty, foreign.category, foreign.name, foreign.path, foreign.state_dir)
+    assert service.check_state(foreign) == []
+    state = Path(marker) / "state"
+
+    async def enter() -> tuple[list[str], list[tuple[int, str]]]:
+        async with service.environment(foreign, state, None) as env:
+            assert env.server.args[:2] == ["--config", str(state / ".browser" / "config.json")]
+            config = json.loads((state / ".browser" / "config.json").read_text())
+            return config["browser"]["launchOptions"]["args"], ours(marker)
+
+    args, running = asyncio.run(enter())
+    assert args == [] and running == []
 
 
 def test_bundled_task_validates_oracle_passes_noop_and_mutants_fail(marker: str) -> None:

@@ -8,6 +8,8 @@ sites at stable origins: ``http://shop.test/`` is mapped to the shop's real port
 rules, and every other host (IP literals too) resolves to nothing. The sites stop before the verifier runs,
 so it reads quiescent SQLite files from ``MCPFLEET_SITES_DATA``.
 
+A task that names no sites (MCPMark's own browser tasks, written for the public web or WebArena's images)
+starts none and its browser is not confined: it runs wherever those sites are reachable.
 In a pod (``materialised``) the sites and the MCP server are sidecars; the trial only verifies.
 """
 
@@ -53,12 +55,16 @@ def site_origin(site: str) -> str:
 
 
 def task_sites(task: Task) -> list[str]:
-    """The bundled sites a task needs, in its meta.json order; ValueError if there are none or one is unknown."""
+    """The bundled sites a task needs, in its meta.json order; ValueError if the list is malformed or names an
+    unknown site. A task that declares none (MCPMark's own, for the public web) gets none, and its browser is
+    not confined to them: it reaches whatever this machine reaches."""
     from mcpfleet.sites import SITES
 
-    declared = (task.meta.get("mcpfleet") or {}).get("sites")
+    if "sites" not in (task.meta.get("mcpfleet") or {}):
+        return []
+    declared = task.meta["mcpfleet"]["sites"]
     if not isinstance(declared, list) or not declared or not all(isinstance(s, str) for s in declared):
-        raise ValueError(f'{task.id}: meta.json needs "mcpfleet": {{"sites": [...]}} naming the bundled sites')
+        raise ValueError(f'{task.id}: meta.json "mcpfleet": {{"sites": [...]}} must name one or more bundled sites')
     unknown = [s for s in declared if s not in SITES]
     if unknown:
         raise ValueError(f"{task.id}: unknown site(s) {', '.join(unknown)} (known: {', '.join(SITES)})")
@@ -76,8 +82,10 @@ def resolver_rules(ports: dict[str, int]) -> str:
 
 
 def browser_config(ports: dict[str, int]) -> dict[str, Any]:
-    """playwright-mcp's --config: the launch arguments the command line cannot give (the host mapping)."""
-    return {"browser": {"launchOptions": {"args": [f"--host-resolver-rules={resolver_rules(ports)}"]}}}
+    """playwright-mcp's --config: the launch arguments the command line cannot give (the host mapping; none
+    without sites)."""
+    args = [f"--host-resolver-rules={resolver_rules(ports)}"] if ports else []
+    return {"browser": {"launchOptions": {"args": args}}}
 
 
 @dataclass
@@ -201,6 +209,7 @@ class PlaywrightService(Service):
     ) -> AsyncIterator[TrialEnv]:
         sites = task_sites(task)
         verifier_env = {DATA_ENV: str(state_dir), "TZ": "UTC"}
+        state_dir.mkdir(parents=True, exist_ok=True)
         if materialised:  # a pod: the state volume holds the data, the sites and the server are sidecars
             yield TrialEnv(state_dir, ServerCommand(EXECUTABLE, []), verifier_env)
             return
@@ -228,6 +237,7 @@ class PlaywrightService(Service):
         """A fresh seeded copy of the data of every site the task names (one file per data kind)."""
         from mcpfleet.sites import SITES, seed
 
+        dest.mkdir(parents=True, exist_ok=True)
         done: set[str] = set()
         for site in task_sites(task):
             if SITES[site].data not in done:
