@@ -522,3 +522,12 @@ def test_example_run_scripted_oracle_passes_and_noop_fails(tmp_path: Path, marke
     oracle = next(r for r in results if r["model"] == "scripted-oracle")
     assert oracle["totals"]["tool_calls"] >= 10 and oracle["totals"]["tool_errors"] == 0
     assert not settle(marker, grace=3.0)
+
+
+def test_sites_inherit_no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-test-secret")
+    monkeypatch.setenv("MCPFLEET_SITES_CACHE", "/tmp/sites-cache")
+    env = playwright._site_env()
+    assert "sk-test-secret" not in env.values() and "aws-test-secret" not in env.values()
+    assert env["MCPFLEET_SITES_CACHE"] == "/tmp/sites-cache" and env["PATH"] == os.environ["PATH"]

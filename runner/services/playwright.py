@@ -138,7 +138,7 @@ async def start_site(name: str, data_dir: Path, log_dir: Path) -> SiteProcess:
             stdout=asyncio.subprocess.PIPE,
             stderr=log,
             start_new_session=True,
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TZ": "UTC"},
+            env=_site_env(),
         )
     except BaseException:
         log.close()
@@ -157,6 +157,16 @@ async def start_site(name: str, data_dir: Path, log_dir: Path) -> SiteProcess:
             raise RuntimeError(f"site '{name}' printed no ready line within {SITE_START_TIMEOUT_S:g} s") from None
         raise
     return SiteProcess(name, proc, port, log)
+
+
+def _site_env() -> dict[str, str]:
+    """What a site inherits: no API keys or cloud credentials (the agent drives it), its template cache."""
+    from mcpfleet.sites import CACHE_ENV
+
+    from ..mcp_client import SAFE_ENV
+
+    env = {k: os.environ[k] for k in (*SAFE_ENV, CACHE_ENV, "XDG_CACHE_HOME") if k in os.environ}
+    return {**env, "PYTHONDONTWRITEBYTECODE": "1", "TZ": "UTC"}
 
 
 def _tail(log: IO[bytes]) -> str:
