@@ -1,5 +1,8 @@
 """Local launcher benchmark: a serial one-process loop (MCPMark's way) against `mcpfleet run` at 1, 2, 4, 8.
 
+`--service playwright` (bench_pw.py): a browser trial's environment time (site start, browser start, MCP
+start, verify, teardown) and peak memory, serial loop against `mcpfleet run` at 1, 2, 4.
+
 `--service postgres` measures the PostgreSQL service instead: each trial's environment time (clone or claim,
 MCP server start, verify, drop; the cluster's start amortised over the trials) in `mcpfleet run` against
 MCPMark's way, run serially in one process: one shared server, `CREATE DATABASE <task> TEMPLATE <category>`,
@@ -121,7 +124,7 @@ def phases(run_dirs: list[Path], latency: float) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--service", choices=["filesystem", "postgres"], default="filesystem")
+    ap.add_argument("--service", choices=["filesystem", "postgres", "playwright"], default="filesystem")
     ap.add_argument("--tasks", type=Path, default=REPO / "tasks", help="task pack root (default: the bundled one)")
     ap.add_argument("--attempts", type=int, default=4)
     ap.add_argument("--latency", type=float, default=0.5)
@@ -151,6 +154,11 @@ def main() -> None:
         from bench_pg import postgres_bench
 
         postgres_bench(args, evalrun, timed, MCPFLEET)
+        return
+    if args.service == "playwright":
+        from bench_pw import playwright_bench
+
+        playwright_bench(args, evalrun, MCPFLEET, __file__)
         return
 
     from mcpfleet.runner.tasks import discover

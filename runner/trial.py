@@ -153,6 +153,13 @@ async def _run_agent(
         return agents.run_noop_agent(task)
     state_dir = env.state_dir
     async with AsyncExitStack() as stack:
+        ended: list[float] = []  # when the agent ended: stopping the server (and a browser) after it is teardown
+
+        def stopped() -> None:
+            if ended:
+                timings.teardown += time.perf_counter() - ended[0]
+
+        stack.callback(stopped)  # the stack's last exit: after the session and the server are gone
         t = time.perf_counter()
         if ctx.mcp_url:
             session = await stack.enter_async_context(connect_http(ctx.mcp_url))
@@ -202,6 +209,7 @@ async def _run_agent(
             )
         finally:
             timings.agent = time.perf_counter() - t
+            ended.append(time.perf_counter())
 
 
 async def _close(environment: AsyncExitStack) -> None:
@@ -270,6 +278,10 @@ async def run_trial(
             messages_path.write_bytes(dumps_mcpmark(to_mcpmark_messages(run.messages)))
             verifier_env = {**env.verifier_env, "MCP_MESSAGES": str(messages_path)}
             try:
+                if env.quiesce is not None:
+                    t = time.perf_counter()
+                    await env.quiesce()
+                    timings.teardown += time.perf_counter() - t
                 v = await run_verifier(
                     task.verifier, verifier_env, env.verifier_args, spec.limits.verifier_timeout_seconds
                 )
@@ -286,7 +298,7 @@ async def run_trial(
                 )
         t = time.perf_counter()
         await _close(environment)
-        timings.teardown = time.perf_counter() - t
+        timings.teardown += time.perf_counter() - t
         run = run or agents.AgentRun(messages=[])
         calls = run.tool_calls
         passed = infra is None and verifier.exit_code == 0
