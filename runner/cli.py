@@ -403,6 +403,7 @@ def tasks_validate(
 ) -> None:
     """Check files, meta.json and mutants.json, then that the oracle passes and that the no-op agent and every
     mutant (a plausible wrong end state) fail."""
+    from .services import SERVICES
     from .taskcheck import validate as run_validation
     from .tasks import discover
 
@@ -410,8 +411,12 @@ def tasks_validate(
     root, only = path, None
     if (path / "description.md").is_file():
         root, only = path.parents[3], path
+    elif path.name in SERVICES:  # one service's tasks of a pack: tasks/playwright
+        root, only = path.parent, path
+    elif path.parent.name in SERVICES:  # tasks/playwright/standard
+        root, only = path.parents[1], path
     try:
-        found = [t for t in discover(root, states) if only is None or t.path == only]
+        found = [t for t in discover(root, states) if only is None or t.path.is_relative_to(only)]
     except TaskError as exc:
         _fail(str(exc))
     if not found:

@@ -40,6 +40,7 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
+from . import snapshot_refs
 from .services import SERVICES
 from .tasks import OracleStep, Task, TaskError, discover
 
@@ -201,6 +202,18 @@ def _find_root(messages: list[dict[str, Any]], probe: str = LIST_DIRS) -> str | 
     return None
 
 
+def _results(messages: list[dict[str, Any]]) -> list[str]:
+    """Tool results so far, oldest first: tool messages, or ReAct's observations (user messages after the
+    first); an oracle step's element refs resolve in the latest page snapshot among them."""
+    out = []
+    for i, m in enumerate(messages):
+        if m.get("role") == "tool":
+            out.append(_tool_text(m.get("content")))
+        elif m.get("role") == "user" and i > 0 and any(x.get("role") == "assistant" for x in messages[:i]):
+            out.append(_text(m.get("content")))
+    return out
+
+
 def _usage_chars(messages: list[dict[str, Any]]) -> int:
     n = 0
     for m in messages:
@@ -297,7 +310,11 @@ class ScriptedModel:
         if root is None:
             return Reply(f"Cannot play the oracle of {task.id}: no absolute path found in the {probe} result.")
         step = steps[done]
-        return Reply(tool_calls=(_call(step.tool, step.resolve(root)),))
+        try:
+            arguments = snapshot_refs.resolve_step(step.tool, done, step.resolve(root), _results(messages))
+        except snapshot_refs.RefError as exc:
+            return Reply(f"Cannot play the oracle of {task.id}: {exc}")
+        return Reply(tool_calls=(_call(step.tool, arguments),))
 
     def _malformed(self, body: dict[str, Any], messages: list[dict[str, Any]]) -> Reply:
         if any(m.get("role") == "assistant" for m in messages):

@@ -270,6 +270,8 @@ async def run_trial(
             messages_path.write_bytes(dumps_mcpmark(to_mcpmark_messages(run.messages)))
             verifier_env = {**env.verifier_env, "MCP_MESSAGES": str(messages_path)}
             try:
+                if env.quiesce is not None:
+                    await env.quiesce()
                 v = await run_verifier(
                     task.verifier, verifier_env, env.verifier_args, spec.limits.verifier_timeout_seconds
                 )

@@ -14,9 +14,10 @@ from typing import Any
 
 from .base import SERVERS_ENV, ServerCommand, Service, Spare, TrialEnv, servers_bin, servers_root
 from .filesystem import FilesystemService
+from .playwright import PlaywrightService
 from .postgres import PostgresService
 
-SERVICES: dict[str, Service] = {s.name: s for s in (FilesystemService(), PostgresService())}
+SERVICES: dict[str, Service] = {s.name: s for s in (FilesystemService(), PostgresService(), PlaywrightService())}
 
 __all__ = [
     "SERVERS_ENV",
