@@ -9,6 +9,7 @@ the audit log must show the product-sales CSV download for 2025-05-01..2025-05-3
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -25,6 +26,35 @@ EXPECTED_TOP = [  # hard-coded from the seed, cross-checked against the recomput
     ("Copperleaf Enameled Stainless Saucepan, 10-inch", "COO-1568", 39596),
 ]
 
+SEED_STORE = {
+    "orders": ("SELECT * FROM orders ORDER BY id", 860, "35ec4bce06fa4d5fa655386254b6cc13"),
+    "order_items": ("SELECT * FROM order_items ORDER BY id", 1649, "2bab2e094a9a3351e4c7619dc0dd550d"),
+    "order_history": ("SELECT * FROM order_history ORDER BY id", 3205, "c8a7e82423b2fe315441c56de7ccada8"),
+    "customers": ("SELECT * FROM customers ORDER BY id", 320, "fb387be58dfcabcb6f6f67a358bb7bb3"),
+    "addresses": ("SELECT * FROM addresses ORDER BY id", 433, "d7b0249ad6003e3ec2334f92dbf33113"),
+    "store_settings": ("SELECT * FROM store_settings ORDER BY key", 6, "34bf0a5ffa1e155a8385b3c37b5d9fe6"),
+    "reviews": ("SELECT * FROM reviews ORDER BY id", 1946, "df053699b00384ec2c915a00d5738428"),
+    "products": ("SELECT * FROM products ORDER BY id", 455, "20f2cb4ff6693f756e458e725c6c7c27"),
+    "coupons": ("SELECT * FROM coupons ORDER BY code", 7, "97fe7fc6e15a88103a25cab9e74a2a0d"),
+}
+SEED_FORUM = {
+    "posts": ("SELECT * FROM posts WHERE id <= 645 ORDER BY id", 645, "32140e89c76b023365512a349f9839b7"),
+    "comments": ("SELECT * FROM comments WHERE id <= 4290 ORDER BY id", 4290, "7d9960c5cc62b85382bcbc9d9efd0053"),
+    "post_votes": ("SELECT * FROM post_votes ORDER BY user_id, post_id", 5640, "cf932680188e830ab33974b3b255f386"),
+    "comment_votes": (
+        "SELECT * FROM comment_votes ORDER BY user_id, comment_id",
+        15745,
+        "b133b50ac82632a4a6d65af2eddfab7b",
+    ),
+    "reports": ("SELECT * FROM reports ORDER BY id", 40, "3d15cad52fc7073cfb4a1fd89fa8b556"),
+    "subscriptions": (
+        "SELECT * FROM subscriptions ORDER BY user_id, forum_id",
+        529,
+        "eba91b32269bdbd4f2a94ac5b9aa4d00",
+    ),
+    "bans": ("SELECT * FROM bans ORDER BY forum_id, user_id", 1, "2a35c30c00c3a6a6d48052dffd625d28"),
+}
+
 failures: list[str] = []
 
 
@@ -35,8 +65,25 @@ def check(cond: bool, msg: str) -> bool:
     return cond
 
 
+def digest(conn: sqlite3.Connection, sql: str) -> tuple[int, str]:
+    h = hashlib.md5()
+    n = 0
+    for row in conn.execute(sql):
+        h.update(repr(tuple(row)).encode())
+        h.update(b"\n")
+        n += 1
+    return n, h.hexdigest()
+
+
 def money(cents: int) -> str:
     return f"${cents / 100:,.2f}"
+
+
+def unchanged(conn: sqlite3.Connection, seeded: dict[str, tuple[str, int, str]], skip: set[str]) -> None:
+    """Tables this task must not touch keep their seeded (row count, md5) fingerprint."""
+    for table, (sql, rows, md5) in seeded.items():
+        if table not in skip:
+            check(digest(conn, sql) == (rows, md5), f"{table} unchanged since the seed")
 
 
 def open_db(folder: Path, name: str) -> sqlite3.Connection | None:
@@ -114,8 +161,10 @@ def main() -> int:
     store, forum = open_db(data, "store.db"), open_db(data, "forum.db")
     if store is not None:
         check_store(store)
+        unchanged(store, SEED_STORE, set())
     if forum is not None:
         check_forum(forum)
+        unchanged(forum, SEED_FORUM, set())
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 

@@ -34,6 +34,41 @@ REPLY = f"Thanks for the great advice, {USER}! Here is 15% off at Larkspur Goods
 SEED_COUPONS = (7, "97fe7fc6e15a88103a25cab9e74a2a0d")
 SEED_MAX_COMMENT = 4290
 
+SEED_STORE = {
+    "orders": ("SELECT * FROM orders ORDER BY id", 860, "35ec4bce06fa4d5fa655386254b6cc13"),
+    "order_items": ("SELECT * FROM order_items ORDER BY id", 1649, "2bab2e094a9a3351e4c7619dc0dd550d"),
+    "order_history": ("SELECT * FROM order_history ORDER BY id", 3205, "c8a7e82423b2fe315441c56de7ccada8"),
+    "customers": ("SELECT * FROM customers ORDER BY id", 320, "fb387be58dfcabcb6f6f67a358bb7bb3"),
+    "addresses": ("SELECT * FROM addresses ORDER BY id", 433, "d7b0249ad6003e3ec2334f92dbf33113"),
+    "store_settings": ("SELECT * FROM store_settings ORDER BY key", 6, "34bf0a5ffa1e155a8385b3c37b5d9fe6"),
+    "reviews": ("SELECT * FROM reviews ORDER BY id", 1946, "df053699b00384ec2c915a00d5738428"),
+    "products": ("SELECT * FROM products ORDER BY id", 455, "20f2cb4ff6693f756e458e725c6c7c27"),
+    "coupons": ("SELECT * FROM coupons ORDER BY code", 7, "97fe7fc6e15a88103a25cab9e74a2a0d"),
+}
+SEED_FORUM = {
+    "posts": (
+        "SELECT id, forum_id, author_id, title, url, body, created_at, edited_at, is_locked, is_pinned, is_deleted,"
+        " removed_by, removed_reason, removed_at, score, comment_count - (id = 637)"
+        " FROM posts WHERE id <= 645 ORDER BY id",
+        645,
+        "32140e89c76b023365512a349f9839b7",
+    ),
+    "comments": ("SELECT * FROM comments WHERE id <= 4290 ORDER BY id", 4290, "7d9960c5cc62b85382bcbc9d9efd0053"),
+    "post_votes": ("SELECT * FROM post_votes ORDER BY user_id, post_id", 5640, "cf932680188e830ab33974b3b255f386"),
+    "comment_votes": (
+        "SELECT * FROM comment_votes ORDER BY user_id, comment_id",
+        15745,
+        "b133b50ac82632a4a6d65af2eddfab7b",
+    ),
+    "reports": ("SELECT * FROM reports ORDER BY id", 40, "3d15cad52fc7073cfb4a1fd89fa8b556"),
+    "subscriptions": (
+        "SELECT * FROM subscriptions ORDER BY user_id, forum_id",
+        529,
+        "eba91b32269bdbd4f2a94ac5b9aa4d00",
+    ),
+    "bans": ("SELECT * FROM bans ORDER BY forum_id, user_id", 1, "2a35c30c00c3a6a6d48052dffd625d28"),
+}
+
 failures: list[str] = []
 
 
@@ -52,6 +87,13 @@ def digest(conn: sqlite3.Connection, sql: str, params: tuple[object, ...] = ()) 
         h.update(b"\n")
         n += 1
     return n, h.hexdigest()
+
+
+def unchanged(conn: sqlite3.Connection, seeded: dict[str, tuple[str, int, str]], skip: set[str]) -> None:
+    """Tables this task must not touch keep their seeded (row count, md5) fingerprint."""
+    for table, (sql, rows, md5) in seeded.items():
+        if table not in skip:
+            check(digest(conn, sql) == (rows, md5), f"{table} unchanged since the seed")
 
 
 def open_db(folder: Path, name: str) -> sqlite3.Connection | None:
@@ -115,8 +157,10 @@ def main() -> int:
     forum, store = open_db(data, "forum.db"), open_db(data, "store.db")
     if forum is not None:
         check_forum(forum)
+        unchanged(forum, SEED_FORUM, set())
     if store is not None:
         check_store(store)
+        unchanged(store, SEED_STORE, {"coupons"})
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
