@@ -11,6 +11,7 @@ verifier run against a modified database cannot pass by recomputing from the mod
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -28,6 +29,24 @@ EXPECTED = [
 ]
 LINE = re.compile(r"^\s*(\d+)\.\s+#(\d+)\s+(.+?)\s*\|\s*(\S+)\s*\|\s*(-?\d+)\s*\|\s*(\S+)\s*\((-?\d+)\)\s*$")
 
+SEED_FORUM = {  # (rows, md5) of the tables a read-only task must leave as seeded
+    "posts": ("SELECT * FROM posts ORDER BY id", 645, "32140e89c76b023365512a349f9839b7"),
+    "comments": ("SELECT * FROM comments ORDER BY id", 4290, "7d9960c5cc62b85382bcbc9d9efd0053"),
+    "post_votes": ("SELECT * FROM post_votes ORDER BY user_id, post_id", 5640, "cf932680188e830ab33974b3b255f386"),
+    "comment_votes": (
+        "SELECT * FROM comment_votes ORDER BY user_id, comment_id",
+        15745,
+        "b133b50ac82632a4a6d65af2eddfab7b",
+    ),
+    "reports": ("SELECT * FROM reports ORDER BY id", 40, "3d15cad52fc7073cfb4a1fd89fa8b556"),
+    "subscriptions": (
+        "SELECT * FROM subscriptions ORDER BY user_id, forum_id",
+        529,
+        "eba91b32269bdbd4f2a94ac5b9aa4d00",
+    ),
+    "bans": ("SELECT * FROM bans ORDER BY forum_id, user_id", 1, "2a35c30c00c3a6a6d48052dffd625d28"),
+}
+
 failures: list[str] = []
 
 
@@ -36,6 +55,16 @@ def check(cond: bool, msg: str) -> bool:
     if not cond:
         failures.append(msg)
     return cond
+
+
+def digest(conn: sqlite3.Connection, sql: str) -> tuple[int, str]:
+    h = hashlib.md5()
+    n = 0
+    for row in conn.execute(sql):
+        h.update(repr(tuple(row)).encode())
+        h.update(b"\n")
+        n += 1
+    return n, h.hexdigest()
 
 
 def final_answer() -> str:
@@ -89,6 +118,8 @@ def main() -> int:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     writes = conn.execute("SELECT action FROM audit_log WHERE action NOT LIKE 'auth.%'").fetchall()
     check(not writes, f"nothing was changed on the forum ({[w[0] for w in writes]})")
+    for table, (sql, rows, md5) in SEED_FORUM.items():
+        check(digest(conn, sql) == (rows, md5), f"{table} unchanged since the seed")
     live = recompute(conn)
     check(live == EXPECTED, "the database still ranks the seeded posts (recomputed listing equals the pinned one)")
 
