@@ -409,12 +409,13 @@ def tasks_validate(
 
     path = path.resolve()
     root, only = path, None
-    if (path / "description.md").is_file():
-        root, only = path.parents[3], path
-    elif path.name in SERVICES:  # one service's tasks of a pack: tasks/playwright
-        root, only = path.parent, path
-    elif path.parent.name in SERVICES:  # tasks/playwright/standard
-        root, only = path.parents[1], path
+    # Any folder inside a pack narrows it: a service, a difficulty, a category or one task folder
+    # (<root>/<service>/<difficulty>/<category>/<task>); the pack root is the ancestor holding the service.
+    for ancestor in path.parents:
+        inside = path.relative_to(ancestor).parts
+        if len(inside) <= 4 and inside[0] in SERVICES:
+            root, only = ancestor, path
+            break
     try:
         found = [t for t in discover(root, states) if only is None or t.path.is_relative_to(only)]
     except TaskError as exc:
