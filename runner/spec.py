@@ -463,10 +463,40 @@ def format_validation_error(exc: ValidationError) -> list[str]:
     return [f"{_path(e['loc'])}: {_explain(e)}" for e in exc.errors()]
 
 
+MAX_SPEC_BYTES = 256 * 1024  # a spec is a few KiB; the API server's own object limit is ~1.5 MiB
+MAX_ANNOTATION_BYTES = 256 * 1024  # the API server's limit for all of an object's annotations together
+
+
+def _size_problems(data: dict[str, Any]) -> list[str]:
+    """Refuse a spec or annotations too large to be an EvalRun (a document expanded from YAML aliases, or an
+    annotation stuffed with data): they would be copied into run.json, status and every trial pod."""
+    from .yamlload import YAMLLimitError, expanded_nodes
+
+    problems = []
+    try:
+        expanded_nodes(data)
+    except YAMLLimitError as exc:
+        return [f"(root): refused: {exc}"]
+    spec_size = len(json.dumps(data.get("spec"), default=str))
+    if spec_size > MAX_SPEC_BYTES:
+        problems.append(f"spec: {spec_size:,} bytes as JSON; at most {MAX_SPEC_BYTES:,} are allowed")
+    meta = data.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    if isinstance(annotations, dict):
+        size = sum(len(str(k)) + len(str(v)) for k, v in annotations.items())
+        if size > MAX_ANNOTATION_BYTES:
+            problems.append(
+                f"metadata.annotations: {size:,} bytes in all; at most {MAX_ANNOTATION_BYTES:,} are allowed"
+            )
+    return problems
+
+
 def parse_evalrun(data: Any, source: str | None = None) -> EvalRun:
     """Validate a decoded EvalRun document; raise SpecError naming every bad field."""
     if not isinstance(data, dict):
         raise SpecError(["(root): must be a mapping with apiVersion, kind, metadata and spec"], source)
+    if problems := _size_problems(data):
+        raise SpecError(problems, source)
     try:
         return EvalRun.model_validate(data)
     except ValidationError as exc:
@@ -474,11 +504,17 @@ def parse_evalrun(data: Any, source: str | None = None) -> EvalRun:
 
 
 def load_evalrun(path: str | Path) -> EvalRun:
+    from .yamlload import YAMLLimitError, load_file
+
     path = Path(path)
     try:
-        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        docs = load_file(path)
     except yaml.YAMLError as exc:
         raise SpecError([f"(file): not valid YAML: {exc}"], str(path)) from None
+    except YAMLLimitError as exc:
+        raise SpecError([f"(file): refused: {exc}"], str(path)) from None
+    except UnicodeDecodeError:
+        raise SpecError(["(file): not UTF-8 text; an EvalRun is a YAML file"], str(path)) from None
     except OSError as exc:
         raise SpecError([f"(file): cannot read: {exc.strerror}"], str(path)) from None
     runs = [d for d in docs if isinstance(d, dict) and d.get("kind") == KIND]
