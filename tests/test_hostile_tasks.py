@@ -14,7 +14,7 @@ from conftest import make_tiny_pack
 
 from mcpfleet.runner.services import get_service
 from mcpfleet.runner.states import copy_state
-from mcpfleet.runner.tasks import TaskError, discover
+from mcpfleet.runner.tasks import Task, TaskError, discover
 from mcpfleet.runner.verifier import run_verifier
 
 
@@ -139,7 +139,7 @@ def test_the_verifier_sees_a_clean_environment(tmp_path: Path, monkeypatch: pyte
     }
 
 
-def tiny_task(tmp_path: Path):  # type: ignore[no-untyped-def]
+def tiny_task(tmp_path: Path) -> Task:
     return discover(make_tiny_pack(tmp_path / "pack"))[0]
 
 
@@ -182,12 +182,12 @@ def test_links_inside_the_state_are_copied_and_loops_refused(tmp_path: Path) -> 
 
 
 def test_a_postgres_state_file_linking_out_of_the_pack_is_refused(tmp_path: Path) -> None:
-    task = tiny_task(tmp_path)
+    tiny_task(tmp_path)
     states = tmp_path / "pack" / "postgres" / "states"
     states.mkdir(parents=True)
     (tmp_path / "host.sql").write_text("-- host file\n")
     (states / "tiny.sql").symlink_to(tmp_path / "host.sql")
-    pg_task = type(task)(
+    pg_task = Task(
         "postgres", "standard", "tiny", "t", tmp_path / "pack" / "postgres" / "standard" / "tiny" / "t", states / "tiny"
     )
     with pytest.raises(TaskError, match="outside"):
