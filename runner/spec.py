@@ -103,6 +103,11 @@ class ModelSpec(SpecModel):
                     )
         return data
 
+    @field_validator("api_base")
+    @classmethod
+    def _api_base(cls, v: str | None) -> str | None:
+        return check_no_credentials(v)
+
     @model_validator(mode="after")
     def _one_key_source(self) -> ModelSpec:
         if self.api_key_env and self.api_key_secret_ref:
@@ -156,6 +161,11 @@ class TaskSelection(SpecModel):
         if v is not None and "://" in v:
             _check_s3_uri(v)
         return v
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        return check_no_credentials(v)
 
     @property
     def in_s3(self) -> bool:
@@ -233,6 +243,53 @@ class Output(SpecModel):
         if "://" in v:
             _check_s3_uri(v)
         return v
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        return check_no_credentials(v)
+
+
+SECRET_QUERY = re.compile(r"(key|token|secret|password|passwd|signature|credential|auth)", re.IGNORECASE)
+
+
+def shown_url(url: str) -> str:
+    """A URL safe to print: its user-info and the values of its query parameters replaced."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        netloc = ("***@" if "@" in parts.netloc else "") + host + (f":{parts.port}" if parts.port else "")
+    except ValueError:
+        return "<unparseable URL>"
+    query = "&".join(f"{q.split('=', 1)[0]}=***" if "=" in q else q for q in parts.query.split("&") if q)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def check_no_credentials(url: str | None) -> str | None:
+    """Refuse a URL carrying credentials (user:password@, ?api_key=...): the spec is copied into run.json,
+    the EvalRun's status, events and every trial pod. Secrets go through apiKeyEnv or a Secret reference."""
+    if url is None:
+        return None
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise ValueError("is not a valid URL") from None
+    if "@" in parts.netloc:
+        raise ValueError(
+            f"'{shown_url(url)}' embeds credentials (user-info before '@'); put the key in the environment "
+            "variable named by apiKeyEnv (or apiKeySecretRef in a cluster) and give the URL without it"
+        )
+    named = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if SECRET_QUERY.search(k)})
+    if named:
+        raise ValueError(
+            f"'{shown_url(url)}' carries credentials in its query ({', '.join(named)}); use apiKeyEnv or "
+            "apiKeySecretRef for keys, and credentialsSecretRef or the environment for S3"
+        )
+    return url
 
 
 def _check_s3_uri(v: str) -> None:
