@@ -225,9 +225,11 @@ def execute(
                 )
             }
         )
+    from . import tmpdirs
     from .preflight import preflight
 
     preflight(run, base_dir, os.environ)
+    tmpdirs.sweep()  # trial folders left by runs that were killed
     trials = plan(run, base_dir)
     config = store_config(run.spec.output, run.name, base_dir)  # what workers reopen: picklable
     store = config.open()

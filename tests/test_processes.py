@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,7 @@ def kill_all(pids: dict[int, str]) -> None:
             pass
 
 
-def wait_for(cond, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+def wait_for(cond: Callable[[], object], timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
