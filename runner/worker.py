@@ -175,4 +175,11 @@ def start_forkserver() -> None:
     import multiprocessing.forkserver
 
     make_context()
-    multiprocessing.forkserver.ensure_running()
+    # Started with SIGINT ignored, which it keeps (Python installs its Ctrl-C handler only over the default),
+    # and so do the workers it forks: a terminal's Ctrl-C reaches the whole process group, and the parent
+    # alone decides what it means. Without this a Ctrl-C during the preload printed the forkserver's traceback.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
