@@ -32,6 +32,14 @@ def postgres_pack(pack: Path) -> Path:
     return root
 
 
+def broken_pack(pack: Path) -> Path:
+    """The pack with one task's verify.py missing: refused before any pod, never a verifier_failed trial."""
+    root = pack.parent / "brokenpack"
+    shutil.copytree(pack, root)
+    next(root.glob("filesystem/*/*/*/verify.py")).unlink()
+    return root
+
+
 def cases(pack: Path, s3: str, bucket: str) -> list[tuple[dict[str, Any], str]]:
     """(EvalRun, the field path its Failed condition must name)."""
 
@@ -78,6 +86,7 @@ def cases(pack: Path, s3: str, bucket: str) -> list[tuple[dict[str, Any], str]]:
         (dotted, "metadata.name:"),  # a valid object name, but not a DNS label (pod names, labels)
         (long_name, "metadata.name:"),  # 70 characters: fine for the API, too long for a label value
         (run("no-sidecar", tasks={"path": str(postgres_pack(pack))}), "spec.pod.sidecarImages.postgres"),
+        (run("broken-pack", tasks={"path": str(broken_pack(pack))}), "missing verify.py"),
     ]
 
 
