@@ -276,9 +276,11 @@ def crd() -> None:
 def validate(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")]) -> None:
     """Validate an EvalRun and print its plan size, without running anything."""
     from .plan import plan
+    from .preflight import preflight
 
     try:
         spec = load_evalrun(evalrun)
+        preflight(spec, evalrun.resolve().parent, os.environ, local=False)
         trials = plan(spec, evalrun.resolve().parent)
     except (SpecError, TaskError) as exc:
         _fail(str(exc))

@@ -560,6 +560,7 @@ class ScriptedServerProcess:
 
     def __enter__(self) -> str:
         cmd = [sys.executable, "-m", "mcpfleet.runner.scripted_model", "--port", "0", "--latency", str(self.latency)]
+        cmd += ["--parent-pid", str(os.getpid())]  # its own session: Ctrl-C does not reach it, a SIGKILL must
         for root in self.tasks_roots:
             cmd += ["--tasks", str(root)]
         # stderr goes to a file, not a pipe nobody reads, so a chatty server can never block on it.
@@ -643,7 +644,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--latency", type=float, default=0.0, help="default seconds each answer takes (its own work included)"
     )
+    parser.add_argument(
+        "--parent-pid", type=int, default=None, help="exit when this process (the one that started us) is gone"
+    )
     args = parser.parse_args(argv)
+    if args.parent_pid is not None:
+        from .lifeline import exit_with_parent
+
+        exit_with_parent(args.parent_pid)
     try:
         serve(args.tasks, args.host, args.port, args.latency)
     except TaskError as exc:

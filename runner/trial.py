@@ -13,7 +13,6 @@ import contextlib
 import logging
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import agent as agents
-from . import mcpmark_protocol
+from . import mcpmark_protocol, tmpdirs
 from .conversation import MCPFLEET, MCPMARK
 from .mcp_client import connect_http, connect_stdio
 from .metrics import TrialMetrics
@@ -47,7 +46,7 @@ from .spec import AgentKind, ModelSpec
 from .store import ResultStore
 from .tasks import Mutant, OracleStep, Task, find_task
 from .verifier import run_verifier, verifier_command
-from .warm import PREFIX, WarmServer
+from .warm import WarmServer
 
 SCRIPTED_PREFIX = "scripted/"
 logger = logging.getLogger(__name__)
@@ -237,7 +236,7 @@ async def run_trial(
     if ctx.warm is not None and (ctx.warm.service != spec.service or ctx.mcp_url or ctx.state_dir):
         await ctx.warm.close()
         ctx = TrialContext(**{**ctx.__dict__, "warm": None})
-    workdir = ctx.warm.workdir if ctx.warm else Path(tempfile.mkdtemp(prefix=PREFIX))
+    workdir = ctx.warm.workdir if ctx.warm else tmpdirs.make()
     secrets = [api_key(spec.model, ctx.env if ctx.env is not None else os.environ) or ""]
     run: agents.AgentRun | None = None
     infra: str | None = None
