@@ -1,5 +1,8 @@
 """Local launcher benchmark: a serial one-process loop (MCPMark's way) against `mcpfleet run` at 1, 2, 4, 8.
 
+`--service playwright` (bench_pw.py): a browser trial's environment time (site start, browser start, MCP
+start, verify, teardown) and peak memory, serial loop against `mcpfleet run` at 1, 2, 4.
+
 `--service postgres` measures the PostgreSQL service instead: each trial's environment time (clone or claim,
 MCP server start, verify, drop; the cluster's start amortised over the trials) in `mcpfleet run` against
 MCPMark's way, run serially in one process: one shared server, `CREATE DATABASE <task> TEMPLATE <category>`,
@@ -19,6 +22,11 @@ most 0.6x the serial loop's, both at concurrency <= 4. The absolute figures are 
     .venv/bin/python bench/bench_local.py [--attempts 4] [--latency 0.5] [--concurrency 1 2 4 8] [--check]
     .venv/bin/python bench/bench_local.py --limit 2 --attempts 1 --concurrency 1 2   # a smoke run
 
+The modes run interleaved, one round per attempt by default (`--rounds`), the order rotating each round, and
+the table shows the load average each mode saw: on a shared machine a mode that ran alone in a quiet spell
+would otherwise be compared with one that ran in a busy one (measured: a serial loop at load 1 against
+mcpfleet at load 8-12 reads as a 2x harness slowdown that is not there).
+
 Four attempts per task by default: MCPMark's protocol (pass@4, pass^4), 60 trials per mode. A run pays
 a fixed ~3 s once (importing LiteLLM in the forkserver, which the serial loop pays too) and ends with a
 tail where fewer trials than workers are left; both weigh more in a shorter run (see the issue notes
@@ -30,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -94,9 +103,9 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
     return time.perf_counter() - start
 
 
-def phases(run_dir: Path, latency: float) -> dict[str, float]:
-    rows = [json.loads(p.read_text()) for p in sorted(run_dir.glob("trials/*/result.json"))]
-    assert rows and all(r["passed"] for r in rows), f"{run_dir}: every oracle trial must pass"
+def phases(run_dirs: list[Path], latency: float) -> dict[str, float]:
+    rows = [json.loads(p.read_text()) for d in run_dirs for p in sorted(d.glob("trials/*/result.json"))]
+    assert rows and all(r["passed"] for r in rows), f"{run_dirs}: every oracle trial must pass"
     med = lambda xs: statistics.median(xs)  # noqa: E731
     model_time = [len(r["turns"]) * latency for r in rows]
     return {
@@ -115,7 +124,7 @@ def phases(run_dir: Path, latency: float) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--service", choices=["filesystem", "postgres"], default="filesystem")
+    ap.add_argument("--service", choices=["filesystem", "postgres", "playwright"], default="filesystem")
     ap.add_argument("--tasks", type=Path, default=REPO / "tasks", help="task pack root (default: the bundled one)")
     ap.add_argument("--attempts", type=int, default=4)
     ap.add_argument("--latency", type=float, default=0.5)
@@ -123,6 +132,13 @@ def main() -> None:
     ap.add_argument("--skip-serial", action="store_true")
     ap.add_argument("--limit", type=int, default=0, help="only the first N tasks of the suite (0: all)")
     ap.add_argument("--check", action="store_true", help="exit 1 when a relative target is missed")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=0,
+        help="interleave the modes in this many rounds, each running every mode on attempts/rounds attempts "
+        "(default: one round per attempt), so a change in the machine's load hits every mode alike",
+    )
     ap.add_argument("--serial-worker", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--mcpmark-worker", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -139,34 +155,56 @@ def main() -> None:
 
         postgres_bench(args, evalrun, timed, MCPFLEET)
         return
+    if args.service == "playwright":
+        from bench_pw import playwright_bench
+
+        playwright_bench(args, evalrun, MCPFLEET, __file__)
+        return
 
     from mcpfleet.runner.tasks import discover
 
     suite = sorted(t.id for t in discover(REPO / "tasks") if t.service == "filesystem")
     include = suite[: args.limit] if args.limit else []
     work = Path(tempfile.mkdtemp(prefix="mcpfleet-bench-"))
-    results: list[tuple[str, int | None, float, dict[str, float]]] = []
     modes: list[tuple[str, int]] = ([] if args.skip_serial else [("serial loop", 1)]) + [
         ("mcpfleet run", c) for c in args.concurrency
     ]
-    for label, conc in modes:
-        name = "serial" if label == "serial loop" else f"c{conc}"
-        spec_path = work / f"{name}.yaml"
-        spec = evalrun(name, work / "runs", args.attempts, args.latency, conc, include=include)
-        spec_path.write_text(yaml.safe_dump(spec))
-        if label == "serial loop":
-            wall = timed([sys.executable, __file__, "--serial-worker", str(spec_path)])
-        else:
-            wall = timed([str(MCPFLEET), "run", str(spec_path), "--no-progress"])
-        results.append(
-            (label, None if label == "serial loop" else conc, wall, phases(work / "runs" / name, args.latency))
+    rounds = args.rounds or args.attempts
+    if args.attempts % rounds:
+        sys.exit(f"--attempts {args.attempts} must be a multiple of --rounds {rounds}")
+    walls: dict[tuple[str, int], float] = dict.fromkeys(modes, 0.0)
+    dirs: dict[tuple[str, int], list[Path]] = {m: [] for m in modes}
+    loads: dict[tuple[str, int], list[float]] = {m: [] for m in modes}
+    for r in range(rounds):
+        for label, conc in modes[r % len(modes) :] + modes[: r % len(modes)]:  # rotate: no mode always first
+            name = ("serial" if label == "serial loop" else f"c{conc}") + f"-r{r + 1}"
+            spec_path = work / f"{name}.yaml"
+            spec = evalrun(name, work / "runs", args.attempts // rounds, args.latency, conc, include=include)
+            spec_path.write_text(yaml.safe_dump(spec))
+            load_before = os.getloadavg()[0]
+            if label == "serial loop":
+                wall = timed([sys.executable, __file__, "--serial-worker", str(spec_path)])
+            else:
+                wall = timed([str(MCPFLEET), "run", str(spec_path), "--no-progress"])
+            walls[(label, conc)] += wall
+            dirs[(label, conc)].append(work / "runs" / name)
+            loads[(label, conc)] += [load_before, os.getloadavg()[0]]
+            print(f"  round {r + 1}/{rounds} {label} c={conc}: {wall:.1f} s", file=sys.stderr)
+    results: list[tuple[str, int | None, float, dict[str, float]]] = [
+        (
+            label,
+            None if label == "serial loop" else conc,
+            walls[(label, conc)],
+            phases(dirs[(label, conc)], args.latency) | {"load": statistics.mean(loads[(label, conc)])},
         )
-        print(f"  {label} c={conc}: {wall:.1f} s", file=sys.stderr)
+        for label, conc in modes
+    ]
 
     base = results[0][2] if not args.skip_serial else None
     print(
         f"\nfilesystem suite, scripted oracle at {args.latency:g} s per LLM call, attempts={args.attempts}, "
-        f"{results[0][3]['trials']} trials per mode; medians per trial, seconds unless marked\n"
+        f"{results[0][3]['trials']} trials per mode in {rounds} interleaved round(s); medians per trial, seconds "
+        "unless marked; load: the machine's mean 1-min load average while the mode ran\n"
     )
     head = (
         "mode",
@@ -181,6 +219,7 @@ def main() -> None:
         "verify",
         "record",
         "ms/round trip",
+        "load",
     )
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
@@ -189,7 +228,8 @@ def main() -> None:
         eff = f"{base / wall / level:.2f}" if base and level else "-"
         print(
             f"| {label} | {level or 1} | {wall:.1f} | {speed} | {eff} | {p['outside']:.3f} | {p['state']:.3f} | "
-            f"{p['mcp_start']:.3f} | {p['agent_x']:.3f} | {p['verify']:.3f} | {p['record']:.3f} | {p['rt_ms']:.1f} |"
+            f"{p['mcp_start']:.3f} | {p['agent_x']:.3f} | {p['verify']:.3f} | {p['record']:.3f} | {p['rt_ms']:.1f} | "
+            f"{p['load']:.1f} |"
         )
     missed = targets(results) if not args.skip_serial else []
     print(f"\nrecords under {work}")

@@ -17,6 +17,7 @@ from typing import Any
 
 from mcp import ClientSession
 
+from . import snapshot_refs
 from .conversation import MCPFLEET, MCPMARK, Conversation, timeout_error, turn_limit_error
 from .mcp_client import result_text
 from .metrics import TrialMetrics
@@ -297,9 +298,14 @@ async def run_oracle_agent(
     listed = await session.list_tools()
     known = {t.name for t in listed.tools}
     run = AgentRun(messages=[{"role": "user", "content": task.description}])
+    results: list[str] = []  # tool results so far: element refs ({"$ref": ...}) resolve in the latest snapshot
     for index, step in enumerate(task.oracle if steps is None else steps):
         call_id = f"oracle_{index}"
-        raw = json.dumps(step.resolve(root))
+        try:
+            raw = json.dumps(snapshot_refs.resolve_step(step.tool, index, step.resolve(root), results))
+        except snapshot_refs.RefError as exc:
+            run.error = str(exc)  # the oracle cannot go on; the trial records why
+            break
         run.messages.append(
             {
                 "role": "assistant",
@@ -313,6 +319,7 @@ async def run_oracle_agent(
         if metrics is not None:
             metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)
         run.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+        results.append(text)
     if answer is not None:
         run.final_text = answer
     else:

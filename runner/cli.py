@@ -277,9 +277,11 @@ def crd() -> None:
 def validate(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")]) -> None:
     """Validate an EvalRun and print its plan size, without running anything."""
     from .plan import plan
+    from .preflight import preflight
 
     try:
         spec = load_evalrun(evalrun)
+        preflight(spec, evalrun.resolve().parent, os.environ, local=False)
         trials = plan(spec, evalrun.resolve().parent)
     except (SpecError, TaskError) as exc:
         _fail(str(exc))
@@ -404,15 +406,21 @@ def tasks_validate(
 ) -> None:
     """Check files, meta.json and mutants.json, then that the oracle passes and that the no-op agent and every
     mutant (a plausible wrong end state) fail."""
+    from .services import SERVICES
     from .taskcheck import validate as run_validation
     from .tasks import discover
 
     path = path.resolve()
     root, only = path, None
-    if (path / "description.md").is_file():
-        root, only = path.parents[3], path
+    # Any folder inside a pack narrows it: a service, a difficulty, a category or one task folder
+    # (<root>/<service>/<difficulty>/<category>/<task>); the pack root is the ancestor holding the service.
+    for ancestor in path.parents:
+        inside = path.relative_to(ancestor).parts
+        if len(inside) <= 4 and inside[0] in SERVICES:
+            root, only = ancestor, path
+            break
     try:
-        found = [t for t in discover(root, states) if only is None or t.path == only]
+        found = [t for t in discover(root, states) if only is None or t.path.is_relative_to(only)]
     except TaskError as exc:
         _fail(str(exc))
     if not found:

@@ -43,26 +43,9 @@ class RunState:
 
 
 def check_credentials(run: EvalRun, env: dict[str, str] | os._Environ[str]) -> None:
-    problems = []
-    for i, m in enumerate(run.spec.models):
-        if m.is_scripted:
-            continue
-        if m.api_key_env and not env.get(m.api_key_env):
-            problems.append(
-                f"spec.models[{i}].apiKeyEnv: environment variable {m.api_key_env} is not set; export it before running"
-            )
-        if m.api_key_secret_ref and not m.api_key_env:
-            problems.append(
-                f"spec.models[{i}].apiKeySecretRef: Kubernetes Secrets are only read by the operator; "
-                "locally use apiKeyEnv"
-            )
-    judge = run.spec.toolcalls.judge if run.spec.toolcalls else None
-    if judge is not None and judge.api_key_env and not env.get(judge.api_key_env):
-        problems.append(
-            f"spec.toolcalls.judge.apiKeyEnv: environment variable {judge.api_key_env} is not set; export it before "
-            "running"
-        )
-    if problems:
+    from .preflight import credential_problems
+
+    if problems := credential_problems(run, env):
         raise SpecError(problems)
 
 
@@ -242,7 +225,11 @@ def execute(
                 )
             }
         )
-    check_credentials(run, os.environ)
+    from . import tmpdirs
+    from .preflight import preflight
+
+    preflight(run, base_dir, os.environ)
+    tmpdirs.sweep()  # trial folders left by runs that were killed
     trials = plan(run, base_dir)
     config = store_config(run.spec.output, run.name, base_dir)  # what workers reopen: picklable
     store = config.open()

@@ -29,7 +29,7 @@ class Timings(BaseModel):
     record: float = 0.0
     total: float = 0.0
     llm_wait: float = 0.0
-    teardown: float = 0.0  # removing the trial's environment (e.g. dropping its database), before the record
+    teardown: float = 0.0  # stopping its MCP server (a browser with it) and removing its state, before the record
 
 
 class Totals(BaseModel):

@@ -42,6 +42,7 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
+from . import snapshot_refs
 from .services import SERVICES
 from .tasks import OracleStep, Task, TaskError, discover
 from .toolcalls.scripted import ToolCallAnswers
@@ -212,6 +213,18 @@ def _find_root(messages: list[dict[str, Any]], probe: str = LIST_DIRS) -> str | 
     return None
 
 
+def _results(messages: list[dict[str, Any]]) -> list[str]:
+    """Tool results so far, oldest first: tool messages, or ReAct's observations (user messages after the
+    first); an oracle step's element refs resolve in the latest page snapshot among them."""
+    out = []
+    for i, m in enumerate(messages):
+        if m.get("role") == "tool":
+            out.append(_tool_text(m.get("content")))
+        elif m.get("role") == "user" and i > 0 and any(x.get("role") == "assistant" for x in messages[:i]):
+            out.append(_text(m.get("content")))
+    return out
+
+
 def _usage_chars(messages: list[dict[str, Any]]) -> int:
     n = 0
     for m in messages:
@@ -312,7 +325,11 @@ class ScriptedModel:
         if root is None:
             return Reply(f"Cannot play the oracle of {task.id}: no absolute path found in the {probe} result.")
         step = steps[done]
-        return Reply(tool_calls=(_call(step.tool, step.resolve(root)),))
+        try:
+            arguments = snapshot_refs.resolve_step(step.tool, done, step.resolve(root), _results(messages))
+        except snapshot_refs.RefError as exc:
+            return Reply(f"Cannot play the oracle of {task.id}: {exc}")
+        return Reply(tool_calls=(_call(step.tool, arguments),))
 
     def _malformed(self, body: dict[str, Any], messages: list[dict[str, Any]]) -> Reply:
         if any(m.get("role") == "assistant" for m in messages):
@@ -558,6 +575,7 @@ class ScriptedServerProcess:
 
     def __enter__(self) -> str:
         cmd = [sys.executable, "-m", "mcpfleet.runner.scripted_model", "--port", "0", "--latency", str(self.latency)]
+        cmd += ["--parent-pid", str(os.getpid())]  # its own session: Ctrl-C does not reach it, a SIGKILL must
         for root in self.tasks_roots:
             cmd += ["--tasks", str(root)]
         # stderr goes to a file, not a pipe nobody reads, so a chatty server can never block on it.
@@ -641,7 +659,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--latency", type=float, default=0.0, help="default seconds each answer takes (its own work included)"
     )
+    parser.add_argument(
+        "--parent-pid", type=int, default=None, help="exit when this process (the one that started us) is gone"
+    )
     args = parser.parse_args(argv)
+    if args.parent_pid is not None:
+        from .lifeline import exit_with_parent
+
+        exit_with_parent(args.parent_pid)
     try:
         serve(args.tasks, args.host, args.port, args.latency)
     except TaskError as exc:

@@ -103,6 +103,11 @@ class ModelSpec(SpecModel):
                     )
         return data
 
+    @field_validator("api_base")
+    @classmethod
+    def _api_base(cls, v: str | None) -> str | None:
+        return check_no_credentials(v)
+
     @model_validator(mode="after")
     def _one_key_source(self) -> ModelSpec:
         if self.api_key_env and self.api_key_secret_ref:
@@ -156,6 +161,11 @@ class TaskSelection(SpecModel):
         if v is not None and "://" in v:
             _check_s3_uri(v)
         return v
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        return check_no_credentials(v)
 
     @property
     def in_s3(self) -> bool:
@@ -233,6 +243,53 @@ class Output(SpecModel):
         if "://" in v:
             _check_s3_uri(v)
         return v
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        return check_no_credentials(v)
+
+
+SECRET_QUERY = re.compile(r"(key|token|secret|password|passwd|signature|credential|auth)", re.IGNORECASE)
+
+
+def shown_url(url: str) -> str:
+    """A URL safe to print: its user-info and the values of its query parameters replaced."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        netloc = ("***@" if "@" in parts.netloc else "") + host + (f":{parts.port}" if parts.port else "")
+    except ValueError:
+        return "<unparseable URL>"
+    query = "&".join(f"{q.split('=', 1)[0]}=***" if "=" in q else q for q in parts.query.split("&") if q)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def check_no_credentials(url: str | None) -> str | None:
+    """Refuse a URL carrying credentials (user:password@, ?api_key=...): the spec is copied into run.json,
+    the EvalRun's status, events and every trial pod. Secrets go through apiKeyEnv or a Secret reference."""
+    if url is None:
+        return None
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise ValueError("is not a valid URL") from None
+    if "@" in parts.netloc:
+        raise ValueError(
+            f"'{shown_url(url)}' embeds credentials (user-info before '@'); put the key in the environment "
+            "variable named by apiKeyEnv (or apiKeySecretRef in a cluster) and give the URL without it"
+        )
+    named = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if SECRET_QUERY.search(k)})
+    if named:
+        raise ValueError(
+            f"'{shown_url(url)}' carries credentials in its query ({', '.join(named)}); use apiKeyEnv or "
+            "apiKeySecretRef for keys, and credentialsSecretRef or the environment for S3"
+        )
+    return url
 
 
 def _check_s3_uri(v: str) -> None:
@@ -510,10 +567,40 @@ def format_validation_error(exc: ValidationError) -> list[str]:
     return [f"{_path(e['loc'])}: {_explain(e)}" for e in exc.errors()]
 
 
+MAX_SPEC_BYTES = 256 * 1024  # a spec is a few KiB; the API server's own object limit is ~1.5 MiB
+MAX_ANNOTATION_BYTES = 256 * 1024  # the API server's limit for all of an object's annotations together
+
+
+def _size_problems(data: dict[str, Any]) -> list[str]:
+    """Refuse a spec or annotations too large to be an EvalRun (a document expanded from YAML aliases, or an
+    annotation stuffed with data): they would be copied into run.json, status and every trial pod."""
+    from .yamlload import YAMLLimitError, expanded_nodes
+
+    problems = []
+    try:
+        expanded_nodes(data)
+    except YAMLLimitError as exc:
+        return [f"(root): refused: {exc}"]
+    spec_size = len(json.dumps(data.get("spec"), default=str))
+    if spec_size > MAX_SPEC_BYTES:
+        problems.append(f"spec: {spec_size:,} bytes as JSON; at most {MAX_SPEC_BYTES:,} are allowed")
+    meta = data.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    if isinstance(annotations, dict):
+        size = sum(len(str(k)) + len(str(v)) for k, v in annotations.items())
+        if size > MAX_ANNOTATION_BYTES:
+            problems.append(
+                f"metadata.annotations: {size:,} bytes in all; at most {MAX_ANNOTATION_BYTES:,} are allowed"
+            )
+    return problems
+
+
 def parse_evalrun(data: Any, source: str | None = None) -> EvalRun:
     """Validate a decoded EvalRun document; raise SpecError naming every bad field."""
     if not isinstance(data, dict):
         raise SpecError(["(root): must be a mapping with apiVersion, kind, metadata and spec"], source)
+    if problems := _size_problems(data):
+        raise SpecError(problems, source)
     try:
         return EvalRun.model_validate(data)
     except ValidationError as exc:
@@ -521,11 +608,17 @@ def parse_evalrun(data: Any, source: str | None = None) -> EvalRun:
 
 
 def load_evalrun(path: str | Path) -> EvalRun:
+    from .yamlload import YAMLLimitError, load_file
+
     path = Path(path)
     try:
-        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        docs = load_file(path)
     except yaml.YAMLError as exc:
         raise SpecError([f"(file): not valid YAML: {exc}"], str(path)) from None
+    except YAMLLimitError as exc:
+        raise SpecError([f"(file): refused: {exc}"], str(path)) from None
+    except UnicodeDecodeError:
+        raise SpecError(["(file): not UTF-8 text; an EvalRun is a YAML file"], str(path)) from None
     except OSError as exc:
         raise SpecError([f"(file): cannot read: {exc.strerror}"], str(path)) from None
     runs = [d for d in docs if isinstance(d, dict) and d.get("kind") == KIND]

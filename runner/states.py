@@ -40,11 +40,38 @@ def load_times(path: Path) -> dict[str, float]:
     return {rel: _parse_time(ts, f"{path}:{rel}") for rel, ts in data.items()}
 
 
+def contained(path: Path, within: Path, what: str = "initial state") -> Path:
+    """``path`` resolved, refused (TaskError) when it is a symbolic link leading outside ``within``: a hostile
+    pack must not copy host files (``/etc``, the runner's credentials) into a trial."""
+    real, bound = path.resolve(), within.resolve()
+    if real != bound and bound not in real.parents:
+        raise TaskError(
+            f"{what} {path}: symbolic link to {real}, outside {within}; a task pack must be self-contained "
+            "(replace the link with the file it points to)"
+        )
+    return real
+
+
+def check_links(source: Path) -> None:
+    """Refuse a state holding a symbolic link that leads out of it, or a folder link looping back into its
+    own ancestors (copying would never end). Links within the state are copied as what they point to."""
+    contained(source, source.parent)
+    for root, dirnames, filenames in os.walk(source):
+        for name in [*dirnames, *filenames]:
+            p = Path(root, name)
+            if not p.is_symlink():
+                continue
+            real = contained(p, source)
+            if real.is_dir() and (real == Path(root).resolve() or real in Path(root).resolve().parents):
+                raise TaskError(f"initial state {p}: folder link to its own ancestor {real} (a loop)")
+
+
 def copy_state(source: Path, dest: Path, times_file: Path | None = None) -> int:
     """Copy ``source`` into the (empty or missing) ``dest`` with its times, then apply the times file's
     overrides. Returns the file count."""
     if not source.is_dir():
         raise TaskError(f"initial state {source} not found")
+    check_links(source)
     # copy2 for files and copystat for folders (after their contents): times and modes as in the source.
     shutil.copytree(source, dest, dirs_exist_ok=True)
     times = load_times(times_file) if times_file else {}

@@ -46,6 +46,11 @@ class TaskError(ValueError):
     """A task folder that cannot be used, naming the file and the fix."""
 
 
+class PackCheckError(TaskError):
+    """Selected tasks that cannot be run at all (a missing verify.py, a broken meta.json): refused before any
+    trial, so a broken pack is never counted against a model as a failed verifier."""
+
+
 def state_folders(pack_root: Path, states_path: Path | None, service: str) -> list[Path]:
     """Folders that may hold a service's states, in order of preference: the pack's bundled
     ``<service>/states`` without a statesPath; else ``<statesPath>/<service>`` then ``<statesPath>`` itself."""
@@ -261,6 +266,8 @@ class Task:
 def discover(root: Path, states_path: Path | None = None) -> list[Task]:
     """All task folders under a pack root, sorted by id; a folder is a task if it has description.md."""
     root = Path(root)
+    if root.is_file():
+        raise TaskError(f"task pack {root} is a file; set spec.tasks.path to the pack's root folder (MCPMark layout)")
     if not root.is_dir():
         raise TaskError(f"task pack {root} does not exist; set spec.tasks.path to a folder in MCPMark layout")
     tasks = []
@@ -314,7 +321,17 @@ def resolve_pack(sel: TaskSelection, base_dir: Path) -> tuple[Path, Path | None]
         root = Path(sel.path)
         if not root.is_absolute():
             candidate = (base_dir / root).resolve()
-            root = candidate if candidate.exists() else (bundled_root() / root).resolve()
+            bundled = (bundled_root() / root).resolve()
+            root = candidate if candidate.exists() or not bundled.exists() else bundled
+        resolved = root.resolve()
+        shown = f"'{sel.path}'" + (f" (resolved: {resolved})" if str(resolved) != sel.path else "")
+        if resolved.is_file():
+            raise TaskError(f"spec.tasks.path: {shown} is a file; give the pack's root folder (MCPMark layout)")
+        if not resolved.is_dir():
+            raise TaskError(
+                f"spec.tasks.path: {shown} does not exist; give a folder in MCPMark layout "
+                "(<service>/<difficulty>/<category>/<task>/), relative to the EvalRun file's folder"
+            )
     states = None
     if sel.states_path and sel.states_path.startswith("s3://"):
         states = mirrored(sel.states_path, "spec.tasks.statesPath")
@@ -325,14 +342,66 @@ def resolve_pack(sel: TaskSelection, base_dir: Path) -> tuple[Path, Path | None]
     return root, states
 
 
+def _why_empty(tasks: list[Task], sel: TaskSelection, root: Path) -> str:
+    """Which filter, applied in order, left no task, and what there was to choose from at that point."""
+    if not tasks:
+        return (
+            f"spec.tasks.path: no task under {root} (a task is <service>/<difficulty>/<category>/<task>/description.md)"
+        )
+    steps: list[tuple[str, list[str], Any, Any]] = [
+        ("services", sel.services, lambda t: t.service in sel.services, lambda t: t.service),
+        ("difficulties", sel.difficulties, lambda t: t.difficulty in sel.difficulties, lambda t: t.difficulty),
+        ("categories", sel.categories, lambda t: t.category in sel.categories, lambda t: t.category),
+        ("include", sel.include, lambda t: any(fnmatch.fnmatchcase(t.id, p) for p in sel.include), lambda t: t.id),
+        (
+            "exclude",
+            sel.exclude,
+            lambda t: not any(fnmatch.fnmatchcase(t.id, p) for p in sel.exclude),
+            lambda t: t.id,
+        ),
+    ]
+    left = tasks
+    for name, given, keep, shown in steps:
+        if not given:
+            continue
+        kept = [t for t in left if keep(t)]
+        if not kept:
+            there = sorted({shown(t) for t in left})
+            listed = ", ".join(there[:20]) + (f", ... ({len(there)} in all)" if len(there) > 20 else "")
+            verb = "removes every remaining task" if name == "exclude" else "matches none"
+            return (
+                f"spec.tasks.{name}: {given} {verb} of the {len(left)} task(s) left under {root}; there are: {listed}"
+            )
+        left = kept
+    return f"spec.tasks: the filters select no task under {root}"  # pragma: no cover - select() would agree
+
+
+def check_selected(tasks: list[Task]) -> None:
+    """Refuse the run when a selected task cannot run at all: a missing file, a misnamed folder or a meta.json
+    that is not a JSON object. (The full checks, oracle included, are ``mcpfleet tasks validate``'s.)"""
+    problems = []
+    for task in tasks:
+        found = check_task_files(task)
+        if not found:
+            try:
+                if not isinstance(task.meta, dict):
+                    found.append(f"{task.id}: meta.json must hold a JSON object")
+            except (TaskError, OSError, UnicodeDecodeError) as exc:
+                found.append(str(exc) if isinstance(exc, TaskError) else f"{task.id}: meta.json unreadable: {exc}")
+        problems += found
+    if problems:
+        head = f"task pack: {len(problems)} problem(s) in the selected tasks; nothing was run"
+        more = [f"... and {len(problems) - 10} more"] if len(problems) > 10 else []
+        raise PackCheckError("\n  ".join([head, *problems[:10], *more, "check with: mcpfleet tasks validate <pack>"]))
+
+
 def load_selection(sel: TaskSelection, base_dir: Path) -> list[Task]:
     root, states = resolve_pack(sel, base_dir)
-    chosen = select(discover(root, states), sel)
+    found = discover(root, states)
+    chosen = select(found, sel)
     if not chosen:
-        raise TaskError(
-            f"spec.tasks: the filters select no task under {root}; "
-            "check services/difficulties/categories/include/exclude"
-        )
+        raise TaskError(_why_empty(found, sel, root))
+    check_selected(chosen)
     return chosen
 
 
@@ -354,8 +423,8 @@ def find_task(root: Path, task_id: str, states_path: Path | None = None) -> Task
     )
 
 
-def check_task(task: Task) -> list[str]:
-    """Static checks of one task folder: files, names and meta.json fields. Returns problems."""
+def check_task_files(task: Task) -> list[str]:
+    """The task's required files (its service's) and folder names (each name becomes part of trial ids)."""
     from .services import SERVICES
 
     problems = []
@@ -366,6 +435,14 @@ def check_task(task: Task) -> list[str]:
     for part in (task.service, task.difficulty, task.category, task.name):
         if not NAME_RE.match(part):
             problems.append(f"{task.id}: '{part}' must match {NAME_RE.pattern} (it becomes part of trial ids)")
+    return problems
+
+
+def check_task(task: Task) -> list[str]:
+    """Static checks of one task folder: files, names and meta.json fields. Returns problems."""
+    from .services import SERVICES
+
+    problems = check_task_files(task)
     if problems:
         return problems
     try:

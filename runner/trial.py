@@ -13,7 +13,6 @@ import contextlib
 import logging
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import agent as agents
-from . import mcpmark_protocol
+from . import mcpmark_protocol, tmpdirs
 from .conversation import MCPFLEET, MCPMARK
 from .mcp_client import connect_http, connect_stdio
 from .metrics import TrialMetrics
@@ -47,7 +46,7 @@ from .spec import AgentKind, ModelSpec
 from .store import ResultStore
 from .tasks import Mutant, OracleStep, Task, find_task
 from .verifier import run_verifier, verifier_command
-from .warm import PREFIX, WarmServer
+from .warm import WarmServer
 
 SCRIPTED_PREFIX = "scripted/"
 logger = logging.getLogger(__name__)
@@ -153,6 +152,13 @@ async def _run_agent(
         return agents.run_noop_agent(task)
     state_dir = env.state_dir
     async with AsyncExitStack() as stack:
+        ended: list[float] = []  # when the agent ended: stopping the server (and a browser) after it is teardown
+
+        def stopped() -> None:
+            if ended:
+                timings.teardown += time.perf_counter() - ended[0]
+
+        stack.callback(stopped)  # the stack's last exit: after the session and the server are gone
         t = time.perf_counter()
         if ctx.mcp_url:
             session = await stack.enter_async_context(connect_http(ctx.mcp_url))
@@ -202,6 +208,7 @@ async def _run_agent(
             )
         finally:
             timings.agent = time.perf_counter() - t
+            ended.append(time.perf_counter())
 
 
 async def _close(environment: AsyncExitStack) -> None:
@@ -234,7 +241,7 @@ async def run_trial(
     if ctx.warm is not None and (ctx.warm.service != spec.service or ctx.mcp_url or ctx.state_dir):
         await ctx.warm.close()
         ctx = TrialContext(**{**ctx.__dict__, "warm": None})
-    workdir = ctx.warm.workdir if ctx.warm else Path(tempfile.mkdtemp(prefix=PREFIX))
+    workdir = ctx.warm.workdir if ctx.warm else tmpdirs.make()
     secrets = [api_key(spec.model, ctx.env if ctx.env is not None else os.environ) or ""]
     run: agents.AgentRun | None = None
     infra: str | None = None
@@ -275,6 +282,10 @@ async def run_trial(
             messages_path.write_bytes(dumps_mcpmark(to_mcpmark_messages(run.messages)))
             verifier_env = {**env.verifier_env, "MCP_MESSAGES": str(messages_path)}
             try:
+                if env.quiesce is not None:
+                    t = time.perf_counter()
+                    await env.quiesce()
+                    timings.teardown += time.perf_counter() - t
                 v = await run_verifier(
                     task.verifier, verifier_env, env.verifier_args, spec.limits.verifier_timeout_seconds
                 )
@@ -291,7 +302,7 @@ async def run_trial(
                 )
         t = time.perf_counter()
         await _close(environment)
-        timings.teardown = time.perf_counter() - t
+        timings.teardown += time.perf_counter() - t
         run = run or agents.AgentRun(messages=[])
         calls = run.tool_calls
         passed = infra is None and verifier.exit_code == 0

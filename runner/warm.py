@@ -10,19 +10,16 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import tempfile
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
 from typing import IO, Any, Protocol
 
 from mcp import ClientSession
 
+from . import tmpdirs
 from .mcp_client import connect_stdio
 from .services import Spare, TrialEnv, get_service
 from .tasks import Task
-
-PREFIX = "mcpfleet-trial-"
 
 
 class BootGate(Protocol):
@@ -44,7 +41,7 @@ class WarmServer:
         # close(), after the verifier, or, once claimed, by the claiming trial.
         self._spare_stack = AsyncExitStack()
         self._spare: asyncio.Future[Spare] = asyncio.get_running_loop().create_future()
-        self.workdir = Path(tempfile.mkdtemp(prefix=PREFIX))
+        self.workdir = tmpdirs.make()
         self.state_dir = self.workdir / "state"
         self.state_dir.mkdir()
         self.log: IO[Any] = open(self.workdir / "mcp_server.log", "w+b")  # noqa: SIM115 - closed in close()

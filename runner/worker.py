@@ -12,14 +12,18 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import multiprocessing.util
+import os
 import signal
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .store import StoreConfig
 
-PRELOAD = ["mcpfleet.runner.warmup"]  # the engine and LiteLLM's lazy imports, collector paused (see warmup)
+# The forkserver's parent-death signal first, then the engine and LiteLLM's lazy imports (see warmup).
+PRELOAD = ["mcpfleet.runner.forkserver_guard", "mcpfleet.runner.warmup"]
 
 _loop: asyncio.AbstractEventLoop | None = None
 _current: asyncio.Task[Any] | None = None
@@ -60,11 +64,26 @@ def init_worker(gate: Any = None) -> None:
     _gate = gate
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C
     signal.signal(signal.SIGTERM, _on_sigterm)
+    # The forkserver (our parent) dies with the run, even a SIGKILLed one; we then stop too (see _watch_parent).
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), name="watch-parent", daemon=True).start()
     _loop = asyncio.new_event_loop()
     asyncio.set_event_loop(_loop)
     # Pool workers leave through os._exit, so atexit never runs; multiprocessing's own exit finalizers do.
     multiprocessing.util.Finalize(None, _close_spare, exitpriority=10)
     import mcpfleet.runner.llm  # noqa: F401 - warm (already imported in the forkserver)
+
+
+def _watch_parent(parent: int, poll_s: float = 0.5, grace_s: float = 10.0) -> None:
+    """Once re-parented (the run is gone), cancel the running trial as a SIGTERM does, give it ``grace_s`` to
+    tear its environment down, then exit: the pool's queue never reports EOF to a worker (every worker holds
+    its write end), so an idle worker would otherwise wait for the next trial forever."""
+    while os.getppid() == parent:
+        time.sleep(poll_s)
+    os.kill(os.getpid(), signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while _current is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os._exit(1)
 
 
 def _close_spare() -> None:
@@ -156,4 +175,11 @@ def start_forkserver() -> None:
     import multiprocessing.forkserver
 
     make_context()
-    multiprocessing.forkserver.ensure_running()
+    # Started with SIGINT ignored, which it keeps (Python installs its Ctrl-C handler only over the default),
+    # and so do the workers it forks: a terminal's Ctrl-C reaches the whole process group, and the parent
+    # alone decides what it means. Without this a Ctrl-C during the preload printed the forkserver's traceback.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -194,3 +194,21 @@ def test_printed_paths_are_normalised(tmp_path: Path, monkeypatch: pytest.Monkey
     assert shown_path(tmp_path / "examples" / ".." / "runs" / "quickstart") == "runs/quickstart"
     assert shown_path("s3://bucket/runs/x") == "s3://bucket/runs/x"
     assert shown_path("/opt/../var/runs") == "/var/runs"
+
+
+def test_tasks_validate_narrows_to_any_folder_inside_a_pack(tmp_path: Path) -> None:
+    """A service, difficulty, category or task folder validates just the tasks under it (the pack root is
+    found above it); a folder outside any pack says so."""
+    from conftest import make_tiny_pack
+
+    pack = make_tiny_pack(tmp_path / "pack", tasks=2)
+    category = pack / "filesystem" / "standard" / "tiny"
+    out = cli("tasks", "validate", str(category), "--concurrency", "1", timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "move_todo_0" in out.stdout and "move_todo_1" in out.stdout
+    one = cli("tasks", "validate", str(category / "move_todo_1"), "--concurrency", "1", timeout=300)
+    assert one.returncode == 0, one.stdout + one.stderr
+    assert "move_todo_1" in one.stdout and "move_todo_0" not in one.stdout
+    (tmp_path / "empty").mkdir()
+    none = cli("tasks", "validate", str(tmp_path / "empty"))
+    assert none.returncode != 0 and "no task found" in flat(none.stdout + none.stderr)

@@ -14,6 +14,7 @@ DOCKERFILES = [
     REPO / "runner" / "Dockerfile",
     REPO / "operator" / "Dockerfile",
     REPO / "servers" / "Dockerfile.filesystem",
+    REPO / "servers" / "Dockerfile.playwright",
 ]
 
 
@@ -51,7 +52,14 @@ def test_every_runtime_dependency_is_locked_to_one_version() -> None:
         assert name in locked, f"{name} is a runtime dependency missing from requirements.lock"
 
 
-def test_sidecar_uses_the_npm_lock() -> None:
-    text = (REPO / "servers" / "Dockerfile.filesystem").read_text()
+@pytest.mark.parametrize("name", ["Dockerfile.filesystem", "Dockerfile.playwright"])
+def test_sidecar_uses_the_npm_lock(name: str) -> None:
+    text = (REPO / "servers" / name).read_text()
     assert "npm ci" in text and "package-lock.json" in text and "USER 10001" in text
     assert (REPO / "servers" / "package-lock.json").is_file()
+
+
+def test_playwright_sidecar_pins_chromium_and_never_downloads_a_browser() -> None:
+    text = (REPO / "servers" / "Dockerfile.playwright").read_text()
+    assert re.search(r"chromium=\d+\.\d+\.\d+\.\d+-\S+", text), "Debian's chromium is not pinned"
+    assert "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1" in text and "PLAYWRIGHT_MCP_EXECUTABLE_PATH=/usr/bin/chromium" in text

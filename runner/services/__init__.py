@@ -14,10 +14,13 @@ from typing import Any
 
 from .base import SERVERS_ENV, ServerCommand, Service, Spare, TrialEnv, servers_bin, servers_root
 from .filesystem import FilesystemService
+from .playwright import PlaywrightService
 from .postgres import PostgresService
 from .toolcall import ToolCallService
 
-SERVICES: dict[str, Service] = {s.name: s for s in (FilesystemService(), PostgresService(), ToolCallService())}
+SERVICES: dict[str, Service] = {
+    s.name: s for s in (FilesystemService(), PostgresService(), PlaywrightService(), ToolCallService())
+}
 
 __all__ = [
     "SERVERS_ENV",

@@ -7,7 +7,7 @@ is restored, what the server is, what the verifier is told) lives in the service
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +53,8 @@ class TrialEnv:
     server: ServerCommand
     verifier_env: dict[str, str] = field(repr=False)
     verifier_args: list[str] = field(default_factory=list)
+    # Called after the agent, before the verifier: stops what still writes the state (a browser task's sites).
+    quiesce: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
 
 
 class Spare:

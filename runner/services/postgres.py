@@ -353,7 +353,9 @@ class PostgresService(Service):
                 RESTORE_TIMEOUT_S,
             )
         else:
-            shutil.copyfile(src.path, dest / src.path.name)
+            from ..states import contained
+
+            shutil.copyfile(contained(src.path, src.path.parent), dest / src.path.name)
         return 1
 
     def state_files(self, task: Task) -> list[Path]:

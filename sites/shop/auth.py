@@ -4,47 +4,32 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from ..common.security import check_password, new_password_hash
+from ..common import signin
+from ..common.security import new_password_hash
 from ..common.web import Page
 from .site import routes
+
+CUSTOMERS = signin.Accounts(
+    table="customers",
+    login_field="email",
+    login_label="Email address",
+    target_type="customer",
+    home="/account",
+    signed_out_to="/",
+    bad_credentials="Incorrect email or password.",
+    disabled="This account has been disabled. Please contact customer support.",
+    welcome=lambda row: f"Welcome back, {row['first_name']}!",
+)
 
 
 @routes.form("/login")
 async def login(page: Page) -> Response:
-    if page.request.method == "GET":
-        if page.user is not None:
-            return page.redirect(page.next_url("/account"))
-        page.form.values["next"] = page.next_url("")
-        return page.render("login.html")
-    form = page.form
-    email = form.get("email").lower()
-    password = form.values.get("password", "")
-    if not email:
-        form.error("email", "Email address is required.")
-    if not password:
-        form.error("password", "Password is required.")
-    if not form.ok:
-        return page.render("login.html", status_code=422)
-    row = page.db.execute("SELECT * FROM customers WHERE email = ?", (email,)).fetchone()
-    if row is None or not check_password(password, row["password_hash"]):
-        page.audit("auth.login_failed", "customer", None, email=email)
-        form.error("password", "Incorrect email or password.")
-        return page.render("login.html", status_code=422)
-    if not row["is_active"]:
-        page.audit("auth.login_failed", "customer", row["id"], email=email, reason="disabled")
-        form.error("email", "This account has been disabled. Please contact customer support.")
-        return page.render("login.html", status_code=422)
-    page.sign_in(int(row["id"]))
-    page.audit("auth.login", "customer", row["id"])
-    return page.redirect(page.next_url("/account"), f"Welcome back, {row['first_name']}!")
+    return await signin.login(page, CUSTOMERS)
 
 
 @routes.post("/logout")
 async def logout(page: Page) -> Response:
-    if page.user is not None:
-        page.audit("auth.logout", "customer", page.user["id"])
-    page.sign_out()
-    return page.redirect("/", "You have been signed out.")
+    return await signin.logout(page, CUSTOMERS)
 
 
 @routes.form("/register")

@@ -21,6 +21,8 @@ from kubelet import Kubelet
 from support import NS, evalrun, status_of, wait_until
 
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
+CANARY = "sk-canary-operator-4b3a2918"
+CANARY_URL = f"https://user:{CANARY}@llm.example.com/v1"
 
 
 def postgres_pack(pack: Path) -> Path:
@@ -29,6 +31,14 @@ def postgres_pack(pack: Path) -> Path:
     shutil.copytree(
         pack / "filesystem" / "standard" / "tiny" / "move_todo_0", root / "postgres" / "standard" / "tiny" / "pg_task"
     )
+    return root
+
+
+def broken_pack(pack: Path) -> Path:
+    """The pack with one task's verify.py missing: refused before any pod, never a verifier_failed trial."""
+    root = pack.parent / "brokenpack"
+    shutil.copytree(pack, root)
+    next(root.glob("filesystem/*/*/*/verify.py")).unlink()
     return root
 
 
@@ -78,6 +88,11 @@ def cases(pack: Path, s3: str, bucket: str) -> list[tuple[dict[str, Any], str]]:
         (dotted, "metadata.name:"),  # a valid object name, but not a DNS label (pod names, labels)
         (long_name, "metadata.name:"),  # 70 characters: fine for the API, too long for a label value
         (run("no-sidecar", tasks={"path": str(postgres_pack(pack))}), "spec.pod.sidecarImages.postgres"),
+        (run("broken-pack", tasks={"path": str(broken_pack(pack))}), "missing verify.py"),
+        (
+            run("creds-in-url", models=[{"name": "gpt", "model": "openai/gpt-5", "apiBase": CANARY_URL}]),
+            "spec.models[0].apiBase: 'https://***@llm.example.com/v1' embeds credentials",
+        ),
     ]
 
 
@@ -121,6 +136,10 @@ async def test_invalid_runs_fail_once_and_the_operator_keeps_serving(
                 if e.get("reason") == "InvalidSpec" and e.get("type") == "Warning"
             }
             assert warned == {body["metadata"]["name"] for body, _ in bad}
+            # The refused URL's password is in the EvalRun the user wrote, and nowhere the operator writes.
+            for kind in ("events", "pods"):
+                assert CANARY not in str(kube.objects(kind, NS)), kind
+            assert CANARY not in str(status_of(kube, "creds-in-url"))
             # ... and a valid run created afterwards is served as usual.
             good = evalrun(
                 "good",

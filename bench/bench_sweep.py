@@ -1,0 +1,215 @@
+"""Scale simulation: a 10-model x 127-task x 4-attempt sweep (5,080 trials) through the real operator.
+
+The operator runs as its own process against tests/kubeemu.py's emulator; a *timed kubelet* stands in for
+the nodes: every trial pod "runs" for a duration drawn from a realistic distribution, then the kubelet writes
+the trial's record (as the runner would) and marks the pod Succeeded. Durations are MCPMark-like, scaled
+down: FIELD-NOTES puts a k=4 gpt-5 sweep of the 127 tasks at ~67 h, i.e. ~475 s per trial on average, with
+the 3,600 s agent timeout as the cap. Each task gets a lognormal base time (some tasks are long for every
+model), each model a speed factor, each trial lognormal noise; all seeded, so every run draws the same
+durations. Divided by --scale (default 100, as the issue asks).
+
+What is printed, per capacity (MCPFLEET_MAX_PODS), side by side in one go:
+- the lower bound: max(longest trial, total work / capacity) (the issue's), and the same bound also counting
+  the operator's pod creation rate (N / create rate), which no scheduler can beat either;
+- an ideal list schedule: the operator's own launch order replayed offline with zero overhead (what its
+  ordering alone costs against the bound);
+- when the last trial finished, and the measured makespan (EvalRun created -> phase Succeeded, which includes
+  reading every record back into summary.json), and the operator's overhead (measured - ideal).
+
+    .venv/bin/python bench/bench_sweep.py [--models 10 --tasks 127 --attempts 4] [--capacity 500 5080]
+        [--create-rate 200] [--scale 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import heapq
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
+
+from bench_operator import NS, InstantKubelet, spec  # noqa: E402
+from conftest import make_tiny_pack  # noqa: E402
+from kubeemu import EVALRUN_CRD_PATH, running_emulator  # noqa: E402
+
+from mcpfleet.runner.plan import TrialSpec, plan  # noqa: E402
+from mcpfleet.runner.spec import parse_evalrun  # noqa: E402
+
+MEAN_TRIAL_S = 475.0  # ~67 h for 127 tasks x 4 attempts, serial (FIELD-NOTES)
+TIMEOUT_S = 3600.0  # MCPMark's per-run timeout caps a trial
+
+
+class Durations:
+    """Seeded trial durations (seconds, already scaled): task base x model factor x trial noise, capped."""
+
+    def __init__(self, scale: float, seed: int = 20251123) -> None:
+        self.scale = scale
+        self.seed = seed
+        # lognormal(mu, sigma) has mean exp(mu + sigma^2/2): pick mu so the product's mean is MEAN_TRIAL_S.
+        self.task_sigma, self.model_sigma, self.noise_sigma = 0.9, 0.25, 0.35
+        total_var = self.task_sigma**2 + self.model_sigma**2 + self.noise_sigma**2
+        self.mu = math.log(MEAN_TRIAL_S) - total_var / 2
+
+    def _rng(self, *key: object) -> random.Random:
+        digest = hashlib.sha256(repr((self.seed, *key)).encode()).digest()
+        return random.Random(int.from_bytes(digest[:8], "big"))
+
+    def of(self, trial: TrialSpec) -> float:
+        task = self._rng("task", trial.task_id).gauss(0, self.task_sigma)
+        model = self._rng("model", trial.model.name).gauss(0, self.model_sigma)
+        noise = self._rng("trial", trial.trial_id).gauss(0, self.noise_sigma)
+        return min(TIMEOUT_S, math.exp(self.mu + task + model + noise)) / self.scale
+
+
+class TimedKubelet(InstantKubelet):
+    """Runs each trial pod for its drawn duration before finishing it; remembers when each pod arrived."""
+
+    def __init__(self, url: str, out: Path, durations: Durations) -> None:
+        super().__init__(url, out)
+        self.durations = durations
+        self.arrivals: list[tuple[float, str]] = []
+        self.last_done = 0.0
+
+    async def finish(self, pod: dict[str, Any]) -> None:
+        runner = pod["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in runner["env"]}
+        trial = TrialSpec.model_validate_json(env["MCPFLEET_TRIAL"])
+        self.arrivals.append((time.perf_counter(), trial.trial_id))
+        await asyncio.sleep(self.durations.of(trial))
+        await super().finish(pod)
+        self.last_done = max(self.last_done, time.perf_counter())
+
+
+def list_schedule(order: list[float], capacity: int) -> float:
+    """Makespan of greedy list scheduling: each job, in order, starts on the first free slot."""
+    slots = [0.0] * min(capacity, max(1, len(order)))
+    heapq.heapify(slots)
+    end = 0.0
+    for d in order:
+        start = heapq.heappop(slots)
+        end = max(end, start + d)
+        heapq.heappush(slots, start + d)
+    return end
+
+
+async def one_run(args: argparse.Namespace, capacity: int, work: Path, pack: Path) -> dict[str, Any]:
+    out = work / f"out-{capacity}"
+    body = spec(f"sweep-{capacity}", pack, out, args.models, args.attempts, capacity)
+    trials = plan(parse_evalrun(body), work)
+    durations = Durations(args.scale)
+    by_id = {t.trial_id: durations.of(t) for t in trials}
+    n = len(trials)
+    total = sum(by_id.values())
+    longest = max(by_id.values())
+    bound = max(longest, total / capacity)
+    with running_emulator(crds=[EVALRUN_CRD_PATH]) as kube:
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(kube.kubeconfig_path),
+            "MCPFLEET_CREATE_RATE": str(args.create_rate),
+            "MCPFLEET_MAX_PODS": str(capacity),
+            "MCPFLEET_STATUS_INTERVAL": "2",
+        }
+        with open(work / f"operator-{capacity}.log", "wb") as log:
+            op = subprocess.Popen(
+                [str(Path(sys.executable).with_name("mcpfleet")), "operator", "-n", NS],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                cwd="/",
+            )
+            kubelet = TimedKubelet(kube.url, out, durations)
+            ktask = asyncio.create_task(kubelet.run())
+            try:
+                await asyncio.sleep(3)  # operator up and watching
+                kube.emulator.reset_counts()
+                start = time.perf_counter()
+                kube.create(body)
+                phase = None
+                while time.perf_counter() - start < args.timeout:
+                    await asyncio.sleep(0.25)
+                    status = (kube.get("evalruns", NS, f"sweep-{capacity}") or {}).get("status") or {}
+                    phase = status.get("phase")
+                    if phase in ("Succeeded", "Failed"):
+                        break
+                    if op.poll() is not None:
+                        raise RuntimeError(f"operator exited: see {work / f'operator-{capacity}.log'}")
+                makespan = time.perf_counter() - start
+                counts = dict(kube.emulator.request_counts)
+            finally:
+                ktask.cancel()
+                op.terminate()
+                op.wait(timeout=30)
+    arrivals = sorted(kubelet.arrivals)
+    ideal = list_schedule([by_id[tid] for _, tid in arrivals], capacity)
+    creates = sum(c for (verb, res), c in counts.items() if verb == "create" and res == "pods")
+    return {
+        "capacity": capacity,
+        "trials": n,
+        "phase": phase,
+        "pods": creates,
+        "longest": longest,
+        "work": total,
+        "bound": bound,
+        "bound_rate": max(bound, n / args.create_rate),
+        "ideal": ideal,
+        "makespan": makespan,
+        "last_done": kubelet.last_done - start,
+        "first_pod": (arrivals[0][0] - start) if arrivals else float("nan"),
+    }
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", type=int, default=10)
+    ap.add_argument("--tasks", type=int, default=127)
+    ap.add_argument("--attempts", type=int, default=4)
+    ap.add_argument("--capacity", type=int, nargs="+", default=[500, 5080])
+    ap.add_argument("--create-rate", type=float, default=200.0, help="operator pod creations per second")
+    ap.add_argument("--scale", type=float, default=100.0, help="divide MCPMark-like durations by this")
+    ap.add_argument("--timeout", type=float, default=3600.0)
+    ap.add_argument("--json", type=Path, help="also write the rows here")
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="mcpfleet-sweep-"))
+    pack = make_tiny_pack(work / "pack", tasks=args.tasks)
+    rows = [await one_run(args, c, work, pack) for c in args.capacity]
+    n = rows[0]["trials"]
+    print(
+        f"\n{n} trials ({args.models} models x {args.tasks} tasks x {args.attempts} attempts), durations "
+        f"MCPMark-like / {args.scale:g} (mean {MEAN_TRIAL_S / args.scale:.2f} s, cap {TIMEOUT_S / args.scale:.0f} s), "
+        f"create rate {args.create_rate:g}/s\n"
+    )
+    print(
+        "| capacity | phase | pods created | lower bound | bound incl. create rate | ideal (operator's order) "
+        "| last trial done | measured makespan | vs bound | vs rate-aware bound | operator overhead | first pod after |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['capacity']} | {r['phase']} | {r['pods']} | {r['bound']:.1f} s | {r['bound_rate']:.1f} s "
+            f"| {r['ideal']:.1f} s | {r['last_done']:.1f} s | {r['makespan']:.1f} s "
+            f"| {100 * (r['makespan'] / r['bound'] - 1):+.1f}% "
+            f"| {100 * (r['makespan'] / r['bound_rate'] - 1):+.1f}% | {r['makespan'] - r['ideal']:.1f} s "
+            f"| {r['first_pod']:.2f} s |"
+        )
+    print(f"\nwork folder {work}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

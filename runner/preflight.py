@@ -1,0 +1,71 @@
+"""Checks of an EvalRun against this machine, shared by ``mcpfleet validate`` and ``mcpfleet run``, so that
+validate never says "valid" for a run that would fail on its first write or its first LLM call."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from .spec import EvalRun, SpecError
+
+
+def output_problem(uri: str, base_dir: Path) -> str | None:
+    """Why records cannot be written under a local ``spec.output.uri`` (None when they can, or for s3://).
+
+    Probes by creating (and removing) a file in the nearest existing folder: permission bits say nothing for
+    root, and a read-only mount only shows on a write."""
+    if uri.startswith("s3://"):
+        return None
+    target = Path(os.path.normpath(base_dir / uri))
+    shown = f"'{uri}'" + (f" (resolved: {target})" if str(target) != uri else "")
+    probe = target
+    while not probe.exists():
+        if probe.is_symlink():
+            return f"spec.output.uri: {shown}: {probe} is a dangling symbolic link; give a writable folder"
+        probe = probe.parent
+    if not probe.is_dir():
+        where = "is a file" if probe == target else f"is under a file ({probe})"
+        return f"spec.output.uri: {shown} {where}; give a folder path (created if missing)"
+    try:
+        fd, name = tempfile.mkstemp(prefix=".mcpfleet-probe-", dir=probe)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        return f"spec.output.uri: {shown} cannot be written ({why} in {probe}); give a writable folder"
+    os.close(fd)
+    os.unlink(name)
+    return None
+
+
+def credential_problems(run: EvalRun, env: Mapping[str, str], *, local: bool = True) -> list[str]:
+    """Unset API key variables (and, for a local run, Secret references only the operator can read)."""
+    problems = []
+    for i, m in enumerate(run.spec.models):
+        if m.is_scripted:
+            continue
+        if m.api_key_env and not env.get(m.api_key_env):
+            problems.append(
+                f"spec.models[{i}].apiKeyEnv: environment variable {m.api_key_env} is not set; export it before running"
+            )
+        if local and m.api_key_secret_ref and not m.api_key_env:
+            problems.append(
+                f"spec.models[{i}].apiKeySecretRef: Kubernetes Secrets are only read by the operator; "
+                "locally use apiKeyEnv"
+            )
+    judge = run.spec.toolcalls.judge if run.spec.toolcalls else None
+    if judge is not None and judge.api_key_env and not env.get(judge.api_key_env):
+        problems.append(
+            f"spec.toolcalls.judge.apiKeyEnv: environment variable {judge.api_key_env} is not set; export it before "
+            "running"
+        )
+    return problems
+
+
+def preflight(run: EvalRun, base_dir: Path, env: Mapping[str, str], *, local: bool = True) -> None:
+    """Raise SpecError naming every field this machine cannot honour."""
+    problems = credential_problems(run, env, local=local)
+    if bad := output_problem(run.spec.output.uri, base_dir):
+        problems.append(bad)
+    if problems:
+        raise SpecError(problems)

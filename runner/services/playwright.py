@@ -1,0 +1,347 @@
+"""The Playwright service: the bundled sites (mcpfleet.sites) on their own ports, @playwright/mcp on Debian's
+Chromium, one fresh browser per trial.
+
+Per trial: a fresh seeded copy of the data of every site the task names (meta.json ``"mcpfleet": {"sites":
+["shop", "admin"]}``; shop and admin share ``store.db``), each site started on a free loopback port, and a
+playwright-mcp server over stdio whose own headless, isolated Chromium (never a downloaded one) reaches the
+sites at stable origins: ``http://shop.test/`` is mapped to the shop's real port by Chromium's host resolver
+rules, and every other host (IP literals too) resolves to nothing. The sites stop before the verifier runs,
+so it reads quiescent SQLite files from ``MCPFLEET_SITES_DATA``.
+
+A task that names no sites (MCPMark's own browser tasks, written for the public web or WebArena's images)
+starts none and its browser is not confined: it runs wherever those sites are reachable.
+In a pod (``materialised``) the sites and the MCP server are sidecars; the trial only verifies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from .base import SERVERS_ENV, ServerCommand, Service, TrialEnv, servers_bin
+
+if TYPE_CHECKING:
+    from ..tasks import Task
+
+EXECUTABLE = "playwright-mcp"
+CHROMIUM_ENV = "MCPFLEET_CHROMIUM"  # a Chromium executable instead of Debian's
+CHROMIUM = "/usr/bin/chromium"
+DATA_ENV = "MCPFLEET_SITES_DATA"  # what the verifier reads: the folder with store.db and/or forum.db
+HOST_SUFFIX = ".test"  # a reserved TLD: http://shop.test/ is the shop, whatever port it really has
+SETTLE_MS = 50  # wait after an action for triggered work: 500 ms by default, ~0.4 s per click saved
+SITE_START_TIMEOUT_S = 60.0  # ~0.4 s idle; seconds under heavy load
+SITE_STOP_TIMEOUT_S = 3.0
+READY = " serving http://"
+# Where Playwright would fetch a browser from: a closed port, so an attempted download fails at once and
+# nothing reaches the network (PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD already says not to; this makes it certain).
+DOWNLOAD_GUARD = "http://127.0.0.1:9"
+
+
+def site_host(site: str) -> str:
+    return f"{site}{HOST_SUFFIX}"
+
+
+def site_origin(site: str) -> str:
+    return f"http://{site_host(site)}"
+
+
+def task_sites(task: Task) -> list[str]:
+    """The bundled sites a task needs, in its meta.json order; ValueError if the list is malformed or names an
+    unknown site. A task that declares none (MCPMark's own, for the public web) gets none, and its browser is
+    not confined to them: it reaches whatever this machine reaches."""
+    from mcpfleet.sites import SITES
+
+    if "sites" not in (task.meta.get("mcpfleet") or {}):
+        return []
+    declared = task.meta["mcpfleet"]["sites"]
+    if not isinstance(declared, list) or not declared or not all(isinstance(s, str) for s in declared):
+        raise ValueError(f'{task.id}: meta.json "mcpfleet": {{"sites": [...]}} must name one or more bundled sites')
+    unknown = [s for s in declared if s not in SITES]
+    if unknown:
+        raise ValueError(f"{task.id}: unknown site(s) {', '.join(unknown)} (known: {', '.join(SITES)})")
+    return list(dict.fromkeys(declared))
+
+
+def chromium() -> str:
+    return os.environ.get(CHROMIUM_ENV) or CHROMIUM
+
+
+def resolver_rules(ports: dict[str, int]) -> str:
+    """Chromium's --host-resolver-rules: each site's name to its loopback port, every other host to nothing."""
+    rules = [f"MAP {site_host(site)} 127.0.0.1:{port}" for site, port in sorted(ports.items())]
+    return ", ".join([*rules, "MAP * ~NOTFOUND"])
+
+
+def browser_config(ports: dict[str, int]) -> dict[str, Any]:
+    """playwright-mcp's --config: the launch arguments the command line cannot give (the host mapping; none
+    without sites)."""
+    args = [f"--host-resolver-rules={resolver_rules(ports)}"] if ports else []
+    return {"browser": {"launchOptions": {"args": args}}}
+
+
+@dataclass
+class SiteProcess:
+    """One running site: its process (leader of its own process group) and the port it reported."""
+
+    name: str
+    proc: asyncio.subprocess.Process
+    port: int
+    log: IO[bytes] = field(repr=False)
+
+    async def stop(self) -> None:
+        """SIGTERM the site's group (graceful within 1 s), SIGKILL what is left after SITE_STOP_TIMEOUT_S."""
+        await _stop_group(self.proc, SITE_STOP_TIMEOUT_S)
+        self.log.close()
+
+
+async def _stop_group(proc: asyncio.subprocess.Process, timeout: float) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            pass
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # the group: anything the site started, and the site if it hung
+    await proc.wait()
+
+
+async def start_site(name: str, data_dir: Path, log_dir: Path) -> SiteProcess:
+    """Start ``python -m mcpfleet.sites.<name>`` on a free port and wait for its ready line.
+
+    Its own session (a terminal's Ctrl-C reaches the launcher, which stops it) and ``--exit-with-parent``
+    (it exits by itself if this process dies, even by SIGKILL). cwd is the data folder, never a checkout root.
+    """
+    log = open(log_dir / f"{name}.log", "w+b")  # noqa: SIM115 - closed by SiteProcess.stop
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            f"mcpfleet.sites.{name}",
+            "--data",
+            str(data_dir),
+            "--port",
+            "0",
+            "--exit-with-parent",
+            cwd=str(data_dir),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
+            start_new_session=True,
+            env=_site_env(),
+        )
+    except BaseException:
+        log.close()
+        raise
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), SITE_START_TIMEOUT_S)
+        text = line.decode(errors="replace").strip()
+        if READY not in text:
+            raise RuntimeError(f"site '{name}' did not start: {text or _tail(log)}")
+        port = int(text.rsplit(":", 1)[1])
+    except BaseException as exc:
+        await _stop_group(proc, SITE_STOP_TIMEOUT_S)
+        log.close()
+        if isinstance(exc, TimeoutError):
+            raise RuntimeError(f"site '{name}' printed no ready line within {SITE_START_TIMEOUT_S:g} s") from None
+        raise
+    return SiteProcess(name, proc, port, log)
+
+
+def _site_env() -> dict[str, str]:
+    """What a site inherits: no API keys or cloud credentials (the agent drives it), its template cache."""
+    from mcpfleet.sites import CACHE_ENV
+
+    from ..mcp_client import SAFE_ENV
+
+    env = {k: os.environ[k] for k in (*SAFE_ENV, CACHE_ENV, "XDG_CACHE_HOME") if k in os.environ}
+    return {**env, "PYTHONDONTWRITEBYTECODE": "1", "TZ": "UTC"}
+
+
+def _tail(log: IO[bytes]) -> str:
+    log.flush()
+    log.seek(0)
+    return log.read().decode(errors="replace").strip()[-2000:] or "(no output)"
+
+
+class PlaywrightService(Service):
+    name = "playwright"
+
+    def server_command(self, state_dir: Path, config: Path) -> ServerCommand:
+        exe = servers_bin() / EXECUTABLE
+        if not exe.exists():
+            raise FileNotFoundError(
+                f"MCP server '{EXECUTABLE}' for service '{self.name}' not found at {exe}; "
+                f"run scripts/setup.sh (npm ci in servers/) or set {SERVERS_ENV}"
+            )
+        browser = chromium()
+        if not os.access(browser, os.X_OK):
+            raise FileNotFoundError(f"Chromium not found at {browser}: apt-get install chromium, or set {CHROMIUM_ENV}")
+        home = state_dir / ".browser"
+        args = [
+            "--config",
+            str(config),
+            "--headless",
+            "--browser",
+            "chromium",
+            "--executable-path",
+            browser,
+            "--no-sandbox",
+            "--isolated",
+            "--timeout-settle",
+            str(SETTLE_MS),
+            "--output-dir",
+            str(home / "output"),
+        ]
+        env = {
+            "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1",
+            "PLAYWRIGHT_BROWSERS_PATH": str(home / "no-downloaded-browsers"),
+            "PLAYWRIGHT_DOWNLOAD_HOST": DOWNLOAD_GUARD,
+            "HOME": str(home),  # Chromium's and Node's caches stay in the trial's folder
+            "TZ": "UTC",
+        }
+        return ServerCommand(str(exe), args, env)
+
+    @asynccontextmanager
+    async def environment(
+        self, task: Task, state_dir: Path, resource: Any, *, materialised: bool = False
+    ) -> AsyncIterator[TrialEnv]:
+        sites = task_sites(task)
+        verifier_env = {DATA_ENV: str(state_dir), "TZ": "UTC"}
+        state_dir.mkdir(parents=True, exist_ok=True)
+        if materialised:  # a pod: the state volume holds the data, the sites and the server are sidecars
+            yield TrialEnv(state_dir, ServerCommand(EXECUTABLE, []), verifier_env)
+            return
+        await asyncio.to_thread(self.materialise, task, state_dir)
+        logs = state_dir / ".browser" / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        async with AsyncExitStack() as stack:
+            running: list[SiteProcess] = []
+
+            async def stop_sites() -> None:
+                while running:
+                    await running.pop().stop()
+
+            stack.push_async_callback(stop_sites)
+            started = await asyncio.gather(*(start_site(s, state_dir, logs) for s in sites), return_exceptions=True)
+            running.extend(s for s in started if isinstance(s, SiteProcess))
+            for s in started:
+                if isinstance(s, BaseException):
+                    raise s
+            config = state_dir / ".browser" / "config.json"
+            config.write_text(json.dumps(browser_config({s.name: s.port for s in running})), encoding="utf-8")
+            yield TrialEnv(state_dir, self.server_command(state_dir, config), verifier_env, quiesce=stop_sites)
+
+    def materialise(self, task: Task, dest: Path) -> int:
+        """A fresh seeded copy of the data of every site the task names (one file per data kind)."""
+        from mcpfleet.sites import SITES, seed
+
+        dest.mkdir(parents=True, exist_ok=True)
+        done: set[str] = set()
+        for site in task_sites(task):
+            if SITES[site].data not in done:
+                seed(site, dest)
+                done.add(SITES[site].data)
+        return len(done)
+
+    def check_state(self, task: Task) -> list[str]:
+        try:
+            task_sites(task)
+        except ValueError as exc:
+            return [str(exc)]
+        return []
+
+
+# --- Kubernetes -------------------------------------------------------------------------------------------
+# In a trial pod the sites and the MCP server are native sidecars (init containers with restartPolicy Always,
+# each with a startup probe) on fixed loopback ports (the pod's network namespace is the trial's own); the
+# state volume holds the data `mcpfleet materialise` seeded. The sites run from the runner image (it bundles
+# mcpfleet.sites); the server from servers/Dockerfile.playwright (pinned playwright-mcp + Debian's Chromium).
+# operator/manifests.py decides where these go; this says what they are.
+
+POD_SITE_PORTS = {"shop": 8101, "admin": 8102, "forum": 8103}
+WRITE_CONFIG_AND_EXEC = 'printf "%s" "$MCPFLEET_BROWSER_CONFIG" > "$HOME/playwright-mcp.json" && exec "$@"'
+
+
+def pod_sidecars(
+    task: Task, *, runner_image: str, server_image: str, mcp_port: int, state_mount: str = "/state"
+) -> list[dict[str, Any]]:
+    """The trial pod's sidecars for a browser task: one per site it names, then playwright-mcp serving
+    streamable HTTP on ``mcp_port`` (``--allowed-hosts``: the runner connects as localhost or 127.0.0.1)."""
+    sites = task_sites(task)
+    mounts = [{"name": "state", "mountPath": state_mount}, {"name": "tmp", "mountPath": "/tmp"}]
+    probe = {"periodSeconds": 1, "failureThreshold": 120}
+    out: list[dict[str, Any]] = []
+    for site in sites:
+        port = POD_SITE_PORTS[site]
+        out.append(
+            {
+                "name": f"site-{site}",
+                "image": runner_image,
+                "restartPolicy": "Always",
+                "command": ["python", "-m", f"mcpfleet.sites.{site}"],
+                "args": ["--data", state_mount, "--host", "127.0.0.1", "--port", str(port)],
+                "env": [{"name": "TZ", "value": "UTC"}, {"name": "MCPFLEET_SITES_CACHE", "value": "/tmp/sites"}],
+                "ports": [{"name": f"site-{site}"[:15], "containerPort": port, "protocol": "TCP"}],
+                "startupProbe": {"httpGet": {"path": "/healthz", "port": port}, **probe},
+                "volumeMounts": mounts,
+                "workingDir": "/tmp",
+            }
+        )
+    config = json.dumps(browser_config({s: POD_SITE_PORTS[s] for s in sites}))
+    server = [
+        "playwright-mcp",
+        "--config",
+        "$(HOME)/playwright-mcp.json",
+        "--headless",
+        "--browser",
+        "chromium",
+        "--executable-path",
+        CHROMIUM,
+        "--no-sandbox",
+        "--isolated",
+        "--timeout-settle",
+        str(SETTLE_MS),
+        "--output-dir",
+        "$(HOME)/browser-output",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(mcp_port),
+        "--allowed-hosts",
+        f"localhost:{mcp_port}",
+        f"127.0.0.1:{mcp_port}",
+    ]
+    out.append(
+        {
+            "name": "mcp-playwright",
+            "image": server_image,
+            "restartPolicy": "Always",
+            "command": ["sh", "-c", WRITE_CONFIG_AND_EXEC, "--"],
+            "args": server,
+            "env": [
+                {"name": "MCPFLEET_BROWSER_CONFIG", "value": config},
+                {"name": "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "value": "1"},
+                {"name": "PLAYWRIGHT_BROWSERS_PATH", "value": "/tmp/no-downloaded-browsers"},
+                {"name": "PLAYWRIGHT_DOWNLOAD_HOST", "value": DOWNLOAD_GUARD},
+                {"name": "HOME", "value": "/tmp"},
+                {"name": "TZ", "value": "UTC"},
+            ],
+            "ports": [{"name": "mcp", "containerPort": mcp_port, "protocol": "TCP"}],
+            "startupProbe": {"tcpSocket": {"port": mcp_port}, **probe},
+            "volumeMounts": mounts,
+            "workingDir": state_mount,
+        }
+    )
+    return out

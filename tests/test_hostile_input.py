@@ -1,0 +1,173 @@
+"""Bad input and hostile task packs (issue 13, section 2): every error is one clear line naming the field,
+never a traceback, and `validate` catches what `run` would fail on."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, make_tiny_pack
+
+from mcpfleet.runner.spec import SpecError, parse_evalrun
+
+MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
+SCRIPTED = {"name": "oracle", "model": "scripted/oracle"}
+
+
+def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    return subprocess.run(
+        [str(MCPFLEET), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={**base, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def write_run(folder: Path, spec: dict, name: str = "hostile") -> Path:
+    path = folder / f"{name}.yaml"
+    body = {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": name}, "spec": spec}
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def assert_clean_error(out: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
+    assert "Traceback" not in out.stdout + out.stderr
+    for needle in needles:
+        assert needle in flat(out.stderr), out.stderr
+
+
+LAUGHS = """apiVersion: mcpfleet.io/v1alpha1
+kind: EvalRun
+metadata: {name: laughs}
+spec:
+  models: [{name: oracle, model: scripted/oracle}]
+  tasks:
+    path: pack
+    include: &l9 [*l8, *l8, *l8, *l8, *l8, *l8, *l8, *l8, *l8, *l8]
+"""
+
+
+def billion_laughs() -> str:
+    anchors = ['a0: &l0 ["lol"]'] + [f"a{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 9)]
+    return "x-laughs:\n" + "".join(f"  {a}\n" for a in anchors) + LAUGHS
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_billion_laughs_is_refused_fast_and_writes_nothing(tmp_path: Path, command: str) -> None:
+    make_tiny_pack(tmp_path / "pack")
+    path = tmp_path / "laughs.yaml"
+    path.write_text(billion_laughs())
+    assert path.stat().st_size < 1000
+    start = time.monotonic()
+    out = cli(command, str(path), cwd=tmp_path)
+    assert time.monotonic() - start < 30
+    assert_clean_error(out, "refused", "billion laughs")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_oversized_annotations_and_spec_are_refused_naming_the_field() -> None:
+    base = {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "spec": {"models": [SCRIPTED]}}
+    big = {**base, "metadata": {"name": "big", "annotations": {"note": "x" * 300_000}}}
+    with pytest.raises(SpecError) as err:
+        parse_evalrun(big)
+    assert any(p.startswith("metadata.annotations: ") and "at most 262,144" in p for p in err.value.problems)
+    huge = {**base, "metadata": {"name": "huge"}}
+    huge["spec"] = {"models": [SCRIPTED], "tasks": {"include": [f"filesystem/*/{'c' * 60}{i}/*" for i in range(4000)]}}
+    with pytest.raises(SpecError) as err:
+        parse_evalrun(huge)
+    assert any(p.startswith("spec: ") and "at most 262,144" in p for p in err.value.problems)
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_output_under_a_file_is_caught_by_validate_and_run(tmp_path: Path, command: str) -> None:
+    make_tiny_pack(tmp_path / "pack")
+    (tmp_path / "afile").write_text("not a folder")
+    path = write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}, "output": {"uri": "afile/runs"}})
+    out = cli(command, str(path), cwd=tmp_path)
+    assert_clean_error(out, "spec.output.uri: 'afile/runs'", "is under a file", "give a folder path")
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_read_only_output_is_caught_by_validate_and_run(tmp_path: Path, command: str) -> None:
+    # /sys is read-only for root too (permission bits would not stop root: a write probe does).
+    make_tiny_pack(tmp_path / "pack")
+    path = write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}, "output": {"uri": "/sys/mcpfleet"}})
+    out = cli(command, str(path), cwd=tmp_path)
+    assert_clean_error(out, "spec.output.uri: '/sys/mcpfleet' cannot be written", "give a writable folder")
+
+
+def test_validate_reports_an_unset_api_key_env_like_run(tmp_path: Path) -> None:
+    make_tiny_pack(tmp_path / "pack")
+    model = {"name": "gpt", "model": "openai/gpt-5", "apiKeyEnv": "MCPFLEET_TEST_UNSET_KEY"}
+    path = write_run(tmp_path, {"models": [model], "tasks": {"path": "pack"}})
+    env = {k: v for k, v in os.environ.items() if k != "MCPFLEET_TEST_UNSET_KEY"}
+    line = "spec.models[0].apiKeyEnv: environment variable MCPFLEET_TEST_UNSET_KEY is not set"
+    for command in ("validate", "run"):
+        out = subprocess.run(
+            [str(MCPFLEET), command, str(path)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
+        )
+        assert_clean_error(out, line)
+
+
+def test_tasks_path_that_is_a_file_says_so(tmp_path: Path) -> None:
+    (tmp_path / "pack.txt").write_text("not a pack")
+    path = write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack.txt"}})
+    out = cli("validate", str(path), cwd=tmp_path)
+    assert_clean_error(out, f"spec.tasks.path: 'pack.txt' (resolved: {tmp_path / 'pack.txt'}) is a file")
+
+
+def test_tasks_path_escaping_with_dotdot_is_reported_resolved(tmp_path: Path) -> None:
+    here = tmp_path / "a" / "b"
+    here.mkdir(parents=True)
+    path = write_run(here, {"models": [SCRIPTED], "tasks": {"path": "../../nowhere/pack"}})
+    out = cli("validate", str(path), cwd=tmp_path)
+    assert_clean_error(
+        out, f"spec.tasks.path: '../../nowhere/pack' (resolved: {tmp_path / 'nowhere' / 'pack'}) does not exist"
+    )
+
+
+def test_no_task_selected_names_the_filter_and_what_exists(tmp_path: Path) -> None:
+    make_tiny_pack(tmp_path / "pack")
+    tasks = {"path": "pack", "services": ["filesystem"], "categories": ["nonesuch"]}
+    path = write_run(tmp_path, {"models": [SCRIPTED], "tasks": tasks})
+    out = cli("validate", str(path), cwd=tmp_path)
+    assert_clean_error(out, "spec.tasks.categories: ['nonesuch'] matches none of the 1 task(s)", "there are: tiny")
+    tasks = {"path": "pack", "exclude": ["filesystem/*"]}
+    out = cli("validate", str(write_run(tmp_path, {"models": [SCRIPTED], "tasks": tasks})), cwd=tmp_path)
+    assert_clean_error(out, "spec.tasks.exclude: ['filesystem/*'] removes every remaining task", "move_todo_0")
+
+
+@pytest.mark.parametrize("damage", ["no-verify", "broken-meta"])
+def test_a_broken_pack_is_refused_before_any_trial(tmp_path: Path, damage: str) -> None:
+    pack = make_tiny_pack(tmp_path / "pack", tasks=2)
+    task = pack / "filesystem" / "standard" / "tiny" / "move_todo_1"
+    if damage == "no-verify":
+        (task / "verify.py").unlink()
+        needle = "filesystem/standard/tiny/move_todo_1: missing verify.py"
+    else:
+        (task / "meta.json").write_text("{broken")
+        needle = "move_todo_1/meta.json: not valid JSON"
+    path = write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}, "agent": "oracle"})
+    out = cli("run", str(path), "--no-progress", cwd=tmp_path)
+    assert_clean_error(out, "task pack: 1 problem(s) in the selected tasks; nothing was run", needle)
+    assert not (tmp_path / "runs" / "hostile" / "trials").exists()
+    shutil.rmtree(task)  # the rest of the pack runs
+    out = cli("run", str(path), "--no-progress", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    results = list((tmp_path / "runs" / "hostile" / "trials").glob("*/result.json"))
+    assert [json.loads(r.read_text())["passed"] for r in results] == [True]

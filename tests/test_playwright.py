@@ -1,0 +1,540 @@
+"""The Playwright service with the real pinned @playwright/mcp and Debian's Chromium: a trial's sites on their own
+ports behind stable origins, every other origin refused, no browser download, the bundled task validated end to
+end (oracle passes, no-op and mutants fail)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.server
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mcpfleet.runner.mcp_client import connect_stdio, result_text
+from mcpfleet.runner.services import get_service, playwright
+from mcpfleet.runner.taskcheck import validate
+from mcpfleet.runner.tasks import Task, discover
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = REPO / "tasks"
+MCPFLEET = Path(sys.executable).with_name("mcpfleet")
+
+
+class Recorder(http.server.ThreadingHTTPServer):
+    """A loopback HTTP server that counts every request it gets (it must get none)."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        recorder = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                recorder.paths.append(self.path)
+                body = b"<html><body><h1>Somebody else's server</h1></body></html>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+
+@pytest.fixture
+def recorder() -> Iterator[Recorder]:
+    server = Recorder()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def site_task(tmp_path: Path, sites: list[str]) -> Task:
+    """A task folder that names ``sites`` in its meta.json (nothing else is read by the service)."""
+    path = tmp_path / "pack" / "playwright" / "standard" / "probe" / "probe"
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "meta.json").write_text(json.dumps({"task_id": "probe", "mcpfleet": {"sites": sites}}))
+    return Task("playwright", "standard", "probe", "probe", path, path.parent.parent / "states" / "probe")
+
+
+def _refused(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_sites_behind_stable_origins_other_origins_refused_no_download(
+    tmp_path: Path, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One trial environment with shop and admin: the browser reaches both by name, never the loopback server
+    next door (typed, linked from the page or fetched by the page's script), never tries to download a browser;
+    the verifier's data folder holds the trial's store.db and the sites are stopped before it runs."""
+    monkeypatch.setattr(playwright, "DOWNLOAD_GUARD", f"http://127.0.0.1:{recorder.port}")
+    service = get_service("playwright")
+    state = tmp_path / "state"
+    other = f"http://127.0.0.1:{recorder.port}/"
+
+    async def scenario() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        with open(tmp_path / "server.log", "w+b") as log:
+            async with service.environment(site_task(tmp_path, ["shop", "admin"]), state, None) as env:
+                seen["env"] = env
+                async with connect_stdio(env.server, log, cwd=state) as session:
+                    seen["tools"] = {t.name for t in (await session.list_tools()).tools}
+
+                    async def call(name: str, args: dict[str, Any]) -> tuple[bool, str]:
+                        r = await session.call_tool(name, args)
+                        return bool(r.is_error), result_text(r)
+
+                    seen["shop"] = await call("browser_navigate", {"url": "http://shop.test/"})
+                    seen["admin"] = await call("browser_navigate", {"url": "http://admin.test/login"})
+                    for url in (other, f"http://localhost:{recorder.port}/", "http://example.com/"):
+                        seen[url] = await call("browser_navigate", {"url": url})
+                    from mcpfleet.runner.snapshot_refs import RefError, find_ref, snapshot_of
+
+                    link = f"() => {{ const a = document.createElement('a'); a.href = '{other}'; "
+                    link += "a.textContent = 'Elsewhere'; document.querySelector('main').prepend(a); return 'added'; }"
+                    target = ""
+                    for _ in range(3):  # under load the page may still be settling from the failed navigations
+                        await call("browser_navigate", {"url": "http://shop.test/"})
+                        await call("browser_evaluate", {"function": link})
+                        _, snap = await call("browser_snapshot", {})
+                        try:
+                            target = find_ref(snapshot_of(snap) or "", {"role": "link", "name": "Elsewhere"})
+                            break
+                        except RefError:
+                            continue
+                    assert target, snap
+                    seen["click"] = await call("browser_click", {"target": target})
+                    fetch = f"async () => {{ try {{ await fetch('{other}'); return 'fetched'; }} "
+                    fetch += "catch (e) { return 'refused: ' + e; } }"
+                    seen["fetch"] = await call("browser_evaluate", {"function": fetch})
+                    seen["ports"] = _site_ports(state)
+                assert env.quiesce is not None
+                await env.quiesce()
+                seen["stopped"] = all(_refused(p) for p in seen["ports"])
+        return seen
+
+    seen = asyncio.run(scenario())
+    ok, text = seen["shop"]
+    assert not ok and "Page Title: Home · Larkspur Goods" in text
+    ok, text = seen["admin"]
+    assert not ok and "Page URL: http://admin.test/login" in text and "Larkspur Goods Admin" in text
+    for url in (other, f"http://localhost:{recorder.port}/", "http://example.com/"):
+        failed, text = seen[url]
+        assert failed and "ERR_NAME_NOT_RESOLVED" in text, (url, text)
+    _, click = seen["click"]  # the link is followed to Chromium's error page, not to the server next door
+    assert "Page URL: chrome-error://chromewebdata/" in click and "Somebody else" not in click
+    _, fetched = seen["fetch"]
+    assert "refused: TypeError: Failed to fetch" in fetched
+    assert recorder.paths == []  # the loopback server next door never saw a request, nor a download attempt
+    assert "browser_install" not in seen["tools"]
+    assert not (state / ".browser" / "no-downloaded-browsers").exists()
+    env = seen["env"]
+    assert env.verifier_env[playwright.DATA_ENV] == str(state) and (state / "store.db").is_file()
+    assert len(seen["ports"]) == 2 and seen["stopped"]
+    assert "--executable-path" in env.server.args and playwright.CHROMIUM in env.server.args
+    assert env.server.env["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] == "1"
+
+
+def _site_ports(state: Path) -> list[int]:
+    """The sites' real ports, from the browser's host mapping (MAP shop.test 127.0.0.1:PORT, ...)."""
+    config = json.loads((state / ".browser" / "config.json").read_text())
+    rules = config["browser"]["launchOptions"]["args"][0]
+    return [int(r.rsplit(":", 1)[1]) for r in rules.split(", ") if "127.0.0.1:" in r]
+
+
+def test_malformed_site_lists_are_refused_and_a_foreign_task_runs_unconfined(tmp_path: Path, marker: str) -> None:
+    """An empty or unknown site list is a task error; a task that declares no sites (MCPMark's own, for the
+    public web) starts no site and gets a browser without host mapping."""
+    service = get_service("playwright")
+    problems = service.check_state(site_task(tmp_path, []))
+    assert problems and "one or more bundled sites" in problems[0]
+    assert "unknown site(s) blog" in service.check_state(site_task(tmp_path, ["shop", "blog"]))[0]
+    foreign = site_task(tmp_path, ["shop"])
+    (foreign.path / "meta.json").write_text(json.dumps({"task_id": "probe", "mcp": ["playwright"]}))
+    foreign = Task(foreign.service, foreign.difficulty, foreign.category, foreign.name, foreign.path, foreign.state_dir)
+    assert service.check_state(foreign) == []
+    state = Path(marker) / "state"
+
+    async def enter() -> tuple[list[str], list[tuple[int, str]]]:
+        async with service.environment(foreign, state, None) as env:
+            assert env.server.args[:2] == ["--config", str(state / ".browser" / "config.json")]
+            config = json.loads((state / ".browser" / "config.json").read_text())
+            return config["browser"]["launchOptions"]["args"], ours(marker)
+
+    args, running = asyncio.run(enter())
+    assert args == [] and running == []
+
+
+def test_bundled_task_validates_oracle_passes_noop_and_mutants_fail(marker: str) -> None:
+    """`mcpfleet tasks validate`'s check through the real service: 4 trials (oracle, no-op, 2 mutants), and
+    no process of any of them is left once it returns."""
+    tasks = [t for t in discover(TASKS) if t.id == "playwright/standard/shop_account/wishlist_add_two"]
+    assert len(tasks) == 1
+    (report,) = asyncio.run(validate(tasks, TASKS, concurrency=2))
+    assert report.problems == []
+    assert report.oracle_passed and report.noop_failed
+    assert sorted(report.mutants_rejected) == ["only_first_product", "third_product_too"]
+    left = settle(marker, grace=3.0)
+    assert not left, left
+
+
+# ------------------------------------------------------------------------------------- process hygiene
+
+HOLD = """
+import asyncio, json, sys
+from pathlib import Path
+from mcpfleet.runner.mcp_client import connect_stdio
+from mcpfleet.runner.services import get_service
+from mcpfleet.runner.tasks import Task
+
+async def main(base: Path) -> None:
+    path = base / "task"
+    path.mkdir(parents=True)
+    (path / "meta.json").write_text(json.dumps({"mcpfleet": {"sites": ["shop", "forum"]}}))
+    task = Task("playwright", "standard", "x", "task", path, path / "states")
+    with open(base / "server.log", "w+b") as log:
+        async with get_service("playwright").environment(task, base / "state", None) as env:
+            async with connect_stdio(env.server, log, cwd=base / "state") as session:
+                await session.call_tool("browser_navigate", {"url": "http://forum.test/"})
+                print("READY", flush=True)
+                await asyncio.sleep(120)
+
+asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+def ours(marker: str) -> list[tuple[int, str]]:
+    """Live processes (not zombies, not this one) whose command line or environment names ``marker``: the
+    sites (--data), playwright-mcp (HOME, TMPDIR), Chromium and its helpers (environment; crashpad's --database)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            env = (d / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if state != "Z" and (marker in cmd or marker in env):
+            out.append((int(d.name), cmd[:160]))
+    return out
+
+
+def settle(marker: str, grace: float = 8.0) -> list[tuple[int, str]]:
+    deadline = time.monotonic() + grace
+    while (left := ours(marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def kill_all(marker: str) -> None:
+    """A failing test must not leak browsers: SIGKILL what is left, by pid."""
+    for pid, _ in ours(marker):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A private TMPDIR that every trial folder, and so every process a trial starts, carries."""
+    d = tempfile.mkdtemp(prefix="mcpf-pw-")
+    monkeypatch.setenv("TMPDIR", d)
+    monkeypatch.setattr(tempfile, "tempdir", d)
+    yield d
+    kill_all(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _messages(exc: BaseException) -> list[str]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [m for e in exc.exceptions for m in _messages(e)]
+    return [str(exc)]
+
+
+def test_a_crashing_trial_leaves_no_process(marker: str) -> None:
+    """The agent side fails mid-trial (an exception with the browser up): sites, server and browser all go."""
+    task = next(t for t in discover(TASKS) if t.service == "playwright")
+    seen: list[int] = []
+
+    async def crash() -> None:
+        state = Path(marker) / "crash" / "state"
+        with open(Path(marker) / "crash.log", "w+b") as log:
+            async with get_service("playwright").environment(task, state, None) as env:
+                async with connect_stdio(env.server, log, cwd=state) as session:
+                    await session.call_tool("browser_navigate", {"url": "http://shop.test/"})
+                    seen.extend(pid for pid, cmd in ours(marker) if "chromium" in cmd)
+                    raise RuntimeError("the agent crashed")
+
+    with pytest.raises((RuntimeError, BaseExceptionGroup)) as info:  # the MCP client wraps it in a group
+        asyncio.run(crash())
+    assert "the agent crashed" in _messages(info.value)
+    assert seen, "the scan did not see the trial's Chromium"
+    left = settle(marker)
+    assert not left, left
+
+
+def test_sigkill_of_the_trial_process_leaves_no_process(marker: str) -> None:
+    """A worker killed outright (OOM killer, kill -9): the sites exit by themselves (--exit-with-parent), the
+    server sees its stdin close and takes its Chromium with it."""
+    script = Path(marker) / "hold.py"
+    script.write_text(HOLD)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(Path(marker) / "trial")],
+        cwd=marker,
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"READY"
+        before = ours(marker)
+        assert any("mcpfleet.sites.shop" in c for _, c in before) and any(
+            "mcpfleet.sites.forum" in c for _, c in before
+        )
+        assert any("playwright-mcp" in c for _, c in before) and any("chromium" in c for _, c in before)
+        proc.kill()
+        proc.wait()
+        left = settle(marker)
+        assert not left, left
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _cli_run(tmp_path: Path, marker: str, name: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """`mcpfleet run` of the bundled browser suite with a slow scripted oracle (2 attempts, concurrency 2), as a
+    process group of its own (a shell job), its trials under the private TMPDIR."""
+    doc = {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": name},
+        "spec": {
+            "models": [{"name": "slow", "model": "scripted/oracle?latency=0.5"}],
+            "tasks": {"path": str(TASKS), "services": ["playwright"]},
+            "attempts": 2,
+            "concurrency": {"total": 2},
+            "output": {"uri": str(tmp_path / "runs")},
+        },
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as e:
+        proc = subprocess.Popen(
+            [str(MCPFLEET), "run", str(path), "--no-progress"],
+            stdout=subprocess.DEVNULL,
+            stderr=e,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, "TMPDIR": marker},
+            cwd=marker,
+        )
+    return proc, err
+
+
+def _wait_for_browsers(proc: subprocess.Popen[bytes], marker: str, err: Path, count: int = 2) -> None:
+    deadline = time.monotonic() + 90
+    while len([c for _, c in ours(marker) if "chromium --" in c and "--type=" not in c]) < count:
+        assert proc.poll() is None, err.read_text()
+        assert time.monotonic() < deadline, "the run's browsers did not start within 90 s"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+def test_interrupted_run_leaves_no_browser_site_or_server(tmp_path: Path, marker: str, how: str) -> None:
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) or `kill <pid>` (SIGTERM to the
+    launcher only) while two browser trials run: the run stops and nothing of it survives."""
+    proc, err = _cli_run(tmp_path, marker, how)
+    try:
+        _wait_for_browsers(proc, marker, err)
+        assert any("mcpfleet.sites.shop" in c for _, c in ours(marker))
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+        assert code != 0
+        assert "Traceback" not in err.read_text()
+        left = settle(marker)
+        assert not left, left
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+# ------------------------------------------------------------------------------------------ pod sidecars
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_ready(container: dict[str, Any], proc: subprocess.Popen[bytes], deadline: float) -> None:
+    """The container's startup probe, locally: /healthz answers 200, or the TCP port accepts."""
+    probe = container["startupProbe"]
+    port = int(probe.get("httpGet", probe.get("tcpSocket"))["port"])
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"{container['name']} exited with {proc.returncode}"
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                if "httpGet" not in probe:
+                    return
+                s.sendall(f"GET {probe['httpGet']['path']} HTTP/1.0\r\nHost: x\r\n\r\n".encode())
+                if s.recv(64).startswith(b"HTTP/1.1 200"):
+                    return
+        time.sleep(0.1)
+    raise AssertionError(f"{container['name']} not ready")
+
+
+def test_pod_sidecars_serve_a_trial_over_streamable_http(
+    tmp_path: Path, marker: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trial pod's sidecars (sites from the runner image, playwright-mcp in streamable HTTP with
+    --allowed-hosts) run here as processes, as a kubelet would start them ($(VAR) expanded, the startup probes
+    awaited); the oracle then plays the bundled task against them as `mcpfleet trial` in the pod does."""
+    from mcpfleet.runner.plan import TrialSpec
+    from mcpfleet.runner.services.base import servers_bin
+    from mcpfleet.runner.spec import AgentKind, Limits, ModelSpec
+    from mcpfleet.runner.store import LocalStore
+    from mcpfleet.runner.trial import TrialContext, run_trial
+
+    task = next(t for t in discover(TASKS) if t.id == "playwright/standard/shop_account/wishlist_add_two")
+    monkeypatch.setattr(playwright, "POD_SITE_PORTS", {s: _free_port() for s in playwright.POD_SITE_PORTS})
+    mcp_port = _free_port()
+    state, home = Path(marker) / "state", Path(marker) / "home"
+    home.mkdir()
+    assert get_service("playwright").materialise(task, state) == 1
+    containers = playwright.pod_sidecars(
+        task, runner_image="runner", server_image="server", mcp_port=mcp_port, state_mount=str(state)
+    )
+    assert [c["name"] for c in containers] == ["site-shop", "mcp-playwright"]
+    assert all(c["restartPolicy"] == "Always" and "startupProbe" in c for c in containers)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        deadline = time.monotonic() + 60
+        for c in containers:
+            env = {**os.environ, **{e["name"]: e["value"] for e in c["env"]}}
+            env["HOME"] = str(home) if "HOME" in env and c["name"].startswith("mcp") else env["HOME"]
+            argv = [a.replace("$(HOME)", env["HOME"]) for a in [*c["command"], *c["args"]]]
+            argv = [
+                sys.executable if a == "python" else str(servers_bin() / a) if a == "playwright-mcp" else a
+                for a in argv
+            ]
+            proc = subprocess.Popen(
+                argv, env=env, cwd=marker, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
+            )
+            procs.append(proc)
+            _wait_ready(c, proc, deadline)
+        spec = TrialSpec(
+            run="pod",
+            trial_id="oracle.pod",
+            spec_hash="pod",
+            model=ModelSpec(name="oracle", model="oracle"),
+            task_id=task.id,
+            tasks_root=str(TASKS),
+            attempt=1,
+            agent=AgentKind.oracle,
+            limits=Limits(verifier_timeout_seconds=60),
+        )
+        ctx = TrialContext(mcp_url=f"http://127.0.0.1:{mcp_port}/mcp", state_dir=state)
+        result = asyncio.run(run_trial(spec, LocalStore(tmp_path / "runs"), ctx))
+        assert result.passed, (result.error, result.verifier.stdout)
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+    assert not settle(marker), "a sidecar left a process behind"
+
+
+def test_pod_sidecars_are_valid_kubernetes(tmp_path: Path) -> None:
+    """A pod with the sidecars of a shop+admin+forum task validates against Kubernetes 1.37's schema (strict)."""
+    import kubernetes_validate
+
+    task = site_task(tmp_path, ["shop", "admin", "forum"])
+    sidecars = playwright.pod_sidecars(task, runner_image="r:1", server_image="s:1", mcp_port=8000)
+    assert [c["name"] for c in sidecars] == ["site-shop", "site-admin", "site-forum", "mcp-playwright"]
+    assert len({c["ports"][0]["containerPort"] for c in sidecars}) == 4
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "t"},
+        "spec": {
+            "restartPolicy": "Never",
+            "volumes": [{"name": "state", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+            "initContainers": sidecars,
+            "containers": [{"name": "runner", "image": "r:1", "command": ["mcpfleet", "trial"]}],
+        },
+    }
+    kubernetes_validate.validate(pod, "1.37.0", strict=True)
+    rules = json.loads(next(e["value"] for e in sidecars[-1]["env"] if e["name"] == "MCPFLEET_BROWSER_CONFIG"))
+    args = rules["browser"]["launchOptions"]["args"][0]
+    assert "MAP shop.test 127.0.0.1:8101" in args and args.endswith("MAP * ~NOTFOUND")
+
+
+def test_example_run_scripted_oracle_passes_and_noop_fails(tmp_path: Path, marker: str) -> None:
+    """examples/playwright.yaml through `mcpfleet run`: the scripted oracle model (an LLM agent over HTTP,
+    reading snapshots from the conversation to resolve its element refs) passes every task, the no-op fails."""
+    doc = yaml.safe_load((REPO / "examples" / "playwright.yaml").read_text())
+    doc["spec"]["tasks"]["path"] = str(TASKS)
+    doc["spec"]["output"]["uri"] = str(tmp_path / "runs")
+    path = tmp_path / "playwright.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    out = subprocess.run(
+        [str(MCPFLEET), "run", str(path), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=marker,
+        env={**os.environ, "TMPDIR": marker},
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 0, out.stderr
+    results = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "playwright" / "trials").glob("*/result.json")]
+    n = len([t for t in discover(TASKS) if t.service == "playwright"])
+    assert len(results) == 2 * n
+    assert all(r["passed"] for r in results if r["model"] == "scripted-oracle"), [r["error"] for r in results]
+    assert not any(r["passed"] for r in results if r["model"] == "scripted-noop")
+    oracle = next(r for r in results if r["model"] == "scripted-oracle")
+    assert oracle["totals"]["tool_calls"] >= 10 and oracle["totals"]["tool_errors"] == 0
+    assert not settle(marker, grace=3.0)
+
+
+def test_sites_inherit_no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-test-secret")
+    monkeypatch.setenv("MCPFLEET_SITES_CACHE", "/tmp/sites-cache")
+    env = playwright._site_env()
+    assert "sk-test-secret" not in env.values() and "aws-test-secret" not in env.values()
+    assert env["MCPFLEET_SITES_CACHE"] == "/tmp/sites-cache" and env["PATH"] == os.environ["PATH"]
