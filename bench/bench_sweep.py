@@ -13,6 +13,8 @@ What is printed, per capacity (MCPFLEET_MAX_PODS), side by side in one go:
   the operator's pod creation rate (N / create rate), which no scheduler can beat either;
 - an ideal list schedule: the operator's own launch order replayed offline with zero overhead (what its
   ordering alone costs against the bound);
+- CPU seconds of the operator process and of this process (the emulated API server and the kubelet share
+  it, and its GIL: when it nears the makespan, the emulator, not the operator, is the bottleneck);
 - when the last trial finished, and the measured makespan (EvalRun created -> phase Succeeded, which includes
   reading every record back into summary.json), and the operator's overhead (measured - ideal).
 
@@ -30,6 +32,7 @@ import json
 import math
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -93,6 +96,17 @@ class TimedKubelet(InstantKubelet):
         self.last_done = max(self.last_done, time.perf_counter())
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a live process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def list_schedule(order: list[float], capacity: int) -> float:
     """Makespan of greedy list scheduling: each job, in order, starts on the first free slot."""
     slots = [0.0] * min(capacity, max(1, len(order)))
@@ -136,6 +150,7 @@ async def one_run(args: argparse.Namespace, capacity: int, work: Path, pack: Pat
             try:
                 await asyncio.sleep(3)  # operator up and watching
                 kube.emulator.reset_counts()
+                op_cpu0, own_cpu0 = cpu_seconds(op.pid), own_cpu_seconds()
                 start = time.perf_counter()
                 kube.create(body)
                 phase = None
@@ -148,6 +163,7 @@ async def one_run(args: argparse.Namespace, capacity: int, work: Path, pack: Pat
                     if op.poll() is not None:
                         raise RuntimeError(f"operator exited: see {work / f'operator-{capacity}.log'}")
                 makespan = time.perf_counter() - start
+                op_cpu, own_cpu = cpu_seconds(op.pid) - op_cpu0, own_cpu_seconds() - own_cpu0
                 counts = dict(kube.emulator.request_counts)
             finally:
                 ktask.cancel()
@@ -168,6 +184,8 @@ async def one_run(args: argparse.Namespace, capacity: int, work: Path, pack: Pat
         "ideal": ideal,
         "makespan": makespan,
         "last_done": kubelet.last_done - start,
+        "operator_cpu": op_cpu,
+        "emulator_cpu": own_cpu,
         "first_pod": (arrivals[0][0] - start) if arrivals else float("nan"),
     }
 
@@ -195,16 +213,17 @@ async def main() -> None:
     )
     print(
         "| capacity | phase | pods created | lower bound | bound incl. create rate | ideal (operator's order) "
-        "| last trial done | measured makespan | vs bound | vs rate-aware bound | operator overhead | first pod after |"
+        "| last trial done | measured makespan | vs bound | vs rate-aware bound | operator overhead | first pod after "
+        "| operator CPU | emulator + kubelet CPU |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['capacity']} | {r['phase']} | {r['pods']} | {r['bound']:.1f} s | {r['bound_rate']:.1f} s "
             f"| {r['ideal']:.1f} s | {r['last_done']:.1f} s | {r['makespan']:.1f} s "
             f"| {100 * (r['makespan'] / r['bound'] - 1):+.1f}% "
             f"| {100 * (r['makespan'] / r['bound_rate'] - 1):+.1f}% | {r['makespan'] - r['ideal']:.1f} s "
-            f"| {r['first_pod']:.2f} s |"
+            f"| {r['first_pod']:.2f} s | {r['operator_cpu']:.1f} s | {r['emulator_cpu']:.1f} s |"
         )
     print(f"\nwork folder {work}")
     if args.json:

@@ -481,7 +481,7 @@ class Reconciler:
                 "%s: termination message %s disagrees with the stored record; the record wins", tid, said
             )
         if stored is not None:  # a stored record is the outcome, even if the pod was deleted or misreported afterwards
-            self.state.finished(tid, stored)
+            self.state.finished(tid, stored, time.time())
             metrics.observe_record(self.ns, self.name, stored, self.scheduling_seconds(tid, pod))
         else:
             reason = infra_reason or _failure_reason(pod, record)
