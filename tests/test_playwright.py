@@ -375,7 +375,7 @@ def test_interrupted_run_leaves_no_browser_site_or_server(tmp_path: Path, marker
     proc, err = _cli_run(tmp_path, marker, how)
     try:
         _wait_for_browsers(proc, marker, err)
-        assert any("mcpfleet.sites.shop" in c for _, c in ours(marker))
+        assert any("mcpfleet.sites." in c for _, c in ours(marker))  # whichever sites the first tasks need
         if how == "ctrl-c":
             os.killpg(proc.pid, signal.SIGINT)
         else:
