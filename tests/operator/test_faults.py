@@ -9,6 +9,7 @@ Runs are tiny (1 to 3 trials) wherever the property does not need more; the rest
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import shutil
@@ -476,9 +477,14 @@ async def test_example_evalrun_applied_with_kubectl(
         pods = kube.objects("pods", NS)
         trials = trials_of(doc, er["metadata"]["uid"])
         assert len(trials) == 120
-        # The first wave is the first 16 trials in plan order: attempt 1, models interleaved, 8 of each.
-        assert sorted(p["metadata"]["name"] for p in pods) == sorted(pod_name(name, t.trial_id) for t in trials[:16])
+        # The first wave: 16 planned trials, 8 per model (perModel), and a probe of every one of the 15 tasks first
+        # (the launch order learns task lengths from them, see operator/runstate.py).
         by_trial = {t.trial_id: t for t in trials}
+        by_pod = {pod_name(name, t.trial_id): t for t in trials}
+        wave = [by_pod[p["metadata"]["name"]] for p in pods]
+        assert len({t.trial_id for t in wave}) == 16
+        assert collections.Counter(t.model.name for t in wave) == {m: 8 for m in {t.model.name for t in trials}}
+        assert {t.task_id for t in wave} == {t.task_id for t in trials}
         for pod in pods:
             meta = pod["metadata"]
             trial = by_trial[meta["annotations"]["mcpfleet.io/trial-id"]]
