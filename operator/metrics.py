@@ -18,7 +18,7 @@ DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 
 
 TRIALS = Counter(
     "mcpfleet_trials_total",
-    "Finished trials by outcome (passed, failed, infra_error) and category.",
+    "Finished trials by outcome (passed, failed; infra_error, provider_error, config_error: not scored) and category.",
     ["namespace", "run", "model", "service", "outcome", "category"],
     registry=REGISTRY,
 )
@@ -54,7 +54,7 @@ TRIAL_SECONDS = Histogram(
 )
 INFRA_RETRIES = Counter(
     "mcpfleet_infra_retries_total",
-    "Trials retried after an infrastructure failure.",
+    "Trials retried after an infrastructure or provider failure.",
     ["namespace", "run", "model"],
     registry=REGISTRY,
 )
@@ -89,17 +89,15 @@ def serve(port: int, addr: str = "0.0.0.0") -> Any:  # noqa: S104 - the operator
 def init_run(ns: str, run: str, model_services: list[tuple[str, str]]) -> None:
     """Create a run's counter series at zero, so rate()/increase() see the first trial of each kind
     (a labelled series that first appears at 1 hides that step) and dashboards show 0, not "no data"."""
-    from mcpfleet.runner.outcome import CATEGORIES, INFRA_ERROR
+    from mcpfleet.runner.outcome import CATEGORIES
 
     RECONCILE_ERRORS.labels(ns, run)
     for model in {m for m, _ in model_services}:
         INFRA_RETRIES.labels(ns, run, model)
     for model, service in model_services:
         TRIALS.labels(ns, run, model, service, "passed", "none")
-        TRIALS.labels(ns, run, model, service, "infra_error", INFRA_ERROR)
         for category in CATEGORIES:
-            if category != INFRA_ERROR:
-                TRIALS.labels(ns, run, model, service, "failed", category)
+            TRIALS.labels(ns, run, model, service, outcome_of(category), category)
         for kind in ("input", "output", "reasoning"):
             TOKENS.labels(ns, run, model, service, kind)
         COST.labels(ns, run, model, service)
@@ -109,7 +107,7 @@ def observe_record(ns: str, run: str, record: dict[str, Any], scheduling_s: floa
     """Count one finished trial from its full record (tokens, cost and phase times live there)."""
     model, service = str(record.get("model")), str(record.get("service"))
     category = record.get("failure") or "none"
-    outcome = "passed" if record.get("passed") else "infra_error" if category == "infra_error" else "failed"
+    outcome = "passed" if record.get("passed") else outcome_of(category)
     TRIALS.labels(ns, run, model, service, outcome, category).inc()
     totals = record.get("totals") or {}
     for kind, key in (("input", "input_tokens"), ("output", "output_tokens"), ("reasoning", "reasoning_tokens")):
@@ -124,6 +122,14 @@ def observe_record(ns: str, run: str, record: dict[str, Any], scheduling_s: floa
             PHASE_SECONDS.labels(ns, run, model, service, phase).observe(float(timings.get(phase) or 0.0))
     if scheduling_s is not None:
         PHASE_SECONDS.labels(ns, run, model, service, "scheduling").observe(max(0.0, scheduling_s))
+
+
+def outcome_of(category: str) -> str:
+    """The outcome label of a failure category: "failed" for the model's failures; an outcome that measured
+    nothing of the model (infra_error, provider_error, config_error) is its own outcome, counted apart."""
+    from mcpfleet.runner.outcome import is_scored
+
+    return "failed" if is_scored(category) else category
 
 
 def forget_run(ns: str, run: str) -> None:

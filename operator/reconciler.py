@@ -18,7 +18,7 @@ from typing import Any
 
 import kopf
 
-from mcpfleet.runner.outcome import INFRA_ERROR
+from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.plan import TrialSpec, plan
 from mcpfleet.runner.records import TrialResult, dumps, now_iso
 from mcpfleet.runner.spec import RESULT_FIELDS, EvalRun, SpecError, parse_evalrun
@@ -289,7 +289,7 @@ class Reconciler:
             r["trial_id"]
             for r in records  # infra errors measured nothing: never a conflict
             if r.get("trial_id") in self.state.trials
-            and r.get("failure") != INFRA_ERROR
+            and is_scored(r.get("failure"))
             and r.get("spec_hash") != self.state.trials[r["trial_id"]].spec_hash
         ]
         if conflicts:
@@ -357,7 +357,7 @@ class Reconciler:
             return
         if not self.run.spec.suspend:
             await self.launch()
-        if self.state.complete and self.phase != "Succeeded":
+        if self.state.complete and self.phase not in ("Succeeded", "Failed"):
             try:
                 await self.finish()
             except STORE_FAILURES as exc:  # finish() runs again on the next step
@@ -400,9 +400,17 @@ class Reconciler:
         self.state.order = [t.trial_id for t in trials]
         self.state.retry_limit = run.spec.retries.limit
         self.state.done = {k: v for k, v in self.state.done.items() if k in self.state.trials}
+        resumed = self.state.resume_models()  # an edit (a new key reference, another model) lifts the stops
+        if resumed:
+            self.conditions["ModelsStopped"] = condition(
+                "ModelsStopped", False, "SpecEdited", f"launches resumed for {', '.join(sorted(resumed))}"
+            )
         self.state.finish_rebuild()
-        if self.phase == "Succeeded" and not self.state.complete:
+        if self.phase in ("Succeeded", "Failed") and not self.state.complete:
             self.phase = "Running"
+            self.finished_at = None
+            self.conditions.pop("Complete", None)
+            self.conditions.pop("Failed", None)
         self.dirty = True
 
     def per_model_free(self) -> dict[str, int]:
@@ -471,8 +479,8 @@ class Reconciler:
         trial = self.state.trials[tid]
         record = await asyncio.to_thread(self.store.read_result, tid)
         tries = self.state.retries.get(tid, 0) + 1
-        if record is not None and record.get("failure") == INFRA_ERROR and record.get("infra_attempts") != tries:
-            record = None  # the operator's own record of an earlier try, not this try's outcome
+        if record is not None and not is_scored(record.get("failure")) and record.get("infra_attempts") != tries:
+            record = None  # the record of an earlier try, not this try's outcome
         ok = record is not None and record.get("spec_hash") == trial.spec_hash and record.get("failure") != INFRA_ERROR
         stored = record if ok else None
         said = termination_message(pod)
@@ -480,9 +488,23 @@ class Reconciler:
             self.logger.warning(
                 "%s: termination message %s disagrees with the stored record; the record wins", tid, said
             )
-        if stored is not None:  # a stored record is the outcome, even if the pod was deleted or misreported afterwards
+        if stored is not None and stored.get("failure") == PROVIDER_ERROR:
+            # The provider failed after the runner's retries: measured nothing; try again like an infra error
+            # (the pod itself worked, so the run's infrastructure budget is not charged).
+            await self.charge_retries(trial.model.name, stored)
+            if self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds, harness=False):
+                metrics.INFRA_RETRIES.labels(self.ns, self.name, trial.model.name).inc()
+            else:
+                self.state.finished(tid, stored)
+                metrics.observe_record(self.ns, self.name, stored, self.scheduling_seconds(tid, pod))
+        elif (
+            stored is not None
+        ):  # a stored record is the outcome, even if the pod was deleted or misreported afterwards
             self.state.finished(tid, stored, time.time())
             metrics.observe_record(self.ns, self.name, stored, self.scheduling_seconds(tid, pod))
+            await self.charge_retries(trial.model.name, stored)
+            if stored.get("failure") == CONFIG_ERROR:
+                await self.stop_model(trial.model.name, "ConfigError", f"config_error: {stored.get('error')}")
         else:
             reason = infra_reason or _failure_reason(pod, record)
             infra = infra_record(self.run, trial, tries, reason)
@@ -508,6 +530,28 @@ class Reconciler:
                 f"{budget} (last: {tid}: {infra_reason or _failure_reason(pod, record)}); fix the cause and edit "
                 "the EvalRun to resume it",
             )
+
+    async def charge_retries(self, model: str, record: dict[str, Any]) -> None:
+        """Count a trial's LLM retries against its model's budget; stop the model when it is spent."""
+        assert self.state is not None and self.run is not None
+        spent = self.state.charge_retries(model, int((record.get("totals") or {}).get("llm_retries") or 0))
+        budget = self.run.spec.provider.model_retry_budget
+        if budget is not None and spent > budget:
+            why = f"its trials spent {spent} LLM retries, over provider.modelRetryBudget ({budget})"
+            await self.stop_model(model, "RetryBudget", why)
+
+    async def stop_model(self, model: str, reason: str, why: str) -> None:
+        """No more launches of ``model`` (no more paid trials): one condition for the run, one event per model.
+
+        Its trials in flight finish; the rest wait for a spec edit (which lifts the stop) or a new run."""
+        assert self.state is not None
+        if not self.state.stop_model(model, why):
+            return
+        message = "; ".join(f"{m}: {w}" for m, w in sorted(self.state.stopped.items()))
+        self.conditions["ModelsStopped"] = condition("ModelsStopped", True, reason, message)
+        kopf.warn(self.body, reason=reason, message=f"model {model} stopped: {why}"[:1000])
+        self.logger.warning("model %s stopped: %s", model, why)
+        self.dirty = True
 
     async def check_deadlines(self) -> None:
         assert self.state is not None and self.run is not None
@@ -536,8 +580,18 @@ class Reconciler:
     async def finish(self) -> None:
         assert self.run is not None and self.state is not None and self.store is not None
         trials = list(self.state.trials.values())
-        summary = await asyncio.to_thread(build_summary, self.run, trials, self.store)
+        stopped = dict(self.state.stopped)
+        summary = await asyncio.to_thread(build_summary, self.run, trials, self.store, stopped)
         await asyncio.to_thread(self.store.write_json, "summary.json", summary)
+        if stopped:  # the other models are done; the stopped ones wait for a fix (a spec edit resumes them)
+            self.phase = "Failed"
+            self.finished_at = now_iso()
+            unrun = len(trials) - len(self.state.done)
+            why = f"{unrun} trial(s) of {', '.join(sorted(stopped))} not run; fix the cause and edit the EvalRun"
+            self.conditions["Complete"] = condition("Complete", False, "ModelsStopped", why)
+            self.conditions["Failed"] = condition("Failed", True, "ModelsStopped", why)
+            await self.write_status(force=True)
+            return
         self.phase = "Succeeded"
         self.finished_at = now_iso()
         self.conditions["Complete"] = condition(
@@ -568,11 +622,12 @@ class Reconciler:
             counts = st.counts()
             out.update(
                 counts=counts,
+                notScored=st.not_scored(),  # infra, provider and config errors: left out of passAt1
                 progress=f"{counts['finished']}/{counts['total']}",
                 passAt1=st.pass_at_1(),
                 results=st.results(),
             )
-
+            out["stoppedModels"] = dict(st.stopped) or None  # None: a merge patch removes it once resumed
         return out
 
     async def write_status(self, force: bool = False) -> None:

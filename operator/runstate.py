@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpfleet.runner.outcome import INFRA_ERROR
+from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, NOT_SCORED, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.plan import TrialSpec
 
 
@@ -114,6 +114,8 @@ class RunState:
     delayed: dict[str, float] = field(default_factory=dict)  # trial id -> not before (wall seconds)
     retries_total: int = 0
     infra_streak: int = 0  # infrastructure failures since the last trial recorded an outcome (the run's budget)
+    stopped: dict[str, str] = field(default_factory=dict)  # model -> why its launches stopped
+    llm_retries: dict[str, int] = field(default_factory=dict)  # model -> LLM retries since launches (re)started
 
     @classmethod
     def plan(cls, trials: list[TrialSpec], retry_limit: int) -> RunState:
@@ -132,10 +134,15 @@ class RunState:
         if trial is None or record.get("spec_hash") != trial.spec_hash:
             return False
         tries = int(record.get("infra_attempts") or 1)
+        failure = record.get("failure")
+        retried = failure in (INFRA_ERROR, PROVIDER_ERROR)  # tried again up to the limit, then final
         # Retries launched so far: one after each failed try, up to the limit (a status count, kept across restarts).
-        self.retries_total += min(tries, self.retry_limit) if record.get("failure") == INFRA_ERROR else tries - 1
-        if record.get("failure") == INFRA_ERROR and tries <= self.retry_limit:
+        self.retries_total += min(tries, self.retry_limit) if retried else tries - 1
+        if retried and tries <= self.retry_limit:
             self.retries[tid] = max(self.retries.get(tid, 0), tries)
+            return False
+        if failure == CONFIG_ERROR:  # measured nothing, and the cause may be fixed by now: run it again
+            self.retries[tid] = max(self.retries.get(tid, 0), tries - 1)
             return False
         self.done[tid] = compact(record)
         return True
@@ -169,7 +176,11 @@ class RunState:
                     self.waiting.take(task, tid)
                     continue
                 trial = self.trials[tid]
-                if self.delayed.get(tid, 0) > now or free.get(trial.model.name, 0) <= 0:
+                if (
+                    self.delayed.get(tid, 0) > now
+                    or free.get(trial.model.name, 0) <= 0
+                    or trial.model.name in self.stopped
+                ):
                     continue
                 free[trial.model.name] -= 1
                 self.delayed.pop(tid, None)
@@ -198,11 +209,13 @@ class RunState:
         if record.get("failure") != INFRA_ERROR:
             self.infra_streak = 0
 
-    def infra_failed(self, trial_id: str, now: float, backoff: float) -> bool:
+    def infra_failed(self, trial_id: str, now: float, backoff: float, *, harness: bool = True) -> bool:
         """An infrastructure failure of the trial's current try. True if it will be retried (its pod time
-        says nothing about the task's length, so the queue does not learn from it)."""
+        says nothing about the task's length, so the queue does not learn from it). ``harness``: the pod
+        failed (counted in the run's streak); False for a provider's failure, which a model's budget counts."""
         self.in_flight.pop(trial_id, None)
-        self.infra_streak += 1
+        if harness:
+            self.infra_streak += 1
         tries = self.retries.get(trial_id, 0) + 1
         self.retries[trial_id] = tries
         if tries <= self.retry_limit:
@@ -212,9 +225,39 @@ class RunState:
             return True
         return False
 
+    # -- stopped models ---------------------------------------------------------------------------
+    def stop_model(self, model: str, why: str) -> bool:
+        """Launch nothing more of ``model``; True if it was not stopped already."""
+        if model in self.stopped:
+            return False
+        self.stopped[model] = why
+        return True
+
+    def charge_retries(self, model: str, retries: int) -> int:
+        """Add a finished trial's LLM retries to its model's count; returns the new count."""
+        self.llm_retries[model] = self.llm_retries.get(model, 0) + retries
+        return self.llm_retries[model]
+
+    def resume_models(self) -> list[str]:
+        """Lift every stop (a spec edit: the key or model may be fixed); their config errors run again."""
+        models, self.stopped, self.llm_retries = list(self.stopped), {}, {}
+        for tid, d in list(self.done.items()):
+            if d["failure"] == CONFIG_ERROR:
+                del self.done[tid]
+        return models
+
     # -- projections ------------------------------------------------------------------------------
     @property
     def complete(self) -> bool:
+        """Every trial is finished, or belongs to a stopped model and is not running."""
+        return all(
+            tid in self.done or (t.model.name in self.stopped and tid not in self.in_flight)
+            for tid, t in self.trials.items()
+        )
+
+    @property
+    def settled(self) -> bool:
+        """Every trial is finished (nothing stopped)."""
         return len(self.done) == len(self.trials)
 
     def in_flight_by_model(self) -> dict[str, int]:
@@ -224,16 +267,23 @@ class RunState:
     def counts(self) -> dict[str, int]:
         passed = sum(1 for d in self.done.values() if d["passed"])
         infra = sum(1 for d in self.done.values() if d["failure"] == INFRA_ERROR)
+        skipped = sum(1 for d in self.done.values() if not is_scored(d["failure"]))
         return {
             "total": len(self.trials),
             "pending": len(self.trials) - len(self.done) - len(self.in_flight),
             "running": len(self.in_flight),
             "finished": len(self.done),
             "passed": passed,
-            "failed": len(self.done) - passed - infra,
+            "failed": len(self.done) - passed - skipped,  # the models' failures only
             "infraErrors": infra,
             "retries": self.retries_total,
         }
+
+    def not_scored(self) -> dict[str, int]:
+        """Finished trials that measured nothing of the model, by outcome (status.notScored). Every outcome is
+        listed, zeros too: status is merge-patched, so a count that drops to zero must be written as 0."""
+        c = collections.Counter(d["failure"] for d in self.done.values() if not is_scored(d["failure"]))
+        return {k: c.get(k, 0) for k in sorted(NOT_SCORED)}
 
     def results(self) -> list[dict[str, Any]]:
         """pass@1 so far per model x service: mean over attempts of the per-attempt rate, like the summary."""
@@ -241,7 +291,8 @@ class RunState:
             lambda: collections.defaultdict(list)
         )
         for d in self.done.values():
-            groups[(d["model"], d["service"])][d["attempt"]].append(d["passed"])
+            if is_scored(d["failure"]):  # what the model did, not its provider
+                groups[(d["model"], d["service"])][d["attempt"]].append(d["passed"])
         rows = []
         for (model, service), by_attempt in sorted(groups.items()):
             rates = [sum(v) / len(v) for v in by_attempt.values()]

@@ -29,6 +29,11 @@ STOP_TURN_LIMIT = "turn_limit"
 STOP_TIMEOUT = "timeout"
 STOP_CONTEXT = "context_overflow"
 STOP_LLM_ERROR = "llm_api_error"
+STOP_TRUNCATED = "output_truncated"  # the final answer was cut at the output-token limit
+STOP_FILTERED = "content_filter"  # the provider's content filter stopped the answer
+# The provider failed after its retries, or cannot be reached as configured: not the model's doing.
+STOP_PROVIDER = "provider_error"
+STOP_CONFIG = "config_error"
 STOP_MALFORMED = "malformed_tool_call"  # MCPMark's agent ends the run on arguments that are not JSON
 
 
@@ -65,7 +70,8 @@ class AgentRun:
     messages: list[dict[str, Any]]
     turns: list[TurnRecord] = field(default_factory=list)
     stop_reason: str = STOP_COMPLETED
-    error: str | None = None
+    error: str | None = None  # one line: "<ExceptionType>: <cause> (...)"; details go to the trial's log
+    error_type: str | None = None
     final_text: str = ""
     run_model: str | None = None  # the model name the provider reported (first response), as MCPMark records it
     conversation: str = ""
@@ -192,19 +198,16 @@ async def run_llm_agent(
     run = AgentRun(messages=conversation.opening(task), conversation=conversation.name)
     progress = len(run.messages)  # what a timeout keeps: MCPMark's last progress snapshot
     try:
-        async with asyncio.timeout(timeout_s):
+        async with asyncio.timeout(timeout_s) as deadline:
             for index in range(max_turns):
                 turn = TurnRecord(index=index)
                 run.turns.append(turn)
                 try:
-                    response, seconds, retries = await llm.complete(target, run.messages, tools)
-                except Exception as exc:  # noqa: BLE001 - after retries: the provider failed this trial
-                    if isinstance(exc, TimeoutError):
-                        raise
-                    turn.retries = getattr(exc, "mcpfleet_retries", 0)
-                    turn.latency_s = getattr(exc, "mcpfleet_seconds", 0.0)
-                    overflow = isinstance(exc, llm.ContextWindowExceededError)
-                    run.stop_reason, run.error = (STOP_CONTEXT if overflow else STOP_LLM_ERROR), _short(exc)
+                    # Time lost to provider faults is given back to `deadline`: the timeout measures the model.
+                    response, seconds, retries = await llm.complete(target, run.messages, tools, deadline)
+                except llm.LLMFailure as exc:  # after retries; exc.stop_reason says who is charged
+                    turn.retries, turn.latency_s = exc.retries, exc.seconds
+                    run.stop_reason, run.error, run.error_type = exc.stop_reason, exc.summary, exc.error_type
                     return run
                 turn.latency_s, turn.retries = seconds, retries
                 if run.run_model is None and getattr(response, "model", None):
@@ -227,39 +230,29 @@ async def run_llm_agent(
                             "cached": u.cached_tokens,
                         },
                     )
-                choice = response.choices[0]
-                turn.finish_reason = getattr(choice, "finish_reason", None)
-                message = choice.message
-                content = message.content or ""
-                calls = list(message.tool_calls or [])
-                run.messages.append(conversation.assistant_message(message, content, calls))
+                reply = llm.reply_of(response, run.messages)  # normalised; tool-call ids unique
+                turn.finish_reason = reply.finish_reason
+                content, calls = reply.content, reply.tool_calls
+                run.messages.append(conversation.assistant_message(reply.message, content, calls))
                 progress = len(run.messages)
                 if content:
                     run.final_text = content
+                if turn.finish_reason == "content_filter":
+                    run.stop_reason, run.error = STOP_FILTERED, "the provider's content filter stopped the answer"
+                    return run
                 if not calls:
-                    if turn.finish_reason == "length" and not content:
-                        # MCPMark ends such a run normally (no error); the taxonomy still says why it stopped.
-                        run.stop_reason = STOP_CONTEXT
-                        run.error = None if conversation.mcpmark else "output truncated at the token limit"
+                    if turn.finish_reason == "length":
+                        run.stop_reason = STOP_TRUNCATED
+                        run.error = "the answer was cut at the output-token limit (finish_reason 'length')"
                     return run
                 for c in calls:
                     try:
                         text, rec = await call_tool(
-                            session,
-                            known,
-                            c.function.name or "",
-                            c.function.arguments or "",
-                            c.id,
-                            tool_timeout_s,
-                            conversation,
+                            session, known, c.name, c.arguments, c.id, tool_timeout_s, conversation
                         )
                     except MalformedArguments as exc:
                         rec = ToolCallRecord(
-                            name=c.function.name or "",
-                            call_id=c.id,
-                            arguments=c.function.arguments or "",
-                            is_error=True,
-                            malformed=True,
+                            name=c.name, call_id=c.id, arguments=c.arguments, is_error=True, malformed=True
                         )
                         turn.tool_calls.append(rec)
                         if metrics is not None:
@@ -343,8 +336,3 @@ def run_noop_agent(task: Task) -> AgentRun:
         messages=[{"role": "user", "content": task.description}, {"role": "assistant", "content": text}],
         final_text=text,
     )
-
-
-def _short(exc: BaseException, limit: int = 2000) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= limit else text[:limit] + "..."

@@ -31,6 +31,7 @@ console = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
 
 DEFAULT_TASKS = Path(__file__).resolve().parents[1] / "tasks"
+STOPPED_EXIT = 3  # `mcpfleet run`: some model's launches were stopped (configuration error, retry budget)
 
 
 def shown_path(location: Path | str) -> str:
@@ -83,6 +84,17 @@ def run(
     console.print(summary_table(summary))
     shown = shown_path(root)
     console.print(f"records: {shown}/trials   summary: {shown}/summary.json")
+    if summary.get("stopped"):  # a configuration error or a spent retry budget: not a finished run
+        unrun = summary["trials_planned"] - summary["trials_recorded"]
+        for model, why in summary["stopped"].items():
+            err.print(f"[red]error:[/] model '{escape(model)}' stopped: {escape(why)}", highlight=False, soft_wrap=True)
+        err.print(
+            f"{unrun} trial(s) not run. Fix the cause and run the same command again: the stopped models' "
+            "trials resume, finished ones are kept.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(STOPPED_EXIT)
 
 
 @app.command()

@@ -174,18 +174,21 @@ class Conversation:
         return f"Error: tool call timed out after {seconds:g} s"
 
     def assistant_message(self, message: Any, content: str, calls: list[Any]) -> dict[str, Any]:
-        """The assistant turn as kept in the history (and sent back to the model on the next call)."""
+        """The assistant turn as kept in the history (and sent back to the model on the next call).
+
+        ``calls`` are the normalised tool calls (``llm.ToolCall``: ids unique in the conversation)."""
         if self.mcpmark and hasattr(message, "model_dump"):
-            return message.model_dump()  # as MCPMark keeps it: provider fields included
-        out: dict[str, Any] = {"role": "assistant", "content": content or None}
+            out = message.model_dump()  # as MCPMark keeps it: provider fields included
+            kept = out.get("tool_calls") or []
+            if len(kept) == len(calls):  # ids a strict provider would reject were replaced: keep them in step
+                for item, c in zip(kept, calls, strict=True):
+                    if isinstance(item, dict):
+                        item["id"] = c.id
+            return out
+        out = {"role": "assistant", "content": content or None}
         if calls:
             out["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.function.name, "arguments": c.function.arguments or ""},
-                }
-                for c in calls
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
             ]
         return out
 

@@ -2,7 +2,10 @@
 
 Trials run concurrently in warm worker processes under the spec's total and per-model limits, models
 interleaved. Re-running the same file resumes: a trial whose result.json carries the same spec hash
-is never run again, and a spec change that would contradict recorded trials is refused.
+is never run again (unless it measured nothing: an infra, provider or config error), and a spec change
+that would contradict recorded trials is refused. A model whose trial meets a configuration error (bad
+key, unknown model, unreachable apiBase), or whose trials spend its retry budget, launches nothing more:
+the run finishes the other models and reports it as stopped.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .outcome import INFRA_ERROR
+from .outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from .plan import TrialSpec, plan
 from .records import now_iso
 from .services import run_resources
@@ -40,6 +43,7 @@ class RunState:
     skipped: int
     done: dict[str, dict[str, Any]] = field(default_factory=dict)
     retries: int = 0
+    stopped: dict[str, str] = field(default_factory=dict)  # model -> why its launches stopped
 
 
 def check_credentials(run: EvalRun, env: dict[str, str] | os._Environ[str]) -> None:
@@ -60,9 +64,9 @@ def reconcile_records(run: EvalRun, trials: list[TrialSpec], store: ResultStore)
         rec = records.get(t.trial_id)
         if rec is None:
             todo.append(t)
-        elif rec.get("failure") == INFRA_ERROR:
-            # Infrastructure failures measured nothing, so they neither count nor conflict (fixing their
-            # cause, e.g. adding a missing state, may well change the trial's hash): run them again.
+        elif not is_scored(rec.get("failure")):
+            # Infra, provider and config errors measured nothing, so they neither count nor conflict (fixing
+            # their cause, e.g. adding a missing state or the right key, may change the trial's hash): run them.
             todo.append(t)
         elif rec.get("spec_hash") != t.spec_hash:
             conflicts.append(t.trial_id)
@@ -115,6 +119,7 @@ class Scheduler:
         self.queue: collections.deque[tuple[TrialSpec, int]] = collections.deque((t, 1) for t in state.todo)
         self.delayed: list[tuple[float, TrialSpec, int]] = []
         self.in_flight: dict[str, int] = collections.defaultdict(int)
+        self.llm_retries: dict[str, int] = collections.defaultdict(int)  # per model, this invocation
         self.total = run.spec.concurrency.total
 
     def model_cap(self, model: str) -> int:
@@ -170,13 +175,39 @@ class Scheduler:
                         "failure": INFRA_ERROR,
                         "error": f"worker failed: {type(exc).__name__}: {exc}",
                     }
-                if out["failure"] == INFRA_ERROR and n <= self.run.spec.retries.limit:
+                self.charge_retries(t.model.name, int(out.get("llm_retries") or 0))
+                if out["failure"] == CONFIG_ERROR:
+                    self.stop_model(t.model.name, f"config_error: {out.get('error')}")
+                if (
+                    out["failure"] in (INFRA_ERROR, PROVIDER_ERROR)
+                    and n <= self.run.spec.retries.limit
+                    and t.model.name not in self.state.stopped
+                ):
                     self.state.retries += 1
                     delay = self.run.spec.retries.backoff_seconds * (2 ** (n - 1))
                     self.delayed.append((time.monotonic() + delay, t, n + 1))
                     continue
                 self.state.done[t.trial_id] = out
                 self.on_done(out)
+
+    def charge_retries(self, model: str, retries: int) -> None:
+        """Count a finished trial's LLM retries against its model's budget; stop the model when it is spent."""
+        self.llm_retries[model] += retries
+        budget = self.run.spec.provider.model_retry_budget
+        if budget is not None and self.llm_retries[model] > budget:
+            self.stop_model(
+                model,
+                f"its trials spent {self.llm_retries[model]} LLM retries, over provider.modelRetryBudget "
+                f"({budget}): the provider is failing",
+            )
+
+    def stop_model(self, model: str, why: str) -> None:
+        """Launch nothing more of this model (its queued and delayed trials stay unrun; a rerun resumes them)."""
+        if model in self.state.stopped:
+            return
+        self.state.stopped[model] = why
+        self.queue = collections.deque((t, n) for t, n in self.queue if t.model.name != model)
+        self.delayed = [d for d in self.delayed if d[1].model.name != model]
 
     def submit(self, work: WorkItem) -> Any:
         """Submit to the pool; a pool broken by a dead worker is replaced (its trials were infra errors)."""
@@ -203,8 +234,10 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
             pass
 
 
-def write_summary(run: EvalRun, trials: list[TrialSpec], store: ResultStore) -> dict[str, Any]:
-    summary = build_summary(run, trials, store)
+def write_summary(
+    run: EvalRun, trials: list[TrialSpec], store: ResultStore, stopped: dict[str, str] | None = None
+) -> dict[str, Any]:
+    summary = build_summary(run, trials, store, stopped)
     store.write_json("summary.json", summary)
     return summary
 
@@ -287,5 +320,5 @@ def execute(
                 scheduler.close(interrupted=True)
                 raise
             scheduler.close()
-    summary = write_summary(run, trials, store)
+    summary = write_summary(run, trials, store, state.stopped)
     return summary, store.root if isinstance(store, LocalStore) else store.location()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
+from .faults import KINDS as FAULT_KINDS
+
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -35,6 +37,12 @@ LLM_RETRIES = Counter(
     "mcpfleet_runner_llm_retries_total",
     "LLM calls retried after 429/5xx/timeouts.",
     ["run", "model"],
+    registry=REGISTRY,
+)
+LLM_FAULTS = Counter(
+    "mcpfleet_runner_llm_faults_total",
+    "Failed LLM attempts by kind of fault (rate_limit, server_error, timeout, unusable_reply, auth, ...).",
+    ["run", "model", "kind"],
     registry=REGISTRY,
 )
 LLM_LATENCY = Histogram(
@@ -65,6 +73,8 @@ class TrialMetrics:
         if enabled:  # series at zero from the start, so the first increment is visible to rate()
             TURNS.labels(run, model, service)
             LLM_RETRIES.labels(run, model)
+            for fault in FAULT_KINDS:
+                LLM_FAULTS.labels(run, model, fault)
             for kind in ("input", "output", "reasoning", "cached"):
                 TOKENS.labels(run, model, service, kind)
 
@@ -86,6 +96,11 @@ class TrialMetrics:
         for kind, n in tokens.items():
             if n:
                 TOKENS.labels(self.run, self.model, self.service, kind).inc(n)
+
+    def llm_fault(self, kind: str) -> None:
+        """One failed LLM attempt (retried or final), by the kind faults.classify gave it."""
+        if self.enabled:
+            LLM_FAULTS.labels(self.run, self.model, kind).inc()
 
     def tool_call(self, tool: str, seconds: float, is_error: bool, malformed: bool) -> None:
         if not self.enabled:

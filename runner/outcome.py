@@ -2,6 +2,12 @@
 
 Implicit failure (``verifier_failed``) is a run that ended normally but left a wrong end state; the
 explicit ones say why the agent never got there. A passing verifier wins: the end state is what counts.
+
+Some outcomes measured nothing of the model (``NOT_SCORED``): the harness failed (``infra_error``), the
+provider failed after its retries (``provider_error``: 5xx/429, hangs, dropped connections, unusable
+replies), or the model cannot be reached as configured (``config_error``: 401/403, unknown model, an
+unreachable base URL). They are left out of every score, counted apart, and run again on resume; they
+win over a passing verifier too, since a trial interrupted by its provider is not a whole trial.
 """
 
 from __future__ import annotations
@@ -16,7 +22,11 @@ PREMATURE_STOP = "premature_stop"
 MALFORMED_TOOL_CALL = "malformed_tool_call"
 TIMEOUT = "timeout"
 LLM_API_ERROR = "llm_api_error"
+OUTPUT_TRUNCATED = "output_truncated"
+CONTENT_FILTER = "content_filter"
 INFRA_ERROR = "infra_error"
+PROVIDER_ERROR = "provider_error"
+CONFIG_ERROR = "config_error"
 
 CATEGORIES = (
     VERIFIER_FAILED,
@@ -27,8 +37,20 @@ CATEGORIES = (
     MALFORMED_TOOL_CALL,
     TIMEOUT,
     LLM_API_ERROR,
+    OUTPUT_TRUNCATED,
+    CONTENT_FILTER,
     INFRA_ERROR,
+    PROVIDER_ERROR,
+    CONFIG_ERROR,
 )
+# Outcomes that measured nothing of the model: excluded from scores, re-run on resume.
+NOT_SCORED = frozenset({INFRA_ERROR, PROVIDER_ERROR, CONFIG_ERROR})
+
+
+def is_scored(failure: str | None) -> bool:
+    """Whether a trial with this outcome counts in pass@1, pass@k and pass^k."""
+    return failure not in NOT_SCORED
+
 
 _GIVE_UP = re.compile(
     r"\b(i\s+(can(?:no|['’])t|am\s+unable\s+to|am\s+not\s+able\s+to|could\s+not|couldn['’]t)|unable\s+to\s+(complete|"
@@ -51,6 +73,8 @@ def classify(
     """Return None for a pass, else the failure category (final_text None: the model ended without text)."""
     if infra_error:
         return INFRA_ERROR
+    if stop_reason in (PROVIDER_ERROR, CONFIG_ERROR):
+        return stop_reason
     if passed:
         return None
     explicit = {
@@ -58,6 +82,8 @@ def classify(
         "context_overflow": CONTEXT_OVERFLOW,
         "turn_limit": TURN_LIMIT,
         "llm_api_error": LLM_API_ERROR,
+        "output_truncated": OUTPUT_TRUNCATED,
+        "content_filter": CONTENT_FILTER,
     }
     if stop_reason in explicit:
         return explicit[stop_reason]

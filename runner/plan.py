@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from .spec import AgentKind, EvalRun, Limits, ModelSpec, ToolCallSettings, canonical_hash
+from .spec import AgentKind, EvalRun, Limits, ModelSpec, ProviderPolicy, ToolCallSettings, canonical_hash
 from .tasks import Task, load_selection, resolve_pack
 
 
@@ -29,6 +29,7 @@ class TrialSpec(BaseModel):
     # A sharded task (a toolcall data set): which slice of its cases this trial runs, and the suite's settings.
     shard: int | None = None
     toolcalls: ToolCallSettings | None = None
+    provider: ProviderPolicy = Field(default_factory=ProviderPolicy)  # how provider faults are waited out
 
     @property
     def service(self) -> str:
@@ -104,6 +105,7 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
                             limits=run.spec.limits,
                             shard=shard,
                             toolcalls=settings,
+                            provider=run.spec.provider,
                         )
                     )
     return out

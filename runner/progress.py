@@ -1,4 +1,4 @@
-"""A live progress bar for ``mcpfleet run``: trials done, passed, failed and infra errors."""
+"""A live progress bar for ``mcpfleet run``: trials done, passed, failed and not scored (infra, provider, config)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.progress import Progress as RichProgress
 
-from .outcome import INFRA_ERROR
+from .outcome import is_scored
 
 
 class Progress:
@@ -28,12 +28,13 @@ class Progress:
 
     def _text(self) -> str:
         resumed = f" [dim]({self.already} resumed)[/]" if self.already else ""
-        return f"[green]{self.passed} passed[/] [red]{self.failed} failed[/] [yellow]{self.infra} infra[/]{resumed}"
+        skipped = f"[yellow]{self.infra} not scored[/]"
+        return f"[green]{self.passed} passed[/] [red]{self.failed} failed[/] {skipped}{resumed}"
 
     def advance(self, out: dict[str, Any]) -> None:
         if out["passed"]:
             self.passed += 1
-        elif out.get("failure") == INFRA_ERROR:
+        elif not is_scored(out.get("failure")):
             self.infra += 1
         else:
             self.failed += 1

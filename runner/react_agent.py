@@ -18,8 +18,6 @@ from mcp import ClientSession
 from . import mcpmark_protocol as protocol
 from .agent import (
     STOP_COMPLETED,
-    STOP_CONTEXT,
-    STOP_LLM_ERROR,
     STOP_MALFORMED,
     STOP_TIMEOUT,
     STOP_TURN_LIMIT,
@@ -151,20 +149,17 @@ async def run_react_agent(
     )
     error: str | None = None
     try:
-        async with asyncio.timeout(timeout_s):
+        async with asyncio.timeout(timeout_s) as deadline:
             for step in range(1, max_turns + 1):
                 turn = TurnRecord(index=step - 1)
                 run.turns.append(turn)
                 try:
-                    response, seconds, retries = await llm.complete(target, run.messages, [])
-                except Exception as exc:  # noqa: BLE001 - MCPMark's ReAct agent stops on a failed call
-                    if isinstance(exc, TimeoutError):
-                        raise
-                    turn.retries = getattr(exc, "mcpfleet_retries", 0)
-                    turn.latency_s = getattr(exc, "mcpfleet_seconds", 0.0)
-                    overflow = isinstance(exc, llm.ContextWindowExceededError)
-                    run.stop_reason = STOP_CONTEXT if overflow else STOP_LLM_ERROR
-                    run.error = protocol.render("react.llm_failed_error", step=step, error=exc)
+                    # Time lost to provider faults is given back to `deadline`: the timeout measures the model.
+                    response, seconds, retries = await llm.complete(target, run.messages, [], deadline)
+                except llm.LLMFailure as exc:  # MCPMark's ReAct agent stops on a failed call
+                    turn.retries, turn.latency_s = exc.retries, exc.seconds
+                    run.stop_reason, run.error_type = exc.stop_reason, exc.error_type
+                    run.error = protocol.render("react.llm_failed_error", step=step, error=exc.summary)
                     return run
                 turn.latency_s, turn.retries = seconds, retries
                 if run.run_model is None and getattr(response, "model", None):

@@ -73,7 +73,10 @@ class TrialResult(BaseModel):
     passed: bool
     failure: str | None = None
     stop_reason: str | None = None
-    error: str | None = None
+    error: str | None = Field(
+        default=None, description="One line: '<ExceptionType>: <cause>'; tracebacks go to the trial's trial.log."
+    )
+    error_type: str | None = None
     verifier: VerifierRecord = Field(default_factory=VerifierRecord)
     timings: Timings = Field(default_factory=Timings)
     totals: Totals = Field(default_factory=Totals)
@@ -231,6 +234,16 @@ def dumps(obj: Any) -> bytes:
 def dumps_mcpmark(obj: Any) -> bytes:
     """messages.json and meta.json byte for byte as MCPMark writes them (``json.dump``, indent 2, no newline)."""
     return json.dumps(obj, indent=2, ensure_ascii=False).encode("utf-8")
+
+
+def redact_text(text: str | None, secrets: list[str]) -> str | None:
+    """``redact`` for a string kept in memory (an error message shown by the launcher)."""
+    if text is None:
+        return None
+    for s in secrets:
+        if s and len(s) >= 6:
+            text = text.replace(s, "[REDACTED]")
+    return text
 
 
 def redact(data: bytes, secrets: list[str]) -> bytes:

@@ -23,7 +23,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from .outcome import CATEGORIES
+from .outcome import CATEGORIES, is_scored
 from .records import now_iso
 from .scoring import ALL, summarize
 from .store import LocalStore, ResultStore, S3Store, parse_s3_uri
@@ -56,7 +56,11 @@ FAILURE_COLORS = {
     "malformed_tool_call": "#ff9da7",
     "timeout": "#76b7b2",
     "llm_api_error": "#4e79a7",
+    "output_truncated": "#d37295",
+    "content_filter": "#8cd17d",
     "infra_error": "#79706e",
+    "provider_error": "#a0a0a0",
+    "config_error": "#c8c8c8",
 }
 PASS_COLOR, FAIL_COLOR = "#59a14f", "#e15759"
 ALL_COLOR = "#555555"
@@ -199,6 +203,16 @@ def load_runs(refs: Iterable[str], endpoint_url: str | None = None, region: str 
 
 
 # ----------------------------------------------------------------------------------------------- helpers
+
+
+def _scored(row: dict[str, Any]) -> int:
+    """Scored trials of a summary row (summaries written before not-scored outcomes existed: all of them)."""
+    return int(row.get("scored", row["trials"]))
+
+
+def _not_scored_note(row: dict[str, Any]) -> str:
+    n = sum((row.get("not_scored") or {}).values())
+    return f"; {n} not scored" if n else ""
 
 
 def esc(x: Any) -> str:
@@ -445,7 +459,8 @@ def plot_pass_at_1(series: list[Series]) -> str:
             title = (
                 f"{s.label} · {r['service']}: pass@1 {pct(p)}"
                 + (f" ± {pct(std)}" if std is not None else "")
-                + f" ({r['trials']} trials, {r['attempts']} attempt(s))"
+                + f" ({_scored(r)} scored trials, {r['attempts']} attempt(s))"
+                + _not_scored_note(r)
             )
             parts.append(text(x0 - 8, cy + 4, r["service"], "end", "row-label"))
             w = sx(p or 0.0) - x0
@@ -711,7 +726,7 @@ def plot_turns(series: list[Series]) -> str:
     recs: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
     for s in series:
         for r in s.run.records:
-            if r["model"] == s.model:
+            if r["model"] == s.model and is_scored(r.get("failure")):  # what the model did, not its provider
                 recs[(s.run.index, s.model)].append(r)
 
     def turns(r: dict[str, Any]) -> int:
@@ -807,13 +822,13 @@ def plot_turns(series: list[Series]) -> str:
         fid,
         "".join(parts),
         "Figure 4. Turns per trial for each model, passed trials (green) apart from failed ones (red), "
-        "one dot per trial from the trial records; boxes span the quartiles, the bar is the median.",
+        "one dot per scored trial from the trial records; boxes span the quartiles, the bar is the median.",
     )
 
 
 def plot_failures(series: list[Series]) -> str:
     fid = "plot-failures"
-    present = {c for s in series for c in s.overall["failures"]}
+    present = {c for s in series for c in (*s.overall["failures"], *s.overall.get("not_scored", {}))}
     cats = [c for c in CATEGORIES if c in present] + sorted(present - set(CATEGORIES))
     color = {c: FAILURE_COLORS.get(c, SERIES_COLORS[i % len(SERIES_COLORS)]) for i, c in enumerate(cats)}
     left, right = 40, 200
@@ -834,18 +849,23 @@ def plot_failures(series: list[Series]) -> str:
         for o, cy in rows:
             n = o["trials"]
             failed = sum(o["failures"].values())
-            bar = attrs(**s.keys(), data_service=o["service"], data_trials=n, data_failed=failed)
+            not_scored = o.get("not_scored") or {}
+            skipped = sum(not_scored.values())
+            bar = attrs(
+                **s.keys(), data_service=o["service"], data_trials=n, data_failed=failed, data_not_scored=skipped
+            )
             parts.append(f'<g class="failure-bar"{bar}>')
             x = x0
             for c in cats:
-                cnt = o["failures"].get(c, 0)
+                cnt = o["failures"].get(c, 0) or not_scored.get(c, 0)
                 if not cnt:
                     continue
                 w = (x1 - x0) * cnt / n if n else 0
+                what = "" if is_scored(c) else ", not scored"
                 parts.append(
                     mark(
                         "rect",
-                        f"{s.label}: {c} {cnt} of {n} trials ({pct(cnt / n if n else 0)})",
+                        f"{s.label}: {c} {cnt} of {n} trials ({pct(cnt / n if n else 0)}){what}",
                         x=f"{x:.1f}",
                         y=f"{cy - 7:.1f}",
                         width=f"{w:.1f}",
@@ -855,13 +875,14 @@ def plot_failures(series: list[Series]) -> str:
                         data_category=c,
                         data_count=cnt,
                         data_share=num(cnt / n if n else 0.0),
+                        data_scored=num(is_scored(c)),
                         **s.keys(),
                     )
                 )
                 x += w
-            parts.append(
-                text(x + 8, cy + 4, f"{failed} of {n} trials failed ({pct(failed / n if n else 0)})", cls="value")
-            )
+            label = f"{failed} of {n} trials failed ({pct(failed / n if n else 0)})"
+            label += f", {skipped} not scored" if skipped else ""
+            parts.append(text(x + 8, cy + 4, label, cls="value"))
             parts.append("</g>")
     parts.append("</g></svg>")
     return figure(
@@ -870,7 +891,9 @@ def plot_failures(series: list[Series]) -> str:
         "Figure 5. Failure breakdown per model over all its trials, in the MCPMark taxonomy: "
         "verifier_failed is the implicit failure (the agent finished but the end state is wrong); the "
         "others are explicit (context_overflow, turn_limit, abandoned, premature_stop, "
-        "malformed_tool_call, timeout, llm_api_error; infra_error is the harness's, not the model's).",
+        "malformed_tool_call, timeout, llm_api_error, output_truncated, content_filter). infra_error, "
+        "provider_error and config_error measured nothing of the model: they are not scored (left out of "
+        "every pass rate) and shown here in grey.",
     )
 
 
@@ -894,6 +917,7 @@ def run_header(run: RunData) -> str:
     rows = []
     for r in s["rows"]:
         fails = ", ".join(f"{c} {n}" for c, n in r["failures"].items()) or "-"
+        skipped = ", ".join(f"{c} {n}" for c, n in (r.get("not_scored") or {}).items()) or "-"
         std = r["pass_at_1_std"]
         rows.append(
             f"<tr{attrs(data_model=r['model'], data_service=r['service'], data_pass_at_1=num(r['pass_at_1']))}>"
@@ -902,13 +926,19 @@ def run_header(run: RunData) -> str:
             f'<td class="n">{pct(r["pass_at_k"])}</td><td class="n">{pct(r["pass_hat_k"])}</td>'
             f'<td class="n">{r["attempts"]}</td><td class="n">{fmt(r["avg_turns"])}</td>'
             f'<td class="n">{fmt(r["avg_tool_calls"])}</td><td class="n">{fmt(r["avg_tokens"], "{:,.0f}")}</td>'
-            f'<td class="n">{esc(usd(r["cost_usd"]))}</td><td>{esc(fails)}</td></tr>'
+            f'<td class="n">{esc(usd(r["cost_usd"]))}</td><td>{esc(fails)}</td>'
+            f'<td class="not-scored">{esc(skipped)}</td></tr>'
         )
     table = (
         '<table class="summary"><thead><tr><th>model</th><th>service</th><th>trials</th><th>pass@1</th>'
         "<th>pass@k</th><th>pass^k</th><th>k</th><th>turns</th><th>tool calls</th><th>tokens</th>"
-        f"<th>cost</th><th>failures</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f"<th>cost</th><th>failures</th><th>not scored</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
+    stopped = "".join(
+        f'<p class="note stopped" data-model="{esc(m)}">model {esc(m)} stopped: {esc(why)}</p>'
+        for m, why in sorted((s.get("stopped") or {}).items())
+    )
+    notes += stopped
     data = attrs(
         data_run=run.label,
         data_run_index=run.index,

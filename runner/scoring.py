@@ -4,7 +4,11 @@ Definitions follow the MCPMark paper: pass@1 is the mean over attempts of each a
 across tasks (std is the population std over attempts); pass@k counts a task if any of its k attempts
 passed, pass^k if all did. Besides those plain counts, the unbiased estimators (Chen et al. 2021 for
 pass@k; C(c,k)/C(n,k) for pass^k) are given for every k up to the attempts actually recorded.
-Infrastructure errors count as not passed (a conservative, fixed denominator) and are listed apart.
+
+Only what the model did is scored: trials that measured nothing of it (``outcome.NOT_SCORED``: infra,
+provider and configuration errors) are left out of every pass rate and of the per-trial averages, and
+counted apart in ``not_scored``; ``failures`` holds the model's failures only. Token and cost totals cover
+every recorded trial (they were spent).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from math import comb
 from typing import Any
+
+from .outcome import is_scored
 
 ALL = "all"
 
@@ -43,7 +49,13 @@ def score_group(results: list[dict[str, Any]], attempts: int) -> dict[str, Any]:
     by_task: dict[str, dict[int, bool]] = defaultdict(dict)
     by_attempt: dict[int, list[bool]] = defaultdict(list)
     failures: dict[str, int] = defaultdict(int)
+    not_scored: dict[str, int] = defaultdict(int)
+    scored: list[dict[str, Any]] = []
     for r in results:
+        if not is_scored(r.get("failure")):
+            not_scored[r["failure"]] += 1
+            continue
+        scored.append(r)
         by_task[r["task_id"]][r["attempt"]] = bool(r["passed"])
         by_attempt[r["attempt"]].append(bool(r["passed"]))
         if not r["passed"]:
@@ -60,17 +72,19 @@ def score_group(results: list[dict[str, Any]], attempts: int) -> dict[str, Any]:
             curve_at[str(k)] = _mean([pass_at_k_unbiased(len(r), sum(r.values()), k) for r in eligible]) or 0.0
             curve_hat[str(k)] = _mean([pass_hat_k_unbiased(len(r), sum(r.values()), k) for r in eligible]) or 0.0
 
-    def total(key: str) -> float:
-        return sum(float((r.get("totals") or {}).get(key) or 0) for r in results)
+    def total(key: str, rows: list[dict[str, Any]] = results) -> float:
+        return sum(float((r.get("totals") or {}).get(key) or 0) for r in rows)
 
     costs = [(r.get("totals") or {}).get("cost_usd") for r in results]
     known_costs = [c for c in costs if c is not None]
-    n = len(results)
+    n = len(scored)
     return {
-        "trials": n,
+        "trials": len(results),
+        "scored": n,
+        "not_scored": dict(sorted(not_scored.items())),
         "tasks": len(by_task),
         "attempts": attempts,
-        "passed": sum(1 for r in results if r["passed"]),
+        "passed": sum(1 for r in scored if r["passed"]),
         "pass_at_1": _mean(rates),
         "pass_at_1_std": statistics.pstdev(rates) if len(rates) > 1 else (0.0 if rates else None),
         "pass_at_k": _mean([float(x) for x in any_k]),
@@ -80,15 +94,15 @@ def score_group(results: list[dict[str, Any]], attempts: int) -> dict[str, Any]:
         "pass_at_k_curve": curve_at,
         "pass_hat_k_curve": curve_hat,
         "tasks_with_all_attempts": len(complete),
-        "avg_turns": total("turns") / n if n else None,
-        "avg_tool_calls": total("tool_calls") / n if n else None,
+        "avg_turns": total("turns", scored) / n if n else None,
+        "avg_tool_calls": total("tool_calls", scored) / n if n else None,
         "input_tokens": int(total("input_tokens")),
         "output_tokens": int(total("output_tokens")),
         "reasoning_tokens": int(total("reasoning_tokens")),
-        "avg_tokens": (total("input_tokens") + total("output_tokens")) / n if n else None,
+        "avg_tokens": (total("input_tokens", scored) + total("output_tokens", scored)) / n if n else None,
         "cost_usd": sum(known_costs) if known_costs else None,
         "avg_cost_usd": sum(known_costs) / len(known_costs) if known_costs else None,
-        "avg_agent_seconds": _mean([float((r.get("timings") or {}).get("agent") or 0) for r in results]),
+        "avg_agent_seconds": _mean([float((r.get("timings") or {}).get("agent") or 0) for r in scored]),
         "failures": dict(sorted(failures.items())),
     }
 

@@ -11,12 +11,25 @@ provider prefix and forwards the rest verbatim, so ``?`` survives (``+`` works a
 separator for places where ``?`` is awkward, e.g. shells or URLs: ``oracle+latency=0.5+fail=2``).
 
 Policies: ``oracle`` (plays the task's oracle.json; as JSON actions when a request offers no tools, which
-is MCPMark's ReAct protocol), ``noop``, ``malformed``, ``overflow``,
-``loop``, ``script=<path.json>`` and ``toolcall`` (answers toolcall cases: the gold call, or a deliberately
-wrong one for a seeded share ``wrong`` of them; see toolcalls/scripted.py). Options: ``latency`` (seconds
-each answer takes, counted from the request's arrival and including the server's own work, as a provider's
-latency would be), ``fail``/``fail_status`` (the first N calls of each conversation answer HTTP S),
-``wrong``/``seed`` (toolcall only).
+is MCPMark's ReAct protocol), ``noop``, ``malformed``, ``overflow``, ``loop``, ``script=<path.json>`` and
+``toolcall`` (answers toolcall cases: the gold call, or a deliberately wrong one for a seeded share ``wrong``
+of them; see toolcalls/scripted.py). Options: ``latency`` (seconds each answer takes, counted from the
+request's arrival and including the server's own work, as a provider's latency would be),
+``fail``/``fail_status`` (the first N calls of each conversation answer HTTP S), ``wrong``/``seed``
+(toolcall only).
+
+Provider faults, for testing how the harness charges them: ``fault=<kind>`` misbehaves on the calls of a
+conversation from ``after=M`` (default 0) on, for ``fail=N`` calls (default: all). Kinds (``FAULTS``):
+``status`` (HTTP ``fail_status``; ``retry_after=S``, ``retry_after_date=S`` and ``reset=S`` add a
+``Retry-After`` in seconds, one as an HTTP date, an ``x-ratelimit-reset-requests``), ``empty`` (200 with
+``choices: []``), ``nomessage`` (a choice without a message), ``garbage`` (200 with an HTML body),
+``hang`` (never answers), ``drop`` (closes the connection), ``auth``/``forbidden``/``notfound`` (401/403/404;
+the 401 echoes the key it was given, as some providers do), and odd-but-usable replies: ``parts``
+(content as a list of text parts), ``odd_usage`` (usage with strings, lists and vendor fields), ``dup_ids``
+and ``no_ids`` (tool calls with one shared id, or none), ``length`` (an empty answer with
+``finish_reason: length``), ``filter`` (``finish_reason: content_filter``). ``key=K`` answers 401 to any
+other key. Like a strict provider, the server refuses (400) a conversation whose tool-call ids are
+missing or repeated, or whose tool results answer no preceding call.
 """
 
 from __future__ import annotations
@@ -37,6 +50,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from email.utils import formatdate
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -58,6 +72,43 @@ OVERFLOW_MESSAGE = (
 )
 MALFORMED_ARGUMENTS = '{"path": "'
 _OPTION_SPLIT = re.compile(r"[+&]")
+FAULTS = (
+    "status",
+    "empty",
+    "nomessage",
+    "garbage",
+    "hang",
+    "drop",
+    "auth",
+    "forbidden",
+    "notfound",
+    "parts",
+    "odd_usage",
+    "dup_ids",
+    "no_ids",
+    "length",
+    "filter",
+)
+OPTIONS = (
+    "latency",
+    "fail",
+    "fail_status",
+    "fault",
+    "after",
+    "retry_after",
+    "retry_after_date",
+    "reset",
+    "key",
+    "wrong",
+    "seed",
+)
+ODD_USAGE_EXTRA = {
+    "total_tokens": None,
+    "prompt_tokens_details": [{"cached_tokens": 0}],
+    "completion_tokens_details": {"reasoning_tokens": "n/a", "accepted_prediction_tokens": None},
+    "cost": {"usd": "0.0001"},
+    "x_vendor_billing": {"tier": "free", "units": [1, 2]},
+}
 
 
 class ModelError(Exception):
@@ -81,8 +132,19 @@ class Options:
     policy: str
     arg: str | None
     latency: float
-    fail: int
+    fail: int | None  # calls that misbehave (None: all from `after` on)
     fail_status: int
+    fault: str | None = None
+    after: int = 0
+    retry_after: float | None = None
+    retry_after_date: float | None = None
+    reset: float | None = None
+    key: str | None = None
+
+    @property
+    def faulty(self) -> bool:
+        return self.fault is not None
+
     wrong: float = 0.0
     seed: int = 0
 
@@ -119,24 +181,43 @@ def parse_model(model: str, default_latency: float) -> Options:
     values: dict[str, str] = {}
     for opt in opts:
         key, eq, val = opt.partition("=")
-        if not eq or key not in ("latency", "fail", "fail_status", "wrong", "seed"):
-            raise ModelError(
-                400, f"'{model}': unknown option '{opt}'; use latency=S, fail=N, fail_status=CODE, wrong=P, seed=N"
-            )
+        if not eq or key not in OPTIONS:
+            raise ModelError(400, f"'{model}': unknown option '{opt}'; options: {', '.join(OPTIONS)}")
         values[key] = val
+    fault = values.get("fault") or ("status" if "fail" in values else None)
+    if fault is not None and fault not in FAULTS:
+        raise ModelError(400, f"'{model}': unknown fault '{fault}'; faults: {', '.join(FAULTS)}")
     try:
         latency = float(values.get("latency", default_latency))
-        fail = int(values.get("fail", 0))
+        fail = int(values["fail"]) if "fail" in values else None
         fail_status = int(values.get("fail_status", 503))
+        after = int(values.get("after", 0))
+        waits = {k: float(values[k]) if k in values else None for k in ("retry_after", "retry_after_date", "reset")}
         wrong = float(values.get("wrong", 0.0))
         seed = int(values.get("seed", 0))
     except ValueError as exc:
         raise ModelError(400, f"'{model}': bad option value: {exc}") from None
-    if latency < 0 or fail < 0 or not 400 <= fail_status <= 599 or not 0 <= wrong <= 1:
-        raise ModelError(400, f"'{model}': latency and fail must be >= 0, fail_status in 400..599, wrong in 0..1")
+    if latency < 0 or (fail or 0) < 0 or after < 0 or not 400 <= fail_status <= 599 or not 0 <= wrong <= 1:
+        raise ModelError(
+            400, f"'{model}': latency, fail and after must be >= 0, fail_status in 400..599, wrong in 0..1"
+        )
     if ("wrong" in values or "seed" in values) and policy != "toolcall":
         raise ModelError(400, f"'{model}': wrong and seed are options of the toolcall policy only")
-    return Options(policy, arg or None, latency, fail, fail_status, wrong, seed)
+    if fail == 0:
+        fault = None
+    return Options(
+        policy,
+        arg or None,
+        latency,
+        fail,
+        fail_status,
+        fault,
+        after,
+        key=values.get("key"),
+        wrong=wrong,
+        seed=seed,
+        **waits,
+    )
 
 
 def _text(content: Any) -> str:
@@ -381,14 +462,17 @@ class ScriptedModel:
         return self._scripts[key]
 
     # -- HTTP ---------------------------------------------------------------------------------
-    def _fail_now(self, model: str, opts: Options, messages: list[dict[str, Any]]) -> bool:
-        """Count calls per conversation (model string + first user message) for the fail option."""
-        if not opts.fail:
-            return False
+    def _fault_now(self, model: str, opts: Options, messages: list[dict[str, Any]]) -> str | None:
+        """The fault of this call, if any: calls are counted per conversation (model string + first user
+        message), and the fault hits calls ``after`` .. ``after + fail - 1``."""
+        if not opts.faulty:
+            return None
         key = hashlib.sha256(f"{model}\0{_first_user(messages)}".encode()).hexdigest()
         n = self._calls.get(key, 0)
         self._calls[key] = n + 1
-        return n < opts.fail
+        if n < opts.after or (opts.fail is not None and n >= opts.after + opts.fail):
+            return None
+        return opts.fault
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         arrived = asyncio.get_running_loop().time()
@@ -403,20 +487,16 @@ class ScriptedModel:
         model = str(body.get("model", ""))
         try:
             opts = parse_model(model, self.latency)
+            _check_conversation(body["messages"])
         except ModelError as exc:
             return exc.response()
+        given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        if opts.key is not None and given != opts.key:
+            return _auth_error(given)
+        fault = self._fault_now(model, opts, body["messages"])
         try:
-            if self._fail_now(model, opts, body["messages"]):
-                kind = (
-                    "rate_limit_error"
-                    if opts.fail_status == 429
-                    else ("server_error" if opts.fail_status >= 500 else "invalid_request_error")
-                )
-                raise ModelError(
-                    opts.fail_status,
-                    f"scripted failure (fail={opts.fail}, status {opts.fail_status}); retry the request",
-                    kind,
-                )
+            if fault in _HTTP_FAULTS:
+                return await self._misbehave(request, fault, opts, given, arrived)
             reply = self.reply(opts, body)
         except ModelError as exc:
             await self._wait_until(arrived + opts.latency)
@@ -426,6 +506,13 @@ class ScriptedModel:
             {"id": f"call_{rid[9:]}_{i}", "type": "function", "function": {"name": n, "arguments": a}}
             for i, (n, a) in enumerate(reply.tool_calls)
         ]
+        if fault == "dup_ids":
+            calls = [{**c, "id": "call_dup"} for c in calls]
+        elif fault == "no_ids":
+            calls = [
+                {**c, "id": ""} if i % 2 == 0 else {k: v for k, v in c.items() if k != "id"}
+                for i, c in enumerate(calls)
+            ]
         out_chars = len(reply.content or "") + sum(len(n) + len(a) for n, a in reply.tool_calls)
         prompt = _usage_chars(body["messages"]) // 4
         completion = max(1, out_chars // 4)
@@ -437,9 +524,19 @@ class ScriptedModel:
             "prompt_tokens_details": {"cached_tokens": 0},
         }
         finish = "tool_calls" if calls else "stop"
+        content: Any = reply.content
+        if fault == "length":
+            calls, content, finish = [], "", "length"
+        elif fault == "filter":
+            calls, content, finish = [], None, "content_filter"
+        elif fault == "parts" and content:
+            half = len(content) // 2
+            content = [{"type": "text", "text": content[:half]}, {"type": "text", "text": content[half:]}]
+        if fault == "odd_usage":
+            usage = {**usage, "prompt_tokens": str(prompt), "completion_tokens": float(completion), **ODD_USAGE_EXTRA}
         base = {"id": rid, "created": created, "model": model, "system_fingerprint": None}
         if not body.get("stream"):
-            message = {"role": "assistant", "content": reply.content, "tool_calls": calls or None}
+            message = {"role": "assistant", "content": content, "tool_calls": calls or None}
             response = web.json_response(
                 {
                     **base,
@@ -459,6 +556,52 @@ class ScriptedModel:
         await resp.write_eof()
         return resp
 
+    async def _misbehave(
+        self, request: web.Request, fault: str, opts: Options, given: str, arrived: float
+    ) -> web.StreamResponse:
+        """Answer a call with one of the HTTP-level faults."""
+        if fault == "hang":  # until the client gives up (a disconnect), so no handler outlives its caller
+            while request.transport is not None and not request.transport.is_closing():
+                await asyncio.sleep(0.05)
+            return web.Response(status=499)
+        await self._wait_until(arrived + opts.latency)
+        if fault == "drop":
+            if request.transport is not None:
+                request.transport.abort()
+            return web.Response(status=499)
+        if fault == "empty":
+            return web.json_response(_completion_shell([]))
+        if fault == "nomessage":
+            return web.json_response(_completion_shell([{"index": 0, "finish_reason": "stop"}]))
+        if fault == "garbage":
+            return web.Response(text="<html><body>502 Bad Gateway</body></html>", content_type="text/html")
+        if fault == "auth":
+            return _auth_error(given)
+        if fault == "forbidden":
+            return ModelError(403, "this key may not use this model", "permission_error").response()
+        if fault == "notfound":
+            return ModelError(
+                404, "The model does not exist or you do not have access to it.", code="model_not_found"
+            ).response()
+        kind = (
+            "rate_limit_error"
+            if opts.fail_status == 429
+            else ("server_error" if opts.fail_status >= 500 else "invalid_request_error")
+        )
+        response = ModelError(
+            opts.fail_status, f"scripted failure (status {opts.fail_status}); retry the request", kind
+        ).response()
+        if opts.retry_after is not None:
+            response.headers["Retry-After"] = f"{opts.retry_after:g}"
+        if opts.retry_after_date is not None:
+            response.headers["Retry-After"] = formatdate(time.time() + opts.retry_after_date, usegmt=True)
+        if opts.reset is not None:
+            response.headers["x-ratelimit-remaining-requests"] = "0"
+            response.headers["x-ratelimit-reset-requests"] = f"{opts.reset:g}s"
+            response.headers["x-ratelimit-remaining-tokens"] = "5000"
+            response.headers["x-ratelimit-reset-tokens"] = "10ms"
+        return response
+
     @staticmethod
     async def _wait_until(deadline: float) -> None:
         """Answer no earlier than the deadline: the latency is the whole call, this server's work included."""
@@ -476,6 +619,50 @@ class ScriptedModel:
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "tasks": len(self.tasks)})
+
+
+_HTTP_FAULTS = frozenset({"status", "empty", "nomessage", "garbage", "hang", "drop", "auth", "forbidden", "notfound"})
+
+
+def _auth_error(given: str) -> web.Response:
+    """401 echoing the key it was given (some providers do: a harness must redact it)."""
+    return ModelError(401, f"Incorrect API key provided: {given}.", code="invalid_api_key").response()
+
+
+def _completion_shell(choices: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fault",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "scripted",
+        "choices": choices,
+        "usage": {"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1},
+    }
+
+
+def _check_conversation(messages: list[Any]) -> None:
+    """Refuse what strict providers refuse: tool-call ids missing or repeated, results answering no call."""
+    seen: set[str] = set()
+    open_calls: set[str] = set()
+    for m in messages:
+        if not isinstance(m, dict):
+            raise ModelError(400, "each message must be an object")
+        if m.get("role") == "assistant":
+            open_calls = set()
+            for c in m.get("tool_calls") or []:
+                cid = c.get("id") if isinstance(c, dict) else None
+                if not isinstance(cid, str) or not cid:
+                    raise ModelError(400, "Invalid 'messages': a tool call has no 'id'.")
+                if cid in seen:
+                    raise ModelError(400, f"Invalid 'messages': duplicate tool call id '{cid}'.")
+                seen.add(cid)
+                open_calls.add(cid)
+        elif m.get("role") == "tool" and m.get("tool_call_id") not in open_calls:
+            raise ModelError(
+                400,
+                "Invalid 'messages': messages with role 'tool' must be a response to a preceding message "
+                f"with 'tool_calls' (tool_call_id {m.get('tool_call_id')!r}).",
+            )
 
 
 def _split(s: str, parts: int = 3) -> Iterator[str]:

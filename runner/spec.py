@@ -201,9 +201,74 @@ class Limits(SpecModel):
     tool_call_timeout_seconds: int = Field(default=60, ge=1)
     verifier_timeout_seconds: int = Field(default=300, ge=1)
     llm_retries: int = Field(
-        default=5, ge=0, le=20, description="Retries of one LLM call on 429/5xx/timeouts, with exponential backoff."
+        default=5,
+        ge=0,
+        le=20,
+        description=(
+            "Retries of one LLM call after a provider fault (429, 5xx, a hang, a dropped connection, an unusable "
+            "reply); waits follow spec.provider. When they run out the trial is a provider_error: not scored, "
+            "re-run on resume."
+        ),
     )
-    llm_timeout_seconds: int = Field(default=600, ge=1, description="One LLM call.")
+    llm_timeout_seconds: int = Field(
+        default=600,
+        ge=1,
+        description=(
+            "One LLM call: no reply within it is a provider hang, retried. Must be less than timeoutSeconds; "
+            "time lost to provider faults does not count against timeoutSeconds."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _llm_call_fits(self) -> Limits:
+        # A call that may outlast the whole agent run would end as the agent's timeout, charged to the model,
+        # when it is the provider that hangs.
+        if self.llm_timeout_seconds >= self.timeout_seconds:
+            raise ValueError(
+                f"llmTimeoutSeconds ({self.llm_timeout_seconds}) must be less than timeoutSeconds "
+                f"({self.timeout_seconds}): a hung provider must end as a provider fault, not as the agent's "
+                "timeout; lower llmTimeoutSeconds or raise timeoutSeconds"
+            )
+        return self
+
+
+class ProviderPolicy(SpecModel):
+    """How provider faults are waited out and when a model's launches stop.
+
+    Not part of the spec hash: waits and budgets change how long a run takes, never what a finished trial
+    measured. Configuration errors (401/403, unknown model, an unreachable apiBase) stop a model's launches
+    at once, whatever these say."""
+
+    backoff_initial_seconds: float = Field(
+        default=1.0, ge=0, le=600, description="First wait of the jittered exponential backoff between retries."
+    )
+    backoff_max_seconds: float = Field(default=30.0, ge=0, le=3600, description="Longest backoff wait.")
+    retry_after_max_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        le=3600,
+        description=(
+            "Longest wait honoured when a provider says how long to wait (Retry-After in seconds or as an HTTP "
+            "date, retry-after-ms, x-ratelimit-reset-*, anthropic-ratelimit-*-reset); longer asks wait this long."
+        ),
+    )
+    trial_retry_budget: int = Field(
+        default=30,
+        ge=0,
+        le=1000,
+        description=(
+            "LLM retries one trial may spend over all its calls; when spent, the trial ends as a provider_error."
+        ),
+    )
+    model_retry_budget: int | None = Field(
+        default=1000,
+        ge=0,
+        description=(
+            "LLM retries the trials of one model may spend, counted from when its launches (re)started (a "
+            "`mcpfleet run`, an operator start, a spec edit). When exceeded, no more of its trials are launched: "
+            "the run reports the model as stopped, and re-running resumes it. null: no limit."
+        ),
+    )
 
 
 class Concurrency(SpecModel):
@@ -212,7 +277,7 @@ class Concurrency(SpecModel):
 
 
 class Retries(SpecModel):
-    """Retries of infrastructure errors only; agent outcomes are never retried."""
+    """Retries of trials that measured nothing (infra_error, provider_error); model outcomes are never retried."""
 
     limit: int = Field(default=2, ge=0, le=20)
     backoff_seconds: float = Field(default=10, ge=0)
@@ -421,6 +486,7 @@ class EvalRunSpec(SpecModel):
     limits: Limits = Field(default_factory=Limits)
     concurrency: Concurrency = Field(default_factory=Concurrency)
     retries: Retries = Field(default_factory=Retries)
+    provider: ProviderPolicy = Field(default_factory=ProviderPolicy)
     output: Output = Field(default_factory=Output)
     suspend: bool = Field(default=False, description="Operator: stop launching new trials while true.")
     ttl_seconds_after_finished: int | None = Field(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
+from .outcome import is_scored
 from .plan import TrialSpec
 from .records import now_iso
 from .scoring import summarize
@@ -12,12 +14,17 @@ from .store import ResultStore
 from .toolcalls.case_records import breakdown, expand
 
 
-def build_summary(run: EvalRun, trials: list[TrialSpec], store: ResultStore) -> dict[str, Any]:
-    """Aggregate the stored records of the planned trials (records of trials no longer planned are ignored)."""
+def build_summary(
+    run: EvalRun, trials: list[TrialSpec], store: ResultStore, stopped: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Aggregate the stored records of the planned trials (records of trials no longer planned are ignored).
+
+    ``stopped``: models whose launches were stopped (a configuration error, the retry budget), with why."""
     wanted = {t.trial_id: t.spec_hash for t in trials}
     results = [r for r in store.iter_results() if wanted.get(r.get("trial_id", "")) == r.get("spec_hash")]
     # A shard's cases count one by one (each a task of its own); every other result as it is.
     scored = list(expand(results))
+    not_scored = Counter(r["failure"] for r in results if not is_scored(r.get("failure")))
     out = {
         "run": run.name,
         "spec_hash": spec_hash(run),
@@ -25,6 +32,8 @@ def build_summary(run: EvalRun, trials: list[TrialSpec], store: ResultStore) -> 
         "trials_planned": len(trials),
         "trials_recorded": len(results),
         "complete": len(results) == len(trials),
+        "not_scored": dict(sorted(not_scored.items())),  # infra, provider and config errors: re-run on resume
+        "stopped": dict(sorted((stopped or {}).items())),
         "rows": summarize(scored, run.spec.attempts),
     }
     if toolcall := breakdown(scored):

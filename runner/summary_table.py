@@ -29,13 +29,26 @@ def summary_table(summary: dict[str, Any]) -> Table:
         f"spec {summary['spec_hash']}, k={k})"
     )
     per_k = [f"pass@{k}", f"pass^{k}", f"pass@{k} unb.", f"pass^{k} unb."] if k > 1 else []
-    columns = ["model", "service", "trials", "pass@1", *per_k, "turns", "tool calls", "tokens", "cost $", "failures"]
+    columns = [
+        "model",
+        "service",
+        "trials",
+        "pass@1",
+        *per_k,
+        "turns",
+        "tool calls",
+        "tokens",
+        "cost $",
+        "failures",
+        "not scored",
+    ]
     for col in columns:
-        t.add_column(col, justify="left" if col in ("model", "service", "failures") else "right")
-    for r in rows:
+        t.add_column(col, justify="left" if col in ("model", "service", "failures", "not scored") else "right")
+    for r in rows:  # pass rates over scored trials; "not scored" counts what measured nothing of the model
         std = r["pass_at_1_std"]
         p1 = _pct(r["pass_at_1"]) + (f" ±{std:.2f}" if std else "")
         fails = ", ".join(f"{c} {n}" for c, n in r["failures"].items()) or "-"
+        skipped = ", ".join(f"{c} {n}" for c, n in (r.get("not_scored") or {}).items()) or "-"
         k_cells = (
             [
                 _pct(r["pass_at_k"]),
@@ -57,5 +70,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
             _num(r["avg_tokens"], "{:.0f}"),
             _num(r["cost_usd"], "{:.4f}"),
             fails,
+            skipped,
         )
+    if summary.get("stopped"):
+        t.caption = "stopped: " + "; ".join(f"{m} ({why})" for m, why in summary["stopped"].items())
     return t

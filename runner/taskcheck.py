@@ -135,7 +135,7 @@ async def validate(
     """Check every task; at most ``concurrency`` trials (oracle, no-op, mutants of any task) run at once.
     The services' run-scoped resources (a PostgreSQL cluster) start here, once, in the calling thread, as
     ``mcpfleet run`` starts them, and stop when the check ends."""
-    limits = Limits(max_turns=200, timeout_seconds=600, verifier_timeout_seconds=120)
+    limits = Limits(max_turns=200, timeout_seconds=600, llm_timeout_seconds=120, verifier_timeout_seconds=120)
     sem = asyncio.Semaphore(concurrency)
     known = {t.service for t in tasks if t.service in SERVICES}
     with tempfile.TemporaryDirectory(prefix="mcpfleet-validate-") as tmp, run_resources(known) as resources:

@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import time
+import traceback
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Any
 from . import agent as agents
 from . import mcpmark_protocol, tmpdirs
 from .conversation import MCPFLEET, MCPMARK
+from .faults import one_line
 from .mcp_client import connect_http, connect_stdio
 from .metrics import TrialMetrics
 from .outcome import classify
@@ -39,6 +41,7 @@ from .records import (
     mcpmark_meta,
     now_iso,
     redact,
+    redact_text,
     to_mcpmark_messages,
 )
 from .services import SERVICES, TrialEnv, get_service
@@ -77,7 +80,7 @@ class TrialContext:
     mcp_url: str | None = None  # a sidecar's streamable-HTTP endpoint; None = spawn stdio locally
     state_dir: Path | None = None  # pre-materialised state (init container); None = materialise here
     env: dict[str, str] | None = None  # where API keys are looked up; defaults to the process environment
-    backoff_initial: float = 1.0
+    backoff_initial: float | None = None  # overrides spec.provider.backoffInitialSeconds (tests)
     warm: WarmServer | None = None  # a server already started on an empty state folder (workers)
     metrics: bool = False  # record Prometheus metrics (a pod serving /metrics)
     on_session: Callable[[], None] | None = None  # called once the MCP session is up (workers start a spare)
@@ -101,31 +104,29 @@ def llm_target(model: ModelSpec, spec: TrialSpec, ctx: TrialContext) -> Any:
     from .llm import LLMTarget
 
     env = ctx.env if ctx.env is not None else os.environ
-    params = model.params.litellm_kwargs()
+    p = spec.provider
+    common: dict[str, Any] = {
+        "params": model.params.litellm_kwargs(),
+        "timeout": spec.limits.llm_timeout_seconds,
+        "retries": spec.limits.llm_retries,
+        "backoff_initial": p.backoff_initial_seconds if ctx.backoff_initial is None else ctx.backoff_initial,
+        "backoff_max": p.backoff_max_seconds,
+        "retry_after_max": p.retry_after_max_seconds,
+        "trial_retry_budget": p.trial_retry_budget,
+    }
     if model.is_scripted:
         if not ctx.scripted_base_url:
             raise RuntimeError(f"model '{model.name}' uses the scripted server but no scripted server URL was given")
         # The scripted server is a self-hosted OpenAI-compatible endpoint; LiteLLM's provider for those
         # (hosted_vllm) speaks HTTP directly instead of through the OpenAI SDK: ~5 ms less per call here.
+        # It checks a key only when its model string asks for one (?key=...), as a provider would.
         return LLMTarget(
             model="hosted_vllm/" + model.model[len(SCRIPTED_PREFIX) :],
             api_base=ctx.scripted_base_url,
-            api_key="scripted",
-            params=params,
-            timeout=spec.limits.llm_timeout_seconds,
-            retries=spec.limits.llm_retries,
-            backoff_initial=ctx.backoff_initial,
+            api_key=api_key(model, env) or "scripted",
+            **common,
         )
-    key = api_key(model, env)
-    return LLMTarget(
-        model=model.model,
-        api_base=model.api_base,
-        api_key=key,
-        params=params,
-        timeout=spec.limits.llm_timeout_seconds,
-        retries=spec.limits.llm_retries,
-        backoff_initial=ctx.backoff_initial,
-    )
+    return LLMTarget(model=model.model, api_base=model.api_base, api_key=api_key(model, env), **common)
 
 
 def _totals(run: agents.AgentRun) -> Totals:
@@ -146,7 +147,7 @@ def _totals(run: agents.AgentRun) -> Totals:
 
 
 async def _run_agent(
-    spec: TrialSpec, task: Task, env: TrialEnv, ctx: TrialContext, log: Any, timings: Timings
+    spec: TrialSpec, task: Task, env: TrialEnv, ctx: TrialContext, log: Any, timings: Timings, notes: list[str]
 ) -> agents.AgentRun:
     if spec.agent == AgentKind.noop:
         return agents.run_noop_agent(task)
@@ -184,28 +185,36 @@ async def _run_agent(
                     steps=replay.steps if replay else None,
                     answer=replay.answer if replay else None,
                 )
+            from . import llm
+
             lim = spec.limits
             target = llm_target(spec.model, spec, ctx)
-            if spec.agent == AgentKind.react:
-                return await run_react_agent(
+            target.log = notes  # failed LLM attempts and final tracebacks: the trial's log, never result.json
+            if metrics is not None:
+                target.on_fault = metrics.llm_fault
+            try:
+                if spec.agent == AgentKind.react:
+                    return await run_react_agent(
+                        session,
+                        task,
+                        target,
+                        max_turns=lim.max_turns,
+                        timeout_s=lim.timeout_seconds,
+                        tool_timeout_s=lim.tool_call_timeout_seconds,
+                        metrics=metrics,
+                    )
+                return await agents.run_llm_agent(
                     session,
                     task,
                     target,
+                    conversation=MCPFLEET if spec.agent == AgentKind.mcpfleet else MCPMARK,
                     max_turns=lim.max_turns,
                     timeout_s=lim.timeout_seconds,
                     tool_timeout_s=lim.tool_call_timeout_seconds,
                     metrics=metrics,
                 )
-            return await agents.run_llm_agent(
-                session,
-                task,
-                target,
-                conversation=MCPFLEET if spec.agent == AgentKind.mcpfleet else MCPMARK,
-                max_turns=lim.max_turns,
-                timeout_s=lim.timeout_seconds,
-                tool_timeout_s=lim.tool_call_timeout_seconds,
-                metrics=metrics,
-            )
+            finally:
+                await llm.close(target)
         finally:
             timings.agent = time.perf_counter() - t
             ended.append(time.perf_counter())
@@ -245,6 +254,8 @@ async def run_trial(
     secrets = [api_key(spec.model, ctx.env if ctx.env is not None else os.environ) or ""]
     run: agents.AgentRun | None = None
     infra: str | None = None
+    infra_type: str | None = None
+    notes: list[str] = []  # the trial's log (trial.log): what went wrong, in detail
     verifier = VerifierRecord()
     task: Task | None = None
     state_failed = False
@@ -272,11 +283,13 @@ async def run_trial(
                 state_failed = True  # MCPMark records a failed state setup apart from an agent failure
                 raise
             timings.state = time.perf_counter() - t
-            run = await _run_agent(spec, task, env, ctx, log, timings)
+            run = await _run_agent(spec, task, env, ctx, log, timings, notes)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - anything outside the agent's control is infrastructure
-            infra = f"{type(exc).__name__}: {exc}"
+            infra = one_line(exc)
+            infra_type = infra.split(":", 1)[0]
+            notes.append("infrastructure error:\n" + "".join(traceback.format_exception(exc)).rstrip())
         if task is not None and run is not None and env is not None:
             messages_path = workdir / "messages.json"
             messages_path.write_bytes(dumps_mcpmark(to_mcpmark_messages(run.messages)))
@@ -290,7 +303,7 @@ async def run_trial(
                     task.verifier, verifier_env, env.verifier_args, spec.limits.verifier_timeout_seconds
                 )
             except OSError as exc:
-                infra = f"verifier could not start: {exc}"
+                infra, infra_type = f"verifier could not start: {exc}", type(exc).__name__
             else:
                 timings.verify = v.duration_s
                 verifier = VerifierRecord(
@@ -305,7 +318,9 @@ async def run_trial(
         timings.teardown += time.perf_counter() - t
         run = run or agents.AgentRun(messages=[])
         calls = run.tool_calls
-        passed = infra is None and verifier.exit_code == 0
+        # A trial its provider cut short is not a whole trial, whatever its end state: it is not scored.
+        whole = infra is None and run.stop_reason not in (agents.STOP_PROVIDER, agents.STOP_CONFIG)
+        passed = whole and verifier.exit_code == 0
         failure = classify(
             passed=passed,
             stop_reason=run.stop_reason,
@@ -331,7 +346,8 @@ async def run_trial(
             passed=passed,
             failure=failure,
             stop_reason=None if infra else run.stop_reason,
-            error=infra or run.error,
+            error=redact_text(infra or run.error, secrets),
+            error_type=infra_type if infra else run.error_type,
             verifier=verifier,
             totals=_totals(run),
             turns=run.turns_json(),
@@ -364,6 +380,8 @@ async def run_trial(
         }
         if server_log:
             files["mcp_server.log"] = server_log
+        if notes:
+            files["trial.log"] = ("\n".join(notes) + "\n").encode("utf-8", errors="replace")
         files = {k: redact(v, secrets) for k, v in files.items()}
 
         async def write() -> None:

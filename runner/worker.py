@@ -160,7 +160,8 @@ def run_item(item: WorkItem) -> dict[str, Any]:
         "model": result.model,
         "passed": result.passed,
         "failure": result.failure,
-        "error": result.error,
+        "error": result.error,  # redacted, one line
+        "llm_retries": result.totals.llm_retries,  # for the model's retry budget
     }
 
 

@@ -92,7 +92,14 @@ def full() -> dict[str, Any]:
                 "toolCallTimeoutSeconds": 5,
                 "verifierTimeoutSeconds": 30,
                 "llmRetries": 0,
-                "llmTimeoutSeconds": 60,
+                "llmTimeoutSeconds": 30,
+            },
+            "provider": {
+                "backoffInitialSeconds": 0.5,
+                "backoffMaxSeconds": 10,
+                "retryAfterMaxSeconds": 20,
+                "trialRetryBudget": 5,
+                "modelRetryBudget": 50,
             },
             "concurrency": {"total": 8, "perModel": 4},
             "retries": {"limit": 0, "backoffSeconds": 0.5},
@@ -340,6 +347,7 @@ def test_api_server_defaults_agree_with_pydantic_defaults() -> None:
         limits={},
         concurrency={},
         retries={},
+        provider={},
         output={},
         models=[{"name": "m", "model": "scripted/oracle", "params": {}}],
     )

@@ -84,7 +84,13 @@ def test_no_canary_in_anything_a_run_writes(
         {"name": "ok", "model": "openai/oracle", "apiBase": scripted_url, "apiKeyEnv": "MCPFLEET_CANARY_KEY"},
         {
             "name": "flaky",
-            "model": "openai/oracle?fail=1&fail_status=401",
+            "model": "openai/oracle?fail=1&fail_status=503",
+            "apiBase": scripted_url,
+            "apiKeyEnv": "MCPFLEET_CANARY_KEY",
+        },
+        {  # a 401 whose body echoes the key, as some providers do: a config error, the model stopped
+            "name": "refused",
+            "model": "openai/oracle?fault=auth",
             "apiBase": scripted_url,
             "apiKeyEnv": "MCPFLEET_CANARY_KEY",
         },
@@ -102,7 +108,7 @@ def test_no_canary_in_anything_a_run_writes(
     else:
         spec["output"] = {"uri": "out"}
     out = run_cli("run", str(evalrun(tmp_path, spec)), "--no-progress", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 3 and "model 'refused' stopped" in out.stderr, out.stderr
     assert_no_canary("stdout/stderr", out.stdout + out.stderr)
     written: dict[str, bytes] = {}
     if where == "s3":
@@ -111,6 +117,6 @@ def test_no_canary_in_anything_a_run_writes(
             written[obj["Key"]] = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
     else:
         written = {str(p): p.read_bytes() for p in (tmp_path / "out").rglob("*") if p.is_file()}
-    assert any(k.endswith("run.json") for k in written) and sum(k.endswith("result.json") for k in written) == 2
+    assert any(k.endswith("run.json") for k in written) and sum(k.endswith("result.json") for k in written) == 3
     for name, data in written.items():
         assert_no_canary(name, data)

@@ -367,7 +367,8 @@ def test_infra_errors_are_retried_up_to_the_limit_and_again_on_rerun(tmp_path: P
     (rec,) = results(root).values()
     assert (rec["passed"], rec["failure"], rec["infra_attempts"]) == (False, "infra_error", 3)
     assert "initial state" in rec["error"] and "not found" in rec["error"]
-    assert row(summary, "oracle")["failures"] == {"infra_error": 1}
+    assert row(summary, "oracle")["failures"] == {}  # measured nothing of the model: not a failure of it
+    assert row(summary, "oracle")["not_scored"] == {"infra_error": 1} and row(summary, "oracle")["pass_at_1"] is None
 
     once = write_run(tmp_path, "once", [ORACLE], tasks=tasks, retries={"limit": 0, "backoffSeconds": 0})
     _, root = run_file(once)
@@ -619,3 +620,90 @@ def test_api_key_exported_after_an_earlier_run_reaches_the_workers(
     summary, root = run_file(path)
     (rec,) = results(root).values()
     assert rec["passed"] is True, rec["error"]
+
+
+# ------------------------------------------------------------------------------------- provider faults
+
+BAD_KEY = "sk-wrong-key-4b1d9e77"
+
+
+def test_a_config_error_stops_the_model_at_once_and_a_rerun_with_the_key_fixed_resumes(tmp_path: Path) -> None:
+    """A 401 is no failure of the model: its launches stop after the first (no more paid trials), the other
+    model finishes, the CLI says so once per model, never prints the key, and exits non-zero. Fixing the
+    key and re-running the same file runs the stopped model's trials and nothing else."""
+    keyed = {"name": "keyed", "model": "scripted/oracle?key=the-right-key", "apiKeyEnv": "MCPFLEET_FAULT_KEY"}
+    path = write_run(tmp_path, "badkey", [keyed, ORACLE], concurrency={"total": 1})
+    env = {**os.environ, "MCPFLEET_FAULT_KEY": BAD_KEY}
+    proc = cli("run", str(path), "--no-progress", env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out
+    assert BAD_KEY not in out and "[REDACTED]" in out
+    assert flat(proc.stderr).count("model 'keyed' stopped: config_error: ") == 1, proc.stderr
+    assert "401" in proc.stderr and "2 trial(s) not run" in flat(proc.stderr)
+    root = tmp_path / "runs" / "badkey"
+    recs = results(root)
+    keyed_recs = [r for r in recs.values() if r["model"] == "keyed"]
+    assert [r["failure"] for r in keyed_recs] == ["config_error"] and keyed_recs[0]["totals"]["llm_retries"] == 0
+    assert sorted(r["passed"] for r in recs.values() if r["model"] == "oracle") == [True] * 3
+    summary = json.loads((root / "summary.json").read_text())
+    assert list(summary["stopped"]) == ["keyed"] and summary["not_scored"] == {"config_error": 1}
+    assert row(summary, "keyed")["pass_at_1"] is None and row(summary, "oracle")["pass_at_1"] == 1.0
+    for f in root.rglob("*"):
+        if f.is_file():
+            assert BAD_KEY.encode() not in f.read_bytes(), f
+
+    before = mtimes(root)
+    proc = cli("run", str(path), "--no-progress", env={**os.environ, "MCPFLEET_FAULT_KEY": "the-right-key"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recs, after = results(root), mtimes(root)
+    assert all(r["passed"] for r in recs.values()) and len(recs) == 6
+    assert {t for t in after if after[t] != before.get(t)} == {t for t, r in recs.items() if r["model"] == "keyed"}
+
+
+def test_provider_errors_are_retried_in_run_and_rerun_on_resume(tmp_path: Path) -> None:
+    """A provider that fails after the call's retries: the trial is tried again (spec.retries), and a trial
+    still failing is recorded as provider_error, not scored, and run again by the next run of the file."""
+    down = {"name": "down", "model": "scripted/noop?fault=status&fail_status=503"}
+    blip = {"name": "blip", "model": "scripted/noop?fault=status&fail_status=502&fail=1"}
+    path = write_run(
+        tmp_path,
+        "outage",
+        [down, blip],
+        tasks={"include": ["*/move_todo_0"]},
+        limits={"llmRetries": 0},
+        retries={"limit": 1, "backoffSeconds": 0},
+    )
+    summary, root = run_file(path)
+    recs = {r["model"]: r for r in results(root).values()}
+    assert (recs["down"]["failure"], recs["down"]["infra_attempts"]) == ("provider_error", 2)
+    assert "HTTP 503" in recs["down"]["error"]
+    # The blip failed its first try only: the second try is the model's own, scored outcome.
+    assert (recs["blip"]["failure"], recs["blip"]["infra_attempts"]) == ("premature_stop", 2)
+    assert row(summary, "down")["not_scored"] == {"provider_error": 1} and row(summary, "down")["pass_at_1"] is None
+    assert row(summary, "blip")["pass_at_1"] == 0.0 and row(summary, "blip")["failures"] == {"premature_stop": 1}
+    first = recs["down"]
+    _, root = run_file(path)
+    again = {r["model"]: r for r in results(root).values()}
+    assert ts(again["down"]["started_at"]) > ts(first["finished_at"])  # re-run
+    assert again["blip"]["finished_at"] == recs["blip"]["finished_at"]  # kept
+
+
+def test_a_spent_model_retry_budget_stops_its_launches(tmp_path: Path) -> None:
+    down = {"name": "down", "model": "scripted/noop?fault=status&fail_status=503"}
+    path = write_run(
+        tmp_path,
+        "budget",
+        [down, NOOP],
+        concurrency={"total": 1},
+        limits={"llmRetries": 2},
+        retries={"limit": 0, "backoffSeconds": 0},
+        provider={"modelRetryBudget": 3, "backoffInitialSeconds": 0.01},
+    )
+    summary, root = run_file(path)
+    recs = results(root)
+    down_recs = [r for r in recs.values() if r["model"] == "down"]
+    # 2 retries (within 3), then 4 (over): the third trial is never launched.
+    assert [r["totals"]["llm_retries"] for r in down_recs] == [2, 2]
+    assert all(r["failure"] == "provider_error" for r in down_recs)
+    assert len([r for r in recs.values() if r["model"] == "noop"]) == 3
+    assert "modelRetryBudget" in summary["stopped"]["down"] and not summary["complete"]

@@ -12,15 +12,19 @@ from mcpfleet.runner import outcome
 from mcpfleet.runner.outcome import (
     ABANDONED,
     CATEGORIES,
+    CONFIG_ERROR,
     CONTEXT_OVERFLOW,
     INFRA_ERROR,
     LLM_API_ERROR,
     MALFORMED_TOOL_CALL,
+    NOT_SCORED,
     PREMATURE_STOP,
+    PROVIDER_ERROR,
     TIMEOUT,
     TURN_LIMIT,
     VERIFIER_FAILED,
     classify,
+    is_scored,
 )
 from mcpfleet.runner.records import dumps, redact, to_mcpmark_messages
 
@@ -95,13 +99,33 @@ def test_every_category_is_reachable_and_listed() -> None:
         c(stop_reason="context_overflow"),
         c(stop_reason="turn_limit"),
         c(stop_reason="llm_api_error"),
+        c(stop_reason="output_truncated"),
+        c(stop_reason="content_filter"),
+        c(stop_reason="provider_error"),
+        c(stop_reason="config_error"),
         c(malformed_calls=1, tool_calls=1),
         c(final_text="I cannot do that."),
         c(tool_calls=0),
         c(),
     }
     assert seen == set(CATEGORIES)
-    assert len(CATEGORIES) == len(set(CATEGORIES)) == 9
+    assert len(CATEGORIES) == len(set(CATEGORIES)) == 13
+
+
+@pytest.mark.parametrize("stop", ["provider_error", "config_error"])
+def test_provider_and_config_errors_win_over_a_pass_and_are_not_scored(stop: str) -> None:
+    """A trial its provider cut short is not a whole trial: even a passing end state is not scored."""
+    assert c(passed=True, stop_reason=stop) == stop
+    assert c(stop_reason=stop, final_text="I cannot complete this task.", tool_calls=0) == stop
+    assert not is_scored(stop) and not is_scored(INFRA_ERROR)
+    assert NOT_SCORED == {INFRA_ERROR, PROVIDER_ERROR, CONFIG_ERROR}
+
+
+@pytest.mark.parametrize("stop", ["output_truncated", "content_filter"])
+def test_truncated_and_filtered_answers_are_the_models(stop: str) -> None:
+    assert c(stop_reason=stop) == stop and is_scored(stop)
+    assert c(passed=True, stop_reason=stop) is None  # a cut answer that still solved the task passes
+    assert stop != CONTEXT_OVERFLOW
 
 
 # -- classify: precedence -------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from s3server import moto_endpoint
 
 from mcpfleet.runner import store as store_mod
 from mcpfleet.runner.launcher import execute
-from mcpfleet.runner.outcome import CATEGORIES
+from mcpfleet.runner.outcome import CATEGORIES, is_scored
 from mcpfleet.runner.plan import TrialSpec
 from mcpfleet.runner.records import Timings, Totals, TrialResult, dumps
 from mcpfleet.runner.report import PLOT_IDS, load_run
@@ -396,7 +396,7 @@ def test_turns_distribution_has_one_dot_per_trial(rendered: dict[str, Any], runs
         recs = [r for r in records(runs[run]) if r["model"] in planned]
         for model in planned:
             dots = [n for n in fig.iter("circle", data_run=run, data_model=model) if n.has_class("trial")]
-            assert len(dots) == overall(summ[run], model)["trials"]
+            assert len(dots) == overall(summ[run], model)["scored"]  # what the model did, not its provider
             got = Counter(
                 (
                     d.attrs["data-task"],
@@ -410,7 +410,7 @@ def test_turns_distribution_has_one_dot_per_trial(rendered: dict[str, Any], runs
             want = Counter(
                 (r["task_id"], r["attempt"], r["service"], r["totals"]["turns"], r["passed"])
                 for r in recs
-                if r["model"] == model
+                if r["model"] == model and is_scored(r["failure"])
             )
             assert got == want
             fails = Counter(d.attrs.get("data-failure") for d in dots if d.attrs["data-passed"] == "false")
@@ -425,10 +425,14 @@ def test_failure_breakdown_matches_summary(rendered: dict[str, Any], runs: dict[
         for model in {r["model"] for r in summary["rows"]}:
             o = overall(summary, model)
             segs = fig.iter("rect", data_run=run, data_model=model)
-            assert {s.attrs["data-category"]: int(s.attrs["data-count"]) for s in segs} == o["failures"]
+            assert {s.attrs["data-category"]: int(s.attrs["data-count"]) for s in segs} == {
+                **o["failures"],
+                **o["not_scored"],
+            }
             for s in segs:
                 assert num(s.attrs["data-share"]) == int(s.attrs["data-count"]) / o["trials"]
-            seen |= set(o["failures"])
+                assert s.attrs["data-scored"] == ("false" if s.attrs["data-category"] in o["not_scored"] else "true")
+            seen |= set(o["failures"]) | set(o["not_scored"])
     assert set(CATEGORIES) <= seen  # the synthetic run uses the whole taxonomy
     legend = " ".join(t.text for t in fig.iter("text") if t.has_class("legend-label"))
     assert all(c in legend for c in CATEGORIES)
@@ -466,6 +470,11 @@ def test_run_headers(rendered: dict[str, Any], runs: dict[str, Path]) -> None:
         assert int(sec.attrs["data-trials-planned"]) == summary["trials_planned"]
         assert sec.attrs["data-source"] == "summary.json" and sec.attrs["data-complete"] == "true"
         assert summary["generated_at"] in sec.text and summary["spec_hash"] in sec.text
+        # Outcomes that measured nothing of the model have their own column, apart from the failures.
+        cells = [c.text for c in sec.iter("td") if c.has_class("not-scored")]
+        want = [", ".join(f"{c} {n}" for c, n in r["not_scored"].items()) or "-" for r in summary["rows"]]
+        assert cells == want
+    assert any(r["not_scored"] for r in summaries(runs)["synthetic"]["rows"])
 
 
 def test_model_names_are_escaped(rendered: dict[str, Any]) -> None:

@@ -119,3 +119,28 @@ def test_summarize_groups_by_model_and_service_with_all_row() -> None:
     keys = [(x["model"], x["service"]) for x in rows]
     assert keys == [("m", "filesystem"), ("m", "postgres"), ("m", "all"), ("n", "filesystem")]
     assert rows[2]["trials"] == 7
+
+
+def test_outcomes_that_measured_nothing_are_not_scored_but_counted_apart() -> None:
+    """A provider's bad day must not move pass@1: infra, provider and config errors leave every pass rate,
+    every per-trial average and the failure breakdown, and are counted in not_scored."""
+    faults = [
+        r("A", 2, False, failure="provider_error", turns=1),
+        r("B", 1, False, failure="config_error", turns=0),
+        r("B", 3, False, failure="infra_error", turns=0),
+    ]
+    clean = [x for x in CASE if not (x["task_id"].endswith("/A") and x["attempt"] == 2)]
+    clean = [x for x in clean if not (x["task_id"].endswith("/B") and x["attempt"] in (1, 3))]
+    row = score_group(clean + faults, attempts=3)
+    alone = score_group(clean, attempts=3)
+    for key in ("pass_at_1", "pass_at_1_std", "pass_at_k", "pass_hat_k", "pass_at_k_curve", "avg_turns", "failures"):
+        assert row[key] == alone[key], key
+    # A: attempts 1 and 3 passed; B: attempt 2 failed (turn_limit) -> per-attempt rates 1, 0, 1
+    assert row["pass_at_1"] == pytest.approx(2 / 3)
+    assert row["failures"] == {"turn_limit": 1}
+    assert row["not_scored"] == {"config_error": 1, "infra_error": 1, "provider_error": 1}
+    assert (row["trials"], row["scored"], row["passed"]) == (6, 3, 2)
+    assert row["input_tokens"] == 600  # spent by every recorded trial, scored or not
+    assert row["tasks_with_all_attempts"] == 0  # no task has three scored attempts
+    only_faults = score_group(faults, attempts=3)
+    assert only_faults["pass_at_1"] is None and only_faults["scored"] == 0

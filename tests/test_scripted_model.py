@@ -264,6 +264,78 @@ async def test_fail_then_succeed_over_raw_http(url: str) -> None:
             assert resp.status == 503 and (await resp.json())["error"]["type"] == "server_error"
 
 
+async def test_fault_window_and_rate_limit_headers_over_raw_http(url: str) -> None:
+    """fault=<kind> hits calls after..after+fail-1 of a conversation; a 429 carries the asked-for waits."""
+    body = {
+        "model": "noop?fault=status&fail_status=429&after=1&fail=2&retry_after=3&reset=1.5",
+        "messages": [{"role": "user", "content": "window"}],
+    }
+    async with aiohttp.ClientSession() as session:
+        got = []
+        for _ in range(4):
+            async with session.post(f"{url}/chat/completions", json=body) as resp:
+                got.append(
+                    (resp.status, resp.headers.get("Retry-After"), resp.headers.get("x-ratelimit-reset-requests"))
+                )
+        assert got == [(200, None, None), (429, "3", "1.5s"), (429, "3", "1.5s"), (200, None, None)]
+        dated = {**body, "model": "noop?fault=status&fail_status=503&retry_after_date=5"}
+        async with session.post(f"{url}/chat/completions", json=dated) as resp:
+            assert resp.status == 503 and resp.headers["Retry-After"].endswith(" GMT")
+        for fault, check in (
+            ("empty", lambda d: d["choices"] == []),
+            ("nomessage", lambda d: "message" not in d["choices"][0]),
+            (
+                "length",
+                lambda d: d["choices"][0]["finish_reason"] == "length" and d["choices"][0]["message"]["content"] == "",
+            ),
+            ("filter", lambda d: d["choices"][0]["finish_reason"] == "content_filter"),
+            ("parts", lambda d: [p["type"] for p in d["choices"][0]["message"]["content"]] == ["text", "text"]),
+            ("odd_usage", lambda d: d["usage"]["prompt_tokens"] == str(d["usage"]["prompt_tokens"])),
+        ):
+            async with session.post(f"{url}/chat/completions", json={**body, "model": f"noop?fault={fault}"}) as resp:
+                assert resp.status == 200 and check(await resp.json()), fault
+        async with session.post(f"{url}/chat/completions", json={**body, "model": "noop?fault=garbage"}) as resp:
+            assert resp.status == 200 and resp.content_type == "text/html"
+
+
+async def test_key_check_echoes_the_key_it_was_given(url: str) -> None:
+    body = {"model": "noop?key=good", "messages": [{"role": "user", "content": "hi"}]}
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{url}/chat/completions", json=body, headers={"Authorization": "Bearer bad"}) as r:
+            assert r.status == 401 and "Incorrect API key provided: bad" in (await r.json())["error"]["message"]
+        async with session.post(f"{url}/chat/completions", json=body, headers={"Authorization": "Bearer good"}) as r:
+            assert r.status == 200
+
+
+@pytest.mark.parametrize(
+    ("messages", "why"),
+    [
+        ([{"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f"}}]}], "has no 'id'"),
+        (
+            [
+                {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f"}}]},
+                {"role": "tool", "tool_call_id": "a", "content": "x"},
+                {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f"}}]},
+            ],
+            "duplicate tool call id 'a'",
+        ),
+        ([{"role": "tool", "tool_call_id": "zz", "content": "x"}], "must be a response to a preceding"),
+    ],
+)
+async def test_the_server_refuses_what_strict_providers_refuse(
+    url: str, messages: list[dict[str, Any]], why: str
+) -> None:
+    body = {"model": "noop", "messages": [{"role": "user", "content": "strict"}, *messages]}
+    async with aiohttp.ClientSession() as session:
+        async with session.post(f"{url}/chat/completions", json=body) as resp:
+            assert resp.status == 400 and why in (await resp.json())["error"]["message"]
+
+
+async def test_unknown_fault_is_refused(url: str) -> None:
+    with pytest.raises(litellm.BadRequestError, match="unknown fault"):
+        await complete(url, "noop?fault=meteor", [{"role": "user", "content": "hi"}])
+
+
 async def test_fail_maps_to_litellm_errors_and_its_default_retries(url: str) -> None:
     msgs = [{"role": "user", "content": "rate limited"}]
     with pytest.raises(litellm.RateLimitError):

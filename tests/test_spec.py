@@ -55,7 +55,7 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
         lambda d: spec(d).update(attempt=2),
         [
             "spec.attempt: unknown field; allowed fields: agent, attempts, concurrency, limits, models, output, "
-            "pod, retries, suspend, tasks, toolcalls, ttlSecondsAfterFinished"
+            "pod, provider, retries, suspend, tasks, toolcalls, ttlSecondsAfterFinished"
         ],
     ),
     (
@@ -142,13 +142,28 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
     ("bad-run-name", lambda d: d.update(metadata={"name": "My_Run"}), [f"metadata.name: {DNS_MSG}"]),
     ("zero-concurrency", lambda d: spec(d).update(concurrency={"total": 0}), ["spec.concurrency.total: must be >= 1"]),
     (
+        # The default llmTimeoutSeconds (600) would outlast a 300 s agent: a hung provider would be the model's
+        # timeout.
+        "llm-call-outlasts-the-agent",
+        lambda d: spec(d).update(limits={"timeoutSeconds": 300}),
+        [
+            "spec.limits: llmTimeoutSeconds (600) must be less than timeoutSeconds (300): a hung provider must "
+            "end as a provider fault, not as the agent's timeout; lower llmTimeoutSeconds or raise timeoutSeconds"
+        ],
+    ),
+    (
+        "negative-retry-budget",
+        lambda d: spec(d).update(provider={"trialRetryBudget": -1}),
+        ["spec.provider.trialRetryBudget: must be >= 0"],
+    ),
+    (
         "many-at-once",
         lambda d: (spec(d).update(attempts=0, bogus=True), model(d).update(name="A")),
         [
             f"spec.models[0].name: {DNS_MSG}",
             "spec.attempts: must be >= 1",
             "spec.bogus: unknown field; allowed fields: agent, attempts, concurrency, limits, models, output, "
-            "pod, retries, suspend, tasks, toolcalls, ttlSecondsAfterFinished",
+            "pod, provider, retries, suspend, tasks, toolcalls, ttlSecondsAfterFinished",
         ],
     ),
 ]
@@ -242,6 +257,10 @@ def test_defaults() -> None:
     assert s.agent == AgentKind.mcpmark and type(s.agent) is str and f"{s.agent}" == "mcpmark"
     assert (s.concurrency.total, s.concurrency.per_model) == (4, None)
     assert (s.retries.limit, s.retries.backoff_seconds) == (2, 10)
+    p = s.provider
+    assert (p.backoff_initial_seconds, p.backoff_max_seconds, p.retry_after_max_seconds) == (1.0, 30.0, 60.0)
+    assert (p.trial_retry_budget, p.model_retry_budget) == (30, 1000)
+    assert s.limits.llm_timeout_seconds < s.limits.timeout_seconds  # the defaults fit the time budget
     assert (s.output.uri, s.suspend, s.tasks.path, s.tasks.services) == ("runs", False, "tasks", [])
     assert s.models[0].params.litellm_kwargs() == {}
 
@@ -272,6 +291,7 @@ def _hash(mutate: Callable[[Doc], Any] = lambda d: None) -> str:
         lambda d: model(d).update(apiKeyEnv="OTHER_KEY"),
         lambda d: d.update(metadata={"name": "renamed", "labels": {"a": "b"}}),
         lambda d: spec(d).update(limits={"maxTurns": 100}, attempts=1, agent="mcpmark"),  # explicit defaults
+        lambda d: spec(d).update(provider={"retryAfterMaxSeconds": 5, "trialRetryBudget": 3, "modelRetryBudget": None}),
     ],
     ids=[
         "concurrency",
@@ -282,6 +302,7 @@ def _hash(mutate: Callable[[Doc], Any] = lambda d: None) -> str:
         "key-source",
         "metadata",
         "explicit-defaults",
+        "provider-policy",
     ],
 )
 def test_spec_hash_ignores_how_and_where(mutate: Callable[[Doc], Any]) -> None:

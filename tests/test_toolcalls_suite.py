@@ -387,3 +387,37 @@ def test_the_oracle_replays_labelled_calls_and_the_noop_agent_calls_nothing(tmp_
     pack = tmp_path / "oracle" / "pack"
     [report] = asyncio.run(validate([find_task(pack, "toolcall/standard/limbic/set200")], pack))
     assert report.noop_failed is True and not report.problems
+
+
+def test_a_failing_provider_makes_a_shard_unscored_and_a_bad_key_stops_its_model(tmp_path: Path) -> None:
+    """Cases whose provider failed (503 on every call) or refused the key (401) measured nothing of the model:
+    their shards are provider_error / config_error, left out of pass@1, and the key's model stops launching."""
+    models = [
+        {"name": "gold", "model": "scripted/toolcall"},
+        {"name": "down", "model": "scripted/toolcall?fault=status&fail_status=503"},
+        {"name": "badkey", "model": "scripted/toolcall?fault=auth"},
+    ]
+    path = toolcall_run(
+        tmp_path,
+        models,
+        limits={"llmRetries": 1},
+        provider={"backoffInitialSeconds": 0.01, "backoffMaxSeconds": 0.02},
+        retries={"limit": 0},
+    )
+    summary, root = execute(load_evalrun(path), path.parent, show_progress=False)
+    rows = {r["model"]: r for r in summary["rows"]}
+    assert rows["gold"]["pass_at_1"] == pytest.approx(
+        len([c for c in load_cases(DATA).cases if c.label == "correct"]) / 200
+    )
+    records = [json.loads(p.read_text()) for p in Path(root).glob("trials/*/result.json")]
+    by_model: dict[str, set[str | None]] = {}
+    for r in records:
+        by_model.setdefault(r["model"], set()).add(r["failure"])
+    assert by_model["down"] == {"provider_error"}
+    assert by_model["badkey"] == {"config_error"}
+    down = next(r for r in records if r["model"] == "down")
+    assert down["totals"]["llm_retries"] >= 1 and "503" in down["error"]
+    # Nothing of theirs is scored: no pass@1 of 0 for a model the provider never let answer.
+    assert rows["down"]["scored"] == rows["badkey"]["scored"] == 0 and rows["gold"]["scored"] == 200
+    assert summary["not_scored"].get("provider_error", 0) >= 4 and summary["not_scored"].get("config_error", 0) >= 1
+    assert "badkey" in summary["stopped"] and "down" not in summary["stopped"]

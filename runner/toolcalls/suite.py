@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..outcome import CONFIG_ERROR, PROVIDER_ERROR
 from .checker import classify_call
 from .gold import MATCH, compare
 from .models import SCHEMA_VALID, Case, Tool, ToolCall
@@ -142,18 +143,14 @@ def first_call(message: Any) -> tuple[ToolCall | None, str | None]:
 
 async def ask(target: LLMTarget, case: Case) -> Answer:
     """One model call for one case: the case's conversation and tools, nothing else."""
-    from ..llm import ContextWindowExceededError, complete, usage_of
+    from ..llm import LLMFailure, complete, usage_of
 
     answer = Answer()
     try:
         response, seconds, retries = await complete(target, case.history, openai_tools(case.tools))
-    except ContextWindowExceededError as exc:
-        answer.error, answer.failure = f"{type(exc).__name__}: {exc}"[:2000], CONTEXT_OVERFLOW
-        answer.seconds, answer.retries = getattr(exc, "mcpfleet_seconds", 0.0), getattr(exc, "mcpfleet_retries", 0)
-        return answer
-    except Exception as exc:  # noqa: BLE001 - LiteLLM raises many types; each ends this case, not the shard
-        answer.error, answer.failure = f"{type(exc).__name__}: {exc}"[:2000], LLM_ERROR
-        answer.seconds, answer.retries = getattr(exc, "mcpfleet_seconds", 0.0), getattr(exc, "mcpfleet_retries", 0)
+    except LLMFailure as exc:  # after retries; its category says who is charged (provider faults are not scored)
+        answer.error, answer.failure = exc.summary, exc.stop_reason
+        answer.seconds, answer.retries = exc.seconds, exc.retries
         return answer
     usage = usage_of(response, target)
     answer.input_tokens, answer.output_tokens, answer.cost_usd = usage.input_tokens, usage.output_tokens, usage.cost_usd
@@ -265,6 +262,10 @@ def shard_result(spec: TrialSpec, outcomes: list[CaseOutcome], started: str, tot
     costs = [a.cost_usd for a in answers if a.cost_usd is not None]
     failed = [o for o in outcomes if not o.passed]
     failures = Counter(o.failure for o in failed)
+    # A case its provider failed measured nothing: the shard is then the provider's (retried like an infra
+    # error, or its model stopped on a configuration error), not the model's.
+    unscored = [o for o in failed if o.failure in (PROVIDER_ERROR, CONFIG_ERROR)]
+    lost = next((o for o in unscored if o.failure == CONFIG_ERROR), unscored[0] if unscored else None)
     return TrialResult(
         run=spec.run,
         trial_id=spec.trial_id,
@@ -277,9 +278,14 @@ def shard_result(spec: TrialSpec, outcomes: list[CaseOutcome], started: str, tot
         agent=str(spec.agent),
         provider_model=next((a.provider_model for a in answers if a.provider_model), None),
         passed=bool(outcomes) and not failed,
-        failure=None if outcomes and not failed else CASES_FAILED,
-        stop_reason="completed",
-        error=f"{len(failed)}/{len(outcomes)} cases failed: {dict(failures.most_common())}" if failed else None,
+        failure=lost.failure if lost is not None else None if outcomes and not failed else CASES_FAILED,
+        stop_reason=lost.failure if lost is not None else "completed",
+        error=(
+            f"{len(failed)}/{len(outcomes)} cases failed: {dict(failures.most_common())}"
+            + (f"; e.g. {lost.answer.error}" if lost is not None else "")
+            if failed
+            else None
+        ),
         totals=Totals(
             turns=len(outcomes),
             tool_calls=sum(a.call is not None for a in answers),
@@ -326,6 +332,10 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
         finally:
             if judge is not None and judge.cache is not None:
                 judge.cache.close()
+            if target is not None:
+                from ..llm import close
+
+                await close(target)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - anything before the model answers is infrastructure

@@ -429,7 +429,110 @@ async def test_suspend_then_resume(
     assert len(records(s3, bucket)) == 2
 
 
-# -- 8. the example, applied with kubectl -------------------------------------------------------------
+# -- 8. provider faults --------------------------------------------------------------------------------
+
+
+async def test_a_config_error_stops_the_models_launches_and_an_edit_resumes_it(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
+    """A 401 from the model's endpoint: no more pods of that model (no more paid trials), one condition and one
+    event, the other model finishes, the run is Failed with the stopped model named; the trial is not scored.
+    The fix: the Secret gets the right key, then an edit of a field that does not change results (the models
+    cannot change once trials exist) lifts the stop and the run completes."""
+    from mcpfleet.operator import metrics as operator_metrics
+
+    keyed = {
+        "name": "keyed",
+        "model": "scripted/oracle?key=the-right-key",
+        "apiKeySecretRef": {"name": "llm-key", "key": "key"},
+    }
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "llm-key", "namespace": NS},
+        "stringData": {"key": "a-wrong-key"},
+    }
+    body = evalrun(
+        "badkey",
+        image_pack,
+        s3,
+        bucket,
+        models=[keyed, IDLE],
+        attempts=2,
+        concurrency={"total": 1},
+        tasks={"path": str(image_pack), "include": [ONE_TASK]},
+    )
+    trials = trials_of(body)
+    async with Kubelet(kube.url) as kubelet:
+        with operator(kube):
+            kube.create(secret)
+            kube.create(body)
+            status = await wait_until(
+                lambda: (st := status_of(kube, "badkey")).get("phase") == "Failed" and st, 240, "the run to fail"
+            )
+            await wait_until(lambda: events(kube, "ConfigError"), 10, "the ConfigError event")
+            await asyncio.sleep(1.5)  # nothing more is launched while the model stays stopped
+            assert pod_creations(kube) == 3, kubelet.started  # keyed's first trial, then idle's two
+            warnings = events(kube, "ConfigError")
+            assert len(warnings) == 1 and warnings[0]["type"] == "Warning", warnings
+            assert "model keyed stopped: config_error: " in warnings[0]["message"] and "401" in warnings[0]["message"]
+            cond = {c["type"]: c for c in status["conditions"]}
+            assert cond["ModelsStopped"]["status"] == "True" and cond["ModelsStopped"]["reason"] == "ConfigError"
+            assert (
+                cond["Complete"]["status"] == "False" and "1 trial(s) of keyed not run" in cond["Complete"]["message"]
+            )
+            assert list(status["stoppedModels"]) == ["keyed"] and status["notScored"] == {
+                "config_error": 1,
+                "infra_error": 0,
+                "provider_error": 0,
+            }
+            assert status["counts"]["finished"] == 3 and status["counts"]["failed"] == 2  # idle's, not keyed's
+            assert {r["model"]: r["passAt1"] for r in status["results"]} == {"idle": "0.0000"}
+            recs = records(s3, bucket)
+            assert sorted(r["failure"] for r in recs.values() if r["model"] == "keyed") == ["config_error"]
+            summary_keys = [k for k in s3_keys(s3, bucket) if k.endswith("/summary.json")]
+            assert summary_keys, "summary.json is written for what did run"
+            assert (
+                operator_metrics.TRIALS.labels(
+                    NS, "badkey", "keyed", "filesystem", "config_error", "config_error"
+                )._value.get()
+                == 1
+            )  # noqa: SLF001
+
+            kube.patch("secrets", NS, "llm-key", {"stringData": {"key": "the-right-key"}})
+            kube.patch("evalruns", NS, "badkey", {"spec": {"provider": {"retryAfterMaxSeconds": 30}}})
+            status = await finished_run(kube, "badkey", timeout=240)
+    cond = {c["type"]: c for c in status["conditions"]}
+    assert cond["ModelsStopped"]["status"] == "False" and "stoppedModels" not in status
+    assert (
+        status["counts"]["passed"] == 2 and status["counts"]["finished"] == 4 and not any(status["notScored"].values())
+    )
+    recs = records(s3, bucket)
+    assert sorted(recs) == sorted(t.trial_id for t in trials)
+    assert all(r["passed"] for r in recs.values() if r["model"] == "keyed")
+
+
+async def test_provider_errors_are_retried_and_not_scored(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
+    down = {"name": "down", "model": "scripted/noop?fault=status&fail_status=503"}
+    body = one_trial("outage", image_pack, s3, bucket, down, limits={"llmRetries": 0})
+    async with Kubelet(kube.url) as kubelet:
+        with operator(kube):
+            kube.create(body)
+            status = await finished_run(kube, "outage")
+    [trial] = trials_of(body)
+    assert kubelet.started == [pod_name("outage", trial.trial_id), pod_name("outage", trial.trial_id, 1)]
+    rec = records(s3, bucket)[trial.trial_id]
+    assert (rec["failure"], rec["infra_attempts"], rec["passed"]) == ("provider_error", 2, False)
+    assert (
+        status["notScored"] == {"config_error": 0, "infra_error": 0, "provider_error": 1}
+        and status["counts"]["failed"] == 0
+    )
+    assert status["counts"]["retries"] == 1 and status["results"] == []  # nothing scored, no pass rate
+
+
+# -- 9. the example, applied with kubectl -------------------------------------------------------------
 
 
 async def test_example_evalrun_applied_with_kubectl(

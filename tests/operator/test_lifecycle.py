@@ -239,7 +239,12 @@ async def test_pod_on_a_lost_node_is_counted_failed_after_its_deadline(
     monkeypatch.setenv("MCPFLEET_POD_GRACE_SECONDS", "0")
     monkeypatch.setattr("mcpfleet.operator.reconciler.LOST_POD_GRACE_SECONDS", 3.0, raising=False)
     body = one_trial(
-        "lost", image_pack, s3, bucket, limits={"timeoutSeconds": 1, "verifierTimeoutSeconds": 1}, retries={"limit": 0}
+        "lost",
+        image_pack,
+        s3,
+        bucket,
+        limits={"timeoutSeconds": 2, "llmTimeoutSeconds": 1, "verifierTimeoutSeconds": 1},
+        retries={"limit": 0},
     )
     with operator(kube):  # no kubelet: the test plays the node
         kube.create(body)
