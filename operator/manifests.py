@@ -111,7 +111,7 @@ def runner_env(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry
                 },
             }
         )
-    judge = trial.toolcalls.judge if trial.toolcalls else None
+    judge = trial.toolcalls.judge if trial.toolcalls else trial.judge  # a shard's judge, or an MCP trial's
     if judge is not None and judge.api_key_secret_ref:
         ref = judge.api_key_secret_ref
         env.append({"name": JUDGE_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})

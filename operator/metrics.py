@@ -12,6 +12,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from mcpfleet.runner.toolcalls.models import CALL_CLASSES
+
 REGISTRY = CollectorRegistry(auto_describe=True)
 PHASES = ("state", "mcp_start", "agent", "verify", "record")
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
@@ -70,6 +72,13 @@ COST = Counter(
     ["namespace", "run", "model", "service"],
     registry=REGISTRY,
 )
+TOOL_CALL_CLASSES = Counter(
+    "mcpfleet_tool_call_classes_total",
+    "Tool calls of finished trials by class: the checker's (incorrect_tool, incorrect_parameter_names, "
+    "incorrect_parameter_values, schema_valid) or, where a judge is named, its verdict on valid calls.",
+    ["namespace", "run", "model", "service", "class"],
+    registry=REGISTRY,
+)
 RECONCILE_ERRORS = Counter(
     "mcpfleet_reconcile_errors_total", "Errors in a run's reconcile loop.", ["namespace", "run"], registry=REGISTRY
 )
@@ -101,6 +110,8 @@ def init_run(ns: str, run: str, model_services: list[tuple[str, str]]) -> None:
         for kind in ("input", "output", "reasoning"):
             TOKENS.labels(ns, run, model, service, kind)
         COST.labels(ns, run, model, service)
+        for cls in CALL_CLASSES:
+            TOOL_CALL_CLASSES.labels(ns, run, model, service, cls)
 
 
 def observe_record(ns: str, run: str, record: dict[str, Any], scheduling_s: float | None = None) -> None:
@@ -115,6 +126,9 @@ def observe_record(ns: str, run: str, record: dict[str, Any], scheduling_s: floa
             TOKENS.labels(ns, run, model, service, kind).inc(totals[key])
     # Unknown prices add 0: the series exists (dashboards show 0, not "no data"); its help says "known prices".
     COST.labels(ns, run, model, service).inc(float(totals.get("cost_usd") or 0.0))
+    for cls, n in (totals.get("call_classes") or {}).items():
+        if isinstance(n, int) and n > 0:  # a record's keys are bounded to the known classes, plus "other"
+            TOOL_CALL_CLASSES.labels(ns, run, model, service, cls if cls in CALL_CLASSES else "other").inc(n)
     timings = record.get("timings") or {}
     if timings.get("total"):
         TRIAL_SECONDS.labels(ns, run, model, service).observe(timings["total"])

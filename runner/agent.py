@@ -18,6 +18,7 @@ from typing import Any
 from mcp import ClientSession
 
 from . import snapshot_refs
+from .call_classes import CallClassifier
 from .conversation import MCPFLEET, MCPMARK, Conversation, timeout_error, turn_limit_error
 from .mcp_client import result_text
 from .metrics import TrialMetrics
@@ -49,6 +50,7 @@ class ToolCallRecord:
     duration_s: float = 0.0
     is_error: bool = False
     malformed: bool = False
+    call_class: str | None = None  # the checker's (or the judge's) class of the call: call_classes.py
 
 
 @dataclass
@@ -75,6 +77,7 @@ class AgentRun:
     final_text: str = ""
     run_model: str | None = None  # the model name the provider reported (first response), as MCPMark records it
     conversation: str = ""
+    classifier: CallClassifier | None = field(default=None, repr=False)  # the session's tools, for the judge
 
     @property
     def responses(self) -> int:
@@ -196,6 +199,7 @@ async def run_llm_agent(
     if extra:
         target = dataclasses.replace(target, params={**(target.params or {}), **extra})
     run = AgentRun(messages=conversation.opening(task), conversation=conversation.name)
+    run.classifier = classifier = CallClassifier(listed.tools)
     progress = len(run.messages)  # what a timeout keeps: MCPMark's last progress snapshot
     try:
         async with asyncio.timeout(timeout_s) as deadline:
@@ -254,12 +258,14 @@ async def run_llm_agent(
                         rec = ToolCallRecord(
                             name=c.name, call_id=c.id, arguments=c.arguments, is_error=True, malformed=True
                         )
+                        rec.call_class = classifier.classify(c.name, c.arguments)
                         turn.tool_calls.append(rec)
                         if metrics is not None:
                             metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)
                         run.stop_reason, run.error = STOP_MALFORMED, str(exc)
                         return run
                     rec.is_error = rec.is_error or _reports_error(task, text)
+                    rec.call_class = classifier.classify(c.name, c.arguments)
                     turn.tool_calls.append(rec)
                     if metrics is not None:
                         metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)
@@ -291,6 +297,7 @@ async def run_oracle_agent(
     listed = await session.list_tools()
     known = {t.name for t in listed.tools}
     run = AgentRun(messages=[{"role": "user", "content": task.description}])
+    run.classifier = CallClassifier(listed.tools)
     results: list[str] = []  # tool results so far: element refs ({"$ref": ...}) resolve in the latest snapshot
     for index, step in enumerate(task.oracle if steps is None else steps):
         call_id = f"oracle_{index}"
@@ -308,6 +315,7 @@ async def run_oracle_agent(
         )
         text, rec = await call_tool(session, known, step.tool, raw, call_id, tool_timeout_s)
         rec.is_error = rec.is_error or _reports_error(task, text)
+        rec.call_class = run.classifier.classify(step.tool, raw)
         run.turns.append(TurnRecord(index=index, tool_calls=[rec]))
         if metrics is not None:
             metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)

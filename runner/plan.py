@@ -6,7 +6,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .spec import AgentKind, EvalRun, Limits, ModelSpec, ProviderPolicy, ToolCallSettings, canonical_hash
+from .spec import (
+    AgentKind,
+    EvalRun,
+    JudgeSettings,
+    Limits,
+    ModelSpec,
+    ProviderPolicy,
+    ToolCallSettings,
+    canonical_hash,
+)
 from .tasks import Task, load_selection, resolve_pack
 
 
@@ -30,6 +39,9 @@ class TrialSpec(BaseModel):
     shard: int | None = None
     toolcalls: ToolCallSettings | None = None
     provider: ProviderPolicy = Field(default_factory=ProviderPolicy)  # how provider faults are waited out
+    # The judge that classifies an MCP trial's valid tool calls (spec.toolcalls.judge); outside the trial's hash:
+    # it annotates calls, never changes an outcome.
+    judge: JudgeSettings | None = None
 
     @property
     def service(self) -> str:
@@ -106,6 +118,7 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
                             shard=shard,
                             toolcalls=settings,
                             provider=run.spec.provider,
+                            judge=(run.spec.toolcalls.judge if run.spec.toolcalls and shard is None else None),
                         )
                     )
     return out

@@ -25,6 +25,7 @@ from .agent import (
     ToolCallRecord,
     TurnRecord,
 )
+from .call_classes import CallClassifier
 from .conversation import mcp1_result_dump
 from .metrics import TrialMetrics
 from .tasks import Task
@@ -93,11 +94,17 @@ def _observation(text: str) -> dict[str, str]:
 
 
 async def _act(
-    session: ClientSession, known: list[str], action: dict[str, Any], timeout: float, turn: TurnRecord
+    session: ClientSession,
+    known: list[str],
+    action: dict[str, Any],
+    timeout: float,
+    turn: TurnRecord,
+    classifier: CallClassifier,
 ) -> str:
     name = action.get("tool")
     arguments = action.get("arguments", {}) or {}
     rec = ToolCallRecord(name=str(name), call_id=f"react_{turn.index}", arguments=json.dumps(arguments))
+    rec.call_class = classifier.classify(rec.name, rec.arguments)
     turn.tool_calls.append(rec)
     if name not in known:
         rec.malformed = rec.is_error = True
@@ -147,6 +154,7 @@ async def run_react_agent(
         ],
         conversation=NAME,
     )
+    run.classifier = CallClassifier(listed)
     error: str | None = None
     try:
         async with asyncio.timeout(timeout_s) as deadline:
@@ -190,7 +198,7 @@ async def run_react_agent(
                     return run
                 action = reply.get("action")
                 if isinstance(action, dict):
-                    observation = await _act(session, known, action, tool_timeout_s, turn)
+                    observation = await _act(session, known, action, tool_timeout_s, turn, run.classifier)
                     if metrics is not None:
                         for c in turn.tool_calls:
                             metrics.tool_call(c.name, c.duration_s, c.is_error, c.malformed)

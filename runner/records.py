@@ -43,6 +43,8 @@ class Totals(BaseModel):
     reasoning_tokens: int = 0
     cached_tokens: int = 0
     cost_usd: float | None = None
+    # Tool calls per class (call_classes.py): the checker's, or the judge's for valid calls when one is named.
+    call_classes: dict[str, int] = Field(default_factory=dict)
 
 
 class VerifierRecord(BaseModel):

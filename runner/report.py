@@ -950,7 +950,36 @@ def run_header(run: RunData) -> str:
     )
     return (
         f'<section class="run" id="run-{run.index}"{data}>'
-        f"<h2>{esc(run.label)}</h2><dl>{body}</dl>{notes}{table}{toolcall_table(s.get('toolcall') or {})}</section>"
+        f"<h2>{esc(run.label)}</h2><dl>{body}</dl>{notes}{table}{call_class_table(s['rows'])}"
+        f"{toolcall_table(s.get('toolcall') or {})}</section>"
+    )
+
+
+def call_class_table(rows: list[dict[str, Any]]) -> str:
+    """The agents' tool calls per model x service by class (checker, or judge where one was named): shares."""
+    from .toolcalls.models import CALL_CLASSES
+
+    seen = [r for r in rows if r.get("call_classes")]
+    if not seen:
+        return ""
+    present = {c for r in seen for c in r["call_classes"]}
+    classes = [c for c in CALL_CLASSES if c in present] + sorted(present - set(CALL_CLASSES))
+    body = []
+    for r in seen:
+        total = sum(r["call_classes"].values())
+        cells = "".join(
+            f'<td class="n"{attrs(data_class=c, data_calls=r["call_classes"].get(c, 0))}>'
+            f"{pct(r['call_classes'].get(c, 0) / total)}</td>"
+            for c in classes
+        )
+        body.append(
+            f"<tr{attrs(data_model=r['model'], data_service=r['service'])}><td>{esc(r['model'])}</td>"
+            f'<td>{esc(r["service"])}</td><td class="n">{total}</td>{cells}</tr>'
+        )
+    head = "".join(f"<th>{esc(c)}</th>" for c in classes)
+    return (
+        '<h3>Tool calls by class</h3><table class="summary call-classes"><thead><tr><th>model</th><th>service</th>'
+        f"<th>calls</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
     )
 
 

@@ -104,7 +104,22 @@ def score_group(results: list[dict[str, Any]], attempts: int) -> dict[str, Any]:
         "avg_cost_usd": sum(known_costs) / len(known_costs) if known_costs else None,
         "avg_agent_seconds": _mean([float((r.get("timings") or {}).get("agent") or 0) for r in scored]),
         "failures": dict(sorted(failures.items())),
+        # The agents' tool calls by class (call_classes.py), over scored trials: counts and shares of all calls.
+        "call_classes": (classes := _call_classes(scored)),
+        "call_class_rates": {c: n / sum(classes.values()) for c, n in classes.items()} if classes else {},
     }
+
+
+def _call_classes(results: list[dict[str, Any]]) -> dict[str, int]:
+    from .toolcalls.models import CALL_CLASSES
+
+    c: dict[str, int] = defaultdict(int)
+    for r in results:
+        for cls, n in ((r.get("totals") or {}).get("call_classes") or {}).items():
+            if isinstance(n, int):
+                c[cls] += n
+    order = {k: i for i, k in enumerate(CALL_CLASSES)}
+    return {k: c[k] for k in sorted(c, key=lambda k: (order.get(k, len(order)), k)) if c[k]}
 
 
 def summarize(results: Iterable[dict[str, Any]], attempts: int) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import agent as agents
-from . import mcpmark_protocol, tmpdirs
+from . import call_classes, mcpmark_protocol, tmpdirs
 from .conversation import MCPFLEET, MCPMARK
 from .faults import one_line
 from .mcp_client import connect_http, connect_stdio
@@ -48,6 +48,7 @@ from .services import SERVICES, TrialEnv, get_service
 from .spec import AgentKind, ModelSpec
 from .store import ResultStore
 from .tasks import Mutant, OracleStep, Task, find_task
+from .toolcalls.models import SCHEMA_VALID
 from .verifier import run_verifier, verifier_command
 from .warm import WarmServer
 
@@ -143,6 +144,7 @@ def _totals(run: agents.AgentRun) -> Totals:
         reasoning_tokens=sum(t.reasoning_tokens for t in run.turns),
         cached_tokens=sum(t.cached_tokens for t in run.turns),
         cost_usd=sum(costs) if costs else None,
+        call_classes=call_classes.counts(run),
     )
 
 
@@ -218,6 +220,32 @@ async def _run_agent(
         finally:
             timings.agent = time.perf_counter() - t
             ended.append(time.perf_counter())
+
+
+async def _judge_calls(
+    spec: TrialSpec, run: agents.AgentRun, ctx: TrialContext, notes: list[str], secrets: list[str]
+) -> None:
+    """The named judge classifies the trial's schema-valid calls (call_classes.py). A judge that fails leaves
+    them schema_valid and says why in trial.log: it annotates the trial, it never fails it."""
+    if run.classifier is None or not any(c.call_class == SCHEMA_VALID for c in run.tool_calls):
+        return
+    from . import llm
+    from .toolcalls.suite import make_judge
+
+    env = ctx.env if ctx.env is not None else os.environ
+    judge = make_judge(spec.judge, env)
+    if judge is None:
+        return
+    secrets.append(judge.target.api_key or "")
+    try:
+        n = await call_classes.judge_calls(run, run.classifier, judge, spec.trial_id)
+        notes.append(f"judge {judge.target.model}: {n} call(s) judged ({judge.stats.cache_hits} from its cache)")
+    except Exception as exc:  # noqa: BLE001 - the judge's failure is not the trial's
+        notes.append(f"judge {judge.target.model} failed; calls stay schema_valid: {one_line(exc)}")
+    finally:
+        if judge.cache is not None:
+            judge.cache.close()
+        await llm.close(judge.target)
 
 
 async def _close(environment: AsyncExitStack) -> None:
@@ -316,6 +344,8 @@ async def run_trial(
         t = time.perf_counter()
         await _close(environment)
         timings.teardown += time.perf_counter() - t
+        if run is not None and spec.judge is not None:
+            await _judge_calls(spec, run, ctx, notes, secrets)
         run = run or agents.AgentRun(messages=[])
         calls = run.tool_calls
         # A trial its provider cut short is not a whole trial, whatever its end state: it is not scored.

@@ -50,7 +50,8 @@ def test_every_dashboard_metric_exists_in_code() -> None:
 
 def test_dashboard_covers_the_required_views() -> None:
     titles = " | ".join(p["title"].lower() for p in json.loads(DASHBOARD.read_text())["panels"])
-    for view in ("progress", "pass@1", "failure", "token", "cost", "duration", "in flight", "retries"):
+    views = ("progress", "pass@1", "failure", "token", "cost", "duration", "in flight", "retries", "tool-call class")
+    for view in views:
         assert view in titles, f"no panel for {view}"
 
 

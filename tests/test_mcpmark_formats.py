@@ -96,7 +96,7 @@ def _result(passed: bool, verifier: VerifierRecord, agent: float, total: float, 
         passed=passed,
         verifier=verifier,
         timings=Timings(mcp_start=0.25 if agent else 0.0, agent=agent - 0.25 if agent else 0.0, total=total),
-        totals=Totals(**totals),
+        totals=Totals.model_validate(totals),
     )
 
 

@@ -19,6 +19,16 @@ LABELS: tuple[Label, ...] = get_args(Label)
 SCHEMA_VALID = "schema_valid"
 #: A judge that gave no valid answer after its retries (kept in the results, never dropped).
 JUDGE_ERROR = "judge_error"
+#: Classes of an agent's tool calls (call_classes.py) in report order: the judge's verdict on valid calls,
+#: then the checker's findings.
+CALL_CLASSES = (
+    "correct",
+    SCHEMA_VALID,
+    "incorrect_tool",
+    "incorrect_parameter_names",
+    "incorrect_parameter_values",
+    JUDGE_ERROR,
+)
 
 
 class Tool(BaseModel):
