@@ -14,6 +14,7 @@ from typing import Any
 
 from mcpfleet.runner.plan import TrialSpec
 from mcpfleet.runner.services import SERVICES
+from mcpfleet.runner.services.base import PodContext, stdio_server_sidecar
 from mcpfleet.runner.spec import EvalRun
 
 from .settings import OperatorSettings
@@ -171,7 +172,7 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
     runner_mounts: list[dict[str, Any]] = [state_mount, {"name": "tmp", "mountPath": "/tmp"}]
     runner_args = [
         "--mcp-url",
-        "http://localhost:$(MCP_PORT)/mcp",
+        "http://127.0.0.1:$(MCP_PORT)/mcp",
         "--state-dir",
         STATE_MOUNT,
         "--termination-log",
@@ -188,7 +189,20 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
         init_mounts.append({"name": "task", "mountPath": TASK_MOUNT})
         runner_mounts.append({"name": "task", "mountPath": TASK_MOUNT, "readOnly": True})
         runner_args += ["--tasks-root", TASK_MOUNT]
-    port = str(settings.mcp_port)
+    sidecars: list[dict[str, Any]] = []
+    if with_server:  # the service says what serves its MCP server in a pod (and whatever that server needs)
+        context = PodContext(
+            runner_image=runner_image,
+            server_image=str(sidecar_image),
+            mcp_port=settings.mcp_port,
+            state_mount=STATE_MOUNT,
+            resources=_resources(pod.sidecar_resources),
+            security=_container_security(),
+        )
+        if known is not None:
+            sidecars = known.pod_sidecars(trial.service_params, context)
+        else:  # a service this build does not know: its image serves ``mcp-server-<service>`` over stdio
+            sidecars = [stdio_server_sidecar(service, context)]
     meta: dict[str, Any] = {
         "name": pod_name(run.name, trial.trial_id, retry),
         "labels": pod_labels(run, trial, retry),
@@ -233,37 +247,7 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
                 "securityContext": _container_security(),
                 "terminationMessagePolicy": "FallbackToLogsOnError",
             },
-            {
-                "name": f"mcp-{service}",
-                "image": sidecar_image,
-                "restartPolicy": "Always",
-                "command": ["supergateway"],
-                "args": [
-                    "--stdio",
-                    f"mcp-server-{service} {STATE_MOUNT}",
-                    "--outputTransport",
-                    "streamableHttp",
-                    "--stateful",
-                    "--port",
-                    "$(MCP_PORT)",
-                    "--healthEndpoint",
-                    "/healthz",
-                ],
-                "env": [
-                    {"name": "MCP_PORT", "value": port},
-                    {"name": "TZ", "value": "UTC"},
-                    {"name": "HOME", "value": "/tmp"},
-                ],
-                "ports": [{"name": "mcp", "containerPort": settings.mcp_port, "protocol": "TCP"}],
-                "startupProbe": {
-                    "httpGet": {"path": "/healthz", "port": "mcp"},
-                    "periodSeconds": 1,
-                    "failureThreshold": 120,
-                },
-                "volumeMounts": [state_mount, {"name": "tmp", "mountPath": "/tmp"}],
-                "resources": _resources(pod.sidecar_resources),
-                "securityContext": _container_security(),
-            },
+            *sidecars,
         ],
         "containers": [
             {
@@ -282,7 +266,6 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
         ],
     }
     if not with_server:  # no sidecar, and the runner is not told of one
-        spec["initContainers"] = [c for c in spec["initContainers"] if c.get("restartPolicy") != "Always"]
         runner_args[:2] = []
     if pod.service_account_name:
         spec["serviceAccountName"] = pod.service_account_name

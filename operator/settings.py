@@ -14,7 +14,10 @@ ENV_PREFIX = "MCPFLEET_"
 class OperatorSettings(BaseModel):
     runner_image: str = "ghcr.io/mcpfleet/runner:0.1.0"
     sidecar_images: dict[str, str] = Field(
-        default_factory=lambda: {"filesystem": "ghcr.io/mcpfleet/mcp-filesystem:0.1.0"}
+        default_factory=lambda: {
+            "filesystem": "ghcr.io/mcpfleet/mcp-filesystem:0.1.0",
+            "playwright": "ghcr.io/mcpfleet/mcp-playwright:0.1.0",
+        }
     )
     tasks_root: str = Field(
         default="/opt/mcpfleet/tasks",

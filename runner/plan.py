@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,6 +43,8 @@ class TrialSpec(BaseModel):
     # The judge that classifies an MCP trial's valid tool calls (spec.toolcalls.judge); outside the trial's hash:
     # it annotates calls, never changes an outcome.
     judge: JudgeSettings | None = None
+    # What the trial's pod needs to know about the task (Service.trial_params: e.g. a browser task's sites).
+    service_params: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def service(self) -> str:
@@ -78,6 +81,14 @@ def shards_of(run: EvalRun, task: Task) -> list[int | None]:
     return [None] if count is None else list(range(count))
 
 
+def service_params(task: Task) -> dict[str, Any]:
+    """The task's service's ``trial_params`` (what its pod needs to know), {} for a service not registered."""
+    from .services import SERVICES
+
+    service = SERVICES.get(task.service)
+    return service.trial_params(task) if service is not None else {}
+
+
 def task_weight(task: Task) -> int:
     """Expected size of a task: its oracle's length when it has one (a fair proxy for agent turns)."""
     try:
@@ -98,6 +109,7 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
     out = []
     for task in ordered:
         shards = shards_of(run, task)
+        params = service_params(task)
         settings = (run.spec.toolcalls or ToolCallSettings()) if shards != [None] else None
         for shard in shards:
             for attempt in range(1, run.spec.attempts + 1):
@@ -119,6 +131,7 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
                             toolcalls=settings,
                             provider=run.spec.provider,
                             judge=(run.spec.toolcalls.judge if run.spec.toolcalls and shard is None else None),
+                            service_params=params,
                         )
                     )
     return out

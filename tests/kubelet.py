@@ -2,12 +2,13 @@
 
 It does what a node does for the operator's trial pods, honestly enough that the e2e exercises the real
 trial code: init containers in order, native sidecars (``restartPolicy: Always``) kept running and gated
-on their HTTP startupProbe, the main container, ``$(VAR)`` expansion, Secrets resolved from the API,
+on their HTTP or TCP startupProbe, the main container, ``$(VAR)`` expansion, Secrets resolved from the API,
 termination messages, ``activeDeadlineSeconds``, image-pull failures on demand, and pod deletion.
 
 What a node gives for free is emulated with host resources: an emptyDir is a temporary folder and its
 mountPath is rewritten to it (whole values and space-separated tokens), and since all pods share the host
 network, every containerPort gets a free host port and env values equal to that port number are rewritten.
+KUBELET_KEEP=1 in the environment keeps the pods' folders (container logs, volumes) for a post-mortem.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class Kubelet:
         # pod name -> {containerPort: host port}, set when the pod starts (before its init containers) and
         # kept after it ends: what a Prometheus service discovery would read from the pod (see test_prometheus).
         self.port_maps: dict[str, dict[int, int]] = {}
+        self.sidecars: dict[str, list[str]] = {}  # pod name -> native sidecars started and ready, in order
         self.session: aiohttp.ClientSession | None = None
         self._watch: asyncio.Task[None] | None = None
 
@@ -126,7 +128,8 @@ class Kubelet:
                 await t
         if self.session:
             await self.session.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if not os.environ.get("KUBELET_KEEP"):
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     async def _watch_pods(self) -> None:
         assert self.session is not None
@@ -195,7 +198,8 @@ class Kubelet:
                         os.killpg(p.pid, signal.SIGKILL)
                 with contextlib.suppress(BaseException):
                     await asyncio.shield(asyncio.gather(*(p.wait() for p in procs), return_exceptions=True))
-                shutil.rmtree(poddir, ignore_errors=True)
+                if not os.environ.get("KUBELET_KEEP"):
+                    shutil.rmtree(poddir, ignore_errors=True)
 
     def _end(self, pod: dict[str, Any]) -> None:
         """The pod stops counting as running: before its terminal status is visible to anyone."""
@@ -265,6 +269,7 @@ class Kubelet:
                 if c.get("restartPolicy") == "Always":
                     procs.append(await self._spawn(argv, env, poddir, c["name"]))
                     await self._wait_startup(c, ports, procs[-1])
+                    self.sidecars.setdefault(name, []).append(c["name"])
                     init_statuses.append(
                         {
                             "name": c["name"],
@@ -401,9 +406,11 @@ class Kubelet:
                 ref = (e.get("valueFrom") or {}).get("secretKeyRef") or {}
                 v = await self._secret_value(ns, ref.get("name", ""), ref.get("key", ""))
             v = ports.get(v, v)
-            env[e["name"]] = rewrite(VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), v))
+            # Paths in the literal are rewritten first, then $(VAR)s expand to values already rewritten (a value
+            # that is a host path under /tmp must not be taken for the /tmp mount a second time).
+            env[e["name"]] = VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), rewrite(v))
         argv = [
-            rewrite(VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), a))
+            VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), rewrite(a))
             for a in (c.get("command") or []) + (c.get("args") or [])
         ]
         full_env = {"PATH": BIN_PATH, "LANG": "C.UTF-8", **self.extra_env, **env}
@@ -429,6 +436,22 @@ class Kubelet:
     async def _wait_startup(self, c: dict[str, Any], ports: dict[str, str], proc: asyncio.subprocess.Process) -> None:
         probe = c.get("startupProbe") or {}
         http = probe.get("httpGet")
+        tcp = probe.get("tcpSocket")
+        if tcp:  # ready once the port accepts a connection
+            limit = probe.get("failureThreshold", 3) * probe.get("periodSeconds", 10)
+            host_port = int(ports.get(str(tcp["port"]), tcp["port"]))
+            start = time.monotonic()
+            while time.monotonic() - start < limit:
+                if proc.returncode is not None:
+                    raise PodFailed("CrashLoopBackOff", f"sidecar {c['name']} exited {proc.returncode}")
+                try:
+                    _, writer = await asyncio.open_connection("127.0.0.1", host_port)
+                except OSError:
+                    await asyncio.sleep(0.05)
+                    continue
+                writer.close()
+                return
+            raise PodFailed("StartupProbeFailed", f"127.0.0.1:{host_port} never accepted a connection")
         if not http:
             return
         port = http["port"]

@@ -9,6 +9,7 @@ import contextlib
 import http.server
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
+from proctree import processes_naming
 
 from mcpfleet.runner.mcp_client import connect_stdio, result_text
 from mcpfleet.runner.services import get_service, playwright
@@ -227,21 +229,9 @@ asyncio.run(main(Path(sys.argv[1])))
 
 
 def ours(marker: str) -> list[tuple[int, str]]:
-    """Live processes (not zombies, not this one) whose command line or environment names ``marker``: the
-    sites (--data), playwright-mcp (HOME, TMPDIR), Chromium and its helpers (environment; crashpad's --database)."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
-            continue
-        try:
-            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            env = (d / "environ").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if state != "Z" and (marker in cmd or marker in env):
-            out.append((int(d.name), cmd[:160]))
-    return out
+    """The sites (--data), playwright-mcp (HOME, TMPDIR), Chromium and its helpers (environment; crashpad's
+    --database) this test started."""
+    return processes_naming(marker)
 
 
 def settle(marker: str, grace: float = 8.0) -> list[tuple[int, str]]:
@@ -417,6 +407,18 @@ def _wait_ready(container: dict[str, Any], proc: subprocess.Popen[bytes], deadli
     raise AssertionError(f"{container['name']} not ready")
 
 
+def expand(value: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion (an unknown name stays as it is)."""
+    return re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), value)
+
+
+def expand_env(items: list[dict[str, str]], env: dict[str, str]) -> dict[str, str]:
+    """A container's env, each value expanded from the variables defined before it, as a kubelet does."""
+    for e in items:
+        env[e["name"]] = expand(e["value"], env)
+    return env
+
+
 def test_pod_sidecars_serve_a_trial_over_streamable_http(
     tmp_path: Path, marker: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -436,7 +438,11 @@ def test_pod_sidecars_serve_a_trial_over_streamable_http(
     home.mkdir()
     assert get_service("playwright").materialise(task, state) == 1
     containers = playwright.pod_sidecars(
-        task, runner_image="runner", server_image="server", mcp_port=mcp_port, state_mount=str(state)
+        playwright.task_sites(task),
+        runner_image="runner",
+        server_image="server",
+        mcp_port=mcp_port,
+        state_mount=str(state),
     )
     assert [c["name"] for c in containers] == ["site-shop", "mcp-playwright"]
     assert all(c["restartPolicy"] == "Always" and "startupProbe" in c for c in containers)
@@ -444,9 +450,9 @@ def test_pod_sidecars_serve_a_trial_over_streamable_http(
     try:
         deadline = time.monotonic() + 60
         for c in containers:
-            env = {**os.environ, **{e["name"]: e["value"] for e in c["env"]}}
+            env = expand_env(c["env"], dict(os.environ))
             env["HOME"] = str(home) if "HOME" in env and c["name"].startswith("mcp") else env["HOME"]
-            argv = [a.replace("$(HOME)", env["HOME"]) for a in [*c["command"], *c["args"]]]
+            argv = [expand(a, env) for a in [*c["command"], *c["args"]]]
             argv = [
                 sys.executable if a == "python" else str(servers_bin() / a) if a == "playwright-mcp" else a
                 for a in argv
@@ -483,7 +489,9 @@ def test_pod_sidecars_are_valid_kubernetes(tmp_path: Path) -> None:
     import kubernetes_validate
 
     task = site_task(tmp_path, ["shop", "admin", "forum"])
-    sidecars = playwright.pod_sidecars(task, runner_image="r:1", server_image="s:1", mcp_port=8000)
+    sidecars = playwright.pod_sidecars(
+        playwright.task_sites(task), runner_image="r:1", server_image="s:1", mcp_port=8000
+    )
     assert [c["name"] for c in sidecars] == ["site-shop", "site-admin", "site-forum", "mcp-playwright"]
     assert len({c["ports"][0]["containerPort"] for c in sidecars}) == 4
     pod = {
@@ -498,9 +506,13 @@ def test_pod_sidecars_are_valid_kubernetes(tmp_path: Path) -> None:
         },
     }
     kubernetes_validate.validate(pod, "1.37.0", strict=True)
-    rules = json.loads(next(e["value"] for e in sidecars[-1]["env"] if e["name"] == "MCPFLEET_BROWSER_CONFIG"))
+    env = {e["name"]: e["value"] for e in sidecars[-1]["env"]}
+    rules = json.loads(env["MCPFLEET_BROWSER_CONFIG"])
     args = rules["browser"]["launchOptions"]["args"][0]
-    assert "MAP shop.test 127.0.0.1:8101" in args and args.endswith("MAP * ~NOTFOUND")
+    # The rules name each site's port variable, defined before them in the same container (so $(VAR) expands).
+    assert "MAP shop.test 127.0.0.1:$(SITE_PORT_SHOP)" in args and args.endswith("MAP * ~NOTFOUND")
+    names = [e["name"] for e in sidecars[-1]["env"]]
+    assert names.index("SITE_PORT_FORUM") < names.index("MCPFLEET_BROWSER_CONFIG") and env["SITE_PORT_SHOP"] == "8101"
 
 
 def test_example_run_scripted_oracle_passes_and_noop_fails(tmp_path: Path, marker: str) -> None:

@@ -71,6 +71,51 @@ class Spare:
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
+class PodContext:
+    """What a trial pod's service containers are made of: images, the MCP port the runner connects to, the
+    state volume's mount, and the resources and security context every container gets (operator/manifests.py)."""
+
+    runner_image: str
+    server_image: str
+    mcp_port: int
+    state_mount: str
+    resources: dict[str, Any] = field(default_factory=dict)
+    security: dict[str, Any] = field(default_factory=dict)
+
+
+def stdio_server_sidecar(service: str, pod: PodContext) -> dict[str, Any]:
+    """The default trial-pod sidecar: the service's stdio MCP server (``mcp-server-<service> <state>`` in its
+    image) behind supergateway, serving streamable HTTP on the MCP port, ready when /healthz answers."""
+    return {
+        "name": f"mcp-{service}",
+        "image": pod.server_image,
+        "restartPolicy": "Always",
+        "command": ["supergateway"],
+        "args": [
+            "--stdio",
+            f"mcp-server-{service} {pod.state_mount}",
+            "--outputTransport",
+            "streamableHttp",
+            "--stateful",
+            "--port",
+            "$(MCP_PORT)",
+            "--healthEndpoint",
+            "/healthz",
+        ],
+        "env": [
+            {"name": "MCP_PORT", "value": str(pod.mcp_port)},
+            {"name": "TZ", "value": "UTC"},
+            {"name": "HOME", "value": "/tmp"},
+        ],
+        "ports": [{"name": "mcp", "containerPort": pod.mcp_port, "protocol": "TCP"}],
+        "startupProbe": {"httpGet": {"path": "/healthz", "port": "mcp"}, "periodSeconds": 1, "failureThreshold": 120},
+        "volumeMounts": [{"name": "state", "mountPath": pod.state_mount}, {"name": "tmp", "mountPath": "/tmp"}],
+        "resources": pod.resources,
+        "securityContext": pod.security,
+    }
+
+
 class Service:
     """A service's behaviour. Subclasses override what differs; the defaults describe a stateless service."""
 
@@ -89,6 +134,17 @@ class Service:
     # Whether the service runs its trials itself (``run_trial``) instead of the engine's state -> MCP server ->
     # agent -> verifier sequence.
     owns_trials: bool = False
+
+    def trial_params(self, task: Task) -> dict[str, Any]:
+        """What a trial pod of ``task`` needs to know about the task beyond its id (e.g. the sites a browser task
+        names), computed when trials are planned so that rendering the pod stays a pure function. JSON values."""
+        return {}
+
+    def pod_sidecars(self, params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
+        """The trial pod's native sidecars (init containers with ``restartPolicy: Always``), in start order; the
+        runner reaches the MCP server at ``http://127.0.0.1:<mcp_port>/mcp``. Default: one stdio server behind
+        supergateway. ``params`` is ``trial_params(task)``."""
+        return [stdio_server_sidecar(self.name, pod)]
 
     def shards(self, task: Task, spec: EvalRunSpec) -> int | None:
         """How many trials one attempt of ``task`` is cut into; None: one trial, unsharded (every MCP task)."""

@@ -21,13 +21,13 @@ import json
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .base import SERVERS_ENV, ServerCommand, Service, TrialEnv, servers_bin
+from .base import SERVERS_ENV, PodContext, ServerCommand, Service, TrialEnv, servers_bin
 
 if TYPE_CHECKING:
     from ..tasks import Task
@@ -75,13 +75,13 @@ def chromium() -> str:
     return os.environ.get(CHROMIUM_ENV) or CHROMIUM
 
 
-def resolver_rules(ports: dict[str, int]) -> str:
+def resolver_rules(ports: dict[str, int] | dict[str, str]) -> str:
     """Chromium's --host-resolver-rules: each site's name to its loopback port, every other host to nothing."""
     rules = [f"MAP {site_host(site)} 127.0.0.1:{port}" for site, port in sorted(ports.items())]
     return ", ".join([*rules, "MAP * ~NOTFOUND"])
 
 
-def browser_config(ports: dict[str, int]) -> dict[str, Any]:
+def browser_config(ports: dict[str, int] | dict[str, str]) -> dict[str, Any]:
     """playwright-mcp's --config: the launch arguments the command line cannot give (the host mapping; none
     without sites)."""
     args = [f"--host-resolver-rules={resolver_rules(ports)}"] if ports else []
@@ -243,6 +243,20 @@ class PlaywrightService(Service):
             config.write_text(json.dumps(browser_config({s.name: s.port for s in running})), encoding="utf-8")
             yield TrialEnv(state_dir, self.server_command(state_dir, config), verifier_env, quiesce=stop_sites)
 
+    def trial_params(self, task: Task) -> dict[str, Any]:
+        return {"sites": task_sites(task)}
+
+    def pod_sidecars(self, params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
+        return pod_sidecars(
+            list(params.get("sites") or []),
+            runner_image=pod.runner_image,
+            server_image=pod.server_image,
+            mcp_port=pod.mcp_port,
+            state_mount=pod.state_mount,
+            resources=pod.resources,
+            security=pod.security,
+        )
+
     def materialise(self, task: Task, dest: Path) -> int:
         """A fresh seeded copy of the data of every site the task names (one file per data kind)."""
         from mcpfleet.sites import SITES, seed
@@ -274,14 +288,32 @@ POD_SITE_PORTS = {"shop": 8101, "admin": 8102, "forum": 8103}
 WRITE_CONFIG_AND_EXEC = 'printf "%s" "$MCPFLEET_BROWSER_CONFIG" > "$HOME/playwright-mcp.json" && exec "$@"'
 
 
+def _port_env(site: str) -> str:
+    return f"SITE_PORT_{site.upper()}"
+
+
 def pod_sidecars(
-    task: Task, *, runner_image: str, server_image: str, mcp_port: int, state_mount: str = "/state"
+    sites: Sequence[str],
+    *,
+    runner_image: str,
+    server_image: str,
+    mcp_port: int,
+    state_mount: str = "/state",
+    resources: dict[str, Any] | None = None,
+    security: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The trial pod's sidecars for a browser task: one per site it names, then playwright-mcp serving
-    streamable HTTP on ``mcp_port`` (``--allowed-hosts``: the runner connects as localhost or 127.0.0.1)."""
-    sites = task_sites(task)
+    streamable HTTP on ``mcp_port`` (``--allowed-hosts``: the runner connects as localhost or 127.0.0.1).
+
+    Ports travel as environment variables expanded by the kubelet (``$(VAR)``), the browser's host-resolver
+    rules included, so nothing in the pod repeats a port number in two places."""
     mounts = [{"name": "state", "mountPath": state_mount}, {"name": "tmp", "mountPath": "/tmp"}]
     probe = {"periodSeconds": 1, "failureThreshold": 120}
+    extra: dict[str, Any] = {}
+    if resources:
+        extra["resources"] = resources
+    if security:
+        extra["securityContext"] = security
     out: list[dict[str, Any]] = []
     for site in sites:
         port = POD_SITE_PORTS[site]
@@ -291,15 +323,20 @@ def pod_sidecars(
                 "image": runner_image,
                 "restartPolicy": "Always",
                 "command": ["python", "-m", f"mcpfleet.sites.{site}"],
-                "args": ["--data", state_mount, "--host", "127.0.0.1", "--port", str(port)],
-                "env": [{"name": "TZ", "value": "UTC"}, {"name": "MCPFLEET_SITES_CACHE", "value": "/tmp/sites"}],
+                "args": ["--data", state_mount, "--host", "127.0.0.1", "--port", f"$({_port_env(site)})"],
+                "env": [
+                    {"name": _port_env(site), "value": str(port)},
+                    {"name": "TZ", "value": "UTC"},
+                    {"name": "MCPFLEET_SITES_CACHE", "value": "/tmp/sites"},
+                ],
                 "ports": [{"name": f"site-{site}"[:15], "containerPort": port, "protocol": "TCP"}],
                 "startupProbe": {"httpGet": {"path": "/healthz", "port": port}, **probe},
                 "volumeMounts": mounts,
                 "workingDir": "/tmp",
+                **extra,
             }
         )
-    config = json.dumps(browser_config({s: POD_SITE_PORTS[s] for s in sites}))
+    config = json.dumps(browser_config({s: f"$({_port_env(s)})" for s in sites}))
     server = [
         "playwright-mcp",
         "--config",
@@ -318,10 +355,10 @@ def pod_sidecars(
         "--host",
         "127.0.0.1",
         "--port",
-        str(mcp_port),
+        "$(MCP_PORT)",
         "--allowed-hosts",
-        f"localhost:{mcp_port}",
-        f"127.0.0.1:{mcp_port}",
+        "localhost:$(MCP_PORT)",
+        "127.0.0.1:$(MCP_PORT)",
     ]
     out.append(
         {
@@ -331,6 +368,8 @@ def pod_sidecars(
             "command": ["sh", "-c", WRITE_CONFIG_AND_EXEC, "--"],
             "args": server,
             "env": [
+                {"name": "MCP_PORT", "value": str(mcp_port)},
+                *({"name": _port_env(s), "value": str(POD_SITE_PORTS[s])} for s in sites),
                 {"name": "MCPFLEET_BROWSER_CONFIG", "value": config},
                 {"name": "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "value": "1"},
                 {"name": "PLAYWRIGHT_BROWSERS_PATH", "value": "/tmp/no-downloaded-browsers"},
@@ -342,6 +381,7 @@ def pod_sidecars(
             "startupProbe": {"tcpSocket": {"port": mcp_port}, **probe},
             "volumeMounts": mounts,
             "workingDir": state_mount,
+            **extra,
         }
     )
     return out

@@ -1,0 +1,103 @@
+"""Services declare their trial pods' sidecars (Service.pod_sidecars): a browser task through the operator runs in
+a pod whose site and playwright-mcp sidecars the test kubelet starts as processes, and leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import kubernetes_validate
+from kubeemu import RunningEmulator, run_kopf_in_thread
+from kubelet import Kubelet
+from proctree import processes_naming
+from support import NS, evalrun, infra_errors, s3_keys, status_of, wait_until
+
+from mcpfleet.operator.manifests import trial_pod
+from mcpfleet.operator.settings import OperatorSettings
+from mcpfleet.runner.plan import plan
+from mcpfleet.runner.services import playwright
+from mcpfleet.runner.spec import parse_evalrun
+from mcpfleet.runner.tasks import find_task
+
+REPO = Path(__file__).resolve().parents[2]
+TASKS = REPO / "tasks"
+BROWSER_TASK = "playwright/standard/shop_account/wishlist_add_two"
+CROSS_SITE_TASK = "playwright/standard/cross_site/cast_iron_restock"
+
+
+def pod_for(task: str, service_pod: dict[str, Any] | None = None) -> dict[str, Any]:
+    doc = evalrun("pods", TASKS, "http://s3.test", "bucket", attempts=1, tasks={"path": str(TASKS), "include": [task]})
+    if service_pod:
+        doc["spec"]["pod"] = service_pod
+    run = parse_evalrun(doc)
+    [trial, *_] = plan(run, REPO)
+    return trial_pod(run, trial, OperatorSettings())
+
+
+def test_each_service_renders_its_own_sidecars_and_the_pods_validate() -> None:
+    fs = pod_for("filesystem/standard/team_project/*")["spec"]["initContainers"]
+    assert [c["name"] for c in fs] == ["state", "mcp-filesystem"]  # the default: a stdio server behind supergateway
+    assert fs[1]["command"] == ["supergateway"]
+    browser = pod_for(CROSS_SITE_TASK)
+    sites = playwright.task_sites(find_task(TASKS, CROSS_SITE_TASK))
+    assert len(sites) >= 2  # a cross-site task: one sidecar per site it names, then the MCP server
+    names = [c["name"] for c in browser["spec"]["initContainers"]]
+    assert names == ["state", *(f"site-{s}" for s in sites), "mcp-playwright"]
+    sidecars = browser["spec"]["initContainers"][1:]
+    assert all(c["restartPolicy"] == "Always" and c["startupProbe"] for c in sidecars)
+    # Every container is locked down and sized like the filesystem sidecar (Pod Security "restricted").
+    assert all(c["securityContext"]["allowPrivilegeEscalation"] is False for c in sidecars)
+    assert all(c["securityContext"]["capabilities"] == {"drop": ["ALL"]} for c in sidecars)
+    assert browser["spec"]["initContainers"][-1]["image"] == OperatorSettings().sidecar_images["playwright"]
+    runner = browser["spec"]["containers"][0]
+    assert runner["args"][:2] == ["--mcp-url", "http://127.0.0.1:$(MCP_PORT)/mcp"]
+    for pod in (browser, pod_for("filesystem/standard/team_project/*")):
+        kubernetes_validate.validate(pod, "1.37.0", strict=True)
+
+
+async def test_a_browser_task_runs_through_the_operator_with_its_sites_as_sidecars(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, tmp_path: Path
+) -> None:
+    body = evalrun(
+        "browser",
+        TASKS,
+        s3,
+        bucket,
+        attempts=1,
+        concurrency={"total": 2},
+        tasks={"path": str(TASKS), "include": [BROWSER_TASK]},
+        limits={"timeoutSeconds": 300, "llmTimeoutSeconds": 60, "verifierTimeoutSeconds": 60},
+    )
+    workdir = tmp_path / "node"
+    workdir.mkdir()
+    async with Kubelet(kube.url, workdir=workdir) as kubelet:
+        with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
+            kube.create(body)
+            try:
+                status = await wait_until(
+                    lambda: (st := status_of(kube, "browser")).get("phase") == "Succeeded" and st, 300, "the run"
+                )
+            except AssertionError as exc:
+                logs = {str(p): p.read_text(errors="replace")[-1500:] for p in workdir.glob("pod-*/*.log")}
+                raise AssertionError(f"{exc}: {status_of(kube, 'browser')}\n{json.dumps(logs, indent=1)}") from None
+            await wait_until(lambda: not kube.objects("pods", NS), 30, "every pod to be deleted")
+    assert not infra_errors(s3, bucket), infra_errors(s3, bucket)
+    assert status["counts"]["finished"] == 2 and status["counts"]["passed"] == 1
+    client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
+    records = {}
+    for key in s3_keys(s3, bucket):
+        if key.endswith("/result.json") and "/trials/" in key:
+            rec = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+            records[rec["model"]] = rec
+    assert records["oracle"]["passed"] and records["oracle"]["service"] == "playwright"
+    assert not records["idle"]["passed"] and records["idle"]["failure"] != "infra_error"
+    # The oracle drove the browser through the sidecar: its calls are browser tools, every one schema-valid.
+    calls = [c["name"] for t in records["oracle"]["turns"] for c in t["tool_calls"]]
+    assert "browser_navigate" in calls and records["oracle"]["totals"]["call_classes"] == {"schema_valid": len(calls)}
+    # One pod per trial, each with the site and playwright-mcp sidecars started and ready before the runner.
+    assert len(kubelet.started) == 2
+    assert all(kubelet.sidecars[p] == ["site-shop", "mcp-playwright"] for p in kubelet.started), kubelet.sidecars
+    # Nothing they started (sites, playwright-mcp, Chromium and its helpers) outlived its pod.
+    assert not processes_naming(str(workdir))
