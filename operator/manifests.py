@@ -198,9 +198,12 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
             state_mount=STATE_MOUNT,
             resources=_resources(pod.sidecar_resources),
             security=_container_security(),
+            images={**settings.sidecar_images, **pod.sidecar_images},
+            volume_size_limit=pod.volume_size_limit,
         )
         if known is not None:
             sidecars = known.pod_sidecars(trial.service_params, context)
+            volumes += known.pod_volumes(trial.service_params, context)
         else:  # a service this build does not know: its image serves ``mcp-server-<service>`` over stdio
             sidecars = [stdio_server_sidecar(service, context)]
     meta: dict[str, Any] = {

@@ -17,6 +17,8 @@ class OperatorSettings(BaseModel):
         default_factory=lambda: {
             "filesystem": "ghcr.io/mcpfleet/mcp-filesystem:0.1.0",
             "playwright": "ghcr.io/mcpfleet/mcp-playwright:0.1.0",
+            "postgres": "ghcr.io/mcpfleet/mcp-postgres:0.1.0",  # postgres-mcp (servers/Dockerfile.postgres)
+            "postgres-db": "ghcr.io/mcpfleet/postgres-db:0.1.0",  # the database sidecar (Dockerfile.postgres-db)
         }
     )
     tasks_root: str = Field(

@@ -76,10 +76,12 @@ if [ ! -x .venv/bin/python ]; then
   (cd / && python3 -m venv "$ROOT/.venv")
 fi
 stamp=.venv/.mcpfleet-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ requirements.lock -nt "$stamp" ]; then
   echo "setup: pip install -e .[test] (first time takes a minute or two)"
   (cd / && "$ROOT/.venv/bin/python" -m pip install -q --upgrade pip)
-  (cd / && "$ROOT/.venv/bin/python" -m pip install -q -e "$ROOT[test]")
+  # The runtime dependencies at the versions the images install (requirements.lock), not whatever is newest
+  # today: a new major of a transitive dependency (openai 3 under litellm) must not change a run or the checks.
+  (cd / && "$ROOT/.venv/bin/python" -m pip install -q -c "$ROOT/requirements.lock" -e "$ROOT[test]")
   touch "$stamp"
 fi
 echo "setup: done (.venv/bin/mcpfleet)"

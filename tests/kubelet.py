@@ -2,7 +2,7 @@
 
 It does what a node does for the operator's trial pods, honestly enough that the e2e exercises the real
 trial code: init containers in order, native sidecars (``restartPolicy: Always``) kept running and gated
-on their HTTP or TCP startupProbe, the main container, ``$(VAR)`` expansion, Secrets resolved from the API,
+on their HTTP, TCP or exec startupProbe, the main container, ``$(VAR)`` expansion, Secrets resolved from the API,
 termination messages, ``activeDeadlineSeconds``, image-pull failures on demand, and pod deletion.
 
 What a node gives for free is emulated with host resources: an emptyDir is a temporary folder and its
@@ -31,12 +31,28 @@ from typing import Any
 import aiohttp
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def _pg_bin() -> str:
+    """PostgreSQL's server binaries (initdb, postgres, pg_ctl): on PATH in the database image, not on Debian's."""
+    found = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0
+    )
+    return str(found[-1]) if found else ""
+
+
+# The host is every image: what each image has on its PATH, in the order an image would find it.
 BIN_PATH = os.pathsep.join(
-    [
-        str(REPO / ".venv" / "bin"),
-        str(REPO / "servers" / "node_modules" / ".bin"),
+    p
+    for p in [
+        str(REPO / ".venv" / "bin"),  # the runner image
+        str(REPO / "servers" / "node_modules" / ".bin"),  # the MCP server images (supergateway, servers)
+        str(REPO / "servers" / "postgres" / "bin"),  # the database image's scripts
+        _pg_bin(),  # the database image's PostgreSQL
         os.environ.get("PATH", "/usr/bin:/bin"),
+        str(REPO / "servers" / "postgres-mcp" / ".venv" / "bin"),  # postgres-mcp's image (last: its python)
     ]
+    if p
 )
 VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -71,6 +87,8 @@ class Kubelet:
         self.pull_failures = pull_failures or set()
         self.extra_env = extra_env or {}
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="kubelet-"))
+        # A container may drop root for its own user (the database image does): it must reach its volumes.
+        self.workdir.chmod(0o711)
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.handled: set[str] = set()
         self.ended: set[str] = set()  # pod uids ever started: a pod runs once, whatever events lag behind
@@ -175,6 +193,7 @@ class Kubelet:
             self.timeline.append((time.monotonic(), pod["metadata"]["name"], "start"))
             procs: list[asyncio.subprocess.Process] = []
             poddir = Path(tempfile.mkdtemp(prefix="pod-", dir=self.workdir))
+            poddir.chmod(0o711)
             try:
                 deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
                 coro = self._execute(pod, poddir, procs)
@@ -268,7 +287,7 @@ class Kubelet:
                 argv, env, term_file = await self._prepare(ns, c, mounts, ports, poddir)
                 if c.get("restartPolicy") == "Always":
                     procs.append(await self._spawn(argv, env, poddir, c["name"]))
-                    await self._wait_startup(c, ports, procs[-1])
+                    await self._wait_startup(c, ports, procs[-1], env, poddir)
                     self.sidecars.setdefault(name, []).append(c["name"])
                     init_statuses.append(
                         {
@@ -433,10 +452,38 @@ class Kubelet:
         finally:
             log.close()
 
-    async def _wait_startup(self, c: dict[str, Any], ports: dict[str, str], proc: asyncio.subprocess.Process) -> None:
+    async def _wait_startup(
+        self,
+        c: dict[str, Any],
+        ports: dict[str, str],
+        proc: asyncio.subprocess.Process,
+        env: dict[str, str],
+        poddir: Path,
+    ) -> None:
         probe = c.get("startupProbe") or {}
         http = probe.get("httpGet")
         tcp = probe.get("tcpSocket")
+        command = (probe.get("exec") or {}).get("command")
+        if command:  # ready once the command exits 0, run like `kubectl exec`: the container's environment
+            limit = probe.get("failureThreshold", 3) * probe.get("periodSeconds", 10)
+            exe = shutil.which(command[0], path=env["PATH"]) or command[0]
+            start = time.monotonic()
+            while time.monotonic() - start < limit:
+                if proc.returncode is not None:
+                    raise PodFailed("CrashLoopBackOff", f"sidecar {c['name']} exited {proc.returncode}")
+                check = await asyncio.create_subprocess_exec(
+                    exe,
+                    *command[1:],
+                    env=env,
+                    cwd=str(poddir),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.DEVNULL,
+                )
+                if await check.wait() == 0:
+                    return
+                await asyncio.sleep(0.05)
+            raise PodFailed("StartupProbeFailed", f"{command} never succeeded")
         if tcp:  # ready once the port accepts a connection
             limit = probe.get("failureThreshold", 3) * probe.get("periodSeconds", 10)
             host_port = int(ports.get(str(tcp["port"]), tcp["port"]))

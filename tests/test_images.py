@@ -15,6 +15,8 @@ DOCKERFILES = [
     REPO / "operator" / "Dockerfile",
     REPO / "servers" / "Dockerfile.filesystem",
     REPO / "servers" / "Dockerfile.playwright",
+    REPO / "servers" / "Dockerfile.postgres",
+    REPO / "servers" / "Dockerfile.postgres-db",
 ]
 
 
@@ -27,7 +29,9 @@ def test_base_images_are_pinned(path: Path) -> None:
     bases = re.findall(r"^FROM\s+(\S+)", path.read_text(), re.M)
     assert bases
     for base in bases:
-        assert re.search(r":\d+\.\d+\.\d+", base) or "@sha256:" in base, f"{path.name}: {base} is not pinned"
+        point_release = re.fullmatch(r"debian:\d+\.\d+-slim", base)  # Debian's images are tagged by point release
+        pinned = re.search(r":\d+\.\d+\.\d+", base) or "@sha256:" in base or point_release
+        assert pinned, f"{path.name}: {base} is not pinned"
 
 
 def test_python_images_install_the_lock_without_resolving() -> None:
@@ -52,7 +56,7 @@ def test_every_runtime_dependency_is_locked_to_one_version() -> None:
         assert name in locked, f"{name} is a runtime dependency missing from requirements.lock"
 
 
-@pytest.mark.parametrize("name", ["Dockerfile.filesystem", "Dockerfile.playwright"])
+@pytest.mark.parametrize("name", ["Dockerfile.filesystem", "Dockerfile.playwright", "Dockerfile.postgres"])
 def test_sidecar_uses_the_npm_lock(name: str) -> None:
     text = (REPO / "servers" / name).read_text()
     assert "npm ci" in text and "package-lock.json" in text and "USER 10001" in text
@@ -63,3 +67,16 @@ def test_playwright_sidecar_pins_chromium_and_never_downloads_a_browser() -> Non
     text = (REPO / "servers" / "Dockerfile.playwright").read_text()
     assert re.search(r"chromium=\d+\.\d+\.\d+\.\d+-\S+", text), "Debian's chromium is not pinned"
     assert "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1" in text and "PLAYWRIGHT_MCP_EXECUTABLE_PATH=/usr/bin/chromium" in text
+
+
+def test_postgres_images_install_what_the_tests_ran() -> None:
+    """The MCP image installs postgres-mcp from the same hash-pinned list as setup.sh; the database image carries
+    the scripts the test kubelet runs from servers/postgres/bin, and no default cluster."""
+    mcp = (REPO / "servers" / "Dockerfile.postgres").read_text()
+    assert "--require-hashes" in mcp and "postgres-mcp/requirements.txt" in mcp and "py311_compat" in mcp
+    db = (REPO / "servers" / "Dockerfile.postgres-db").read_text()
+    scripts = sorted(p.name for p in (REPO / "servers" / "postgres" / "bin").iterdir())
+    assert scripts == ["mcpfleet-pg-init", "mcpfleet-pg-serve"]
+    assert f"COPY postgres/bin/{scripts[0]} postgres/bin/{scripts[1]} /usr/local/bin/" in db
+    assert "create_main_cluster = false" in db and "USER 10001" in db and "--uid 10001" in db
+    assert re.search(r"postgresql-15=15\.\d+", db)

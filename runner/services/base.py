@@ -82,6 +82,27 @@ class PodContext:
     state_mount: str
     resources: dict[str, Any] = field(default_factory=dict)
     security: dict[str, Any] = field(default_factory=dict)
+    # Every sidecar image the operator knows (settings, then the EvalRun's spec.pod.sidecarImages), by key:
+    # a service whose pod needs more than its MCP server's image names the others (postgres: "postgres-db").
+    images: dict[str, str] = field(default_factory=dict)
+    volume_size_limit: str | None = None  # what each emptyDir of the pod may hold
+
+    def image(self, key: str) -> str:
+        try:
+            return self.images[key]
+        except KeyError:
+            raise ValueError(
+                f"no image for '{key}'; set spec.pod.sidecarImages.{key} (or the chart's sidecarImages.{key})"
+            ) from None
+
+    def empty_dir(self, name: str, medium: str | None = None) -> dict[str, Any]:
+        """An emptyDir volume sized like the pod's others."""
+        spec: dict[str, Any] = {}
+        if self.volume_size_limit:
+            spec["sizeLimit"] = self.volume_size_limit
+        if medium:
+            spec["medium"] = medium
+        return {"name": name, "emptyDir": spec}
 
 
 def stdio_server_sidecar(service: str, pod: PodContext) -> dict[str, Any]:
@@ -141,10 +162,17 @@ class Service:
         return {}
 
     def pod_sidecars(self, params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
-        """The trial pod's native sidecars (init containers with ``restartPolicy: Always``), in start order; the
-        runner reaches the MCP server at ``http://127.0.0.1:<mcp_port>/mcp``. Default: one stdio server behind
-        supergateway. ``params`` is ``trial_params(task)``."""
+        """The trial pod's service containers, run after the state init container, in start order: native sidecars
+        (init containers with ``restartPolicy: Always`` and a startup probe) and any one-shot init step between
+        them (e.g. building a database from the state). The runner reaches the MCP server at
+        ``http://127.0.0.1:<mcp_port>/mcp``. Default: one stdio server behind supergateway. ``params`` is
+        ``trial_params(task)``."""
         return [stdio_server_sidecar(self.name, pod)]
+
+    def pod_volumes(self, params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
+        """Volumes the sidecars of ``pod_sidecars`` mount besides the pod's own (state, tmp): e.g. a database's
+        data directory."""
+        return []
 
     def shards(self, task: Task, spec: EvalRunSpec) -> int | None:
         """How many trials one attempt of ``task`` is cut into; None: one trial, unsharded (every MCP task)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -35,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from . import pgcluster
-from .base import ServerCommand, Service, Spare, TrialEnv, servers_root
-from .pgcluster import SUPERUSER, TEMPLATE_ROLE, ClusterHandle
+from .base import PodContext, ServerCommand, Service, Spare, TrialEnv, servers_root
+from .pgcluster import SETTINGS, SUPERUSER, TEMPLATE_ROLE, ClusterHandle
 
 if TYPE_CHECKING:
     from ..tasks import Task
@@ -287,9 +288,9 @@ class PostgresService(Service):
         with pgcluster.run_cluster() as handle:
             yield handle
 
-    def server_command(self, login: Login) -> ServerCommand:
+    def server_command(self, login: Login, check: bool = True) -> ServerCommand:
         exe = server_executable()
-        if not exe.exists():
+        if check and not exe.exists():
             raise FileNotFoundError(
                 f"MCP server postgres-mcp not found at {exe}; run scripts/setup.sh or set {SERVER_ENV}"
             )
@@ -300,6 +301,12 @@ class PostgresService(Service):
     async def environment(
         self, task: Task, state_dir: Path, resource: Any, *, materialised: bool = False
     ) -> AsyncIterator[TrialEnv]:
+        if materialised:  # a pod: its pg-init container built the database; the server is a sidecar
+            login = pod_login(state_dir)
+            if state_source(task) is None and (task.path / PREPARE).is_file():
+                await run_prepare(task, login)
+            yield TrialEnv(state_dir, self.server_command(login, check=False), login.env(), [login.database])
+            return
         resource = _cluster(resource)
         tag = secrets.token_hex(4)
         database = f"trial_{tag}"
@@ -340,6 +347,19 @@ class PostgresService(Service):
     def spare_fits(self, task: Task) -> bool:
         return isolation(task) == "database"
 
+    def trial_params(self, task: Task) -> dict[str, Any]:
+        src = state_source(task)
+        dump = None
+        if src is not None:  # the name `materialise` gives it in the state volume
+            dump = f"{task.category}.sql" if src.kind == "generator" else src.path.name
+        return {"dump": dump, "isolation": isolation(task)}
+
+    def pod_volumes(self, params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
+        return [pod.empty_dir(PGDATA_VOLUME)]
+
+    def pod_sidecars(self, params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
+        return pod_containers(params, pod)
+
     def materialise(self, task: Task, dest: Path) -> int:
         """The state as a restorable file in ``dest`` (generators run here): what a pod's database restores."""
         dest.mkdir(parents=True, exist_ok=True)
@@ -374,6 +394,121 @@ class PostgresService(Service):
             names = "/".join(f"{task.category}.{ext}" for ext, _ in STATE_KINDS)
             return [f"{task.id}: no initial state ({names} in {task.states_folder}) and no {PREPARE}"]
         return []
+
+
+# --- Kubernetes -------------------------------------------------------------------------------------------
+# A trial pod of a PostgreSQL task: after the state init container (`mcpfleet materialise`: the dump, a
+# generator run), "pg-init" (servers/postgres/bin/mcpfleet-pg-init in the database image) builds the data
+# directory with the trial's database restored, as the agent's login, and writes that login to the state
+# volume; the "postgres" native sidecar serves it on 127.0.0.1 (startup probe: pg_isready); "mcp-postgres"
+# serves postgres-mcp over streamable HTTP through supergateway (its password from a libpq pgpass file, never
+# the pod spec). The pod is the trial's own cluster, so the login is as locally: a role owning the database
+# only, or the superuser for tasks that manage roles. Measured (bench/bench_pg_pod.py): restoring the dump in
+# the pod costs about as much as the local template restore, and skips shipping a data directory per state.
+
+POD_PG_PORT = 5432
+PGDATA_VOLUME = "pgdata"
+PGDATA_MOUNT = "/pgdata"
+POD_DATABASE = "trial"
+POD_ROLE = "agent"
+POD_LOGIN_DIR = ".postgres"  # in the state volume: login.json (the runner's) and pgpass (the MCP server's)
+
+
+def pod_login(state_dir: Path) -> Login:
+    """The login pg-init wrote for this pod's trial (the runner reads it; the verifier gets it)."""
+    path = state_dir / POD_LOGIN_DIR / "login.json"
+    try:
+        doc = json.loads(path.read_text())
+        return Login(str(doc["host"]), int(doc["port"]), str(doc["database"]), str(doc["user"]), str(doc["password"]))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RuntimeError(f"the pod's database login is missing or unreadable ({path}): {exc}") from None
+
+
+def pod_containers(params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
+    """pg-init (one-shot), then the postgres and mcp-postgres native sidecars, in start order."""
+    user = SUPERUSER if params.get("isolation") == "cluster" else POD_ROLE
+    dump = params.get("dump")
+    login_dir = f"{pod.state_mount}/{POD_LOGIN_DIR}"
+    pg_env = [
+        {"name": "PGDATA", "value": f"{PGDATA_MOUNT}/data"},
+        {"name": "PGSOCKET", "value": f"{PGDATA_MOUNT}/run"},
+        {"name": "PGPORT", "value": str(POD_PG_PORT)},
+        {"name": "TZ", "value": "UTC"},
+        {"name": "LANG", "value": "C.UTF-8"},
+    ]
+    pg_mounts = [{"name": PGDATA_VOLUME, "mountPath": PGDATA_MOUNT}, {"name": "state", "mountPath": pod.state_mount}]
+    extra: dict[str, Any] = {}
+    if pod.resources:
+        extra["resources"] = pod.resources
+    if pod.security:
+        extra["securityContext"] = pod.security
+    settings = [a for k, v in SETTINGS.items() if k != "listen_addresses" for a in ("-c", f"{k}={v}")]
+    db_image = pod.image("postgres-db")
+    probe = {"periodSeconds": 1, "failureThreshold": 120}
+    return [
+        {
+            "name": "pg-init",
+            "image": db_image,
+            "command": ["mcpfleet-pg-init"],
+            "env": [
+                *pg_env,
+                {"name": "STATE_DUMP", "value": f"{pod.state_mount}/{dump}" if dump else ""},
+                {"name": "DB_NAME", "value": POD_DATABASE},
+                {"name": "DB_USER", "value": user},
+                {"name": "LOGIN_DIR", "value": login_dir},
+            ],
+            "volumeMounts": pg_mounts,
+            "terminationMessagePolicy": "FallbackToLogsOnError",
+            **extra,
+        },
+        {
+            "name": "postgres",
+            "image": db_image,
+            "restartPolicy": "Always",
+            "command": ["mcpfleet-pg-serve"],
+            "args": settings,
+            "env": pg_env,
+            "ports": [{"name": "postgres", "containerPort": POD_PG_PORT, "protocol": "TCP"}],
+            "startupProbe": {
+                "exec": {"command": ["pg_isready", "-h", "127.0.0.1", "-q"]},
+                **probe,
+            },
+            "volumeMounts": pg_mounts,
+            **extra,
+        },
+        {
+            "name": "mcp-postgres",
+            "image": pod.server_image,
+            "restartPolicy": "Always",
+            "command": ["supergateway"],
+            "args": [
+                "--stdio",
+                "postgres-mcp --access-mode=unrestricted",
+                "--outputTransport",
+                "streamableHttp",
+                "--stateful",
+                "--port",
+                "$(MCP_PORT)",
+                "--healthEndpoint",
+                "/healthz",
+            ],
+            "env": [
+                {"name": "MCP_PORT", "value": str(pod.mcp_port)},
+                {"name": "PGPORT", "value": str(POD_PG_PORT)},
+                {"name": "DATABASE_URI", "value": f"postgresql://{user}@127.0.0.1:$(PGPORT)/{POD_DATABASE}"},
+                {"name": "PGPASSFILE", "value": f"{login_dir}/pgpass"},
+                {"name": "TZ", "value": "UTC"},
+                {"name": "HOME", "value": "/tmp"},
+            ],
+            "ports": [{"name": "mcp", "containerPort": pod.mcp_port, "protocol": "TCP"}],
+            "startupProbe": {"httpGet": {"path": "/healthz", "port": "mcp"}, **probe},
+            "volumeMounts": [
+                {"name": "state", "mountPath": pod.state_mount, "readOnly": True},
+                {"name": "tmp", "mountPath": "/tmp"},
+            ],
+            **extra,
+        },
+    ]
 
 
 class DatabaseSpare(Spare):

@@ -4,19 +4,25 @@ a pod whose site and playwright-mcp sidecars the test kubelet starts as processe
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import boto3
 import kubernetes_validate
+import pytest
 from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet
+from pgpack import make_pg_pack
 from proctree import processes_naming
 from support import NS, evalrun, infra_errors, s3_keys, status_of, wait_until
 
 from mcpfleet.operator.manifests import trial_pod
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.runner.plan import plan
+from mcpfleet.runner.scripted_model import ScriptedServerProcess
 from mcpfleet.runner.services import playwright
 from mcpfleet.runner.spec import parse_evalrun
 from mcpfleet.runner.tasks import find_task
@@ -101,3 +107,100 @@ async def test_a_browser_task_runs_through_the_operator_with_its_sites_as_sideca
     assert all(kubelet.sidecars[p] == ["site-shop", "mcp-playwright"] for p in kubelet.started), kubelet.sidecars
     # Nothing they started (sites, playwright-mcp, Chromium and its helpers) outlived its pod.
     assert not processes_naming(str(workdir))
+
+
+def pg_pod(pack: Path, task: str) -> dict[str, Any]:
+    doc = evalrun("pg", pack, "http://s3.test", "bucket", attempts=1, tasks={"path": str(pack), "include": [task]})
+    run = parse_evalrun(doc)
+    [trial, *_] = plan(run, pack)
+    return trial_pod(run, trial, OperatorSettings())
+
+
+def test_a_postgres_pod_builds_its_database_then_serves_it_and_postgres_mcp(tmp_path: Path) -> None:
+    pack = make_pg_pack(tmp_path / "pack")
+    pod = pg_pod(pack, "postgres/standard/shop/add_total")
+    kubernetes_validate.validate(pod, "1.37.0", strict=True)
+    inits = pod["spec"]["initContainers"]
+    assert [c["name"] for c in inits] == ["state", "pg-init", "postgres", "mcp-postgres"]
+    state, init, db, mcp = inits
+    assert "restartPolicy" not in init and db["restartPolicy"] == mcp["restartPolicy"] == "Always"
+    settings = OperatorSettings().sidecar_images
+    assert init["image"] == db["image"] == settings["postgres-db"] and mcp["image"] == settings["postgres"]
+    env = {e["name"]: e["value"] for e in init["env"]}
+    # The generator's output, as `mcpfleet materialise` names it in the state volume; a login of the trial's own.
+    assert env["STATE_DUMP"] == "/state/shop.sql" and env["DB_USER"] == "agent"
+    assert db["startupProbe"]["exec"]["command"][0] == "pg_isready"
+    # No password in the pod spec: postgres-mcp reads it from the pgpass file pg-init wrote.
+    mcp_env = {e["name"]: e["value"] for e in mcp["env"]}
+    assert mcp_env["DATABASE_URI"] == "postgresql://agent@127.0.0.1:$(PGPORT)/trial"
+    assert mcp_env["PGPASSFILE"] == "/state/.postgres/pgpass"
+    assert {"name": "pgdata", "emptyDir": {"sizeLimit": "2Gi"}} in pod["spec"]["volumes"]
+    # A task that manages roles gets the superuser of the pod's own cluster, as it gets a cluster locally.
+    cluster = pg_pod(pack, "postgres/standard/shop/audit_role")["spec"]["initContainers"][1]
+    assert {e["name"]: e["value"] for e in cluster["env"]}["DB_USER"] == "postgres"
+    # An EvalRun's own database image wins over the operator's.
+    doc = evalrun("pg", pack, "http://s3.test", "bucket", attempts=1, tasks={"path": str(pack)})
+    doc["spec"]["pod"] = {"sidecarImages": {"postgres-db": "registry.example/pg:15.14"}}
+    run = parse_evalrun(doc)
+    assert trial_pod(run, plan(run, pack)[0], OperatorSettings())["spec"]["initContainers"][1]["image"] == (
+        "registry.example/pg:15.14"
+    )
+
+
+async def test_postgres_tasks_run_through_the_operator_with_the_database_as_a_sidecar(
+    kube: RunningEmulator,
+    operator_env: None,
+    s3: str,
+    bucket: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pack = make_pg_pack(tmp_path / "pack")
+    oracle = ExitStack()
+    monkeypatch.setenv("MCPFLEET_SCRIPTED_URL", oracle.enter_context(ScriptedServerProcess([pack])))  # knows the pack
+    body = evalrun(
+        "pg",
+        pack,
+        s3,
+        bucket,
+        attempts=1,
+        concurrency={"total": 3},
+        limits={"timeoutSeconds": 300, "llmTimeoutSeconds": 60, "verifierTimeoutSeconds": 60},
+    )
+    workdir = Path(tempfile.mkdtemp(prefix="pg-node-"))  # not under tmp_path: PostgreSQL drops root, must reach it
+    try:
+        async with Kubelet(kube.url, workdir=workdir) as kubelet:
+            with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
+                kube.create(body)
+                try:
+                    status = await wait_until(
+                        lambda: (st := status_of(kube, "pg")).get("phase") == "Succeeded" and st, 300, "the run"
+                    )
+                except AssertionError as exc:
+                    logs = {str(p): p.read_text(errors="replace")[-1500:] for p in workdir.glob("pod-*/*.log")}
+                    raise AssertionError(f"{exc}: {status_of(kube, 'pg')}\n{json.dumps(logs, indent=1)}") from None
+                await wait_until(lambda: not kube.objects("pods", NS), 30, "every pod to be deleted")
+            assert not infra_errors(s3, bucket), infra_errors(s3, bucket)
+            client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
+            records = {}
+            for key in s3_keys(s3, bucket):
+                if key.endswith("/result.json") and "/trials/" in key:
+                    rec = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+                    records[(rec["model"], rec["task_id"].rsplit("/", 1)[-1])] = rec
+            outcomes = {k: (r.get("failure"), r.get("error"), r["verifier"].get("stdout")) for k, r in records.items()}
+            assert status["counts"]["finished"] == 6 and status["counts"]["passed"] == 3, outcomes
+            # The oracle's SQL went through postgres-mcp in its sidecar, the verifier read the pod's database.
+            for task in ("add_total", "count_big", "audit_role"):
+                assert records[("oracle", task)]["passed"], records[("oracle", task)]
+                assert not records[("idle", task)]["passed"] and records[("idle", task)]["failure"] != "infra_error"
+            calls = [c["name"] for t in records[("oracle", "add_total")]["turns"] for c in t["tool_calls"]]
+            assert calls == ["list_objects", "execute_sql"]
+            assert all(kubelet.sidecars[p] == ["postgres", "mcp-postgres"] for p in kubelet.started), kubelet.sidecars
+            # No PostgreSQL, postgres-mcp or supergateway outlived its pod.
+            assert not processes_naming(str(workdir))
+            # The database's login never reached the records.
+            texts = [client.get_object(Bucket=bucket, Key=k)["Body"].read().decode() for k in s3_keys(s3, bucket)]
+            assert not any("POSTGRES_PASSWORD" in t or "pgpass" in t for t in texts)
+    finally:
+        oracle.close()
+        shutil.rmtree(workdir, ignore_errors=True)
