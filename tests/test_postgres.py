@@ -485,3 +485,19 @@ async def test_validate_reports_an_oracle_step_that_fails(cluster: pgcluster.Clu
     report = await check_one(t, root, None, LocalStore(tmp_path / "out"), Limits(), resources={"postgres": cluster})
     assert report.oracle_passed and report.noop_failed
     assert report.problems == [f"{t.id}: oracle step 'execute_sql' returned an error"]
+
+
+def test_a_pods_login_is_read_from_the_state_volume_or_named_missing(tmp_path: Path) -> None:
+    """In a pod the runner reads the login pg-init wrote; without one the trial fails naming the file."""
+    from mcpfleet.runner.services.postgres import POD_LOGIN_DIR, pod_login
+
+    with pytest.raises(RuntimeError, match=r"login is missing or unreadable .*\.postgres/login\.json"):
+        pod_login(tmp_path)
+    (tmp_path / POD_LOGIN_DIR).mkdir()
+    (tmp_path / POD_LOGIN_DIR / "login.json").write_text(
+        '{"host": "127.0.0.1", "port": 40123, "database": "trial", "user": "agent", "password": "s3cr3t"}'
+    )
+    login = pod_login(tmp_path)
+    env = login.env()
+    assert (env["POSTGRES_PORT"], env["POSTGRES_DATABASE"], env["POSTGRES_USERNAME"]) == ("40123", "trial", "agent")
+    assert "s3cr3t" not in env["DATABASE_URL"] and "s3cr3t" not in repr(login)
