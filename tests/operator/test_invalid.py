@@ -26,7 +26,7 @@ CANARY_URL = f"https://user:{CANARY}@llm.example.com/v1"
 
 
 def postgres_pack(pack: Path) -> Path:
-    """A pack with a postgres task: the operator has no default MCP sidecar image for that service."""
+    """A pack with a postgres task, for an operator installed without a postgres sidecar image."""
     root = pack.parent / "pgpack"
     shutil.copytree(
         pack / "filesystem" / "standard" / "tiny" / "move_todo_0", root / "postgres" / "standard" / "tiny" / "pg_task"
@@ -107,8 +107,15 @@ def failed(kube: RunningEmulator, name: str) -> dict[str, Any] | None:
 
 
 async def test_invalid_runs_fail_once_and_the_operator_keeps_serving(
-    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+    kube: RunningEmulator,
+    operator_env: None,
+    s3: str,
+    bucket: str,
+    image_pack: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Installed with the filesystem sidecar only (the chart's sidecarImages trimmed): a postgres run cannot start.
+    monkeypatch.setenv("MCPFLEET_SIDECAR_IMAGES", "filesystem=ghcr.io/mcpfleet/mcp-filesystem:0.1.0")
     bad = cases(image_pack, s3, bucket)
     assert len(bad) >= 8
     async with Kubelet(kube.url) as kubelet:
