@@ -12,8 +12,8 @@ activeDeadlineSeconds. Each row is a fresh emulator, a fresh bucket and a fresh 
 MCPFLEET_POD_GRACE_SECONDS 2). The faults (`--only` names):
 
 - baseline: none.
-- operator-kill: the operator is SIGKILLed 5 times, each a seeded 0.5-3 s after it was (re)started, and
-  restarted 1 s later.
+- operator-kill: the operator is SIGKILLed 5 times, each a seeded 0.3-3 s after it (re)started working (its first
+  trial pod created or status change), and restarted 1 s later.
 - pod-delete: 10% of trial pods (seeded) are deleted through the API a seeded 20-80% into their run.
 - pod-stuck: 5% of first tries (seeded): the kubelet marks the pod Running, then never reports again, and never
   lets it go once deleted (it stays Terminating: a lost node). The operator must count it failed after
@@ -526,8 +526,9 @@ class Operators:
     def watches(self) -> int:
         return int(self.kube.call(lambda: self.kube.emulator.request_counts[("watch", "evalruns")]))
 
-    async def start(self) -> subprocess.Popen[bytes]:
-        """Start one and wait until it watches EvalRuns (its imports alone take seconds on a loaded machine)."""
+    async def start(self, standby: bool = False) -> subprocess.Popen[bytes]:
+        """Start one and wait until it watches EvalRuns (its imports alone take seconds on a loaded machine). A
+        ``standby`` replica may never watch them (a paused peer): it gets 20 s, then the run goes on."""
         before = self.watches()
         with open(self.log, "ab") as log:
             proc = subprocess.Popen(
@@ -538,9 +539,11 @@ class Operators:
                 cwd="/",
             )
         self.procs.append(proc)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + (20 if standby else 120)
         while self.watches() <= before:
             if proc.poll() is not None or time.monotonic() > deadline:
+                if standby and proc.poll() is None:
+                    break
                 raise RuntimeError(f"the operator did not start: see {self.log}")
             await asyncio.sleep(0.1)
         return proc
@@ -593,7 +596,8 @@ async def one_row(fault: str, args: argparse.Namespace, moto: str, proxy: TcpPro
     body = evalrun(pack, bucket, proxy.url)
     row = Row(fault, tasks * 8)
     seed = args.seed
-    with running_emulator(crds=[EVALRUN_CRD_PATH]) as kube:
+    # Every CRD the operator ships (a KopfPeering one too, once there is one), so the rows run as in a cluster.
+    with running_emulator(crds=sorted(EVALRUN_CRD_PATH.parent.glob("*.yaml"))) as kube:
         ops = Operators(kube, work / f"operator-{fault}.log")
         kubelet = FaultKubelet(kube.url, fault, seed)
         ktask = asyncio.create_task(kubelet.run())
@@ -603,7 +607,7 @@ async def one_row(fault: str, args: argparse.Namespace, moto: str, proxy: TcpPro
         try:
             await ops.start()
             if fault == "second-replica":
-                await ops.start()
+                await ops.start(standby=True)
             await asyncio.sleep(0.5)
             start, wall0 = time.perf_counter(), time.time()
             kube.create(body)
@@ -613,7 +617,7 @@ async def one_row(fault: str, args: argparse.Namespace, moto: str, proxy: TcpPro
                 kubelet.window = Window(wall0 + args.fault_at, wall0 + args.fault_at + args.s3_window)
                 drivers.append(asyncio.create_task(s3_outage(proxy, kubelet.window)))
             elif fault == "operator-kill":
-                drivers.append(asyncio.create_task(kill_operator(ops, seed, kills)))
+                drivers.append(asyncio.create_task(kill_operator(ops, seed, kills, kubelet, progress)))
             status: dict[str, Any] = {}
             while time.perf_counter() - start < args.timeout:
                 await asyncio.sleep(0.25)
@@ -659,7 +663,7 @@ async def one_row(fault: str, args: argparse.Namespace, moto: str, proxy: TcpPro
         row.notes.append(f"{kubelet.failed_writes} runner record write(s) failed")
     if kubelet.touched:
         row.notes.append(f"{len(kubelet.touched)} trial(s) hit")
-    row.recover = recovery(fault, kubelet, kills, [t for t, _ in progress], records)
+    row.recover = recovery(fault, kubelet, kills, progress, records)
     twice = sum(1 for n in kubelet.names.values() if n > 1)
     if twice:
         row.notes.append(f"{twice} pod name(s) created twice")
@@ -678,10 +682,26 @@ async def s3_outage(proxy: TcpProxy, window: Window) -> None:
     proxy.up()
 
 
-async def kill_operator(ops: Operators, seed: int, kills: list[tuple[float, float, float]]) -> None:
+def first_act(kubelet: FaultKubelet, changes: list[tuple[float, Any]], since: float) -> float | None:
+    """When the operator first acted after ``since``: a trial pod created, or the run's status counts changed."""
+    acts = [t for t, _ in kubelet.created if t > since] + [t for t, _ in changes if t > since]
+    return min(acts) if acts else None
+
+
+async def kill_operator(
+    ops: Operators,
+    seed: int,
+    kills: list[tuple[float, float, float]],
+    kubelet: FaultKubelet,
+    progress: list[tuple[float, Any]],
+) -> None:
+    """SIGKILL the operator a seeded 0.3-3 s after it (re)started working, then start another 1 s later."""
     r = rng(seed, "kills")
+    since = time.time() - 1.0
     for _ in range(KILLS):
-        await asyncio.sleep(r.uniform(0.5, 3.0))
+        while first_act(kubelet, progress, since) is None:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(r.uniform(0.3, 3.0))
         proc = ops.procs[-1]
         if proc.poll() is not None:
             return
@@ -690,15 +710,16 @@ async def kill_operator(ops: Operators, seed: int, kills: list[tuple[float, floa
         proc.wait()
         await asyncio.sleep(1.0)
         restarted = time.time()
-        await ops.start()  # the next kill hits a working operator, at a random point of its work
+        await ops.start()
         kills.append((killed, restarted, time.time()))
+        since = restarted
 
 
 def recovery(
     fault: str,
     kubelet: FaultKubelet,
     kills: list[tuple[float, float, float]],
-    changes: list[float],
+    progress: list[tuple[float, Any]],
     records: dict[str, dict[str, Any]],
 ) -> str:
     """The fault's own time to recover (see LEGEND)."""
@@ -710,8 +731,8 @@ def recovery(
     if fault == "operator-kill" and kills:
         gaps = []
         for killed, restarted, watching in kills:
-            after = [t for t, _ in kubelet.created if t > restarted] + [t for t in changes if t > restarted]
-            gaps.append(((min(after) if after else math.inf) - killed, watching - restarted))
+            acted = first_act(kubelet, progress, restarted)
+            gaps.append(((acted or math.inf) - killed, watching - restarted))
         worst = max(gaps)
         return f"{worst[0]:.1f} s worst of {len(gaps)} (process start {worst[1]:.1f} s)"
     if fault in ("s3-outage", "llm-burst", "mcp-crash"):
