@@ -55,6 +55,8 @@ class Shared:
     settings: OperatorSettings
     kube: Kube
     runs: dict[str, asyncio.Queue[tuple[str, dict[str, Any]]]] = field(default_factory=dict)
+    born: float = field(default_factory=time.monotonic)  # when this operator started
+    peering: bool = False  # one of several replicas (kopf peering), not standalone
     inflight: int = 0
     tokens: float = 0.0
     last_refill: float = field(default_factory=time.monotonic)
@@ -107,11 +109,17 @@ class Reconciler:
         self.store_retry_at = 0.0
         self.settled: int | None = None  # the generation the run ended at: nothing to do until the spec changes
         self.finished_at: str | None = body.status.get("finishedAt")
+        self.stopped: kopf.DaemonStopped | None = None  # set when the operator exits or pauses (a peer acts)
+
+    def stopping(self) -> bool:
+        """Asked to stop: act no further (a peer may take the run over as soon as this replica is gone)."""
+        return bool(self.stopped)
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def main(self, stopped: kopf.DaemonStopped) -> None:
         """Drive the run to its end, then wait for an edit of its spec; a finished run whose spec was already
         acted on (a restart) is left alone: nothing re-planned, re-read, rewritten or announced again."""
+        self.stopped = stopped
         self.shared.runs[self.uid] = self.queue
         status = self.body.status
         if status.get("phase") in TERMINAL and status.get("observedGeneration") == self.body.metadata.get("generation"):
@@ -363,19 +371,21 @@ class Reconciler:
         while not self.queue.empty():
             events.append(self.queue.get_nowait())
         for kind, pod in events:
-            if self.state is None:  # the run stopped (its failure budget is spent): the rest is moot
+            if self.state is None or self.stopping():  # the run stopped, or the operator: the rest is moot
                 break
             try:
                 await self.on_pod(kind, pod)
             except STORE_FAILURES as exc:  # nothing was counted: take this event again in a while
                 self.store_unavailable(exc)
                 self.deferred.append((kind, pod))
+        if self.stopping():  # whoever drives the run next rebuilds it from its pods and records
+            return
         if self.state is not None:
             await self.check_deadlines()
         if self.state is None:
             await self.write_status()
             return
-        if not self.run.spec.suspend:
+        if not self.run.spec.suspend and not self.stopping():
             await self.launch()
         if self.state.complete and self.phase not in ("Succeeded", "Failed"):
             try:

@@ -2210,6 +2210,7 @@ def run_kopf_in_thread(
     configure: Callable[[Any], None] | None = None,
     memo: Any = None,
     timeout: float = 15.0,
+    standalone: bool = True,
 ) -> Iterator[KopfThread]:
     """Run ``kopf.operator(standalone=True, ...)`` in a thread with its own loop against a kubeconfig.
 
@@ -2217,8 +2218,10 @@ def run_kopf_in_thread(
     registry as kopf's default so that its decorators land in it), or a callable that registers
     handlers: called with the registry if it takes an argument, else with the registry set as the
     default one. ``namespace=None`` serves the whole cluster. ``configure(settings)`` tweaks the
-    ``kopf.OperatorSettings``. The operator logs in via an ``@kopf.on.login`` handler built from the
-    kubeconfig (server, token). Exits by setting the stop flag; errors in the thread are re-raised.
+    ``kopf.OperatorSettings``. ``standalone=False`` lets the operator use peering (kopf's KopfPeering CRD must
+    be served and, for a peering name, its object exist). The operator logs in via an ``@kopf.on.login``
+    handler built from the kubeconfig (server, token). Exits by setting the stop flag; errors in the thread are
+    re-raised.
     """
     import kopf
 
@@ -2272,7 +2275,7 @@ def run_kopf_in_thread(
         await kopf.operator(
             registry=registry,
             settings=settings,
-            standalone=True,
+            standalone=standalone,
             clusterwide=clusterwide if clusterwide is not None else namespace is None,
             namespaces=[namespace] if namespace else (),
             stop_flag=state["stop"],
