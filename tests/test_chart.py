@@ -1,7 +1,8 @@
 """The Helm chart (charts/mcpfleet): lints strictly, renders valid Kubernetes objects for the defaults and for
 non-default value sets, and renders what the operator needs and nothing more: the operator's replicas with kopf
-peering (one acts; a single Recreate replica without peering) and kopf's health probe, the peering object, the settings as MCPFLEET_* variables the operator actually parses, least-privilege RBAC that
-switches between namespaced and cluster-wide, a default-deny egress policy for trial pods with exactly the
+peering (one acts; a single Recreate replica without peering) and kopf's health probe, the peering object, the
+settings as MCPFLEET_* variables the operator actually parses, least-privilege RBAC that switches between
+namespaced and cluster-wide, a default-deny egress policy for trial pods with exactly the
 allowed destinations, the monitoring objects and the Grafana dashboard.
 
 Rendering is offline through ``helm_python`` (PyPI ``helm-python-sdk``: Helm v4's Go SDK as a library);
@@ -544,9 +545,11 @@ def test_rbac_is_least_privilege(scenario: str) -> None:
     if values["clusterWide"]:
         assert not roles and not bindings
         assert len(croles) == len(cbindings) == 1
-        expected = CLUSTER_RULES if values["peering"]["enabled"] else CLUSTER_RULES - {
-            ("kopf.dev", "clusterkopfpeerings", v) for v in PEERING_VERBS
-        }
+        expected = (
+            CLUSTER_RULES
+            if values["peering"]["enabled"]
+            else CLUSTER_RULES - {("kopf.dev", "clusterkopfpeerings", v) for v in PEERING_VERBS}
+        )
         assert rule_triples(croles[0]["rules"], "ClusterRole") == expected
         assert cbindings[0]["roleRef"] == {
             "apiGroup": "rbac.authorization.k8s.io",
