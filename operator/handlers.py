@@ -1,8 +1,13 @@
-"""kopf wiring: a daemon per EvalRun runs its reconciler; pod events are routed to that run's queue."""
+"""kopf wiring: a daemon per EvalRun runs its reconciler; pod events are routed to that run's queue.
+
+Of several operator replicas only one acts (kopf peering, on by default): the others are paused by kopf
+(no watching, no daemons) until the active one is gone, then one of them takes over and rebuilds each run
+from its pods and records."""
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import kopf
@@ -31,6 +36,24 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.networking.request_timeout = 60
     # Filter trial pods on the server: the operator never receives the namespace's other pods at all.
     settings.watching.label_selectors["v1", "pods"] = f"{MANAGED_BY}=mcpfleet,{LABEL_RUN_UID}"
+    configure_peering(settings, cfg)
+    memo["shared"].peering = not settings.peering.standalone
+
+
+def configure_peering(settings: kopf.OperatorSettings, cfg: OperatorSettings) -> None:
+    """kopf peering, mandatory: the operator starts paused and acts only while no live peer outranks it
+    (kopf pauses every replica of a tie, so priorities never tie: by default the earlier start ranks higher,
+    to the microsecond). Without the peering CRD or object it stays paused (`mcpfleet operator` creates the
+    object if it can). An operator started standalone (`kopf run --standalone`) stays standalone."""
+    if not cfg.peering or settings.peering.standalone:  # MCPFLEET_PEERING=false, or `kopf run --standalone`
+        settings.peering.standalone = True
+        return
+    settings.peering.standalone = False
+    settings.peering.mandatory = True
+    settings.peering.name = cfg.peering_name
+    settings.peering.lifetime = cfg.peering_lifetime
+    priority = cfg.peering_priority
+    settings.peering.priority = -(time.time_ns() // 1000) if priority is None else priority
 
 
 @kopf.on.cleanup()
@@ -47,7 +70,18 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
 async def run_evalrun(body: kopf.Body, memo: kopf.Memo, logger: Any, stopped: kopf.DaemonStopped, **_: Any) -> None:
     """Owns one EvalRun from start to summary; kopf restarts it on operator restart (resume)."""
-    await Reconciler(memo["shared"], body, logger).main(stopped)
+    shared: Shared = memo["shared"]
+    cfg = shared.settings
+    if shared.peering and (
+        body.status.get("phase") in ("Running", "Suspended")
+        or time.monotonic() - shared.born < 2 * cfg.peering_settle_seconds
+    ):
+        # A run in flight may have been driven by another replica until a moment ago (a takeover), or a peer
+        # starting at the same time may not be seen yet: wait, acting on nothing, before taking it.
+        await stopped.wait(cfg.peering_settle_seconds)
+        if stopped:
+            return
+    await Reconciler(shared, body, logger).main(stopped)
 
 
 @kopf.on.event("v1", "pods", labels={LABEL_RUN_UID: kopf.PRESENT, MANAGED_BY: "mcpfleet"})

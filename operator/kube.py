@@ -47,7 +47,7 @@ class _RawCoreApi(Protocol):
     ) -> aiohttp.ClientResponse: ...
 
     async def delete_namespaced_pod(
-        self, name: str, namespace: str, *, grace_period_seconds: int, _preload_content: bool
+        self, name: str, namespace: str, *, _preload_content: bool
     ) -> aiohttp.ClientResponse: ...
 
     async def list_namespaced_pod(
@@ -110,17 +110,22 @@ class Kube:
             raise ForeignPod(f"pod {name} exists and belongs to run {theirs or '(gone)'}, not {ours}")
         return False
 
-    async def delete_pod(self, namespace: str, name: str) -> None:
-        try:
-            resp = await self.core.delete_namespaced_pod(
-                name, namespace, grace_period_seconds=0, _preload_content=False
-            )
+    async def delete_pod(self, namespace: str, name: str) -> bool:
+        """Delete gracefully: the pod's node sends its containers SIGTERM, gives them the pod's
+        terminationGracePeriodSeconds, then SIGKILL, and removes the pod. A pod that has finished (or never ran
+        on a node) goes at once. False if it was gone already (404)."""
+        try:  # as in create_pod: an error may come back as a response or as an exception
+            resp = await self.core.delete_namespaced_pod(name, namespace, _preload_content=False)
+            code = resp.status
             resp.release()
-            _count("delete", "pods", 200)
         except ApiException as exc:
-            _count("delete", "pods", exc.status)
-            if exc.status != 404:
-                raise
+            code = exc.status
+        _count("delete", "pods", code)
+        if code == 404:
+            return False
+        if code >= 300:
+            raise ApiException(status=code, reason="pod deletion failed")
+        return True
 
     async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         resp = await self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)

@@ -43,6 +43,9 @@ IMAGE_FAILURES = {
 STORE_FAILURES = (StoreError, OSError)  # the results store is unreachable: try the same step again later
 STORE_RETRY_SECONDS = 2.0
 LOST_POD_GRACE_SECONDS = 30.0  # the trial pod's terminationGracePeriodSeconds, past its activeDeadlineSeconds
+# A deleted pod that never ran its runner, still there this long after its node should have killed it: its node
+# is lost (or stuck); it is counted failed rather than waited on for ever.
+TERMINATING_SLACK_SECONDS = 30.0
 
 
 @dataclass
@@ -52,6 +55,8 @@ class Shared:
     settings: OperatorSettings
     kube: Kube
     runs: dict[str, asyncio.Queue[tuple[str, dict[str, Any]]]] = field(default_factory=dict)
+    born: float = field(default_factory=time.monotonic)  # when this operator started
+    peering: bool = False  # one of several replicas (kopf peering), not standalone
     inflight: int = 0
     tokens: float = 0.0
     last_refill: float = field(default_factory=time.monotonic)
@@ -104,11 +109,17 @@ class Reconciler:
         self.store_retry_at = 0.0
         self.settled: int | None = None  # the generation the run ended at: nothing to do until the spec changes
         self.finished_at: str | None = body.status.get("finishedAt")
+        self.stopped: kopf.DaemonStopped | None = None  # set when the operator exits or pauses (a peer acts)
+
+    def stopping(self) -> bool:
+        """Asked to stop: act no further (a peer may take the run over as soon as this replica is gone)."""
+        return bool(self.stopped)
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def main(self, stopped: kopf.DaemonStopped) -> None:
         """Drive the run to its end, then wait for an edit of its spec; a finished run whose spec was already
         acted on (a restart) is left alone: nothing re-planned, re-read, rewritten or announced again."""
+        self.stopped = stopped
         self.shared.runs[self.uid] = self.queue
         status = self.body.status
         if status.get("phase") in TERMINAL and status.get("observedGeneration") == self.body.metadata.get("generation"):
@@ -234,7 +245,7 @@ class Reconciler:
     def drop_state(self) -> None:
         """Stop tracking the run (it failed): its pods in flight no longer count against the operator's cap."""
         if self.state is not None:
-            self.shared.inflight -= len(self.state.in_flight)
+            self.shared.inflight -= len(self.state.in_flight) + len(self.state.draining)
         self.state = None
 
     async def stop_pods(self, why: str) -> None:
@@ -320,14 +331,31 @@ class Reconciler:
                     _ts(pod["metadata"].get("creationTimestamp")),
                 )
                 self.shared.inflight += 1
-                self.queue.put_nowait(("MODIFIED", pod))
+                self.queue.put_nowait(("MODIFIED", pod))  # a pod being deleted is seen ending there
             else:
-                await self.shared.kube.delete_pod(self.ns, pod["metadata"]["name"])
+                await self.drain(pod)
         self.state.finish_rebuild()
         if self.started_at is None:
             self.started_at = now_iso()
             kopf.info(self.body, reason="Started", message=f"{len(self.state.trials)} trials planned")
         self.phase = "Running"
+
+    async def drain(self, pod: dict[str, Any]) -> None:
+        """A pod whose try's outcome is already recorded: delete it; one still running (its runner exiting after
+        storing its record) keeps its slot until it is gone, so the run never has more pods than its capacity."""
+        assert self.state is not None
+        name = pod["metadata"]["name"]
+        if not await self.shared.kube.delete_pod(self.ns, name) or (pod.get("status") or {}).get("phase") in TERMINAL:
+            return
+        grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", LOST_POD_GRACE_SECONDS)
+        self.state.draining[name] = time.time() + float(grace) + TERMINATING_SLACK_SECONDS
+        self.shared.inflight += 1
+
+    def drained(self, name: str) -> None:
+        assert self.state is not None
+        if self.state.draining.pop(name, None) is not None:
+            self.shared.inflight -= 1
+            self.dirty = True
 
     # -- one step ---------------------------------------------------------------------------------
     async def step(self) -> None:
@@ -343,19 +371,21 @@ class Reconciler:
         while not self.queue.empty():
             events.append(self.queue.get_nowait())
         for kind, pod in events:
-            if self.state is None:  # the run stopped (its failure budget is spent): the rest is moot
+            if self.state is None or self.stopping():  # the run stopped, or the operator: the rest is moot
                 break
             try:
                 await self.on_pod(kind, pod)
             except STORE_FAILURES as exc:  # nothing was counted: take this event again in a while
                 self.store_unavailable(exc)
                 self.deferred.append((kind, pod))
+        if self.stopping():  # whoever drives the run next rebuilds it from its pods and records
+            return
         if self.state is not None:
             await self.check_deadlines()
         if self.state is None:
             await self.write_status()
             return
-        if not self.run.spec.suspend:
+        if not self.run.spec.suspend and not self.stopping():
             await self.launch()
         if self.state.complete and self.phase not in ("Succeeded", "Failed"):
             try:
@@ -424,7 +454,7 @@ class Reconciler:
 
     async def launch(self) -> None:
         assert self.run is not None and self.state is not None
-        room = self.run.spec.concurrency.total - len(self.state.in_flight)
+        room = self.run.spec.concurrency.total - len(self.state.in_flight) - len(self.state.draining)
         if room <= 0 or not self.state.waiting:
             return
         grant = self.shared.take_tokens(room)
@@ -457,21 +487,41 @@ class Reconciler:
         assert self.state is not None
         meta = pod.get("metadata") or {}
         tid = (meta.get("annotations") or {}).get(ANN_TRIAL, "")
+        status = pod.get("status") or {}
+        phase = status.get("phase")
+        if meta.get("name") in self.state.draining and (kind == "DELETED" or phase in TERMINAL):
+            self.drained(meta["name"])
         inf = self.state.in_flight.get(tid)
         if inf is None or inf.pod != meta.get("name"):
             return  # a pod we already handled (or a stale try): nothing to count
-        status = pod.get("status") or {}
-        phase = status.get("phase")
-        if kind == "DELETED" and phase not in TERMINAL:
-            await self.outcome(tid, pod, "pod deleted before it finished")
-        elif phase in TERMINAL:
-            await self.outcome(tid, pod, None)
+        if kind == "DELETED" and phase not in TERMINAL:  # gone (404 from now on): nothing of it runs any more
+            await self.outcome(tid, pod, inf.reason or "pod deleted before it finished")
+        elif phase in TERMINAL:  # a node reports this only once every container has stopped
+            await self.outcome(tid, pod, inf.reason)
+        elif meta.get("deletionTimestamp"):
+            # Deleted (by anyone) while it runs: its containers have their grace period, in which the runner
+            # may still store its record. Wait for the pod to be gone; only then is the try's outcome known.
+            if inf.ending is None:
+                inf.ending, inf.kill_by = time.time(), _ts(meta["deletionTimestamp"])
+                inf.reason = inf.reason or "pod deleted before it finished"
         else:
             if phase == "Running" and inf.started is None:
                 inf.started = time.time()
             reason = _waiting_reason(status)
-            if reason in IMAGE_FAILURES:
-                await self.outcome(tid, pod, f"pod cannot start: {reason}")
+            if reason in IMAGE_FAILURES and inf.ending is None:
+                await self.end_try(tid, f"pod cannot start: {reason}", pod)
+
+    async def end_try(self, tid: str, reason: str, pod: dict[str, Any] | None = None) -> None:
+        """The operator gives up on a try whose pod has not finished: delete the pod (gracefully) and take the
+        outcome once it is gone, like a Job that does not replace a pod until it has terminated. A retry
+        started earlier could run beside a try still writing the same trial's record."""
+        assert self.state is not None
+        inf = self.state.in_flight[tid]
+        inf.reason, inf.ending = reason, time.time()
+        grace = ((pod or {}).get("spec") or {}).get("terminationGracePeriodSeconds", LOST_POD_GRACE_SECONDS)
+        inf.kill_by = inf.ending + float(grace)
+        if not await self.shared.kube.delete_pod(self.ns, inf.pod):  # gone already: its DELETED event is past
+            await self.outcome(tid, _stub(inf.pod, tid), reason)
 
     async def outcome(self, tid: str, pod: dict[str, Any], infra_reason: str | None) -> None:
         """Take a finished try: the stored record decides; a try without one is an infrastructure error."""
@@ -554,25 +604,41 @@ class Reconciler:
         self.dirty = True
 
     async def check_deadlines(self) -> None:
+        """Tries that will not end by themselves. A Pending one is deleted (its outcome is taken once it is
+        gone); one whose runner certainly stopped, though its pod does not say so, is counted at once."""
         assert self.state is not None and self.run is not None
         limit = self.run.spec.pod.pending_timeout_seconds
         now = time.time()
+        for name, until in list(self.state.draining.items()):
+            if now > until:  # its node never finished deleting it (lost): its slot is free again
+                self.drained(name)
         for tid, inf in list(self.state.in_flight.items()):
             if self.state is None:
                 return
             overdue = float(inf.trial.limits.timeout_seconds + inf.trial.limits.verifier_timeout_seconds)
             overdue += self.shared.settings.pod_grace_seconds + LOST_POD_GRACE_SECONDS
             why = None
-            if inf.started is None and now - inf.created > limit:
-                why = f"pod still Pending after {limit} s"
-            elif inf.started is not None and now - inf.started > overdue:
-                # Past activeDeadlineSeconds and the termination grace: its kubelet no longer reports (a lost
-                # node: Unknown, or stuck Terminating). Counted failed, never waited on forever.
+            if inf.started is not None and now - inf.started > overdue:
+                # Past activeDeadlineSeconds and the termination grace, which its node enforces even when cut off:
+                # the runner has stopped, though its kubelet no longer reports (a lost node: Unknown, or stuck
+                # Terminating). Counted failed, never waited on for ever.
                 why = f"pod still not finished {int(overdue)} s after it started (node lost, or stuck terminating)"
-            if why is not None:
-                pod = {"metadata": {"name": inf.pod, "annotations": {ANN_TRIAL: tid}}, "status": {}}
+                if inf.reason:
+                    why = f"{inf.reason}; {why}"
+            elif inf.started is None and inf.kill_by is not None and now > inf.kill_by + TERMINATING_SLACK_SECONDS:
+                # Deleted before its runner was seen running, and its node never finished deleting it.
+                why = f"{inf.reason}; pod still terminating {int(now - (inf.ending or now))} s after its deletion"
+                why += " (node lost?)"
+            elif inf.started is None and inf.ending is None and now - inf.created > limit:
                 try:
-                    await self.outcome(tid, pod, why)
+                    await self.end_try(tid, f"pod still Pending after {limit} s")
+                except STORE_FAILURES as exc:
+                    self.store_unavailable(exc)
+                    return
+                continue
+            if why is not None:
+                try:
+                    await self.outcome(tid, _stub(inf.pod, tid), why)
                 except STORE_FAILURES as exc:  # still overdue on the next step
                     self.store_unavailable(exc)
                     return
@@ -661,6 +727,11 @@ class Reconciler:
         if not (started and created):
             return None
         return _ts(started) - _ts(created)
+
+
+def _stub(name: str, tid: str) -> dict[str, Any]:
+    """A pod we know only by name (gone, or not reporting)."""
+    return {"metadata": {"name": name, "annotations": {ANN_TRIAL: tid}}, "status": {}}
 
 
 def _waiting_reason(status: dict[str, Any]) -> str | None:

@@ -24,6 +24,13 @@ class InFlight:
     retry: int
     created: float  # wall seconds, for the Pending deadline
     started: float | None = None  # when the pod was first seen running
+    # A try that is ending without having finished (its pod was deleted, by the operator or anyone): its
+    # outcome is taken once the pod is gone or its containers certainly stopped, never before (they may
+    # still be writing its record). ``ending`` is when that was seen, ``kill_by`` when its node SIGKILLs
+    # what is left (the pod's deletionTimestamp), ``reason`` why the try failed if no record turns up.
+    ending: float | None = None
+    kill_by: float | None = None
+    reason: str | None = None
 
 
 class WaitQueue:
@@ -112,6 +119,9 @@ class RunState:
     retries: dict[str, int] = field(default_factory=dict)  # trial id -> infra tries so far
     waiting: WaitQueue = field(default_factory=lambda: WaitQueue([], {}))
     delayed: dict[str, float] = field(default_factory=dict)  # trial id -> not before (wall seconds)
+    # Pods found at a restart still running though their try's outcome is recorded (a runner exiting after
+    # storing its record): deleted, and holding their slot until gone. Pod name -> give up on it (wall seconds).
+    draining: dict[str, float] = field(default_factory=dict)
     retries_total: int = 0
     infra_streak: int = 0  # infrastructure failures since the last trial recorded an outcome (the run's budget)
     stopped: dict[str, str] = field(default_factory=dict)  # model -> why its launches stopped

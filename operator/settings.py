@@ -35,6 +35,36 @@ class OperatorSettings(BaseModel):
     pod_grace_seconds: int = Field(
         default=300, ge=0, description="Added to the agent and verifier timeouts for activeDeadlineSeconds."
     )
+    peering: bool = Field(
+        default=True,
+        description=(
+            "kopf peering: of several operator replicas (or an old and a new pod in a rollout) only one acts, the "
+            "others stay paused until it is gone. Needs kopf's peering CRDs and the peering object (the chart "
+            "creates both); false: standalone, for exactly one operator."
+        ),
+    )
+    peering_name: str = Field(default="mcpfleet", description="The KopfPeering (or ClusterKopfPeering) object.")
+    peering_priority: int | None = Field(
+        default=None,
+        description=(
+            "This replica's peering priority (the highest acts). Unset: by start time, so the replica running "
+            "longest keeps acting and a newcomer waits; two replicas never tie (kopf pauses all of a tie)."
+        ),
+    )
+    peering_lifetime: int = Field(
+        default=60,
+        ge=5,
+        description="Seconds a keep-alive lasts: a replica that died without leaving is replaced then.",
+    )
+    peering_settle_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description=(
+            "A replica that takes over a run in flight (or any run in its first seconds) waits this long first: "
+            "the one it replaces finishes the API call it had under way, and replicas starting together see "
+            "each other before either acts."
+        ),
+    )
     allowed_images: list[str] = Field(
         default_factory=list,
         description=(

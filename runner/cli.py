@@ -267,10 +267,29 @@ def run_operator(
     import kopf
 
     import mcpfleet.operator  # noqa: F401 - registers the handlers
+    from mcpfleet.operator.kube import api_client
+    from mcpfleet.operator.peering import ensure_peering
+    from mcpfleet.operator.settings import OperatorSettings
 
     namespaces = namespace or [os.environ.get("POD_NAMESPACE", "default")]
-    kopf.run(
-        standalone=True,
+    cfg = OperatorSettings.from_env()
+    if cfg.peering:  # kopf keeps a replica paused, silently, while its peering object is missing
+
+        async def peering_problems() -> list[str]:
+            try:
+                api = await api_client()
+            except Exception as exc:  # noqa: BLE001 - kopf reports the connection itself
+                return [f"could not check the peering object: {exc}"]
+            try:
+                return await ensure_peering(api, cfg.peering_name, namespaces, all_namespaces)
+            except Exception as exc:  # noqa: BLE001
+                return [f"could not check the peering object: {exc}"]
+            finally:
+                await api.close()
+
+        for problem in asyncio.run(peering_problems()):
+            err.print(f"[yellow]warning:[/] peering: {escape(problem)}", highlight=False, soft_wrap=True)
+    kopf.run(  # peering (one active replica) or standalone: MCPFLEET_PEERING, applied by the startup handler
         clusterwide=all_namespaces,
         namespaces=[] if all_namespaces else namespaces,
         liveness_endpoint=liveness,

@@ -25,6 +25,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import boto3
 import pytest
+import yaml
 
 from mcpfleet.runner.scripted_model import ScriptedServerProcess
 
@@ -145,10 +146,20 @@ def s3_endpoint() -> Iterator[str]:
         yield url
 
 
+PEERING_CRD_PATH = REPO / "crds" / "kopfpeering.yaml"
+PEERING_NAME = "mcpfleet"  # the operator's default (MCPFLEET_PEERING_NAME)
+
+
 @pytest.fixture
 def kube() -> Iterator[RunningEmulator]:
-    """A fresh emulator per test, served from its own thread, with crds/evalrun.yaml stored and served."""
-    with running_emulator(crds=[EVALRUN_CRD_PATH]) as running:
+    """A fresh emulator per test, served from its own thread, with crds/evalrun.yaml stored and served, and kopf's
+    peering CRDs (crds/kopfpeering.yaml) with the operator's KopfPeering object in the test namespace, as the
+    chart installs them (an operator started with peering finds them)."""
+    peering = list(yaml.safe_load_all(PEERING_CRD_PATH.read_text()))
+    with running_emulator(crds=[EVALRUN_CRD_PATH, *peering]) as running:
+        running.create(
+            {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": PEERING_NAME, "namespace": NS}}
+        )
         yield running
 
 

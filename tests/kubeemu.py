@@ -16,15 +16,20 @@ Kubernetes API itself, indexed by resource/namespace/name:
 * CRDs: storing a CRD serves its resource; CRs are defaulted, pruned and validated against the
   CRD's ``openAPIV3Schema`` (jsonschema, Draft 4 + ``nullable``);
 * pods: status ``Pending`` on create, minimal validation (containers with name and image),
-  spec immutability, and a ``log`` subresource fed by :meth:`RealisticEmulator.set_pod_log`;
+  spec immutability, a ``binding`` subresource (sets ``spec.nodeName`` once, as the scheduler does),
+  a ``log`` subresource fed by :meth:`RealisticEmulator.set_pod_log`, and graceful deletion as the
+  real server does it: a pod bound to a node and not yet Succeeded/Failed gets ``deletionTimestamp``
+  (now + its grace: ``gracePeriodSeconds`` or ``spec.terminationGracePeriodSeconds``) and
+  ``deletionGracePeriodSeconds`` and stays until its node deletes it with ``gracePeriodSeconds=0``
+  (a node that never does, a lost node, leaves it Terminating for ever); an unbound or finished pod
+  goes at once;
 * label/annotation/name syntax validation as a real server does it (422);
 * protobuf request bodies of ConfigMaps, Secrets and Namespaces (kubectl's typed ``create``
   commands send protobuf); answers are always JSON, which client-go accepts.
 
 Not emulated: strategic-merge list semantics and ``$patch`` directives (strategic merge patch is a
 plain JSON merge patch here, and is refused with 415 for custom resources as a real server does),
-server-side apply (415), admission webhooks, RBAC/authentication (any token works), graceful pod
-deletion (no kubelet: pods go away at once unless finalizers hold them), foreground deletion (is
+server-side apply (415), admission webhooks, RBAC/authentication (any token works), foreground deletion (is
 treated as background), periodic watch bookmarks, managedFields, other protobuf bodies (415),
 ``/openapi`` (404: use ``kubectl --validate=false``), ``follow=true`` log streaming (the current
 text is returned), CRD conversion (each served version is stored separately).
@@ -123,8 +128,9 @@ class ApiError(Exception):
         return body
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _now(after: float = 0.0) -> str:
+    moment = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=after)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def deepcopy_json(value: Any) -> Any:
@@ -562,7 +568,7 @@ BUILTIN_RESOURCES: tuple[dict, ...] = (
         singular="pod",
         shortnames=("po",),
         categories=("all",),
-        subresources=("status", "log"),
+        subresources=("status", "log", "binding"),
     ),
     dict(group="", version="v1", plural="events", kind="Event", singular="event", shortnames=("ev",)),
     dict(group="", version="v1", plural="secrets", kind="Secret", singular="secret"),
@@ -705,9 +711,23 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         ctype = "application/json-patch+json" if isinstance(patch, list) else "application/merge-patch+json"
         return deepcopy_json(self._patch(res, namespace, name, subresource, deepcopy_json(patch), ctype))
 
-    def delete_object(self, resource: str, namespace: str | None, name: str, propagation: str = "Background") -> dict:
+    def delete_object(
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        propagation: str = "Background",
+        grace_period_seconds: int | None = None,
+    ) -> dict:
         res = self.find_resource(resource)
-        return deepcopy_json(self._delete(res, namespace, name, {"propagationPolicy": propagation})[1])
+        options: dict[str, Any] = {"propagationPolicy": propagation}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        return deepcopy_json(self._delete(res, namespace, name, options)[1])
+
+    def bind_pod(self, namespace: str, name: str, node: str) -> dict:
+        """What ``POST .../pods/<name>/binding`` does: the scheduler assigns the pod to ``node``."""
+        return deepcopy_json(self._bind(self.find_resource("pods"), namespace, name, {"target": {"name": node}}))
 
     def install_crd(self, crd: dict | str | Path) -> dict:
         """Store a CRD object (a dict or a YAML file); its resource is served from then on."""
@@ -1222,8 +1242,8 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         if dry_run:
             return new
         meta = new["metadata"]
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            return self._remove(res, ns, new)
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
+            return self._remove(res, ns, new)  # the last finalizer is gone (a graceful pod waits for its node)
         self._store(res, ns, new, cur, "MODIFIED")
         if res.plural == "customresourcedefinitions":
             self._crd_installed(new)
@@ -1250,8 +1270,24 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         if dry_run:
             return 200, cur
         meta = cur["metadata"]
+        grace = self._pod_grace(cur, options) if res.plural == "pods" else 0
         if meta.get("deletionTimestamp"):
-            return 202, cur
+            held = meta.get("deletionGracePeriodSeconds") or 0
+            if grace >= held:
+                return 202, cur
+            if grace == 0 and not meta.get("finalizers"):  # the node's final delete (or a forced one)
+                return 200, self._remove(res, ns, cur, orphan)
+            new = dict(cur)  # a shorter grace period replaces the longer one, as on a real server
+            new["metadata"] = dict(meta, deletionTimestamp=_now(grace), deletionGracePeriodSeconds=grace)
+            self._store(res, ns, new, cur, "MODIFIED")
+            return 200, new
+        if grace > 0:  # graceful pod deletion: its node stops the containers, then deletes it with grace 0
+            new = dict(cur)
+            new["metadata"] = dict(meta, deletionTimestamp=_now(grace), deletionGracePeriodSeconds=grace)
+            self._store(res, ns, new, cur, "MODIFIED")
+            if orphan:
+                self._collect(meta["uid"], True)
+            return 200, new
         if meta.get("finalizers") or res.plural == "namespaces":
             new = dict(cur)
             new["metadata"] = dict(meta, deletionTimestamp=_now(), deletionGracePeriodSeconds=0)
@@ -1264,6 +1300,37 @@ class RealisticEmulator(kmock.KubernetesEmulator):
                 self._terminate_namespace(new)
             return 202, new
         return 200, self._remove(res, ns, cur, orphan)
+
+    @staticmethod
+    def _pod_grace(pod: dict, options: dict) -> int:
+        """The grace period of a pod's deletion, as the real pod strategy computes it: the request's
+        ``gracePeriodSeconds``, else the pod's ``terminationGracePeriodSeconds``; 0 (at once) for a pod no
+        node runs (unbound) or whose containers are all done (Succeeded/Failed)."""
+        spec, status = pod.get("spec") or {}, pod.get("status") or {}
+        grace = options.get("gracePeriodSeconds")
+        if grace is None:
+            grace = spec.get("terminationGracePeriodSeconds", 30)
+        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+            return 0
+        try:
+            return max(0, int(grace))
+        except (TypeError, ValueError):
+            raise ApiError(400, "BadRequest", f"invalid gracePeriodSeconds: {grace!r}") from None
+
+    def _bind(self, res: Resource, ns: str | None, name: str, body: Any) -> dict:
+        """pods/<name>/binding: set spec.nodeName once (a second binding is a 409, as on a real server)."""
+        cur = self._lookup(res, ns, name)
+        node = ((body or {}).get("target") or {}).get("name") if isinstance(body, dict) else None
+        if not node:
+            self._invalid(res, name, "target.name: Required value")
+        if cur["metadata"].get("deletionTimestamp"):
+            raise ApiError(409, "Conflict", f'pod "{name}" is being deleted, cannot be assigned to a host')
+        assigned = (cur.get("spec") or {}).get("nodeName")
+        if assigned:
+            raise ApiError(409, "Conflict", f'pod {name} is already assigned to node "{assigned}"')
+        new = dict(cur, spec=dict(cur.get("spec") or {}, nodeName=node))
+        new["metadata"] = dict(cur["metadata"])
+        return self._store(res, ns, new, cur, "MODIFIED")
 
     def _terminate_namespace(self, nsobj: dict) -> None:
         ns = nsobj["metadata"]["name"]
@@ -1377,6 +1444,10 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             obj = self._lookup(res, ns, name)
             return self._json(self._maybe_table(raw, res, [obj], single=True) or obj)
         body = await self._body(raw) if method in ("POST", "PUT", "PATCH", "DELETE") else None
+        if method == "POST" and name is not None and sub == "binding":
+            self._count("create", what)
+            self._bind(res, ns, name, body)
+            return self._json({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}, status=201)
         if method == "POST" and name is None:
             self._count("create", what)
             if res.namespaced and ns is None:
@@ -1392,9 +1463,9 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         if method == "DELETE" and name is not None and sub is None:
             self._count("delete", what)
             options = dict(body) if isinstance(body, dict) else {}
-            for key in ("propagationPolicy", "orphanDependents"):
+            for key in ("propagationPolicy", "orphanDependents", "gracePeriodSeconds"):
                 if key in query:
-                    options[key] = query[key] if key == "propagationPolicy" else query[key] in _TRUE
+                    options[key] = query[key] in _TRUE if key == "orphanDependents" else query[key]
             status, obj = self._delete(res, ns, name, options, dry_run)
             return self._json(obj, status=status)
         if method == "DELETE" and name is None:
@@ -1984,8 +2055,18 @@ class RunningEmulator:
     ) -> dict:
         return self.call(self.emulator.patch_object, resource, namespace, name, patch, subresource)
 
-    def delete(self, resource: str, namespace: str | None, name: str, propagation: str = "Background") -> dict:
-        return self.call(self.emulator.delete_object, resource, namespace, name, propagation)
+    def delete(
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        propagation: str = "Background",
+        grace_period_seconds: int | None = None,
+    ) -> dict:
+        return self.call(self.emulator.delete_object, resource, namespace, name, propagation, grace_period_seconds)
+
+    def bind_pod(self, namespace: str, name: str, node: str) -> dict:
+        return self.call(self.emulator.bind_pod, namespace, name, node)
 
     def objects(self, resource: str, namespace: str | None = None) -> list[dict]:
         return self.call(self.emulator.objects, resource, namespace)
@@ -2129,6 +2210,7 @@ def run_kopf_in_thread(
     configure: Callable[[Any], None] | None = None,
     memo: Any = None,
     timeout: float = 15.0,
+    standalone: bool = True,
 ) -> Iterator[KopfThread]:
     """Run ``kopf.operator(standalone=True, ...)`` in a thread with its own loop against a kubeconfig.
 
@@ -2136,8 +2218,10 @@ def run_kopf_in_thread(
     registry as kopf's default so that its decorators land in it), or a callable that registers
     handlers: called with the registry if it takes an argument, else with the registry set as the
     default one. ``namespace=None`` serves the whole cluster. ``configure(settings)`` tweaks the
-    ``kopf.OperatorSettings``. The operator logs in via an ``@kopf.on.login`` handler built from the
-    kubeconfig (server, token). Exits by setting the stop flag; errors in the thread are re-raised.
+    ``kopf.OperatorSettings``. ``standalone=False`` lets the operator use peering (kopf's KopfPeering CRD must
+    be served and, for a peering name, its object exist). The operator logs in via an ``@kopf.on.login``
+    handler built from the kubeconfig (server, token). Exits by setting the stop flag; errors in the thread are
+    re-raised.
     """
     import kopf
 
@@ -2191,7 +2275,7 @@ def run_kopf_in_thread(
         await kopf.operator(
             registry=registry,
             settings=settings,
-            standalone=True,
+            standalone=standalone,
             clusterwide=clusterwide if clusterwide is not None else namespace is None,
             namespaces=[namespace] if namespace else (),
             stop_flag=state["stop"],

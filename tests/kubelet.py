@@ -5,6 +5,14 @@ trial code: init containers in order, native sidecars (``restartPolicy: Always``
 on their HTTP, TCP or exec startupProbe, the main container, ``$(VAR)`` expansion, Secrets resolved from the API,
 termination messages, ``activeDeadlineSeconds``, image-pull failures on demand, and pod deletion.
 
+Deletion is a node's: it binds each pod it runs to its node (``pods/<name>/binding``, as the scheduler
+would), so the API server deletes it gracefully. On a ``deletionTimestamp`` the kubelet sends SIGTERM to the
+main containers, then (once they are gone) to the sidecars and init containers, SIGKILL to whatever still
+runs when the grace period (``deletionGracePeriodSeconds``) is up, reports the pod's terminal phase, and only
+then deletes it with ``gracePeriodSeconds=0``. A pod removed outright (a forced deletion) is killed at once.
+Pods bound to another node are not this kubelet's: a node that never reports (a lost node) is played by
+binding a pod to a name no kubelet has.
+
 What a node gives for free is emulated with host resources: an emptyDir is a temporary folder and its
 mountPath is rewritten to it (whole values and space-separated tokens), and since all pods share the host
 network, every containerPort gets a free host port and env values equal to that port number are rewritten.
@@ -82,8 +90,10 @@ class Kubelet:
         max_pods: int = 64,
         extra_env: dict[str, str] | None = None,
         workdir: Path | None = None,
+        node: str = "test-node",
     ):
         self.url = url.rstrip("/")
+        self.node = node
         self.pull_failures = pull_failures or set()
         self.extra_env = extra_env or {}
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="kubelet-"))
@@ -103,6 +113,14 @@ class Kubelet:
         self.sidecars: dict[str, list[str]] = {}  # pod name -> native sidecars started and ready, in order
         self.session: aiohttp.ClientSession | None = None
         self._watch: asyncio.Task[None] | None = None
+        # Deletion: each pod's processes and folder, which container a process is, pods being terminated.
+        self.procs: dict[str, list[asyncio.subprocess.Process]] = {}
+        self.poddirs: dict[str, Path] = {}
+        self.container_of: dict[int, str] = {}
+        self.stopping: set[Path] = set()  # folders of pods being terminated: no container starts there any more
+        self.terminating: dict[str, asyncio.Task[None]] = {}
+        self.signals: list[tuple[float, str, str, str]] = []  # (time, pod, container, "SIGTERM"|"SIGKILL")
+        self.deleted: list[str] = []  # pods this node deleted (gracePeriodSeconds=0) once their containers stopped
 
     # -- API --------------------------------------------------------------------------------------
     async def _patch_status(self, ns: str, name: str, status: dict[str, Any]) -> None:
@@ -139,9 +157,9 @@ class Kubelet:
             self._watch.cancel()
             with contextlib.suppress(BaseException):
                 await self._watch
-        for t in list(self.tasks.values()):
+        for t in [*self.terminating.values(), *self.tasks.values()]:
             t.cancel()
-        for t in list(self.tasks.values()):
+        for t in [*self.terminating.values(), *self.tasks.values()]:
             with contextlib.suppress(BaseException):
                 await t
         if self.session:
@@ -175,10 +193,17 @@ class Kubelet:
     def _on_event(self, kind: str, pod: dict[str, Any]) -> None:
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}/{meta.get('uid')}"
-        if kind == "DELETED" or meta.get("deletionTimestamp"):
+        if kind == "DELETED":  # removed outright (forced, or by this node): nothing more to wait for
             task = self.tasks.pop(key, None)
             if task is not None:
                 task.cancel()
+            return
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and node != self.node:
+            return  # another node's pod
+        if meta.get("deletionTimestamp"):
+            if node == self.node and key not in self.terminating:
+                self.terminating[key] = asyncio.create_task(self._terminate(pod, key))
             return
         if key not in self.handled and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
             self.handled.add(key)
@@ -187,6 +212,9 @@ class Kubelet:
     # -- one pod ----------------------------------------------------------------------------------
     async def _run_pod(self, pod: dict[str, Any], key: str) -> None:
         async with self.sem:
+            if not await self._bind(pod):
+                self.tasks.pop(key, None)
+                return
             self.running += 1
             self.max_seen = max(self.max_seen, self.running)
             self.started.append(pod["metadata"]["name"])
@@ -194,6 +222,7 @@ class Kubelet:
             procs: list[asyncio.subprocess.Process] = []
             poddir = Path(tempfile.mkdtemp(prefix="pod-", dir=self.workdir))
             poddir.chmod(0o711)
+            self.procs[key], self.poddirs[key] = procs, poddir
             try:
                 deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
                 coro = self._execute(pod, poddir, procs)
@@ -212,6 +241,8 @@ class Kubelet:
                 # Bookkeeping first: a second cancellation (the pod's deletion) may interrupt the awaits below.
                 self._end(pod)
                 self.tasks.pop(key, None)
+                self.procs.pop(key, None)
+                self.poddirs.pop(key, None)
                 for p in procs:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(p.pid, signal.SIGKILL)
@@ -219,6 +250,99 @@ class Kubelet:
                     await asyncio.shield(asyncio.gather(*(p.wait() for p in procs), return_exceptions=True))
                 if not os.environ.get("KUBELET_KEEP"):
                     shutil.rmtree(poddir, ignore_errors=True)
+
+    # -- deletion ---------------------------------------------------------------------------------
+    async def _bind(self, pod: dict[str, Any]) -> bool:
+        """Assign the pod to this node (the scheduler's binding); False if it is gone or another node's."""
+        if (pod.get("spec") or {}).get("nodeName") == self.node:
+            return True
+        assert self.session is not None
+        meta = pod["metadata"]
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": meta["name"]}}
+        body["target"] = {"apiVersion": "v1", "kind": "Node", "name": self.node}
+        async with self.session.post(
+            f"{self.url}/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding", json=body
+        ) as r:
+            return r.status < 300
+
+    async def _terminate(self, pod: dict[str, Any], key: str) -> None:
+        """A graceful deletion, as a node does it: SIGTERM to the main containers, then to the sidecars and
+        init containers (reverse order) once the main ones are gone, SIGKILL at the end of the grace period;
+        the pod's terminal phase is reported, then the pod is deleted with gracePeriodSeconds=0."""
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        grace = meta.get("deletionGracePeriodSeconds")
+        if grace is None:
+            grace = spec.get("terminationGracePeriodSeconds", 30)
+        deadline = time.monotonic() + float(grace)
+        task, poddir = self.tasks.get(key), self.poddirs.get(key)
+        if poddir is not None:
+            self.stopping.add(poddir)
+        procs = list(self.procs.get(key, []))
+        mains = {c["name"] for c in spec.get("containers") or []}
+        first = [p for p in procs if self.container_of.get(p.pid) in mains]
+        rest = [p for p in reversed(procs) if p not in first]
+        try:
+            await self._stop(meta["name"], first, deadline)
+            await self._stop(meta["name"], rest, deadline)
+            if task is not None and not task.done():
+                # The pod's own task reports its containers' end (a terminal phase) once its main containers
+                # exit; one waiting on something else (an image pull, a startup probe) is stopped here.
+                await asyncio.wait({task}, timeout=1.0 if procs else 0.2)
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+            await self._report_terminated(meta)
+            await self._final_delete(meta)
+        finally:
+            if poddir is not None:
+                self.stopping.discard(poddir)
+
+    async def _stop(self, pod: str, procs: list[asyncio.subprocess.Process], deadline: float) -> None:
+        live = [p for p in procs if p.returncode is None]
+        for p in live:
+            self.signals.append((time.monotonic(), pod, self.container_of.get(p.pid, "?"), "SIGTERM"))
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+        if not live:
+            return
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(p.wait() for p in live)), timeout=max(0.0, deadline - time.monotonic())
+            )
+        except TimeoutError:
+            for p in live:
+                if p.returncode is None:
+                    self.signals.append((time.monotonic(), pod, self.container_of.get(p.pid, "?"), "SIGKILL"))
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(p.pid, signal.SIGKILL)
+            await asyncio.gather(*(p.wait() for p in live), return_exceptions=True)
+
+    async def _report_terminated(self, meta: dict[str, Any]) -> None:
+        """A pod whose containers were stopped before it could report its end is Failed (the kubelet never
+        deletes a pod without a terminal phase)."""
+        assert self.session is not None
+        url = f"{self.url}/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+        async with self.session.get(url) as r:
+            if r.status != 200:
+                return
+            phase = ((await r.json()).get("status") or {}).get("phase")
+        if phase not in ("Succeeded", "Failed"):
+            with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
+                await self._patch_status(
+                    meta["namespace"],
+                    meta["name"],
+                    {"phase": "Failed", "reason": "Terminated", "message": "the pod was deleted"},
+                )
+
+    async def _final_delete(self, meta: dict[str, Any]) -> None:
+        assert self.session is not None
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+        body["preconditions"] = {"uid": meta["uid"]}
+        async with self.session.delete(
+            f"{self.url}/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", json=body
+        ) as r:
+            if r.status < 300:
+                self.deleted.append(meta["name"])
 
     def _end(self, pod: dict[str, Any]) -> None:
         """The pod stops counting as running: before its terminal status is visible to anyone."""
@@ -386,6 +510,7 @@ class Kubelet:
         if not message and code != 0 and c.get("terminationMessagePolicy") == "FallbackToLogsOnError":
             log = poddir / f"{c['name']}.log"
             message = "\n".join(log.read_text(errors="replace").splitlines()[-80:])[-2048:] if log.exists() else ""
+        code = 128 - code if code < 0 else code  # killed by signal N: exit code 128+N, as a container runtime says
         state = {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "finishedAt": now()}
         if message:
             state["message"] = message
@@ -436,10 +561,12 @@ class Kubelet:
         return argv, full_env, term_file
 
     async def _spawn(self, argv: list[str], env: dict[str, str], poddir: Path, name: str) -> asyncio.subprocess.Process:
+        if poddir in self.stopping:  # the pod is being deleted: no container starts any more
+            raise asyncio.CancelledError
         log = open(poddir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         try:
             exe = shutil.which(argv[0], path=env["PATH"]) or argv[0]
-            return await asyncio.create_subprocess_exec(
+            proc = await asyncio.create_subprocess_exec(
                 exe,
                 *argv[1:],
                 env=env,
@@ -451,6 +578,8 @@ class Kubelet:
             )
         finally:
             log.close()
+        self.container_of[proc.pid] = name
+        return proc
 
     async def _wait_startup(
         self,

@@ -1,7 +1,8 @@
 """The Helm chart (charts/mcpfleet): lints strictly, renders valid Kubernetes objects for the defaults and for
-non-default value sets, and renders what the operator needs and nothing more: one Recreate replica with kopf's
-health probe, the settings as MCPFLEET_* variables the operator actually parses, least-privilege RBAC that
-switches between namespaced and cluster-wide, a default-deny egress policy for trial pods with exactly the
+non-default value sets, and renders what the operator needs and nothing more: the operator's replicas with kopf
+peering (one acts; a single Recreate replica without peering) and kopf's health probe, the peering object, the
+settings as MCPFLEET_* variables the operator actually parses, least-privilege RBAC that switches between
+namespaced and cluster-wide, a default-deny egress policy for trial pods with exactly the
 allowed destinations, the monitoring objects and the Grafana dashboard.
 
 Rendering is offline through ``helm_python`` (PyPI ``helm-python-sdk``: Helm v4's Go SDK as a library);
@@ -26,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "mcpfleet"
 CRD_FILE = ROOT / "crds" / "evalrun.yaml"
 CHART_CRD_FILE = CHART / "crds" / "evalrun.yaml"
+PEERING_CRD_FILE = ROOT / "crds" / "kopfpeering.yaml"
+CHART_PEERING_CRD_FILE = CHART / "crds" / "kopfpeering.yaml"
 DASHBOARDS = sorted((CHART / "dashboards").glob("*.json"))
 
 RELEASE, NAMESPACE = "mcpfleet", "evals"
@@ -34,17 +37,21 @@ TRIAL_LABELS = {"app.kubernetes.io/managed-by": "mcpfleet", "app.kubernetes.io/c
 DURATION = re.compile(r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$")
 
 # The RBAC the operator needs, as (apiGroup, resource, verb); anything else is a test failure.
-NAMESPACED_RULES = (  # exactly the verbs the operator uses (measured against the emulator's request log)
+BASE_RULES = (  # exactly the verbs the operator uses (measured against the emulator's request log)
     {("mcpfleet.io", "evalruns", v) for v in ("list", "watch", "patch", "delete")}
     | {("mcpfleet.io", "evalruns/status", "patch"), ("mcpfleet.io", "evalruns/finalizers", "update")}
     | {("", "pods", v) for v in ("get", "list", "watch", "create", "delete")}
     | {("", "events", "create")}
 )
+PEERING_VERBS = ("list", "watch", "patch", "create")  # kopf's keep-alives; `mcpfleet operator` creates the object
+NAMESPACED_RULES = BASE_RULES | {("kopf.dev", "kopfpeerings", v) for v in PEERING_VERBS}
 CLUSTER_RULES = (
-    NAMESPACED_RULES
+    BASE_RULES
     | {("", "namespaces", v) for v in ("list", "watch")}
     | {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch", "get")}
+    | {("kopf.dev", "clusterkopfpeerings", v) for v in PEERING_VERBS}
 )
+PEERING_KINDS = ("KopfPeering", "ClusterKopfPeering")
 
 PROMETHEUS = {"release": "prometheus"}
 SCENARIOS: dict[str, dict[str, Any]] = {
@@ -147,6 +154,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "podAnnotations": {"example.com/team": "evals"},
         "priorityClassName": "system-cluster-critical",
     },
+    "replicas": {"replicaCount": 3, "peering": {"name": "fleet-peering", "lifetime": 20}},
+    "no-peering": {"peering": {"enabled": False}},
+    "no-peering-cluster-wide": {"clusterWide": True, "peering": {"enabled": False}},
 }
 
 
@@ -280,6 +290,11 @@ def test_chart_metadata(chart: Any) -> None:
     assert chart.schema is not None, "values.schema.json is missing"
 
 
+def test_more_than_one_replica_needs_peering() -> None:
+    with helm().Chart.load(CHART) as loaded, pytest.raises(Exception, match="replicaCount > 1 needs peering"):
+        loaded.render({"replicaCount": 2, "peering": {"enabled": False}}, name=RELEASE, namespace=NAMESPACE)
+
+
 def test_crd_copy_in_sync() -> None:
     """Helm installs charts/mcpfleet/crds/; it must be the generated CRD, byte for byte."""
     assert CHART_CRD_FILE.read_bytes() == CRD_FILE.read_bytes(), (
@@ -289,12 +304,17 @@ def test_crd_copy_in_sync() -> None:
 
 
 def test_helm_sees_the_crd(chart: Any) -> None:
-    crds = chart.crds
-    assert [c["name"] for c in crds] == ["crds/evalrun.yaml"]
+    crds = sorted(chart.crds, key=lambda c: c["name"])
+    assert [c["name"] for c in crds] == ["crds/evalrun.yaml", "crds/kopfpeering.yaml"]
     assert crds[0]["data"] == CRD_FILE.read_text()
     doc = yaml.safe_load(crds[0]["data"])
     kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
     assert doc["metadata"]["name"] == "evalruns.mcpfleet.io"
+    assert crds[1]["data"] == PEERING_CRD_FILE.read_text() == CHART_PEERING_CRD_FILE.read_text()
+    peering = list(yaml.safe_load_all(crds[1]["data"]))
+    for doc in peering:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    assert sorted(d["metadata"]["name"] for d in peering) == ["clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -314,7 +334,10 @@ def test_manifests_are_valid(scenario: str) -> None:
     values, docs = rendered(scenario)
     for doc in docs:
         where = f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
-        if doc["kind"] == "ServiceMonitor":
+        if doc["kind"] in PEERING_KINDS:  # kopf's own CRD (crds/kopfpeering.yaml): no schema to validate against
+            assert doc["apiVersion"] == "kopf.dev/v1" and set(doc) == {"apiVersion", "kind", "metadata"}, doc
+            assert doc["metadata"]["name"] == values["peering"]["name"]
+        elif doc["kind"] == "ServiceMonitor":
             check_monitor(doc, "ServiceMonitor", "endpoints")
         elif doc["kind"] == "PodMonitor":
             check_monitor(doc, "PodMonitor", "podMetricsEndpoints")
@@ -325,7 +348,7 @@ def test_manifests_are_valid(scenario: str) -> None:
                 raise AssertionError(f"{scenario}: {where}: {exc.message} at {list(exc.path)}") from None
         assert len(doc["metadata"]["name"]) <= 63, where
         assert doc["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE, where
-        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+        if doc["kind"] not in ("ClusterRole", "ClusterRoleBinding", "ClusterKopfPeering"):
             assert doc["metadata"].get("namespace"), f"{where} has no namespace"
 
 
@@ -346,6 +369,8 @@ def test_renders_exactly_the_toggled_objects(scenario: str) -> None:
         "PodMonitor": int(values["podMonitor"]["enabled"]),
         "ConfigMap": int(values["dashboard"]["enabled"]),
         "NetworkPolicy": len(trial_namespaces(values)) if values["networkPolicy"]["enabled"] else 0,
+        "KopfPeering": 0 if cluster or not values["peering"]["enabled"] else n_watched,
+        "ClusterKopfPeering": int(cluster and values["peering"]["enabled"]),
     }
     got = {kind: len(of_kind(docs, kind)) for kind in expected}
     assert got == expected
@@ -364,8 +389,15 @@ def test_deployment(scenario: str) -> None:
     values, docs = rendered(scenario)
     dep = one(docs, "Deployment")
     spec, pod = dep["spec"], dep["spec"]["template"]["spec"]
-    assert spec["replicas"] == 1
-    assert spec["strategy"] == {"type": "Recreate"}, "never two operators at once"
+    if values["peering"]["enabled"]:  # one replica acts; a rollout's new pod waits for the old one to go
+        assert spec["replicas"] == values["replicaCount"]
+        assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+        assert env_of(operator_container(docs))["POD_ID"]["valueFrom"] == {
+            "fieldRef": {"fieldPath": "metadata.name"}
+        }  # kopf's peer identity
+    else:
+        assert spec["replicas"] == 1
+        assert spec["strategy"] == {"type": "Recreate"}, "never two operators at once"
     assert spec["selector"]["matchLabels"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
     c = operator_container(docs)
     assert c["image"] == image_ref(values["image"])
@@ -431,6 +463,10 @@ def test_operator_env_carries_the_settings(scenario: str) -> None:
         op["podGraceSeconds"],
     )
     assert settings.scripted_url == (op["scriptedUrl"] or None)
+    peering = values["peering"]
+    assert settings.peering is peering["enabled"]
+    if peering["enabled"]:
+        assert (settings.peering_name, settings.peering_lifetime) == (peering["name"], peering["lifetime"])
     assert (settings.allowed_images, settings.allowed_service_accounts) == (
         op["allowedImages"],
         op["allowedServiceAccounts"],
@@ -509,7 +545,12 @@ def test_rbac_is_least_privilege(scenario: str) -> None:
     if values["clusterWide"]:
         assert not roles and not bindings
         assert len(croles) == len(cbindings) == 1
-        assert rule_triples(croles[0]["rules"], "ClusterRole") == CLUSTER_RULES
+        expected = (
+            CLUSTER_RULES
+            if values["peering"]["enabled"]
+            else CLUSTER_RULES - {("kopf.dev", "clusterkopfpeerings", v) for v in PEERING_VERBS}
+        )
+        assert rule_triples(croles[0]["rules"], "ClusterRole") == expected
         assert cbindings[0]["roleRef"] == {
             "apiGroup": "rbac.authorization.k8s.io",
             "kind": "ClusterRole",
@@ -523,7 +564,8 @@ def test_rbac_is_least_privilege(scenario: str) -> None:
         by_ns = {b["metadata"]["namespace"]: b for b in bindings}
         for role in roles:
             ns = role["metadata"]["namespace"]
-            assert rule_triples(role["rules"], f"Role {ns}") == NAMESPACED_RULES
+            expected = NAMESPACED_RULES if values["peering"]["enabled"] else BASE_RULES
+            assert rule_triples(role["rules"], f"Role {ns}") == expected
             assert by_ns[ns]["roleRef"] == {
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": "Role",
