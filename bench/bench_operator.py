@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import make_tiny_pack  # noqa: E402
-from kubeemu import EVALRUN_CRD_PATH, running_emulator  # noqa: E402
+from kubeemu import operator_crds, running_emulator  # noqa: E402
 
 from mcpfleet.runner.plan import TrialSpec, plan  # noqa: E402
 from mcpfleet.runner.records import TrialResult, dumps, now_iso  # noqa: E402
@@ -181,7 +181,7 @@ async def main() -> None:
     plan_s = time.perf_counter() - t
     assert len(trials) == n
 
-    with running_emulator(crds=[EVALRUN_CRD_PATH]) as kube:
+    with running_emulator(crds=operator_crds()) as kube:
         env = {
             **os.environ,
             "KUBECONFIG": str(kube.kubeconfig_path),

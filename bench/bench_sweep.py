@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench_operator import NS, InstantKubelet, spec  # noqa: E402
 from conftest import make_tiny_pack  # noqa: E402
-from kubeemu import EVALRUN_CRD_PATH, running_emulator  # noqa: E402
+from kubeemu import operator_crds, running_emulator  # noqa: E402
 
 from mcpfleet.runner.plan import TrialSpec, plan  # noqa: E402
 from mcpfleet.runner.spec import parse_evalrun  # noqa: E402
@@ -129,7 +129,7 @@ async def one_run(args: argparse.Namespace, capacity: int, work: Path, pack: Pat
     total = sum(by_id.values())
     longest = max(by_id.values())
     bound = max(longest, total / capacity)
-    with running_emulator(crds=[EVALRUN_CRD_PATH]) as kube:
+    with running_emulator(crds=operator_crds()) as kube:
         env = {
             **os.environ,
             "KUBECONFIG": str(kube.kubeconfig_path),

@@ -31,7 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from kubeemu import EVALRUN_CRD_PATH, running_emulator  # noqa: E402
+from kubeemu import operator_crds, running_emulator  # noqa: E402
 from kubelet import Kubelet  # noqa: E402
 
 from mcpfleet.runner.launcher import execute  # noqa: E402
@@ -97,7 +97,7 @@ async def operator_run(
     doc: dict[str, Any], work: Path, pack: Path, pods: int, timeout: float, verbose: bool = False
 ) -> dict[str, Any]:
     name = doc["metadata"]["name"]
-    with ScriptedServerProcess([pack]) as scripted, running_emulator(crds=[EVALRUN_CRD_PATH]) as kube:
+    with ScriptedServerProcess([pack]) as scripted, running_emulator(crds=operator_crds()) as kube:
         env = {
             **os.environ,
             "KUBECONFIG": str(kube.kubeconfig_path),

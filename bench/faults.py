@@ -68,7 +68,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import CREDS, make_tiny_pack  # noqa: E402
-from kubeemu import EVALRUN_CRD_PATH, RunningEmulator, running_emulator  # noqa: E402
+from kubeemu import RunningEmulator, operator_crds, running_emulator  # noqa: E402
 from s3server import moto_endpoint  # noqa: E402
 
 from mcpfleet.runner.outcome import INFRA_ERROR, PROVIDER_ERROR, VERIFIER_FAILED, is_scored  # noqa: E402
@@ -596,8 +596,8 @@ async def one_row(fault: str, args: argparse.Namespace, moto: str, proxy: TcpPro
     body = evalrun(pack, bucket, proxy.url)
     row = Row(fault, tasks * 8)
     seed = args.seed
-    # Every CRD the operator ships (a KopfPeering one too, once there is one), so the rows run as in a cluster.
-    with running_emulator(crds=sorted(EVALRUN_CRD_PATH.parent.glob("*.yaml"))) as kube:
+    # Every CRD the chart installs (the EvalRun and kopf's peering ones), so the rows run as in a cluster.
+    with running_emulator(crds=operator_crds()) as kube:
         ops = Operators(kube, work / f"operator-{fault}.log")
         kubelet = FaultKubelet(kube.url, fault, seed)
         ktask = asyncio.create_task(kubelet.run())

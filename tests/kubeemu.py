@@ -81,6 +81,21 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[1]
 EVALRUN_CRD_PATH = REPO / "crds" / "evalrun.yaml"
+
+
+def operator_crds() -> list[dict[str, Any]]:
+    """Every CRD the chart installs (crds/*.yaml: the EvalRun and kopf's peering resources), one dict each: what
+    `mcpfleet operator` needs to act (with peering on, it waits without its peering CRD)."""
+    import yaml
+
+    return [
+        doc
+        for path in sorted(EVALRUN_CRD_PATH.parent.glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+    ]
+
+
 KUBECTL = str(Path(sys.executable).with_name("kubectl"))
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 _TRUE = {"true", "True", "TRUE", "1", "t", "T"}
