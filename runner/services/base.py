@@ -105,9 +105,17 @@ class PodContext:
         return {"name": name, "emptyDir": spec}
 
 
-def stdio_server_sidecar(service: str, pod: PodContext) -> dict[str, Any]:
-    """The default trial-pod sidecar: the service's stdio MCP server (``mcp-server-<service> <state>`` in its
-    image) behind supergateway, serving streamable HTTP on the MCP port, ready when /healthz answers."""
+def stdio_server_sidecar(
+    service: str,
+    pod: PodContext,
+    command: str | None = None,
+    env: list[dict[str, Any]] | None = None,
+    mounts: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The default trial-pod sidecar: the service's stdio MCP server (``command``, by default
+    ``mcp-server-<service> <state>`` in its image) behind supergateway, serving streamable HTTP on the MCP port,
+    ready when /healthz answers. ``env`` is added to the server's environment; ``mounts`` replace the default
+    (the state volume and /tmp)."""
     return {
         "name": f"mcp-{service}",
         "image": pod.server_image,
@@ -115,7 +123,7 @@ def stdio_server_sidecar(service: str, pod: PodContext) -> dict[str, Any]:
         "command": ["supergateway"],
         "args": [
             "--stdio",
-            f"mcp-server-{service} {pod.state_mount}",
+            command or f"mcp-server-{service} {pod.state_mount}",
             "--outputTransport",
             "streamableHttp",
             "--stateful",
@@ -126,12 +134,14 @@ def stdio_server_sidecar(service: str, pod: PodContext) -> dict[str, Any]:
         ],
         "env": [
             {"name": "MCP_PORT", "value": str(pod.mcp_port)},
+            *(env or []),
             {"name": "TZ", "value": "UTC"},
             {"name": "HOME", "value": "/tmp"},
         ],
         "ports": [{"name": "mcp", "containerPort": pod.mcp_port, "protocol": "TCP"}],
         "startupProbe": {"httpGet": {"path": "/healthz", "port": "mcp"}, "periodSeconds": 1, "failureThreshold": 120},
-        "volumeMounts": [{"name": "state", "mountPath": pod.state_mount}, {"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": mounts
+        or [{"name": "state", "mountPath": pod.state_mount}, {"name": "tmp", "mountPath": "/tmp"}],
         "resources": pod.resources,
         "securityContext": pod.security,
     }

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from . import pgcluster
-from .base import PodContext, ServerCommand, Service, Spare, TrialEnv, servers_root
+from .base import PodContext, ServerCommand, Service, Spare, TrialEnv, servers_root, stdio_server_sidecar
 from .pgcluster import SETTINGS, SUPERUSER, TEMPLATE_ROLE, ClusterHandle
 
 if TYPE_CHECKING:
@@ -476,38 +476,20 @@ def pod_containers(params: dict[str, Any], pod: PodContext) -> list[dict[str, An
             "volumeMounts": pg_mounts,
             **extra,
         },
-        {
-            "name": "mcp-postgres",
-            "image": pod.server_image,
-            "restartPolicy": "Always",
-            "command": ["supergateway"],
-            "args": [
-                "--stdio",
-                "postgres-mcp --access-mode=unrestricted",
-                "--outputTransport",
-                "streamableHttp",
-                "--stateful",
-                "--port",
-                "$(MCP_PORT)",
-                "--healthEndpoint",
-                "/healthz",
-            ],
-            "env": [
-                {"name": "MCP_PORT", "value": str(pod.mcp_port)},
+        stdio_server_sidecar(
+            "postgres",
+            pod,
+            command="postgres-mcp --access-mode=unrestricted",
+            env=[
                 {"name": "PGPORT", "value": str(POD_PG_PORT)},
                 {"name": "DATABASE_URI", "value": f"postgresql://{user}@127.0.0.1:$(PGPORT)/{POD_DATABASE}"},
                 {"name": "PGPASSFILE", "value": f"{login_dir}/pgpass"},
-                {"name": "TZ", "value": "UTC"},
-                {"name": "HOME", "value": "/tmp"},
             ],
-            "ports": [{"name": "mcp", "containerPort": pod.mcp_port, "protocol": "TCP"}],
-            "startupProbe": {"httpGet": {"path": "/healthz", "port": "mcp"}, **probe},
-            "volumeMounts": [
+            mounts=[
                 {"name": "state", "mountPath": pod.state_mount, "readOnly": True},
                 {"name": "tmp", "mountPath": "/tmp"},
             ],
-            **extra,
-        },
+        ),
     ]
 
 
