@@ -289,6 +289,9 @@ def run_operator(
 
         for problem in asyncio.run(peering_problems()):
             err.print(f"[yellow]warning:[/] peering: {escape(problem)}", highlight=False, soft_wrap=True)
+    # Log to stderr as `kopf run` does (INFO and up): kopf.run() alone configures no handler, so the operator's
+    # warnings and failed reconcile steps reached only Kubernetes events, never `kubectl logs`.
+    kopf.configure()
     kopf.run(  # peering (one active replica) or standalone: MCPFLEET_PEERING, applied by the startup handler
         clusterwide=all_namespaces,
         namespaces=[] if all_namespaces else namespaces,

@@ -48,6 +48,8 @@ def test_operator_process_handles_an_evalrun(kube: RunningEmulator, argv: list[s
         (valid,) = [c for c in status["conditions"] if c["type"] == "Valid"]
         assert valid["status"] == "False" and valid["reason"] == "InvalidSpec"
         assert "spec.models: model names must be unique; 'a' appears twice" in valid["message"]
+        # It logs as `kopf run` does (INFO and up on stderr): without it, warnings reached only events.
+        assert "Activity 'startup' succeeded." in (tmp_path / "operator.log").read_text()
     finally:
         proc.terminate()
         proc.wait(timeout=30)
