@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
+import mcp.client.stdio as sdk_stdio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -16,6 +17,16 @@ from .services import ServerCommand
 
 # The only variables an MCP server inherits: never API keys or cloud credentials.
 SAFE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "NODE_PATH", "SYSTEMROOT")
+
+
+# A trial's server is disposable: when it is stopped it has answered every call it will get, and the verifier
+# reads the state, not the server. The SDK closes the server's stdin and then waits up to 2 s for it to exit
+# before SIGTERM to its process group; postgres-mcp takes 0.5-2 s to exit on EOF (measured), which every
+# PostgreSQL trial paid in its teardown. The group gets SIGTERM after this grace instead (SIGKILL 2 s later).
+STOP_GRACE_S = 0.2
+if not hasattr(sdk_stdio, "PROCESS_TERMINATION_TIMEOUT"):  # the pinned SDK has it: fail loudly on an upgrade
+    raise ImportError("mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT is gone: update runner/mcp_client.py")
+sdk_stdio.PROCESS_TERMINATION_TIMEOUT = STOP_GRACE_S
 
 
 def server_env(extra: dict[str, str]) -> dict[str, str]:

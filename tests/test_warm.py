@@ -4,17 +4,22 @@ and the forkserver pre-imports what LiteLLM would import lazily in every worker.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 from conftest import make_tiny_pack
+from proctree import processes_naming
 
-from mcpfleet.runner import warm, warmup
+from mcpfleet.runner import mcp_client, warm, warmup
 from mcpfleet.runner.launcher import RunState, Scheduler
+from mcpfleet.runner.mcp_client import connect_stdio
 from mcpfleet.runner.plan import plan
+from mcpfleet.runner.services import ServerCommand
 from mcpfleet.runner.spec import parse_evalrun
 from mcpfleet.runner.store import store_config
 from mcpfleet.runner.warm import WarmServer
@@ -106,3 +111,34 @@ def test_the_forkserver_warm_up_list_matches_this_litellm() -> None:
     # A LiteLLM upgrade that moves one of these modules loses the warm-up silently; this says so.
     assert warmup.MISSING == []
     assert warmup.preload(("no.such.module",)) == ["no.such.module"]
+
+
+SLOW_EXIT_SERVER = """
+import time
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("slow-exit")
+
+
+@app.tool()
+def ping() -> str:
+    return "pong"
+
+
+app.run()
+time.sleep(30)  # stdin closed, and the server keeps going (as postgres-mcp does while it closes its pool)
+"""
+
+
+async def test_a_server_that_lingers_after_its_stdin_closes_is_stopped_within_the_grace(tmp_path: Path) -> None:
+    """The SDK would wait 2 s before SIGTERM; a trial's server is disposable, so its teardown must not."""
+    script = tmp_path / "slow_exit.py"
+    script.write_text(SLOW_EXIT_SERVER)
+    cmd = ServerCommand(sys.executable, [str(script)], {"MARK": str(tmp_path)})
+    with open(tmp_path / "server.log", "wb") as log:
+        async with connect_stdio(cmd, log) as session:
+            assert (await session.call_tool("ping", {})).content[0].text == "pong"  # type: ignore[union-attr]
+            closing = time.perf_counter()
+    took = time.perf_counter() - closing
+    assert took < mcp_client.STOP_GRACE_S + 0.8, f"stopping the server took {took:.2f} s"
+    assert not processes_naming(str(tmp_path))
