@@ -166,7 +166,7 @@ async def _run_agent(
         if ctx.mcp_url:
             session = await stack.enter_async_context(connect_http(ctx.mcp_url))
         elif ctx.warm is not None:
-            stack.push_async_callback(ctx.warm.stop)
+            stack.callback(ctx.warm.release)  # stopping overlaps the verifier; the environment's close waits
             session = await ctx.warm.session()
         else:
             session = await stack.enter_async_context(connect_stdio(env.server, log, cwd=state_dir))
@@ -342,6 +342,8 @@ async def run_trial(
                     stderr=v.stderr,
                 )
         t = time.perf_counter()
+        if ctx.warm is not None:
+            await ctx.warm.stop()  # released when the agent ended: this waits only for what is left of its exit
         await _close(environment)
         timings.teardown += time.perf_counter() - t
         if run is not None and spec.judge is not None:

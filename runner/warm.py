@@ -116,6 +116,11 @@ class WarmServer:
         async with spare.claim(task) as env:
             yield env
 
+    def release(self) -> None:
+        """Let the server stop without waiting for it: its exit (up to the stop grace, see mcp_client) overlaps
+        the verifier, which reads the state, not the server; ``stop`` or ``close`` then waits for it."""
+        self._release.set()
+
     async def stop(self) -> None:
         """Stop the server process (the folder stays for the verifier and the record)."""
         self._release.set()
