@@ -29,6 +29,8 @@ LABEL_ATTEMPT = f"{GROUP}/attempt"
 LABEL_RETRY = f"{GROUP}/retry"
 ANN_TRIAL = f"{GROUP}/trial-id"
 ANN_SPEC_HASH = f"{GROUP}/spec-hash"
+# SIGTERM to SIGKILL for a trial pod: the runner stores its record in this window (the operator waits as long)
+TERMINATION_GRACE_SECONDS = 30
 STATE_MOUNT = "/state"
 TASK_MOUNT = "/task"  # an s3:// pack's task files, fetched by the init container
 RUNNER_UID = 10001
@@ -229,7 +231,7 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
         "activeDeadlineSeconds": deadline,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": 30,
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": RUNNER_UID,

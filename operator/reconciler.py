@@ -28,7 +28,7 @@ from mcpfleet.runner.tasks import TaskError, bundled_root
 
 from . import metrics
 from .kube import ForeignPod, Kube
-from .manifests import ANN_TRIAL, LABEL_RUN_UID, trial_pod
+from .manifests import ANN_TRIAL, LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, trial_pod
 from .runstate import RunState, plan_hash
 from .settings import OperatorSettings
 
@@ -42,7 +42,7 @@ IMAGE_FAILURES = {
 }
 STORE_FAILURES = (StoreError, OSError)  # the results store is unreachable: try the same step again later
 STORE_RETRY_SECONDS = 2.0
-LOST_POD_GRACE_SECONDS = 30.0  # the trial pod's terminationGracePeriodSeconds, past its activeDeadlineSeconds
+LOST_POD_GRACE_SECONDS = float(TERMINATION_GRACE_SECONDS)  # a pod without one: the grace trial pods get
 # A deleted pod that never ran its runner, still there this long after its node should have killed it: its node
 # is lost (or stuck); it is counted failed rather than waited on for ever.
 TERMINATING_SLACK_SECONDS = 30.0

@@ -25,7 +25,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import boto3
 import pytest
-import yaml
 
 from mcpfleet.runner.scripted_model import ScriptedServerProcess
 
@@ -33,7 +32,7 @@ _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:  # s3server.py and friends live here; tests/ is not a package on purpose
     sys.path.insert(0, _TESTS)
 
-from kubeemu import EVALRUN_CRD_PATH, RunningEmulator, running_emulator  # noqa: E402
+from kubeemu import RunningEmulator, operator_crds, running_emulator  # noqa: E402
 from s3server import moto_endpoint  # noqa: E402
 
 NS = "default"  # the operator tests' namespace
@@ -146,17 +145,15 @@ def s3_endpoint() -> Iterator[str]:
         yield url
 
 
-PEERING_CRD_PATH = REPO / "crds" / "kopfpeering.yaml"
 PEERING_NAME = "mcpfleet"  # the operator's default (MCPFLEET_PEERING_NAME)
 
 
 @pytest.fixture
 def kube() -> Iterator[RunningEmulator]:
-    """A fresh emulator per test, served from its own thread, with crds/evalrun.yaml stored and served, and kopf's
-    peering CRDs (crds/kopfpeering.yaml) with the operator's KopfPeering object in the test namespace, as the
-    chart installs them (an operator started with peering finds them)."""
-    peering = list(yaml.safe_load_all(PEERING_CRD_PATH.read_text()))
-    with running_emulator(crds=[EVALRUN_CRD_PATH, *peering]) as running:
+    """A fresh emulator per test, served from its own thread, with every CRD the chart installs (crds/*.yaml: the
+    EvalRun and kopf's peering resources) stored and served, and the operator's KopfPeering object in the test
+    namespace, as the chart creates it (an operator started with peering finds it)."""
+    with running_emulator(crds=operator_crds()) as running:
         running.create(
             {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": PEERING_NAME, "namespace": NS}}
         )
