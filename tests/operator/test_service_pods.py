@@ -130,6 +130,8 @@ def test_a_postgres_pod_builds_its_database_then_serves_it_and_postgres_mcp(tmp_
     # The generator's output, as `mcpfleet materialise` names it in the state volume; a login of the trial's own.
     assert env["STATE_DUMP"] == "/state/shop.sql" and env["DB_USER"] == "agent"
     assert db["startupProbe"]["exec"]["command"][0] == "pg_isready"
+    # pg-init's temporary server runs with the sidecar's settings (one list, the local cluster's).
+    assert init["args"] == db["args"] and "fsync=off" in init["args"]
     # No password in the pod spec: postgres-mcp reads it from the pgpass file pg-init wrote.
     mcp_env = {e["name"]: e["value"] for e in mcp["env"]}
     assert mcp_env["DATABASE_URI"] == "postgresql://agent@127.0.0.1:$(PGPORT)/trial"
