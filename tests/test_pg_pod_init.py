@@ -299,3 +299,33 @@ def test_a_prebuilt_directory_for_another_state_or_login_is_not_used(scratch: Pa
         assert superuser.login()["user"] == SUPERUSER
     assert snap["tables"]["orders"][0] == ROWS and {owner for _, _, owner in snap["relations"]} == {SUPERUSER}
 
+
+def test_the_bundled_states_dumps_are_the_same_bytes_in_the_image_and_in_a_pod(tmp_path: Path) -> None:
+    """A pod can only use the image's prebuilt directory if its dump has the same sha256: the image's first
+    stage (servers/postgres/state_dumps.py) and a pod's state init container (`mcpfleet materialise`) must
+    write the same bytes, whatever the hash seed, the time zone or the working directory."""
+    from mcpfleet.runner.services.postgres import PostgresService
+    from mcpfleet.runner.tasks import discover
+
+    image_dumps = tmp_path / "image"
+    env = {**os.environ, "PYTHONHASHSEED": "1", "TZ": "Pacific/Kiritimati"}
+    script = REPO / "servers" / "postgres" / "state_dumps.py"
+    image = subprocess.Popen([sys.executable, str(script), str(REPO / "tasks"), str(image_dumps)], env=env, cwd="/")
+    try:
+        pod_dumps = {}
+        for task in discover(REPO / "tasks"):
+            if task.service == "postgres" and task.category not in pod_dumps:
+                dest = tmp_path / "pod" / task.category
+                assert PostgresService().materialise(task, dest) == 1
+                [pod_dumps[task.category]] = dest.iterdir()
+        assert image.wait(300) == 0
+    finally:
+        if image.poll() is None:
+            image.kill()
+            image.wait()
+    assert sorted(pod_dumps) == sorted(p.stem for p in (REPO / "tasks" / "postgres" / "states").glob("*.py"))
+    for category, dump in pod_dumps.items():
+        made = image_dumps / dump.name
+        assert hashlib.sha256(made.read_bytes()).digest() == hashlib.sha256(dump.read_bytes()).digest(), category
+    plan = (image_dumps / "plan").read_text().splitlines()
+    assert f"{dump.name} trial {POD_ROLE}" in plan
