@@ -404,7 +404,7 @@ class PostgresService(Service):
 # serves postgres-mcp over streamable HTTP through supergateway (its password from a libpq pgpass file, never
 # the pod spec). The pod is the trial's own cluster, so the login is as locally: a role owning the database
 # only, or the superuser for tasks that manage roles. pg-init copies a data directory prebuilt for the exact
-# state and login when the database image carries one (the bundled states; 3-5x faster, bench/bench_pg_pod.py),
+# state and login when the database image carries one (the bundled states; 2-3.6x faster, bench/bench_pg_pod.py),
 # else restores the dump (any pack).
 
 POD_PG_PORT = 5432
