@@ -300,6 +300,17 @@ def test_a_prebuilt_directory_for_another_state_or_login_is_not_used(scratch: Pa
     assert snap["tables"]["orders"][0] == ROWS and {owner for _, _, owner in snap["relations"]} == {SUPERUSER}
 
 
+def test_a_missing_dump_fails_naming_it(scratch: Path, prebuilt: Path) -> None:
+    """The state init container's dump is gone: pg-init stops before anything starts, and says which file."""
+    base = scratch / "missing"
+    init = containers(POD_ROLE, "shop.sql")["pg-init"]
+    env = {"PATH": PATH, "MCPFLEET_PG_PREBUILT": str(prebuilt)}
+    env |= {e["name"]: e["value"].replace("/pgdata", str(base)).replace(STATE_MOUNT, str(base)) for e in init["env"]}
+    p = subprocess.run([*init["command"], *init["args"]], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and p.stderr == f"mcpfleet-pg-init: cannot read the state dump {base}/shop.sql\n"
+    assert not any((base / "data").iterdir())  # created empty (as root, for the server's user), left empty
+
+
 def test_the_bundled_states_dumps_are_the_same_bytes_in_the_image_and_in_a_pod(tmp_path: Path) -> None:
     """A pod can only use the image's prebuilt directory if its dump has the same sha256: the image's first
     stage (servers/postgres/state_dumps.py) and a pod's state init container (`mcpfleet materialise`) must
