@@ -340,3 +340,22 @@ def test_the_bundled_states_dumps_are_the_same_bytes_in_the_image_and_in_a_pod(t
         assert hashlib.sha256(made.read_bytes()).digest() == hashlib.sha256(dump.read_bytes()).digest(), category
     plan = (image_dumps / "plan").read_text().splitlines()
     assert f"{dump.name} trial {POD_ROLE}" in plan
+
+
+def test_a_superuser_pod_takes_its_own_prebuilt_directory(scratch: Path, dump: Path) -> None:
+    """A task that gets the cluster (the image prebuilds `support` so) copies a directory prebuilt for the
+    superuser's login: the same database as its dump path, the superuser's fresh password the login."""
+    root = scratch / "prebuilt-superuser"
+    prebuild(dump, root, SUPERUSER, containers(SUPERUSER, dump.name)["pg-init"]["args"])
+    restored = pod_init(scratch, "su-restored", dump, SUPERUSER, scratch / "no-prebuilt")
+    copied = pod_init(scratch, "su-copied", dump, SUPERUSER, root)
+    assert copied.log.strip() == f"mcpfleet-pg-init: prebuilt {key_of(dump, SUPERUSER)}"
+    with served(restored):
+        want = snapshot(restored)
+    with served(copied):
+        got = snapshot(copied)
+        assert copied.login()["user"] == SUPERUSER
+        with contextlib.closing(copied.connect(database="postgres")) as conn, conn.cursor() as cur:
+            cur.execute("SELECT rolname FROM pg_authid WHERE rolpassword IS NOT NULL")
+            assert cur.fetchall() == [(SUPERUSER,)]
+    assert got == want
