@@ -111,6 +111,7 @@ class Kubelet:
         # kept after it ends: what a Prometheus service discovery would read from the pod (see test_prometheus).
         self.port_maps: dict[str, dict[int, int]] = {}
         self.sidecars: dict[str, list[str]] = {}  # pod name -> native sidecars started and ready, in order
+        self.init_logs: dict[str, dict[str, str]] = {}  # pod name -> {one-shot init container: its log}, kept
         self.session: aiohttp.ClientSession | None = None
         self._watch: asyncio.Task[None] | None = None
         # Deletion: each pod's processes and folder, which container a process is, pods being terminated.
@@ -427,6 +428,8 @@ class Kubelet:
                     proc = await self._spawn(argv, env, poddir, c["name"])
                     procs.append(proc)
                     code = await proc.wait()
+                    log = (poddir / f"{c['name']}.log").read_text(errors="replace")
+                    self.init_logs.setdefault(name, {})[c["name"]] = log
                     init_statuses.append(self._terminated(c, code, term_file, poddir))
                     if code != 0:
                         self._end(pod)

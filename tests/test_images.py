@@ -3,6 +3,7 @@ consistent with the project: pinned bases, the lock file installed as is, and ev
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import tomllib
 from pathlib import Path
@@ -26,9 +27,11 @@ def _norm(name: str) -> str:
 
 @pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
 def test_base_images_are_pinned(path: Path) -> None:
-    bases = re.findall(r"^FROM\s+(\S+)", path.read_text(), re.M)
-    assert bases
-    for base in bases:
+    stages = re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", path.read_text(), re.M)
+    assert stages
+    for i, (base, _) in enumerate(stages):
+        if base in {name for _, name in stages[:i]}:
+            continue  # an earlier stage of the same file
         point_release = re.fullmatch(r"debian:\d+\.\d+-slim", base)  # Debian's images are tagged by point release
         pinned = re.search(r":\d+\.\d+\.\d+", base) or "@sha256:" in base or point_release
         assert pinned, f"{path.name}: {base} is not pinned"
@@ -77,6 +80,38 @@ def test_postgres_images_install_what_the_tests_ran() -> None:
     db = (REPO / "servers" / "Dockerfile.postgres-db").read_text()
     scripts = sorted(p.name for p in (REPO / "servers" / "postgres" / "bin").iterdir())
     assert scripts == ["mcpfleet-pg-init", "mcpfleet-pg-serve"]
-    assert f"COPY postgres/bin/{scripts[0]} postgres/bin/{scripts[1]} /usr/local/bin/" in db
+    assert f"COPY servers/postgres/bin/{scripts[0]} servers/postgres/bin/{scripts[1]} /usr/local/bin/" in db
     assert "create_main_cluster = false" in db and "USER 10001" in db and "--uid 10001" in db
     assert re.search(r"postgresql-15=15\.\d+", db)
+
+
+def test_the_database_image_prebuilds_the_bundled_states_as_pods_use_them() -> None:
+    """Its first stage makes the dumps with the runner image's Python (a pod's dump comes from there), its plan
+    names the database and login each bundled task's pod gets, and the prebuilt root is where pg-init looks."""
+    from mcpfleet.runner.services.base import PodContext
+    from mcpfleet.runner.services.postgres import PostgresService, pod_containers
+    from mcpfleet.runner.tasks import discover
+
+    db = (REPO / "servers" / "Dockerfile.postgres-db").read_text()
+    runner_base = re.search(r"^FROM\s+(\S+)", (REPO / "runner" / "Dockerfile").read_text(), re.M)
+    assert runner_base and re.search(rf"^FROM {re.escape(runner_base[1])} AS dumps$", db, re.M)
+    assert "docker build -f servers/Dockerfile.postgres-db -t ghcr.io/mcpfleet/postgres-db:0.1.0 .\n" in db
+    assert "RUN python /build/state_dumps.py /build/tasks /dumps" in db
+    assert 'mcpfleet-pg-init --prebuild "/dumps/$dump" /opt/mcpfleet/pg-prebuilt' in db
+    assert "ENV MCPFLEET_PG_PREBUILT=/opt/mcpfleet/pg-prebuilt" in db
+    init = (REPO / "servers" / "postgres" / "bin" / "mcpfleet-pg-init").read_text()
+    assert "${MCPFLEET_PG_PREBUILT:-/opt/mcpfleet/pg-prebuilt}" in init
+    spec = importlib.util.spec_from_file_location("state_dumps", REPO / "servers" / "postgres" / "state_dumps.py")
+    assert spec and spec.loader
+    state_dumps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(state_dumps)
+    planned = set(state_dumps.plan(REPO / "tasks"))
+    pod = PodContext("runner", "mcp", 8000, "/state", images={"postgres-db": "db", "postgres": "mcp"})
+    used = set()
+    for task in discover(REPO / "tasks"):
+        if task.service == "postgres":
+            [init_container, *_] = pod_containers(PostgresService().trial_params(task), pod)
+            env = {e["name"]: e["value"] for e in init_container["env"]}
+            used.add((Path(env["STATE_DUMP"]).name, env["DB_NAME"], env["DB_USER"]))
+    # Every bundled task's pod finds its prebuilt directory, and nothing is prebuilt that no pod uses.
+    assert planned == used and len({dump for dump, _, _ in used}) == 4, (planned, used)

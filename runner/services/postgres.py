@@ -403,8 +403,9 @@ class PostgresService(Service):
 # volume; the "postgres" native sidecar serves it on 127.0.0.1 (startup probe: pg_isready); "mcp-postgres"
 # serves postgres-mcp over streamable HTTP through supergateway (its password from a libpq pgpass file, never
 # the pod spec). The pod is the trial's own cluster, so the login is as locally: a role owning the database
-# only, or the superuser for tasks that manage roles. Measured (bench/bench_pg_pod.py): restoring the dump in
-# the pod costs about as much as the local template restore, and skips shipping a data directory per state.
+# only, or the superuser for tasks that manage roles. pg-init copies a data directory prebuilt for the exact
+# state and login when the database image carries one (the bundled states; 2-3.6x faster, bench/bench_pg_pod.py),
+# else restores the dump (any pack).
 
 POD_PG_PORT = 5432
 PGDATA_VOLUME = "pgdata"
@@ -450,6 +451,7 @@ def pod_containers(params: dict[str, Any], pod: PodContext) -> list[dict[str, An
             "name": "pg-init",
             "image": db_image,
             "command": ["mcpfleet-pg-init"],
+            "args": settings,  # its temporary server's settings: the sidecar's own
             "env": [
                 *pg_env,
                 {"name": "STATE_DUMP", "value": f"{pod.state_mount}/{dump}" if dump else ""},

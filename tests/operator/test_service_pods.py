@@ -3,8 +3,10 @@ a pod whose site and playwright-mcp sidecars the test kubelet starts as processe
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
+import subprocess
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
@@ -14,7 +16,7 @@ import boto3
 import kubernetes_validate
 import pytest
 from kubeemu import RunningEmulator, run_kopf_in_thread
-from kubelet import Kubelet
+from kubelet import BIN_PATH, Kubelet
 from pgpack import make_pg_pack
 from proctree import processes_naming
 from support import NS, evalrun, infra_errors, s3_keys, status_of, wait_until
@@ -24,8 +26,9 @@ from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.runner.plan import plan
 from mcpfleet.runner.scripted_model import ScriptedServerProcess
 from mcpfleet.runner.services import playwright
+from mcpfleet.runner.services.postgres import POD_DATABASE, POD_ROLE, PostgresService
 from mcpfleet.runner.spec import parse_evalrun
-from mcpfleet.runner.tasks import find_task
+from mcpfleet.runner.tasks import Task, find_task
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "tasks"
@@ -109,6 +112,21 @@ async def test_a_browser_task_runs_through_the_operator_with_its_sites_as_sideca
     assert not processes_naming(str(workdir))
 
 
+def prebuild_state(task: Task, root: Path) -> Path:
+    """What the database image's build does for a state: its dump as `mcpfleet materialise` writes it, then
+    `mcpfleet-pg-init --prebuild` for the agent's login (run as root, as the image's build runs it)."""
+    dumps = root.parent / "pg-dumps"
+    PostgresService().materialise(task, dumps)
+    [dump] = dumps.iterdir()
+    dump.chmod(0o644)
+    dumps.chmod(0o755)
+    env = {"PATH": BIN_PATH, "LANG": "C.UTF-8", "TZ": "UTC", "DB_NAME": POD_DATABASE, "DB_USER": POD_ROLE}
+    subprocess.run(
+        ["mcpfleet-pg-init", "--prebuild", str(dump), str(root), "-c", "fsync=off"], env=env, check=True, timeout=120
+    )
+    return root
+
+
 def pg_pod(pack: Path, task: str) -> dict[str, Any]:
     doc = evalrun("pg", pack, "http://s3.test", "bucket", attempts=1, tasks={"path": str(pack), "include": [task]})
     run = parse_evalrun(doc)
@@ -130,6 +148,8 @@ def test_a_postgres_pod_builds_its_database_then_serves_it_and_postgres_mcp(tmp_
     # The generator's output, as `mcpfleet materialise` names it in the state volume; a login of the trial's own.
     assert env["STATE_DUMP"] == "/state/shop.sql" and env["DB_USER"] == "agent"
     assert db["startupProbe"]["exec"]["command"][0] == "pg_isready"
+    # pg-init's temporary server runs with the sidecar's settings (one list, the local cluster's).
+    assert init["args"] == db["args"] and "fsync=off" in init["args"]
     # No password in the pod spec: postgres-mcp reads it from the pgpass file pg-init wrote.
     mcp_env = {e["name"]: e["value"] for e in mcp["env"]}
     assert mcp_env["DATABASE_URI"] == "postgresql://agent@127.0.0.1:$(PGPORT)/trial"
@@ -156,6 +176,8 @@ async def test_postgres_tasks_run_through_the_operator_with_the_database_as_a_si
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pack = make_pg_pack(tmp_path / "pack")
+    workdir = Path(tempfile.mkdtemp(prefix="pg-node-"))  # not under tmp_path: PostgreSQL drops root, must reach it
+    workdir.chmod(0o711)
     oracle = ExitStack()
     monkeypatch.setenv("MCPFLEET_SCRIPTED_URL", oracle.enter_context(ScriptedServerProcess([pack])))  # knows the pack
     body = evalrun(
@@ -167,9 +189,12 @@ async def test_postgres_tasks_run_through_the_operator_with_the_database_as_a_si
         concurrency={"total": 3},
         limits={"timeoutSeconds": 300, "llmTimeoutSeconds": 60, "verifierTimeoutSeconds": 60},
     )
-    workdir = Path(tempfile.mkdtemp(prefix="pg-node-"))  # not under tmp_path: PostgreSQL drops root, must reach it
     try:
-        async with Kubelet(kube.url, workdir=workdir) as kubelet:
+        # The database image's prebuilt directory for the pack's state and the agent's login (the two tasks that
+        # share nothing cluster-wide); the task that gets the superuser restores the dump.
+        shop = find_task(pack, "postgres/standard/shop/add_total")
+        prebuilt = await asyncio.to_thread(prebuild_state, shop, workdir / "pg-prebuilt")
+        async with Kubelet(kube.url, workdir=workdir, extra_env={"MCPFLEET_PG_PREBUILT": str(prebuilt)}) as kubelet:
             with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
                 kube.create(body)
                 try:
@@ -196,6 +221,9 @@ async def test_postgres_tasks_run_through_the_operator_with_the_database_as_a_si
             calls = [c["name"] for t in records[("oracle", "add_total")]["turns"] for c in t["tool_calls"]]
             assert calls == ["list_objects", "execute_sql"]
             assert all(kubelet.sidecars[p] == ["postgres", "mcp-postgres"] for p in kubelet.started), kubelet.sidecars
+            # Each pod took the path its state and login allow: 2 models x (2 tasks prebuilt, 1 from the dump).
+            paths = sorted(kubelet.init_logs[p]["pg-init"].split(": ")[1].split(" ")[0] for p in kubelet.started)
+            assert paths == ["no"] * 2 + ["prebuilt"] * 4, {p: kubelet.init_logs[p]["pg-init"] for p in kubelet.started}
             # No PostgreSQL, postgres-mcp or supergateway outlived its pod.
             assert not processes_naming(str(workdir))
             # The database's login never reached the records.
