@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -563,6 +564,45 @@ def test_site_exits_with_its_parent(tmp_path: Path, cache: Path, env: dict[str, 
         parent.wait()
         if parent.stdout:
             parent.stdout.close()
+
+
+def _serve_fd(fd: int, data: Path, env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mcpfleet.sites.forum", "--data", str(data), "--fd", str(fd), "--exit-with-parent"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
+        pass_fds=(fd,),
+    )
+
+
+def test_site_serves_a_socket_its_launcher_reserved(tmp_path: Path, cache: Path, env: dict[str, str]) -> None:
+    """--fd: the launcher binds a port first (refused while not listening) and hands the socket over; the site
+    listens on that very port. A descriptor that is not a bound TCP socket is refused with a clear error."""
+    seed("forum", tmp_path / "data", cache=cache)
+    reserved = socket.socket()
+    reserved.bind(("127.0.0.1", 0))
+    port = reserved.getsockname()[1]
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0  # bound, not listening: refused
+    proc = _serve_fd(reserved.fileno(), tmp_path / "data", env, tmp_path)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == f"forum serving http://127.0.0.1:{port}\n"
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").text == "ok"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=5)
+        reserved.close()
+    unbound = socket.socket()
+    with open(tmp_path / "file", "w") as not_a_socket:
+        for fd, why in ((unbound.fileno(), "is not bound to a port"), (not_a_socket.fileno(), "is not an open socket")):
+            bad = _serve_fd(fd, tmp_path / "data", env, tmp_path)
+            out, err = bad.communicate(timeout=30)
+            assert bad.returncode == 2 and out == "" and f"error: --fd {fd} {why}" in err, err
+    unbound.close()
 
 
 def test_credentials_files_match_the_generators() -> None:

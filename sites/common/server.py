@@ -3,6 +3,10 @@
 Binds the socket itself (``--port 0`` picks a free port), then prints one line ``<site> serving http://H:P`` on
 stdout once requests are accepted, so a launcher can read the real port instead of racing for one.
 
+``--fd N``: serve on an inherited TCP socket the launcher already bound (and keeps bound), instead of binding
+one: a port reserved before the site starts (a browser configured with it earlier) is never free for another
+process to take in between. ``--host`` and ``--port`` are then ignored.
+
 ``--exit-with-parent``: a watchdog thread polls the parent pid (every 0.1 s) and stops the server when the
 process is re-parented, i.e. when whoever started it died, even by SIGKILL. Polling rather than Linux's
 PR_SET_PDEATHSIG, which fires when the *thread* that forked exits: a launcher that spawns from a worker
@@ -55,9 +59,35 @@ def parse_args(name: str, argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--data", required=True, type=Path, help="folder with the site's SQLite file")
     parser.add_argument("--port", type=int, default=0, help="TCP port; 0 picks a free one (default)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--fd", type=int, help="serve on this inherited, already bound TCP socket (not --port)")
     parser.add_argument("--exit-with-parent", action="store_true", help="stop when the parent process dies")
     parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return parser.parse_args(argv)
+
+
+def _bound(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot bind {host}:{port}: {exc}") from None
+    return sock
+
+
+def _inherited(fd: int) -> socket.socket:
+    """The launcher's socket: it must be a bound TCP socket (listening on it is ours to do)."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError as exc:
+        raise OSError(f"--fd {fd} is not an open socket: {exc}") from None
+    if sock.type != socket.SOCK_STREAM or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        raise OSError(f"--fd {fd} is not a TCP socket")
+    if sock.getsockname()[1] == 0:
+        raise OSError(f"--fd {fd} is not bound to a port")
+    return sock
 
 
 def main(make_site: Callable[[], Site], argv: list[str] | None = None) -> int:
@@ -68,18 +98,15 @@ def main(make_site: Callable[[], Site], argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((args.host, args.port))
+        sock = _inherited(args.fd) if args.fd is not None else _bound(args.host, args.port)
     except OSError as exc:
-        print(f"error: cannot bind {args.host}:{args.port}: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     sock.listen(128)
     sock.set_inheritable(True)
-    port = sock.getsockname()[1]
-    host = f"[{args.host}]" if family == socket.AF_INET6 else args.host
+    address, port = sock.getsockname()[:2]
+    host = f"[{address}]" if sock.family == socket.AF_INET6 else address
     config = uvicorn.Config(
         app,
         log_level=args.log_level,
