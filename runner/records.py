@@ -30,6 +30,10 @@ class Timings(BaseModel):
     total: float = 0.0
     llm_wait: float = 0.0
     teardown: float = 0.0  # stopping its MCP server (a browser with it) and removing its state, before the record
+    # A claimed spare's own boot, off the trial's path (see warm.py); mcp_start is then only what the trial waited
+    # for it (~0 when it was ready). spare_started: its preparation once up (a browser spare's Chromium launch).
+    spare_mcp_start: float = 0.0
+    spare_started: float = 0.0
 
 
 class Totals(BaseModel):

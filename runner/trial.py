@@ -167,7 +167,8 @@ async def _run_agent(
             session = await stack.enter_async_context(connect_http(ctx.mcp_url))
         elif ctx.warm is not None:
             stack.callback(ctx.warm.release)  # stopping overlaps the verifier; the environment's close waits
-            session = await ctx.warm.session()
+            session = await ctx.warm.session()  # the wait, not the boot: that ran while the last trial did
+            timings.spare_mcp_start, timings.spare_started = ctx.warm.boot.mcp_start, ctx.warm.boot.started
         else:
             session = await stack.enter_async_context(connect_stdio(env.server, log, cwd=state_dir))
         timings.mcp_start = time.perf_counter() - t

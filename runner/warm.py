@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
 from mcp import ClientSession
@@ -27,6 +29,15 @@ class BootGate(Protocol):
 
     def acquire(self, block: bool = ..., timeout: float | None = ...) -> bool: ...
     def release(self) -> None: ...
+
+
+@dataclass
+class SpareBoot:
+    """How long the spare took to boot, off its trial's path (after the gate): its server from spawn to an
+    initialised session (the environment's set-up included), then ``Spare.started`` (a browser's launch)."""
+
+    mcp_start: float = 0.0
+    started: float = 0.0
 
 
 GATE_WAIT_S = 5.0  # a gate leaked by a killed worker delays a spare by this much, never blocks it
@@ -49,6 +60,7 @@ class WarmServer:
         self._release = asyncio.Event()
         self._task = asyncio.create_task(self._hold(), name=f"warm-{service}")
         self._closed = False
+        self.boot = SpareBoot()
 
     @classmethod
     def supports(cls, service: str) -> bool:
@@ -73,10 +85,14 @@ class WarmServer:
             # starts in lockstep) took the CPU the running trials' turns needed.
             gated = await self._pass_gate()
             service = get_service(self.service)
+            t = time.perf_counter()
             spare = await self._spare_stack.enter_async_context(service.spare(self.state_dir, self.resource))
             self._spare.set_result(spare)
             async with connect_stdio(spare.server, self.log, cwd=self.state_dir) as session:
+                self.boot.mcp_start = time.perf_counter() - t
+                t = time.perf_counter()
                 await spare.started(session)
+                self.boot.started = time.perf_counter() - t
                 if gated and self.gate is not None:  # gated implies a gate
                     self.gate.release()
                     gated = False

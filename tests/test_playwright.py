@@ -30,6 +30,7 @@ from mcpfleet.runner.mcp_client import connect_stdio, result_text
 from mcpfleet.runner.services import get_service, playwright
 from mcpfleet.runner.taskcheck import validate
 from mcpfleet.runner.tasks import Task, discover
+from mcpfleet.runner.warm import WarmServer
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "tasks"
@@ -190,6 +191,89 @@ def test_malformed_site_lists_are_refused_and_a_foreign_task_runs_unconfined(tmp
     assert args == [] and running == []
 
 
+def _browsers(marker: str) -> list[int]:
+    """Main Chromium processes (not their helpers) started under ``marker``."""
+    return [pid for pid, cmd in ours(marker) if "chromium --" in cmd and "--type=" not in cmd]
+
+
+async def _first_view(session: Any) -> list[str]:
+    """What an agent's first look at the browser shows: its tabs and the page snapshot."""
+    return [
+        result_text(await session.call_tool(n, a))
+        for n, a in (("browser_tabs", {"action": "list"}), ("browser_snapshot", {}))
+    ]
+
+
+def test_a_spare_has_its_browser_up_before_its_task_and_refuses_sites_the_task_does_not_name(
+    tmp_path: Path, recorder: Recorder, marker: str
+) -> None:
+    """A worker's spare: playwright-mcp and Chromium start before the task is known, on ports reserved for every
+    bundled site (refused until claimed); claimed by a shop task, the shop serves on its reserved port, admin
+    and forum stay refused, other hosts unresolved, and the agent's first view equals a cold trial's. Once
+    closed, nothing of it runs."""
+    service = get_service("playwright")
+    shop = site_task(tmp_path / "a", ["shop"])
+    assert service.spare_fits(shop) and service.spare_fits(site_task(tmp_path / "b", ["forum", "admin", "shop"]))
+    foreign = site_task(tmp_path / "c", ["shop"])
+    (foreign.path / "meta.json").write_text(json.dumps({"task_id": "probe", "mcp": ["playwright"]}))
+    assert not service.spare_fits(foreign)  # no sites: its browser is not confined, a spare's is
+    other = f"http://127.0.0.1:{recorder.port}/"
+
+    async def scenario() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        with open(tmp_path / "cold.log", "w+b") as log:
+            async with service.environment(shop, Path(marker) / "cold" / "state", None) as cold:
+                async with connect_stdio(cold.server, log, cwd=Path(marker) / "cold" / "state") as session:
+                    seen["cold_view"] = await _first_view(session)
+        server = WarmServer("playwright")
+        try:
+            await asyncio.wait_for(server.session(), 120)
+            seen["browsers"], seen["boot"] = _browsers(marker), server.boot
+            seen["ports"] = ports = _site_ports(server.state_dir)
+            seen["refused_before"] = [_refused(p) for p in ports]
+            async with server.environment(shop) as env:
+                session = await server.session()
+                seen["view"] = await _first_view(session)
+                for url in (
+                    "http://shop.test/",
+                    "http://admin.test/",
+                    "http://forum.test/",
+                    other,
+                    "http://example.com/",
+                ):
+                    r = await session.call_tool("browser_navigate", {"url": url})
+                    seen[url] = bool(r.is_error), result_text(r)
+                seen["refused_during"] = [_refused(p) for p in ports]
+                seen["sites"] = [c for _, c in ours(marker) if "mcpfleet.sites." in c]
+                seen["data"] = sorted(p.name for p in env.state_dir.glob("*.db"))
+                await server.stop()
+                assert env.quiesce is not None
+                await env.quiesce()
+        finally:
+            await server.close()
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert len(seen["browsers"]) == 1, "the spare's Chromium was not running before the claim"
+    assert seen["boot"].mcp_start > 0 and seen["boot"].started > 0
+    assert len(set(seen["ports"])) == 3 and all(seen["refused_before"])
+    assert seen["view"] == seen["cold_view"] and "Page URL: about:blank" in seen["view"][1]
+    failed, text = seen["http://shop.test/"]
+    assert not failed and "Page Title: Home · Larkspur Goods" in text
+    for url in ("http://admin.test/", "http://forum.test/"):
+        failed, text = seen[url]
+        assert failed and "ERR_CONNECTION_REFUSED" in text, (url, text)
+    for url in (other, "http://example.com/"):
+        failed, text = seen[url]
+        assert failed and "ERR_NAME_NOT_RESOLVED" in text, (url, text)
+    assert recorder.paths == []
+    assert seen["refused_during"].count(False) == 1  # the shop's port serves; admin's and forum's refuse
+    assert len(seen["sites"]) == 1 and "mcpfleet.sites.shop" in seen["sites"][0] and "--fd" in seen["sites"][0]
+    assert seen["data"] == ["store.db"]
+    left = settle(marker)
+    assert not left, left
+
+
 def test_bundled_task_validates_oracle_passes_noop_and_mutants_fail(marker: str) -> None:
     """`mcpfleet tasks validate`'s check through the real service: 4 trials (oracle, no-op, 2 mutants), and
     no process of any of them is left once it returns."""
@@ -225,6 +309,20 @@ async def main(base: Path) -> None:
                 await asyncio.sleep(120)
 
 asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+HOLD_SPARE = """
+import asyncio
+from mcpfleet.runner.warm import WarmServer
+
+async def main() -> None:
+    server = WarmServer("playwright")
+    await server.session()
+    print("READY", flush=True)
+    await asyncio.sleep(120)
+
+asyncio.run(main())
 """
 
 
@@ -287,11 +385,12 @@ def test_a_crashing_trial_leaves_no_process(marker: str) -> None:
     assert not left, left
 
 
-def test_sigkill_of_the_trial_process_leaves_no_process(marker: str) -> None:
-    """A worker killed outright (OOM killer, kill -9): the sites exit by themselves (--exit-with-parent), the
-    server sees its stdin close and takes its Chromium with it."""
+@pytest.mark.parametrize("hold", ["trial", "spare"])
+def test_sigkill_of_the_trial_process_leaves_no_process(marker: str, hold: str) -> None:
+    """A worker killed outright (OOM killer, kill -9) in a trial or holding a spare never claimed: the sites exit
+    by themselves (--exit-with-parent), the server sees its stdin close and takes its Chromium with it."""
     script = Path(marker) / "hold.py"
-    script.write_text(HOLD)
+    script.write_text(HOLD if hold == "trial" else HOLD_SPARE)
     proc = subprocess.Popen(
         [sys.executable, str(script), str(Path(marker) / "trial")],
         cwd=marker,
@@ -303,10 +402,12 @@ def test_sigkill_of_the_trial_process_leaves_no_process(marker: str) -> None:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == b"READY"
         before = ours(marker)
-        assert any("mcpfleet.sites.shop" in c for _, c in before) and any(
-            "mcpfleet.sites.forum" in c for _, c in before
-        )
-        assert any("playwright-mcp" in c for _, c in before) and any("chromium" in c for _, c in before)
+        sites = [c for _, c in before if "mcpfleet.sites." in c]
+        if hold == "trial":
+            assert any("sites.shop" in c for c in sites) and any("sites.forum" in c for c in sites)
+        else:
+            assert sites == []  # an unclaimed spare starts no site
+        assert any("playwright-mcp" in c for _, c in before) and _browsers(marker)
         proc.kill()
         proc.wait()
         left = settle(marker)
@@ -358,22 +459,24 @@ def _wait_for_browsers(proc: subprocess.Popen[bytes], marker: str, err: Path, co
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("how", ["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm", "sigkill"])
 def test_interrupted_run_leaves_no_browser_site_or_server(tmp_path: Path, marker: str, how: str) -> None:
-    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) or `kill <pid>` (SIGTERM to the
-    launcher only) while two browser trials run: the run stops and nothing of it survives."""
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it), `kill <pid>` (SIGTERM to the
+    launcher only) or `kill -9 <pid>` while two browser trials run and a worker holds a spare never claimed
+    (three browsers for two workers): the run stops and nothing of it survives."""
     proc, err = _cli_run(tmp_path, marker, how)
     try:
-        _wait_for_browsers(proc, marker, err)
+        _wait_for_browsers(proc, marker, err, count=3)
         assert any("mcpfleet.sites." in c for _, c in ours(marker))  # whichever sites the first tasks need
         if how == "ctrl-c":
             os.killpg(proc.pid, signal.SIGINT)
         else:
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
         code = proc.wait(timeout=30)
         assert code != 0
         assert "Traceback" not in err.read_text()
-        left = settle(marker)
+        # After a SIGKILL the workers notice their parent is gone (0.5 s polls), then end their trials.
+        left = settle(marker, grace=8.0 if how != "sigkill" else 20.0)
         assert not left, left
     finally:
         if proc.poll() is None:
@@ -540,6 +643,9 @@ def test_example_run_scripted_oracle_passes_and_noop_fails(tmp_path: Path, marke
     assert not any(r["passed"] for r in results if r["model"] == "scripted-noop")
     oracle = next(r for r in results if r["model"] == "scripted-oracle")
     assert oracle["totals"]["tool_calls"] >= 10 and oracle["totals"]["tool_errors"] == 0
+    # Workers claimed spares (browser launched ahead) and those trials passed like the cold ones.
+    spared = [r for r in results if r["model"] == "scripted-oracle" and r["timings"]["spare_started"] > 0]
+    assert spared and all(r["passed"] for r in spared)
     assert not settle(marker, grace=3.0)
 
 

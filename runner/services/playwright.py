@@ -11,6 +11,11 @@ so it reads quiescent SQLite files from ``MCPFLEET_SITES_DATA``.
 A task that names no sites (MCPMark's own browser tasks, written for the public web or WebArena's images)
 starts none and its browser is not confined: it runs wherever those sites are reachable.
 In a pod (``materialised``) the sites and the MCP server are sidecars; the trial only verifies.
+
+A worker's spare (``BrowserSpare``) starts the next trial's playwright-mcp and Chromium before that trial is
+known: it reserves one loopback port per bundled site (bound, not listening: refused, and no other process can
+take it), configures the browser with all of them, and at claim seeds the task's data and starts the task's
+sites on their reserved sockets. The ports of sites the task does not name stay bound and refuse connections.
 """
 
 from __future__ import annotations
@@ -20,14 +25,15 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .base import SERVERS_ENV, PodContext, ServerCommand, Service, TrialEnv, servers_bin
+from .base import SERVERS_ENV, PodContext, ServerCommand, Service, Spare, TrialEnv, servers_bin
 
 if TYPE_CHECKING:
     from ..tasks import Task
@@ -116,12 +122,14 @@ async def _stop_group(proc: asyncio.subprocess.Process, timeout: float) -> None:
     await proc.wait()
 
 
-async def start_site(name: str, data_dir: Path, log_dir: Path) -> SiteProcess:
-    """Start ``python -m mcpfleet.sites.<name>`` on a free port and wait for its ready line.
+async def start_site(name: str, data_dir: Path, log_dir: Path, sock: socket.socket | None = None) -> SiteProcess:
+    """Start ``python -m mcpfleet.sites.<name>`` and wait for its ready line: on a free port (``--port 0``), or on
+    ``sock``, a bound socket handed over by its descriptor (``--fd``; a spare's reserved port).
 
     Its own session (a terminal's Ctrl-C reaches the launcher, which stops it) and ``--exit-with-parent``
     (it exits by itself if this process dies, even by SIGKILL). cwd is the data folder, never a checkout root.
     """
+    where = ["--fd", str(sock.fileno())] if sock is not None else ["--port", "0"]
     log = open(log_dir / f"{name}.log", "w+b")  # noqa: SIM115 - closed by SiteProcess.stop
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -130,8 +138,7 @@ async def start_site(name: str, data_dir: Path, log_dir: Path) -> SiteProcess:
             f"mcpfleet.sites.{name}",
             "--data",
             str(data_dir),
-            "--port",
-            "0",
+            *where,
             "--exit-with-parent",
             cwd=str(data_dir),
             stdin=asyncio.subprocess.DEVNULL,
@@ -139,6 +146,7 @@ async def start_site(name: str, data_dir: Path, log_dir: Path) -> SiteProcess:
             stderr=log,
             start_new_session=True,
             env=_site_env(),
+            pass_fds=(sock.fileno(),) if sock is not None else (),
         )
     except BaseException:
         log.close()
@@ -150,6 +158,8 @@ async def start_site(name: str, data_dir: Path, log_dir: Path) -> SiteProcess:
         if READY not in text:
             raise RuntimeError(f"site '{name}' did not start: {text or _tail(log)}")
         port = int(text.rsplit(":", 1)[1])
+        if sock is not None and port != sock.getsockname()[1]:
+            raise RuntimeError(f"site '{name}' serves port {port}, not its reserved {sock.getsockname()[1]}")
     except BaseException as exc:
         await _stop_group(proc, SITE_STOP_TIMEOUT_S)
         log.close()
@@ -157,6 +167,46 @@ async def start_site(name: str, data_dir: Path, log_dir: Path) -> SiteProcess:
             raise RuntimeError(f"site '{name}' printed no ready line within {SITE_START_TIMEOUT_S:g} s") from None
         raise
     return SiteProcess(name, proc, port, log)
+
+
+class Sites:
+    """A trial's running sites; ``stop`` (the trial's quiesce, and its teardown) stops them all, once."""
+
+    def __init__(self) -> None:
+        self.running: list[SiteProcess] = []
+
+    async def start(
+        self, names: Sequence[str], data_dir: Path, log_dir: Path, sockets: dict[str, socket.socket] | None = None
+    ) -> None:
+        """Start ``names`` side by side; if one fails, the error is raised and the others are left to ``stop``."""
+        sockets = sockets or {}
+        started = await asyncio.gather(
+            *(start_site(n, data_dir, log_dir, sockets.get(n)) for n in names), return_exceptions=True
+        )
+        self.running.extend(s for s in started if isinstance(s, SiteProcess))
+        for s in started:
+            if isinstance(s, BaseException):
+                raise s
+
+    def ports(self) -> dict[str, int]:
+        return {s.name: s.port for s in self.running}
+
+    async def stop(self) -> None:
+        while self.running:
+            await self.running.pop().stop()
+
+
+def reserve_port() -> socket.socket:
+    """A loopback port held for a site that starts later: bound, not listening, so a connection to it is refused.
+    Without SO_REUSEADDR, which on Linux would let another socket with it bind the same port while neither
+    listens."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def _site_env() -> dict[str, str]:
@@ -177,6 +227,7 @@ def _tail(log: IO[bytes]) -> str:
 
 class PlaywrightService(Service):
     name = "playwright"
+    spare_servers = True  # see BrowserSpare
 
     def server_command(self, state_dir: Path, config: Path) -> ServerCommand:
         exe = servers_bin() / EXECUTABLE
@@ -213,35 +264,66 @@ class PlaywrightService(Service):
         }
         return ServerCommand(str(exe), args, env)
 
+    def write_config(self, state_dir: Path, ports: dict[str, int]) -> Path:
+        config = state_dir / ".browser" / "config.json"
+        config.write_text(json.dumps(browser_config(ports)), encoding="utf-8")
+        return config
+
+    @staticmethod
+    def log_dir(state_dir: Path) -> Path:
+        logs = state_dir / ".browser" / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        return logs
+
+    @staticmethod
+    def verifier_env(state_dir: Path) -> dict[str, str]:
+        return {DATA_ENV: str(state_dir), "TZ": "UTC"}
+
     @asynccontextmanager
     async def environment(
         self, task: Task, state_dir: Path, resource: Any, *, materialised: bool = False
     ) -> AsyncIterator[TrialEnv]:
-        sites = task_sites(task)
-        verifier_env = {DATA_ENV: str(state_dir), "TZ": "UTC"}
+        names = task_sites(task)
         state_dir.mkdir(parents=True, exist_ok=True)
         if materialised:  # a pod: the state volume holds the data, the sites and the server are sidecars
-            yield TrialEnv(state_dir, ServerCommand(EXECUTABLE, []), verifier_env)
+            yield TrialEnv(state_dir, ServerCommand(EXECUTABLE, []), self.verifier_env(state_dir))
             return
         await asyncio.to_thread(self.materialise, task, state_dir)
-        logs = state_dir / ".browser" / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        async with AsyncExitStack() as stack:
-            running: list[SiteProcess] = []
+        sites = Sites()
+        try:
+            await sites.start(names, state_dir, self.log_dir(state_dir))
+            config = self.write_config(state_dir, sites.ports())
+            yield TrialEnv(
+                state_dir, self.server_command(state_dir, config), self.verifier_env(state_dir), quiesce=sites.stop
+            )
+        finally:
+            await sites.stop()
 
-            async def stop_sites() -> None:
-                while running:
-                    await running.pop().stop()
+    @asynccontextmanager
+    async def spare(self, state_dir: Path, resource: Any) -> AsyncIterator[Spare]:
+        from mcpfleet.sites import SITES
 
-            stack.push_async_callback(stop_sites)
-            started = await asyncio.gather(*(start_site(s, state_dir, logs) for s in sites), return_exceptions=True)
-            running.extend(s for s in started if isinstance(s, SiteProcess))
-            for s in started:
-                if isinstance(s, BaseException):
-                    raise s
-            config = state_dir / ".browser" / "config.json"
-            config.write_text(json.dumps(browser_config({s.name: s.port for s in running})), encoding="utf-8")
-            yield TrialEnv(state_dir, self.server_command(state_dir, config), verifier_env, quiesce=stop_sites)
+        sockets: dict[str, socket.socket] = {}
+        try:
+            for name in SITES:
+                sockets[name] = reserve_port()
+            self.log_dir(state_dir)
+            config = self.write_config(state_dir, {n: s.getsockname()[1] for n, s in sockets.items()})
+            yield BrowserSpare(self, state_dir, sockets, self.server_command(state_dir, config))
+        finally:
+            for sock in sockets.values():  # after the claiming trial's sites stopped, or unclaimed
+                sock.close()
+
+    def spare_fits(self, task: Task) -> bool:
+        """A task whose sites all have a reserved port (every bundled one); not a task without sites, whose
+        browser is not confined."""
+        from mcpfleet.sites import SITES
+
+        try:
+            names = task_sites(task)
+        except ValueError:
+            return False
+        return bool(names) and all(n in SITES for n in names)
 
     def trial_params(self, task: Task) -> dict[str, Any]:
         return {"sites": task_sites(task)}
@@ -275,6 +357,45 @@ class PlaywrightService(Service):
         except ValueError as exc:
             return [str(exc)]
         return []
+
+
+class BrowserSpare(Spare):
+    """playwright-mcp with its Chromium already launched, for a trial not known yet.
+
+    The browser's host mapping names a port per bundled site, reserved by a bound socket the spare holds; at
+    claim the task's data is seeded and its sites start on their sockets (handed over by descriptor). Sites the
+    task does not name keep a bound, non-listening port: ``http://forum.test/`` is refused for a shop task
+    (``ERR_CONNECTION_REFUSED``, where a cold trial's browser says ``ERR_NAME_NOT_RESOLVED``). The sockets are
+    closed when the spare goes, after the browser and the sites, so a port is never free while the browser
+    that maps it runs.
+    """
+
+    def __init__(
+        self, service: PlaywrightService, state_dir: Path, sockets: dict[str, socket.socket], server: ServerCommand
+    ):
+        self.service, self.state_dir, self.sockets, self.server = service, state_dir, sockets, server
+
+    async def started(self, session: Any) -> None:
+        """Launch Chromium: listing the tabs opens the browser with one blank tab, as a cold trial's first call
+        does, and navigates nowhere (no history entry, no snapshot file)."""
+        from ..mcp_client import result_text
+
+        result = await session.call_tool("browser_tabs", {"action": "list"})
+        if result.is_error:
+            raise RuntimeError(f"the spare's browser did not start: {result_text(result)[:500]}")
+
+    @asynccontextmanager
+    async def claim(self, task: Task) -> AsyncIterator[TrialEnv]:
+        if not self.service.spare_fits(task):
+            raise RuntimeError(f"{task.id}: a browser spare serves only tasks whose sites are all bundled ones")
+        await asyncio.to_thread(self.service.materialise, task, self.state_dir)
+        sites = Sites()
+        try:
+            await sites.start(task_sites(task), self.state_dir, self.service.log_dir(self.state_dir), self.sockets)
+            env = self.service.verifier_env(self.state_dir)
+            yield TrialEnv(self.state_dir, self.server, env, quiesce=sites.stop)
+        finally:
+            await sites.stop()
 
 
 # --- Kubernetes -------------------------------------------------------------------------------------------
