@@ -5,7 +5,14 @@ site start (seeding the data and starting each site the task names, until its re
 (Chromium launches at the first tool call: that call's time minus the median of the trial's later
 navigations), MCP start (playwright-mcp's handshake), verify, teardown (sites, server and browser stopped).
 Peak memory: the proportional set size (PSS, shared pages split fairly) of every site, playwright-mcp and
-Chromium process of the run, sampled every 0.2 s, divided by the concurrency.
+Chromium process of the run, sampled every 0.2 s, divided by the concurrency (a worker's spare included).
+
+`mcpfleet run` gives each worker a spare (runner/warm.py): its next trial's playwright-mcp and Chromium boot
+while the current trial runs. A trial that claims one records only what it waited for them (MCP start ~0, and
+a first call without the browser's launch) and the spare's own boot apart (spare_mcp_start, spare_started):
+the "spare boot (hidden)" column is that boot's median over the trials that claimed a spare, "spared" how
+many did (each worker's first trial starts cold), "spared / cold" the environment time's median over each
+kind. The serial loop stays cold, as MCPMark runs.
 
     .venv/bin/python bench/bench_local.py --service playwright [--limit 2] [--attempts 2] [--concurrency 1 2 4]
 """
@@ -91,20 +98,35 @@ def phases(run_dir: Path) -> dict[str, float]:
     assert rows and all(r["passed"] for r in rows), f"{run_dir}: every oracle trial must pass"
     med = statistics.median
     browser = [_browser_start(r["turns"]) for r in rows]
+    claimed = [r["timings"].get("spare_started", 0.0) > 0 for r in rows]
+    spared = [
+        r["timings"]["spare_mcp_start"] + r["timings"]["spare_started"] for r, c in zip(rows, claimed, strict=True) if c
+    ]
     env = [
         r["timings"]["state"] + b + r["timings"]["mcp_start"] + r["timings"]["verify"] + r["timings"]["teardown"]
         for r, b in zip(rows, browser, strict=True)
     ]
+    env_spared = [e for e, c in zip(env, claimed, strict=True) if c]
+    env_cold = [e for e, c in zip(env, claimed, strict=True) if not c]
     return {
         "trials": len(rows),
         "env": med(env),
+        "env_spared": med(env_spared) if env_spared else float("nan"),
+        "env_cold": med(env_cold) if env_cold else float("nan"),
         "sites": med([r["timings"]["state"] for r in rows]),
         "browser": med(browser),
         "mcp_start": med([r["timings"]["mcp_start"] for r in rows]),
         "verify": med([r["timings"]["verify"] for r in rows]),
         "teardown": med([r["timings"]["teardown"] for r in rows]),
         "total": med([r["timings"]["total"] for r in rows]),
+        "spared": len(spared),
+        "spare_boot": med(spared) if spared else 0.0,
     }
+
+
+def _pair(p: dict[str, float]) -> str:
+    """The environment time's median over the trials that claimed a spare, then over the cold ones."""
+    return " / ".join("-" if v != v else f"{v:.2f}" for v in (p["env_spared"], p["env_cold"]))
 
 
 def playwright_bench(args: Any, evalrun: Any, mcpfleet: Path, bench_script: str) -> None:
@@ -128,16 +150,19 @@ def playwright_bench(args: Any, evalrun: Any, mcpfleet: Path, bench_script: str)
             cmd = [sys.executable, bench_script, "--serial-worker", str(spec_path)]
         else:
             cmd = [str(mcpfleet), "run", str(spec_path), "--no-progress"]
+        load_before = os.getloadavg()[0]
         wall, peak = run_sampled(cmd, marker)
         level = None if label == "serial loop" else conc
-        results.append((label, level, wall, peak / conc, phases(work / "runs" / name)))
+        load = (load_before + os.getloadavg()[0]) / 2
+        results.append((label, level, wall, peak / conc, phases(work / "runs" / name) | {"load": load}))
         print(f"  {label} c={conc}: {wall:.1f} s, peak {peak:.0f} MB", file=sys.stderr)
 
     base = results[0][2] if not args.skip_serial else None
     first = results[0][4]
     print(
         f"\nplaywright suite ({len(include) or len(suite)} task(s)), scripted oracle at {args.latency:g} s per LLM "
-        f"call, attempts={args.attempts}, {first['trials']} trials per mode; medians per trial in seconds\n"
+        f"call, attempts={args.attempts}, {first['trials']} trials per mode; medians per trial in seconds; load: the "
+        "1-min load average, mean of the mode's start and end\n"
     )
     head = (
         "mode",
@@ -145,21 +170,26 @@ def playwright_bench(args: Any, evalrun: Any, mcpfleet: Path, bench_script: str)
         "wall",
         "speedup",
         "env/trial",
+        "spared / cold",
         "site start",
         "browser start",
         "MCP start",
         "verify",
         "teardown",
         "trial total",
-        "peak MB/trial",
+        "spared",
+        "spare boot (hidden)",
+        "peak MB/worker",
+        "load",
     )
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
     for label, level, wall, mem, p in results:
         speed = f"{base / wall:.2f}x" if base else "-"
         print(
-            f"| {label} | {level or 1} | {wall:.1f} | {speed} | {p['env']:.2f} | {p['sites']:.2f} | "
+            f"| {label} | {level or 1} | {wall:.1f} | {speed} | {p['env']:.2f} | {_pair(p)} | {p['sites']:.2f} | "
             f"{p['browser']:.2f} | {p['mcp_start']:.2f} | {p['verify']:.2f} | {p['teardown']:.2f} | "
-            f"{p['total']:.1f} | {mem:.0f} |"
+            f"{p['total']:.1f} | {p['spared']:.0f}/{p['trials']:.0f} | {p['spare_boot']:.2f} | {mem:.0f} | "
+            f"{p['load']:.1f} |"
         )
     print(f"\nrecords under {work}")
