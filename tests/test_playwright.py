@@ -287,6 +287,35 @@ def test_bundled_task_validates_oracle_passes_noop_and_mutants_fail(marker: str)
     assert not left, left
 
 
+def test_trials_claiming_a_spare_keep_their_outcomes_and_record_its_boot_apart(tmp_path: Path, marker: str) -> None:
+    """The bundled task's oracle and its near-miss mutant, each through a spare booted before the trial (as a
+    worker's next trial claims it): the oracle passes and the mutant is rejected, as in a cold trial; the record
+    says the trial waited ~0 for its server and keeps the spare's boot (server, browser launch) apart."""
+    from mcpfleet.runner.spec import AgentKind, Limits
+    from mcpfleet.runner.store import LocalStore
+    from mcpfleet.runner.taskcheck import _spec
+    from mcpfleet.runner.trial import Replay, TrialContext, run_trial
+
+    task = next(t for t in discover(TASKS) if t.id == "playwright/standard/shop_account/wishlist_add_two")
+    mutant = next(m for m in task.mutants if m.name == "third_product_too")
+    store = LocalStore(tmp_path / "runs")
+
+    async def through_spare(replay: Replay | None, label: str) -> Any:
+        warm = WarmServer("playwright")
+        await asyncio.wait_for(warm.session(), 120)  # booted while the worker's previous trial ran
+        spec = _spec(task, TASKS, None, AgentKind.oracle, Limits(verifier_timeout_seconds=60), label)
+        return await run_trial(spec, store, TrialContext(warm=warm, replay=replay))
+
+    oracle = asyncio.run(through_spare(None, ".spare"))
+    near_miss = asyncio.run(through_spare(Replay.of(task, mutant), ".spare.mutant"))
+    assert oracle.passed, (oracle.error, oracle.verifier.stdout)
+    assert not near_miss.passed and near_miss.error is None and near_miss.verifier.exit_code not in (0, None)
+    for r in (oracle, near_miss):
+        t = r.timings
+        assert t.mcp_start < 0.05 and t.spare_mcp_start > 0 and t.spare_started > 0, t
+    assert not settle(marker), "a spare left a process behind"
+
+
 # ------------------------------------------------------------------------------------- process hygiene
 
 HOLD = """
