@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from . import agent as agents
 from . import call_classes, mcpmark_protocol, tmpdirs
@@ -84,7 +84,9 @@ class TrialContext:
     backoff_initial: float | None = None  # overrides spec.provider.backoffInitialSeconds (tests)
     warm: WarmServer | None = None  # a server already started on an empty state folder (workers)
     metrics: bool = False  # record Prometheus metrics (a pod serving /metrics)
-    on_session: Callable[[], None] | None = None  # called once the MCP session is up (workers start a spare)
+    # Called once the trial's first tool call has returned (workers start their spare then: not while this trial's
+    # own server still warms up, as a browser does on its first call; measured: cold browser trials slowed 2x).
+    on_first_call: Callable[[], None] | None = None
     replay: Replay | None = None  # the oracle agent replays these calls instead of oracle.json (mutants)
     # Run-scoped resources by service, passed by value (e.g. the run's PostgreSQL cluster: port, credentials).
     resources: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -148,6 +150,28 @@ def _totals(run: agents.AgentRun) -> Totals:
     )
 
 
+class AfterFirstCall:
+    """An MCP session that calls ``hook`` once, when its first tool call has returned (or ``fire`` is called)."""
+
+    def __init__(self, session: Any, hook: Callable[[], None]) -> None:
+        self._session = session
+        self._hook: Callable[[], None] | None = hook
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    async def call_tool(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await self._session.call_tool(*args, **kwargs)
+        finally:
+            self.fire()
+
+    def fire(self) -> None:
+        hook, self._hook = self._hook, None
+        if hook is not None:
+            hook()
+
+
 async def _run_agent(
     spec: TrialSpec, task: Task, env: TrialEnv, ctx: TrialContext, log: Any, timings: Timings, notes: list[str]
 ) -> agents.AgentRun:
@@ -172,8 +196,10 @@ async def _run_agent(
         else:
             session = await stack.enter_async_context(connect_stdio(env.server, log, cwd=state_dir))
         timings.mcp_start = time.perf_counter() - t
-        if ctx.on_session is not None:
-            ctx.on_session()
+        if ctx.on_first_call is not None:
+            hooked = AfterFirstCall(session, ctx.on_first_call)
+            stack.callback(hooked.fire)  # an agent that called no tool: at its end
+            session = cast(Any, hooked)
         t = time.perf_counter()
         metrics = TrialMetrics(spec.run, spec.model.name, spec.service) if ctx.metrics else None
         try:

@@ -106,8 +106,8 @@ async def _run(spec: Any, store: Any, item: WorkItem) -> Any:
         warm = None
 
     def start_spare() -> None:
-        # Only once this trial's own server is up: booting both at once doubled the CPU burst of a
-        # run's first wave, when every worker starts cold together.
+        # Only once this trial's first tool call has returned: its own server is up and warm by then (booting
+        # both at once doubled the CPU burst of a run's first wave, when every worker starts cold together).
         global _spare
         if _spare is None and not _stopping:
             _spare = WarmServer(spec.service, _gate, item.resources.get(spec.service))
@@ -117,7 +117,7 @@ async def _run(spec: Any, store: Any, item: WorkItem) -> Any:
         scripted_base_url=item.scripted_base_url,
         warm=warm,
         env=item.env,
-        on_session=start_spare if wants_spare else None,
+        on_first_call=start_spare if wants_spare else None,
         resources=item.resources,
     )
     return await run_trial(spec, store, ctx, item.infra_attempt)

@@ -22,6 +22,7 @@ from mcpfleet.runner.plan import plan
 from mcpfleet.runner.services import ServerCommand
 from mcpfleet.runner.spec import parse_evalrun
 from mcpfleet.runner.store import store_config
+from mcpfleet.runner.trial import AfterFirstCall
 from mcpfleet.runner.warm import WarmServer
 
 
@@ -142,3 +143,33 @@ async def test_a_server_that_lingers_after_its_stdin_closes_is_stopped_within_th
     took = time.perf_counter() - closing
     assert took < mcp_client.STOP_GRACE_S + 0.8, f"stopping the server took {took:.2f} s"
     assert not processes_naming(str(tmp_path))
+
+
+async def test_the_spare_hook_fires_once_when_the_first_tool_call_has_returned() -> None:
+    """Workers start their spare then, not while the trial's own server warms up on its first call."""
+    events: list[str] = []
+
+    class Session:
+        async def call_tool(self, name: str, arguments: dict[str, Any]) -> str:
+            events.append(f"call {name}")
+            await asyncio.sleep(0)
+            events.append(f"return {name}")
+            return "ok"
+
+        async def list_tools(self) -> list[str]:
+            events.append("list")
+            return []
+
+    hooked = AfterFirstCall(Session(), lambda: events.append("spare"))
+    await hooked.list_tools()
+    assert events == ["list"]
+    assert await hooked.call_tool("a", {}) == "ok"
+    await hooked.call_tool("b", {})
+    hooked.fire()  # the agent's end: already fired
+    assert events == ["list", "call a", "return a", "spare", "call b", "return b"]
+
+    late: list[str] = []
+    silent = AfterFirstCall(Session(), lambda: late.append("spare"))
+    silent.fire()  # an agent that called no tool: the trial's end starts it
+    silent.fire()
+    assert late == ["spare"]
