@@ -27,6 +27,15 @@ LAZY_MODULES = (
     "litellm._service_logger",
     "litellm.llms.openai_like.dynamic_config",
     "litellm.llms.hosted_vllm.chat.transformation",
+    # what the first completion's provider lookup and cost calculation import (litellm 1.106)
+    "litellm.llms.edenai.chat.transformation",
+    "litellm.llms.fal_ai.chat.transformation",
+    "litellm.llms.fal_ai.cost_calculator",
+    "litellm.llms.fal_ai.image_generation",
+    "litellm.llms.litellm_proxy.chat.transformation",
+    "litellm.llms.vertex_ai.vertex_ai_partner_models.anthropic.transformation",
+    "litellm.llms.vllm.common_utils",
+    "litellm.proxy.openai_files_endpoints.common_utils",
 )
 
 

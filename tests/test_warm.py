@@ -4,6 +4,7 @@ and the forkserver pre-imports what LiteLLM would import lazily in every worker.
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 import threading
 import time
@@ -173,3 +174,34 @@ async def test_the_spare_hook_fires_once_when_the_first_tool_call_has_returned()
     silent.fire()  # an agent that called no tool: the trial's end starts it
     silent.fire()
     assert late == ["spare"]
+
+
+FIRST_CALL = """
+import asyncio, sys
+from pathlib import Path
+import mcpfleet.runner.warmup  # what the forkserver preloads
+from mcpfleet.runner import llm
+from mcpfleet.runner.scripted_model import ScriptedServerProcess
+
+async def first_call(url):
+    target = llm.LLMTarget(model="hosted_vllm/noop", api_base=url, api_key="scripted", params={}, timeout=60)
+    before = set(sys.modules)
+    await llm.complete(target, [{"role": "user", "content": "hi"}], [])
+    await llm.close(target)
+    return sorted(set(sys.modules) - before)
+
+with ScriptedServerProcess([Path(sys.argv[1])]) as url:
+    print("\\n".join(asyncio.run(first_call(url))))
+"""
+
+
+def test_a_warm_workers_first_llm_call_imports_nothing_more(tmp_path: Path) -> None:
+    """Every worker paid these imports (~30 modules, tens of ms of CPU) on its first call, all at once when a
+    run starts; a LiteLLM upgrade that adds lazy imports to the call path shows here."""
+    script = tmp_path / "first_call.py"
+    script.write_text(FIRST_CALL)
+    pack = make_tiny_pack(tmp_path / "pack")
+    out = subprocess.run([sys.executable, str(script), str(pack)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    imported = [m for m in out.stdout.split() if m.startswith("litellm")]
+    assert imported == [], f"add to warmup.LAZY_MODULES: {imported}"
