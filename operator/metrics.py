@@ -96,8 +96,9 @@ def serve(port: int, addr: str = "0.0.0.0") -> Any:  # noqa: S104 - the operator
 
 
 def init_run(ns: str, run: str, model_services: list[tuple[str, str]]) -> None:
-    """Create a run's counter series at zero, so rate()/increase() see the first trial of each kind
-    (a labelled series that first appears at 1 hides that step) and dashboards show 0, not "no data"."""
+    """Create a run's counter and histogram series at zero, so rate()/increase() see the first trial of each
+    kind (a labelled series that first appears at 1 hides that step: trials that all finish between two scrapes
+    left the duration quantiles NaN) and dashboards show 0, not "no data"."""
     from mcpfleet.runner.outcome import CATEGORIES
 
     RECONCILE_ERRORS.labels(ns, run)
@@ -110,6 +111,9 @@ def init_run(ns: str, run: str, model_services: list[tuple[str, str]]) -> None:
         for kind in ("input", "output", "reasoning"):
             TOKENS.labels(ns, run, model, service, kind)
         COST.labels(ns, run, model, service)
+        TRIAL_SECONDS.labels(ns, run, model, service)
+        for phase in (*PHASES, "scheduling"):
+            PHASE_SECONDS.labels(ns, run, model, service, phase)
         for cls in CALL_CLASSES:
             TOOL_CALL_CLASSES.labels(ns, run, model, service, cls)
 

@@ -25,3 +25,15 @@ def test_forgetting_a_run_keeps_a_same_named_run_of_another_namespace() -> None:
     assert 'mcpfleet_trials_total{category="none",model="gpt",namespace="team-b",outcome="passed",run="sweep"' in text
     assert 'mcpfleet_trials_total{category="none",model="gpt",namespace="team-a",outcome="passed",run="sweep"' in text
     metrics.forget_run("team-b", "sweep")
+
+
+def test_a_new_run_has_its_duration_histograms_at_zero_before_any_trial_finishes() -> None:
+    """rate() over a histogram series that first appears with its final count is 0 and the quantile NaN: the
+    dashboard's duration panels stayed empty when every trial finished between two scrapes."""
+    metrics.init_run("ns-hist", "r", [("m", "filesystem")])
+    lines = set(generate_latest(metrics.REGISTRY).decode().splitlines())
+    labels = 'model="m",namespace="ns-hist",run="r",service="filesystem"'
+    assert f"mcpfleet_trial_duration_seconds_count{{{labels}}} 0.0" in lines
+    for phase in (*metrics.PHASES, "scheduling"):
+        phased = f'model="m",namespace="ns-hist",phase="{phase}",run="r",service="filesystem"'
+        assert f"mcpfleet_trial_phase_duration_seconds_count{{{phased}}} 0.0" in lines
