@@ -32,6 +32,13 @@ _store: tuple[StoreConfig, Any] | None = None  # the last store opened (an S3 cl
 _gate: Any = None  # the pool's BootGate: how many spare servers may boot at once
 _stopping = False
 
+# How long after the trial's first tool call its worker starts the next trial's spare server. The spare's
+# process spawn and MCP handshake run on this event loop and its boot takes a core: started the instant the
+# tool call returned, they landed on the agent's very next model request (bench_local: that round trip took
+# 10-16 ms of harness time instead of 6-7). A moment later the request is on the wire and the model is
+# thinking (seconds for a real one, 0.5 s for the bench's scripted one), which is time the trial does not use.
+SPARE_DELAY_S = 0.05
+
 
 class TrialCancelled(Exception):
     """The trial was stopped from outside (Ctrl-C); nothing was recorded."""
@@ -106,21 +113,32 @@ async def _run(spec: Any, store: Any, item: WorkItem) -> Any:
         warm = None
 
     def start_spare() -> None:
-        # Only once this trial's first tool call has returned: its own server is up and warm by then (booting
-        # both at once doubled the CPU burst of a run's first wave, when every worker starts cold together).
         global _spare
         if _spare is None and not _stopping:
             _spare = WarmServer(spec.service, _gate, item.resources.get(spec.service))
+
+    pending: list[asyncio.TimerHandle] = []
+
+    def start_spare_soon() -> None:
+        # Only once this trial's first tool call has returned: its own server is up and warm by then (booting
+        # both at once doubled the CPU burst of a run's first wave, when every worker starts cold together).
+        pending.append(asyncio.get_running_loop().call_later(SPARE_DELAY_S, start_spare))
 
     wants_spare = item.more_queued and spec.agent != AgentKind.noop and WarmServer.supports(spec.service)
     ctx = TrialContext(
         scripted_base_url=item.scripted_base_url,
         warm=warm,
         env=item.env,
-        on_first_call=start_spare if wants_spare else None,
+        on_first_call=start_spare_soon if wants_spare else None,
         resources=item.resources,
     )
-    return await run_trial(spec, store, ctx, item.infra_attempt)
+    try:
+        return await run_trial(spec, store, ctx, item.infra_attempt)
+    finally:
+        for handle in pending:  # a trial that ended within the delay: its spare starts now, not mid-next-trial
+            handle.cancel()  # (a no-op for one that ran)
+        if pending:
+            start_spare()  # (a no-op if it ran)
 
 
 def _fits(warm: Any, spec: Any) -> bool:

@@ -10,6 +10,7 @@ import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -174,6 +175,57 @@ async def test_the_spare_hook_fires_once_when_the_first_tool_call_has_returned()
     silent.fire()  # an agent that called no tool: the trial's end starts it
     silent.fire()
     assert late == ["spare"]
+
+
+class _FakeSpare:
+    made: list[float] = []
+
+    def __init__(self, service: str, gate: Any = None, resource: Any = None) -> None:
+        _FakeSpare.made.append(time.perf_counter())
+
+    @classmethod
+    def supports(cls, service: str) -> bool:
+        return True
+
+
+async def test_a_worker_starts_its_spare_once_the_next_model_request_is_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not on the first tool call's return, where its spawn and handshake landed on the agent's next request."""
+    from mcpfleet.runner import trial as trial_mod
+    from mcpfleet.runner import worker
+    from mcpfleet.runner.spec import AgentKind
+
+    monkeypatch.setattr(warm, "WarmServer", _FakeSpare)
+    monkeypatch.setattr(worker, "_spare", None)
+    _FakeSpare.made = []
+    marks: dict[str, float] = {}
+
+    async def agent_with_a_model_wait(spec: Any, store: Any, ctx: Any, attempt: int) -> str:
+        ctx.on_first_call()  # the first tool call returned
+        marks["returned"] = time.perf_counter()
+        assert _FakeSpare.made == [], "started on the tool call's return, in the agent's way"
+        await asyncio.sleep(worker.SPARE_DELAY_S * 4)  # the next model request, in flight
+        return "done"
+
+    spec = SimpleNamespace(service="filesystem", agent=AgentKind.mcpmark)
+    item = worker.WorkItem(spec_json="", store=cast(Any, None), scripted_base_url=None, infra_attempt=0)
+    monkeypatch.setattr(trial_mod, "run_trial", agent_with_a_model_wait)
+    assert await worker._run(spec, None, item) == "done"
+    assert len(_FakeSpare.made) == 1
+    assert _FakeSpare.made[0] - marks["returned"] >= worker.SPARE_DELAY_S * 0.9
+
+    # A trial that ends within the delay starts its spare as it ends, never in the middle of the next trial.
+    monkeypatch.setattr(worker, "_spare", None)
+    _FakeSpare.made = []
+
+    async def quick(spec: Any, store: Any, ctx: Any, attempt: int) -> str:
+        ctx.on_first_call()
+        return "quick"
+
+    monkeypatch.setattr(trial_mod, "run_trial", quick)
+    assert await worker._run(spec, None, item) == "quick"
+    assert len(_FakeSpare.made) == 1
+    await asyncio.sleep(worker.SPARE_DELAY_S * 3)
+    assert len(_FakeSpare.made) == 1
 
 
 FIRST_CALL = """
