@@ -187,7 +187,6 @@ def become_server(req: Request, fds: list[int], stub_pidfd: int, zygote_fds: lis
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)  # what arrived since the fork is the server's now
         for fd in zygote_fds:
             try:
                 os.close(fd)
@@ -199,6 +198,7 @@ def become_server(req: Request, fds: list[int], stub_pidfd: int, zygote_fds: lis
         for fd in fds:
             if fd > 2:
                 os.close(fd)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)  # what arrived since the fork is the server's now
         os.chdir(req.cwd)
         os.umask(req.umask)
         os.environ.clear()
@@ -292,20 +292,26 @@ class Zygote:
         self.sel.register(self.wake_r, selectors.EVENT_READ, "wake")
         while not self.stopping:
             for key, _ in self.sel.select(POLL_S):
-                if key.data == "accept":
-                    self.accept()
-                elif key.data == "wake":
-                    os.read(self.wake_r, 512)
-                    self.stopping = True
-                elif key.data == "child":
-                    self.reap(self.children[key.fd])
-                else:
-                    self.message(self.by_conn[key.fd])
+                try:
+                    self.handle(key)
+                except Exception as exc:  # noqa: BLE001 - one request's trouble must not take the others' servers
+                    print(f"zygote: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
             if os.getppid() != parent:
                 self.stopping = True
         for child in list(self.children.values()):
             self.kill(child)
             os.waitpid(child.pid, 0)
+
+    def handle(self, key: selectors.SelectorKey) -> None:
+        if key.data == "accept":
+            self.accept()
+        elif key.data == "wake":
+            os.read(self.wake_r, 512)
+            self.stopping = True
+        elif key.data == "child":
+            self.reap(self.children[key.fd])
+        else:
+            self.message(self.by_conn[key.fd])
 
     def accept(self) -> None:
         try:
