@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -97,8 +98,8 @@ def zygote(env_server: tuple[Path, Prefork]) -> Iterator[Zygote]:
     with run_zygote(env_server[1], folder, "envserver") as z:
         assert z is not None and z.wait_ready(60), z and z.failure
         yield z
-    assert not folder.joinpath("zygote.sock").exists()
-    folder.rmdir() if not any(folder.iterdir()) else None
+    assert not folder.joinpath("zygote.sock").exists()  # removed by the zygote as it stops
+    shutil.rmtree(folder)
 
 
 def command(env_server: tuple[Path, Prefork], **env: str) -> ServerCommand:
