@@ -309,9 +309,10 @@ def execute(
                 for name in [m.api_key_env for m in run.spec.models] + [judge.api_key_env if judge else None]
                 if name and name in os.environ
             }
-            # Run-scoped resources (the PostgreSQL cluster), only for the services this run's trials use; started
-            # here, in the main thread, and stopped when the stack closes (Ctrl-C and SIGTERM included).
-            resources = stack.enter_context(run_resources({t.service for t in state.todo}))
+            # Run-scoped resources (the PostgreSQL cluster, its server's zygote), only for the services this run's
+            # trials use; started here, in the main thread, and stopped when the stack closes (Ctrl-C and SIGTERM
+            # included).
+            resources = stack.enter_context(run_resources({t.service for t in state.todo}, prefork=True))
             stack.enter_context(progress)
             scheduler = Scheduler(run, state, make_pool, config, scripted_url, progress.advance, keys, resources)
             try:

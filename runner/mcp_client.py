@@ -14,10 +14,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from .services import ServerCommand
-
-# The only variables an MCP server inherits: never API keys or cloud credentials.
-SAFE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "NODE_PATH", "SYSTEMROOT")
-
+from .services.base import SAFE_ENV
 
 # A trial's server is disposable: when it is stopped it has answered every call it will get, and the verifier
 # reads the state, not the server. The SDK closes the server's stdin and then waits up to 2 s for it to exit

@@ -1,4 +1,8 @@
-"""Finding the processes a test started, by a marker (a temp folder) in their command line or environment."""
+"""Finding the processes a test started, by a marker (a temp folder) in their command line or environment.
+
+A server forked by a zygote (runner/services/zygote.py) keeps the zygote's command line, which names the
+zygote's socket (in the run's folder), and /proc shows the zygote's environment, not the one it was given: find
+forked servers by the socket's folder, or as ``children`` of the zygote."""
 
 from __future__ import annotations
 
@@ -22,4 +26,19 @@ def processes_naming(marker: str) -> list[tuple[int, str]]:
             continue
         if state != "Z" and (marker in cmd or marker in env):
             out.append((int(d.name), cmd[:160]))
+    return out
+
+
+def children(pid: int) -> list[int]:
+    """Live (not zombie) processes whose parent is ``pid``."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[1]) == pid:
+            out.append(int(d.name))
     return out

@@ -116,6 +116,8 @@ def test_cluster_settings_and_removal(pg_dir: Path) -> None:
         assert json.loads((base / "owner.json").read_text())["pid"] == os.getpid()
         with pytest.raises(psycopg2.OperationalError, match="password authentication failed"):
             h.connect(password="wrong")
+        # Only `mcpfleet run` forks its servers from a zygote; `mcpfleet trial` and `tasks validate` start them.
+        assert h.zygote is None and not list(base.glob("zygote*"))
     assert not alive(pid) and not base.exists()
 
 
@@ -411,6 +413,9 @@ def test_mcpfleet_run_postgres_suite(pack: Path, tmp_path: Path, run_dir: Path) 
     ]
     assert {a["content"][0]["text"] for a in answers} == {str(big_orders())}
     assert not list(run_dir.iterdir())  # the run's cluster is gone
+    # Every server was forked by the run's zygote: a stub that had to start one directly says so in its log.
+    logs = [f.read_text() for f in (tmp_path / "runs/pg/trials").glob("oracle.*/mcp_server.log")]
+    assert len(logs) == 4 and not any("zygote" in log for log in logs) and "zygote" not in p.stderr
 
 
 def test_sigterm_stops_the_run_and_removes_its_cluster(pack: Path, tmp_path: Path, run_dir: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, make_tiny_pack
+from pgpack import make_pg_pack
+from proctree import children, processes_naming
+
+from mcpfleet.runner.services import pgcluster
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
 
@@ -31,8 +36,8 @@ def write_run(folder: Path, model: str, tasks: int = 4) -> Path:
     return path
 
 
-def start(path: Path, tmp: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "TMPDIR": str(tmp)}
+def start(path: Path, tmp: Path, **extra: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "TMPDIR": str(tmp), **extra}
     return subprocess.Popen(
         [str(MCPFLEET), "run", str(path), "--no-progress"],
         cwd=path.parent,
@@ -97,6 +102,53 @@ def test_sigkill_of_the_run_leaves_nothing_running(tmp_path: Path) -> None:
         kill_all(ours(proc.pid, tmp))
         proc.kill()
         proc.communicate()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_sigkill_of_a_postgres_run_leaves_nothing_running(tmp_path: Path) -> None:
+    """The run's cluster, its postgres-mcp zygote, the servers the zygote forked and their stubs go with it."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    pg_dir = Path(tempfile.mkdtemp(prefix="mcpfleet-pg-procs-", dir=pgcluster._scratch()))
+    pg_dir.chmod(0o711)  # the server's OS user must reach its folder inside
+    spec = {
+        "models": [{"name": "slow", "model": "scripted/oracle?latency=3"}],
+        "tasks": {"path": str(make_pg_pack(tmp_path / "pack")), "include": ["*/count_big", "*/add_total"]},
+        "attempts": 2,
+        "concurrency": {"total": 2},
+    }
+    path = tmp_path / "run.yaml"
+    body = {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "pgprocs"}, "spec": spec}
+    path.write_text(yaml.safe_dump(body))
+    proc = start(path, tmp, MCPFLEET_PG_DIR=str(pg_dir))
+
+    def family() -> tuple[list[int], list[int], list[int]]:
+        """(zygote, its forked servers, their stubs), all naming the run's folder (the zygote's socket)."""
+        zygote = [p for p in children(proc.pid) if "zygote.py" in _cmdline(p) and str(pg_dir) in _cmdline(p)]
+        forks = [c for z in zygote for c in children(z)]
+        stubs = [p for p, cmd in processes_naming(str(pg_dir)) if "zygote_stub.py" in cmd]
+        return zygote, forks, stubs
+
+    try:
+        assert wait_for(lambda: all(family()), 180), f"no forked server came up: {family()}"
+        assert any("postgres" in cmd and "-D" in cmd for _, cmd in processes_naming(str(pg_dir)))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        gone = wait_for(lambda: not ours(proc.pid, tmp) and not processes_naming(str(pg_dir)), 20)
+        assert gone, f"left running: {ours(proc.pid, tmp)} {processes_naming(str(pg_dir))}"
+    finally:
+        kill_all(ours(proc.pid, tmp))
+        kill_all(dict(processes_naming(str(pg_dir))))
+        proc.kill()
+        proc.communicate()
+        pgcluster.kill_postmasters(pg_dir)
+        subprocess.run(["rm", "-rf", str(pg_dir)], check=False)
 
 
 def test_stale_temp_folders_of_dead_runs_are_removed_by_the_next_run(tmp_path: Path) -> None:

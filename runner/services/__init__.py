@@ -44,13 +44,14 @@ def get_service(name: str) -> Service:
 
 
 @contextmanager
-def run_resources(services: Iterable[str]) -> Iterator[dict[str, Any]]:
+def run_resources(services: Iterable[str], prefork: bool = False) -> Iterator[dict[str, Any]]:
     """Start the run-scoped resources of these services once (in the calling thread: the main thread, whose
-    life bounds theirs) and stop them when the block ends, however it ends. Yields {service: handle}."""
+    life bounds theirs) and stop them when the block ends, however it ends. Yields {service: handle}.
+    ``prefork``: with zygotes for Python servers (``mcpfleet run``, see prefork.py)."""
     with ExitStack() as stack:
         handles: dict[str, Any] = {}
         for name in sorted(set(services)):
-            handle = stack.enter_context(get_service(name).run_resource())
+            handle = stack.enter_context(get_service(name).run_resource(prefork))
             if handle is not None:
                 handles[name] = handle
         yield handles

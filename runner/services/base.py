@@ -35,11 +35,36 @@ def servers_bin() -> Path:
     return servers_root() / "node_modules" / ".bin"
 
 
+# The only variables an MCP server inherits from mcpfleet's environment: never API keys or cloud credentials.
+SAFE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "NODE_PATH", "SYSTEMROOT")
+
+
+@dataclass(frozen=True)
+class Prefork:
+    """How a Python stdio MCP server can be forked from a zygote instead of started (see prefork.py): its own
+    interpreter and its entry point, a console script found in that interpreter's entry-point metadata
+    (``script``) or ``module:function`` (``entry``, importable from ``path``). ``env`` is what its import sees
+    (never a secret: each forked server gets its own command's environment)."""
+
+    python: str
+    script: str | None = None
+    entry: str | None = None
+    path: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def identity(self) -> str:
+        """What a stub asks its zygote for (a zygote serves one server)."""
+        return self.entry or f"script:{self.script}"
+
+
 @dataclass(frozen=True)
 class ServerCommand:
     command: str
     args: list[str]
     env: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a DSN with a password
+    # Set when this command is that Python server's entry point with these args: a zygote can run it instead.
+    prefork: Prefork | None = None
 
     def argv(self) -> list[str]:
         return [self.command, *self.args]
@@ -195,9 +220,11 @@ class Service:
         raise NotImplementedError(f"service '{self.name}' does not run its own trials")
 
     @contextmanager
-    def run_resource(self) -> Iterator[Any]:
+    def run_resource(self, prefork: bool = False) -> Iterator[Any]:
         """Started once per run (by the launcher, in its main thread) and stopped when the run ends, however
-        it ends. Yields a picklable handle passed by value to every trial, or None if the service needs none."""
+        it ends. Yields a picklable handle passed by value to every trial, or None if the service needs none.
+        ``prefork``: the run may start a zygote for the service's Python server (prefork.py); only ``mcpfleet
+        run`` asks, other commands start their few servers directly."""
         yield None
 
     @asynccontextmanager

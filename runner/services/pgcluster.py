@@ -106,6 +106,7 @@ class ClusterHandle:
     uid: int | None = None
     gid: int | None = None
     host: str = HOST
+    zygote: str | None = None  # the socket of the run's postgres-mcp zygote (`mcpfleet run`; see prefork.py)
 
     @property
     def user(self) -> tuple[int, int] | None:

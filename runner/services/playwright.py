@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .base import SERVERS_ENV, PodContext, ServerCommand, Service, Spare, TrialEnv, servers_bin
+from .base import SAFE_ENV, SERVERS_ENV, PodContext, ServerCommand, Service, Spare, TrialEnv, servers_bin
 
 if TYPE_CHECKING:
     from ..tasks import Task
@@ -212,8 +212,6 @@ def reserve_port() -> socket.socket:
 def _site_env() -> dict[str, str]:
     """What a site inherits: no API keys or cloud credentials (the agent drives it), its template cache."""
     from mcpfleet.sites import CACHE_ENV
-
-    from ..mcp_client import SAFE_ENV
 
     env = {k: os.environ[k] for k in (*SAFE_ENV, CACHE_ENV, "XDG_CACHE_HOME") if k in os.environ}
     return {**env, "PYTHONDONTWRITEBYTECODE": "1", "TZ": "UTC"}

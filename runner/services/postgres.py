@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -36,8 +38,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from . import pgcluster
-from .base import PodContext, ServerCommand, Service, Spare, TrialEnv, servers_root, stdio_server_sidecar
+from .base import PodContext, Prefork, ServerCommand, Service, Spare, TrialEnv, servers_root, stdio_server_sidecar
 from .pgcluster import SETTINGS, SUPERUSER, TEMPLATE_ROLE, ClusterHandle
+from .prefork import console_script, route, run_zygote
 
 if TYPE_CHECKING:
     from ..tasks import Task
@@ -114,6 +117,14 @@ def server_executable() -> Path:
     if os.environ.get(SERVER_ENV):
         return Path(os.environ[SERVER_ENV])
     return servers_root() / "postgres-mcp" / ".venv" / "bin" / "postgres-mcp"
+
+
+SERVER_ENVIRONMENT = {"TZ": "UTC"}  # besides the trial's DATABASE_URI
+
+
+@functools.cache
+def _prefork(exe: Path) -> Prefork | None:
+    return console_script(exe, SERVER_ENVIRONMENT)
 
 
 # --- templates ---------------------------------------------------------------------------------------------
@@ -284,18 +295,28 @@ class PostgresService(Service):
     spare_servers = True  # see DatabaseSpare
 
     @contextlib.contextmanager
-    def run_resource(self) -> Iterator[ClusterHandle]:
+    def run_resource(self, prefork: bool = False) -> Iterator[ClusterHandle]:
+        """The run's cluster; with ``prefork``, also a zygote that forks postgres-mcp per trial (importing it
+        costs ~2.3 s of CPU per start), its socket in the cluster's folder and handle."""
         with pgcluster.run_cluster() as handle:
-            yield handle
+            if not prefork:
+                yield handle
+                return
+            exe = server_executable()
+            with run_zygote(_prefork(exe) if exe.exists() else None, Path(handle.base), exe.name) as z:
+                yield dataclasses.replace(handle, zygote=z.socket if z else None)
 
-    def server_command(self, login: Login, check: bool = True) -> ServerCommand:
+    def server_command(self, login: Login, check: bool = True, zygote: str | None = None) -> ServerCommand:
+        """postgres-mcp for ``login``: started directly, or forked by the run's ``zygote`` (its socket)."""
         exe = server_executable()
         if check and not exe.exists():
             raise FileNotFoundError(
                 f"MCP server postgres-mcp not found at {exe}; run scripts/setup.sh or set {SERVER_ENV}"
             )
         # The DSN (with the trial's password) goes in the environment, where `ps` does not show it.
-        return ServerCommand(str(exe), ["--access-mode=unrestricted"], {"DATABASE_URI": login.dsn(), "TZ": "UTC"})
+        env = {"DATABASE_URI": login.dsn(), **SERVER_ENVIRONMENT}
+        cmd = ServerCommand(str(exe), ["--access-mode=unrestricted"], env, prefork=_prefork(exe) if zygote else None)
+        return route(cmd, zygote)
 
     @asynccontextmanager
     async def environment(
@@ -321,16 +342,25 @@ class PostgresService(Service):
                 login = Login(h.host, h.port, database, f"agent_{tag}", secrets.token_urlsafe(18))
                 stack.push_async_callback(asyncio.to_thread, drop_trial, h, database, login.user)
                 await asyncio.to_thread(create_role, h, login)
-            yield await self._fill(task, h, login, state_dir, shared)
+            yield await self._fill(task, h, login, state_dir, shared, resource.zygote)
 
-    async def _fill(self, task: Task, h: ClusterHandle, login: Login, state_dir: Path, shared: bool = True) -> TrialEnv:
-        """Create the trial's database from its state (or empty, then prepare_environment.py)."""
+    async def _fill(
+        self,
+        task: Task,
+        h: ClusterHandle,
+        login: Login,
+        state_dir: Path,
+        shared: bool = True,
+        zygote: str | None = None,
+    ) -> TrialEnv:
+        """Create the trial's database from its state (or empty, then prepare_environment.py); its server is
+        forked by the run's ``zygote`` if there is one (a trial's own cluster included)."""
         src = state_source(task)
         template = await asyncio.to_thread(ensure_template, h, src) if src else None
         await asyncio.to_thread(create_database, h, template, login, shared)
         if src is None and (task.path / PREPARE).is_file():
             await run_prepare(task, login)
-        return TrialEnv(state_dir, self.server_command(login), login.env(), [login.database])
+        return TrialEnv(state_dir, self.server_command(login, zygote=zygote), login.env(), [login.database])
 
     @asynccontextmanager
     async def spare(self, state_dir: Path, resource: Any) -> AsyncIterator[Spare]:
@@ -509,7 +539,7 @@ class DatabaseSpare(Spare):
 
     def __init__(self, service: PostgresService, h: ClusterHandle, login: Login, state_dir: Path):
         self.service, self.h, self.login, self.state_dir = service, h, login, state_dir
-        self.server = service.server_command(login)
+        self.server = service.server_command(login, zygote=h.zygote)
 
     async def started(self, session: Any) -> None:
         await asyncio.to_thread(drop_database, self.h, self.login.database)
@@ -519,6 +549,6 @@ class DatabaseSpare(Spare):
     @asynccontextmanager
     async def claim(self, task: Task) -> AsyncIterator[TrialEnv]:
         try:
-            yield await self.service._fill(task, self.h, self.login, self.state_dir)
+            yield await self.service._fill(task, self.h, self.login, self.state_dir, zygote=self.h.zygote)
         finally:
             await asyncio.to_thread(drop_trial, self.h, self.login.database, self.login.user)
