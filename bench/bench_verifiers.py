@@ -17,7 +17,7 @@ meanwhile) and the exit code.
 before/after table from one session); with `--states all` the no-op and every mutant of mutants.json are
 built too, and a line per state shows both exit codes (the oracle must pass, everything else must fail).
 `--fails` prints the two verifiers' failed checks when they differ. `--pgtz ZONE` sets the verifiers' session
-time zone through PGTZ (they must not depend on it).
+time zone through PGTZ (they must not depend on it); `--env KEY=VALUE` sets any other variable for them.
 """
 
 from __future__ import annotations
@@ -164,6 +164,7 @@ async def _state(
         venv = verifier_env({**login_env, "MCP_MESSAGES": str(messages)})
         if args.pgtz:
             venv["PGTZ"] = args.pgtz
+        venv.update(kv.split("=", 1) for kv in args.env or [])
         pm = _postmaster(handle.base, login.port)
         scripts = [("now", task.verifier)] + ([("ref", _ref_script(args.ref, task, work / "ref"))] if args.ref else [])
         for label, script in scripts:
@@ -229,6 +230,7 @@ def main() -> None:
     ap.add_argument("--states", choices=["oracle", "all"], default="oracle")
     ap.add_argument("--ref", help="git revision whose verify.py is also timed on the same state")
     ap.add_argument("--pgtz", help="PGTZ for the verifiers (their session time zone)")
+    ap.add_argument("--env", action="append", help="KEY=VALUE for the verifiers (e.g. PGOPTIONS='-c jit=off')")
     ap.add_argument("--profile", action="store_true", help="cProfile one run of each current verifier")
     ap.add_argument("--fails", action="store_true", help="with --ref: print both failed-check lists when they differ")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every verifier's output")
