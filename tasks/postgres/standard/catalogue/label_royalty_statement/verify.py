@@ -1,63 +1,100 @@
 #!/usr/bin/env python3
 """Verifier for catalogue/label_royalty_statement.
 
-The expected statement is recomputed here, in Python with exact decimals, from the raw source tables
-(play_events, tracks, albums, labels, label_contracts, contract_rate_tiers), which the task must not
-change (pinned digests prove that). The agent's `royalty_statement(date)` is then compared for several
-months (so a hard-coded October fails), under a far-off session time zone (months are UTC), and after a
-rolled-back insert of one extra play and one duplicate play (so a function that ignores the data or
-double-counts duplicates fails). The reported October total and top label are read from MCP_MESSAGES.
+The expected statement is recomputed here, by a query of the verifier's own with exact numerics, from the
+raw source tables (play_events, tracks, albums, labels, label_contracts, contract_rate_tiers), which the
+task must not change (pinned md5 digests of their rows' canonical text, computed server-side, prove that).
+The agent's `royalty_statement(date)` is then compared for several months (so a hard-coded October fails),
+under a far-off session time zone (months are UTC), and after a rolled-back insert of one extra play and
+one duplicate play (so a function that ignores the data or double-counts duplicates fails). The reported
+October total and top label are read from MCP_MESSAGES.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import sys
 from datetime import UTC, date, datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from pathlib import Path
 
 import psycopg2
 
-SOURCES = {
-    "labels": ("label_id, name, country, founded_year", "label_id", 36, "164f42a8f5bf7d3d47a4"),
+SOURCES = {  # table: (columns, key order, rows, md5 of the rows' text) of the untouched state
+    "labels": ("label_id, name, country, founded_year", "label_id", 36, "88b25f48908edbfcb772365a9b13bd99"),
     "label_contracts": (
         "contract_id, label_id, valid_from, valid_to, min_ms_played",
         "contract_id",
         55,
-        "8bb5f874cbe7acdfa870",
+        "59f10acf1b26b2a4e64bd147f1f89203",
     ),
     "contract_rate_tiers": (
         "contract_id, from_play, rate_per_play",
         "contract_id, from_play",
         78,
-        "1edda101c95fe1c37d44",
+        "2adac4e0f11feab3e8b7606831875562",
     ),
     "albums": (
         "album_id, artist_id, label_id, title, album_type, release_date, upc",
         "album_id",
         2767,
-        "0c80ab372f97d06141ed",
+        "4c47429511af70cbe03adb9c03359bc0",
     ),
     "tracks": (
         "track_id, album_id, disc_number, track_number, title, duration_ms, isrc, genre_id, explicit",
         "track_id",
         22235,
-        "d6d2f776ef75abb06db7",
+        "8e42e6c041f05d6574acdb51d87a42af",
     ),
     "play_events": (
         "play_id, listener_id, track_id, played_at, ms_played, source, country",
         "play_id",
         61448,
-        "2d7610ad5b40160e00b7",
+        "e4408dcd932df74b295fcda9eb79b4df",
     ),
 }
 MONTHS = [date(2026, 10, 1), date(2026, 9, 1), date(2026, 8, 1), date(2026, 11, 1), date(2027, 1, 1)]
 COLUMNS = ["label_id", "label_name", "qualifying_plays", "royalty_usd"]
-CENT = Decimal("0.01")
+# The statement for one month (its first and last day, its UTC bounds lo and hi), from the raw rows: the
+# contract in force all month, the month's plays deduplicated on (listener_id, track_id, played_at) (NULLs
+# equal; the first row by play_id stands for its duplicates, which all have the same ms_played here), the
+# qualifying ones counted per label, and the marginal tiers summed exactly: tier [from_play, next from_play
+# - 1] pays its rate for each of the plays 1..n that fall in it. Rounded once, half away from zero (as
+# ROUND_HALF_UP on these positive sums). One query per month: the plays are most of the work, and a query
+# over several months at once is no cheaper.
+EXPECTED_SQL = """
+WITH contracts AS (
+    SELECT DISTINCT ON (c.label_id) c.label_id, c.contract_id, c.min_ms_played
+    FROM label_contracts c
+    WHERE c.valid_from <= %(first)s AND (c.valid_to IS NULL OR c.valid_to >= %(last)s)
+    ORDER BY c.label_id, c.contract_id DESC
+), plays AS (
+    SELECT DISTINCT ON (p.listener_id, p.track_id, p.played_at) p.ms_played, a.label_id
+    FROM play_events p JOIN tracks t ON t.track_id = p.track_id JOIN albums a ON a.album_id = t.album_id
+    WHERE p.played_at >= %(lo)s AND p.played_at < %(hi)s
+    ORDER BY p.listener_id, p.track_id, p.played_at, p.play_id
+), counted AS (
+    SELECT c.label_id, c.contract_id, count(p.label_id) AS n
+    FROM contracts c LEFT JOIN plays p ON p.label_id = c.label_id AND p.ms_played >= c.min_ms_played
+    GROUP BY c.label_id, c.contract_id
+), tiers AS (
+    SELECT contract_id, from_play, rate_per_play,
+           lead(from_play) OVER (PARTITION BY contract_id ORDER BY from_play) - 1 AS to_play
+    FROM contract_rate_tiers
+)
+SELECT n.label_id, l.name, n.n,
+       round(coalesce(sum(t.rate_per_play * greatest(0, least(n.n, coalesce(t.to_play, n.n)) - t.from_play + 1)),
+                      0), 2) AS royalty
+FROM counted n JOIN labels l ON l.label_id = n.label_id LEFT JOIN tiers t ON t.contract_id = n.contract_id
+GROUP BY n.label_id, l.name, n.n
+ORDER BY royalty DESC, n.label_id
+"""
+DIGEST_SETTINGS = (  # the text form of dates and times must not depend on the session
+    "SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, YMD'; SET LOCAL IntervalStyle = 'postgres'; "
+    "SET LOCAL extra_float_digits = 1"
+)
 
 failures: list[str] = []
 
@@ -80,28 +117,30 @@ def connect():
         user=os.environ.get("POSTGRES_USERNAME", "postgres"),
         password=os.environ.get("POSTGRES_PASSWORD", ""),
         dbname=db,
+        # JIT compiled the views for tens of ms a query; 4 MB of work_mem sent the digests' sorts to disk. Neither
+        # changes a result.
+        options="-c jit=off -c work_mem=32MB",
     )
 
 
-def canon(v: object) -> str:
-    if v is None:
-        return "\\N"
-    if isinstance(v, bool):
-        return "t" if v else "f"
-    if isinstance(v, datetime):
-        return v.astimezone(UTC).isoformat()
-    if isinstance(v, date):
-        return v.isoformat()
-    return str(v)
-
-
-def digest(cur, cols: str, table: str, order: str) -> tuple[int, str]:
-    cur.execute(f"SELECT {cols} FROM {table} ORDER BY {order}")
-    h, n = hashlib.sha256(), 0
-    for row in cur:
-        h.update(("\t".join(canon(v) for v in row) + "\n").encode())
-        n += 1
-    return n, h.hexdigest()[:20]
+def digests(cur, tables: list[str]) -> dict[str, tuple[int, str]]:
+    """(rows, md5 of the rows' text in key order) of each table's listed columns, computed by the server in one
+    statement; the session settings it needs are undone afterwards (a savepoint)."""
+    query = " UNION ALL ".join(
+        f"SELECT '{t}', count(*), md5(coalesce(string_agg(r::text, E'\\n' ORDER BY {SOURCES[t][1]}), '')) "
+        f"FROM (SELECT {SOURCES[t][0]} FROM {t}) r"
+        for t in tables
+    )
+    cur.execute("SAVEPOINT digest")
+    try:
+        cur.execute(DIGEST_SETTINGS)
+        cur.execute(query)
+        out = {r[0]: (r[1], r[2]) for r in cur.fetchall()}
+    except psycopg2.Error as exc:
+        print(f"   digest query failed: {str(exc).strip()[:200]}")
+        out = {t: (-1, "error") for t in tables}
+    cur.execute("ROLLBACK TO SAVEPOINT digest")
+    return out
 
 
 def next_month(d: date) -> date:
@@ -109,45 +148,16 @@ def next_month(d: date) -> date:
 
 
 def expected(cur, month: date) -> list[tuple]:
-    """Statement for `month`, computed from raw rows with exact decimals."""
-    last = date.fromordinal(next_month(month).toordinal() - 1)
-    cur.execute("SELECT label_id, name FROM labels")
-    names = dict(cur.fetchall())
-    cur.execute("SELECT contract_id, label_id, valid_from, valid_to, min_ms_played FROM label_contracts")
-    contracts = {}
-    for cid, lid, start, end, min_ms in cur.fetchall():
-        if start <= month and (end is None or end >= last):
-            contracts[lid] = (cid, min_ms)
-    cur.execute("SELECT contract_id, from_play, rate_per_play FROM contract_rate_tiers ORDER BY contract_id, from_play")
-    tiers: dict[int, list[tuple[int, Decimal]]] = {}
-    for cid, start, rate in cur.fetchall():
-        tiers.setdefault(cid, []).append((start, rate))
-    lo = datetime(month.year, month.month, 1, tzinfo=UTC)
+    """Statement for `month` (its first day), computed from the raw rows (one query, exact numerics)."""
     nm = next_month(month)
-    hi = datetime(nm.year, nm.month, 1, tzinfo=UTC)
-    cur.execute(
-        "SELECT p.listener_id, p.track_id, p.played_at, p.ms_played, a.label_id FROM play_events p "
-        "JOIN tracks t ON t.track_id = p.track_id JOIN albums a ON a.album_id = t.album_id "
-        "WHERE p.played_at >= %s AND p.played_at < %s",
-        (lo, hi),
-    )
-    seen: set[tuple] = set()
-    counts = dict.fromkeys(contracts, 0)
-    for listener, track, played, ms, label in cur.fetchall():
-        key = (listener, track, played)
-        if key in seen:
-            continue
-        seen.add(key)
-        if label in contracts and ms is not None and ms >= contracts[label][1]:
-            counts[label] += 1
-    rows = []
-    for lid, (cid, _) in contracts.items():
-        n, amount = counts[lid], Decimal(0)
-        for play in range(1, n + 1):
-            amount += max((t for t in tiers[cid] if t[0] <= play), key=lambda t: t[0])[1]
-        rows.append((lid, names[lid], n, amount.quantize(CENT, rounding=ROUND_HALF_UP)))
-    rows.sort(key=lambda r: (-r[3], r[0]))
-    return rows
+    bounds = {
+        "first": month,
+        "last": date.fromordinal(nm.toordinal() - 1),
+        "lo": datetime(month.year, month.month, 1, tzinfo=UTC),
+        "hi": datetime(nm.year, nm.month, 1, tzinfo=UTC),
+    }
+    cur.execute(EXPECTED_SQL, bounds)
+    return [tuple(r) for r in cur.fetchall()]
 
 
 def actual(cur, month: date) -> tuple[list[tuple] | None, str]:
@@ -202,8 +212,9 @@ def final_answer() -> str:
 def main() -> int:
     conn = connect()
     cur = conn.cursor()
-    for table, (cols, order, n_want, d_want) in SOURCES.items():
-        n, d = digest(cur, cols, table, order)
+    got = digests(cur, list(SOURCES))
+    for table, (_, _, n_want, d_want) in SOURCES.items():
+        n, d = got[table]
         check((n, d) == (n_want, d_want), f"source table {table} unchanged (rows {n}, expected {n_want})")
     cur.execute(
         "SELECT count(*) FROM pg_proc WHERE proname = 'royalty_statement' "
