@@ -107,6 +107,15 @@ class ElapsedOrder(PlanOrder):
     together, a task's expectation being the mean pod time of its finished trials or, while it has none, how
     long its oldest running trial has run so far."""
 
+    def __init__(self, order: list[str], task_of: dict[str, str], model_of: dict[str, str]) -> None:
+        super().__init__(order, task_of, model_of)
+        self.durations: dict[str, tuple[float, int]] = {}  # task -> (sum of pod seconds, finished trials)
+
+    def observe(self, tid: str, seconds: float) -> None:
+        super().observe(tid, seconds)
+        total, n = self.durations.get(self.task_of[tid], (0.0, 0))
+        self.durations[self.task_of[tid]] = (total + seconds, n + 1)
+
     def candidates(self, now: float) -> Iterator[tuple[str, list[str]]]:
         yield from self.front_candidates()
         for task in sorted((t for t in self.by_task if t not in self.started), key=self.rank.__getitem__):
@@ -114,9 +123,9 @@ class ElapsedOrder(PlanOrder):
                 yield task, self.by_task[task]
 
         def expected(task: str) -> float:
-            seen = self.seen.get(task)
-            if seen:
-                return sum(math.exp(y) for _, y in seen) / len(seen)
+            total, n = self.durations.get(task, (0.0, 0))
+            if n:
+                return total / n
             return now - min(self.running[task].values()) if task in self.running else 0.0
 
         for task in sorted(self.by_task, key=lambda t: (-expected(t), self.rank[t])):

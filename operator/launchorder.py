@@ -14,6 +14,7 @@ launch decision costs a heap operation over tasks, never a pass over every trial
 
 from __future__ import annotations
 
+import bisect
 import collections
 import heapq
 import math
@@ -45,20 +46,20 @@ def hazard(z: float) -> float:
 
 
 def posterior(
-    prior: float, prior_sd: float, noise_sd: float, finished: Iterable[float], running: Iterable[float]
+    prior: float, prior_sd: float, noise_sd: float, finished: tuple[int, float], running: Iterable[float]
 ) -> tuple[float, float]:
-    """A task's log time given its finished trials' log times and its running trials' log elapsed times (both
-    with their model's speed taken out): mode and sd of the posterior, prior N(prior, prior_sd) and each trial
-    N(task, noise_sd); a running trial only says its time exceeds its elapsed one (censored). Newton's method
-    on a concave log density, a few steps from the uncensored answer."""
-    ys = list(finished)
+    """A task's log time given its finished trials (how many, and the sum of their log times) and its running
+    trials' log elapsed times, all with their model's speed taken out: mode and sd of the posterior, prior
+    N(prior, prior_sd) and each trial N(task, noise_sd); a running trial only says its time exceeds its elapsed
+    one (censored). Newton's method on a concave log density, a few steps from the uncensored answer."""
+    n, total = finished
     ls = [x for x in running if x > prior - 6 * prior_sd]  # trials just started say nothing
     p0, pn = 1.0 / prior_sd**2, 1.0 / noise_sd**2
-    precision = p0 + len(ys) * pn
-    x = (prior * p0 + sum(ys) * pn) / precision
+    precision = p0 + n * pn
+    x = (prior * p0 + total * pn) / precision
     curvature = precision
     for _ in range(8):
-        grad = (prior - x) * p0 + (sum(ys) - len(ys) * x) * pn
+        grad = (prior - x) * p0 + (total - n * x) * pn
         curvature = precision
         for lb in ls:
             z = (lb - x) / noise_sd
@@ -118,9 +119,10 @@ class WaitQueue:
         self.size = 0
         self.started: set[str] = set()  # tasks with a trial launched at least once
         self.launches: collections.Counter[str] = collections.Counter()  # task -> trials taken (tie-break)
+        self.begun: dict[str, set[str]] = {}  # task -> models with a trial of it taken
         self.running: dict[str, dict[str, float]] = {}  # task -> trial -> launched at
-        self.seen: dict[str, list[tuple[str, float]]] = {}  # task -> (model, log pod seconds) of finished trials
-        self.cells: dict[tuple[str, str], tuple[float, int]] = {}
+        self.cells: dict[tuple[str, str], tuple[float, int]] = {}  # (task, model) -> (sum of log pod s, finished)
+        self.seen: dict[str, set[str]] = {}  # task -> models with a finished trial of it
         self.factor: dict[str, float] = {}
         self.finished_n = 0
         self.fitted_n = 0
@@ -141,14 +143,14 @@ class WaitQueue:
             yield from self.by_task[task]
 
     # -- the waiting trials -------------------------------------------------------------------------
-    def _key(self, tid: str) -> tuple[float, int, int]:
+    def _key(self, tid: str) -> tuple[bool, float, int, int]:
+        """A task's trials: the models it has begun first (their attempts stay together), then slowest first."""
         model = self.model_of[tid]
-        return (-self.factor.get(model, 0.0), self.model_rank[model], self.pos[tid])
+        begun = model in self.begun.get(self.task_of[tid], ())
+        return (not begun, -self.factor.get(model, 0.0), self.model_rank[model], self.pos[tid])
 
     def append(self, tid: str) -> None:
-        trials = self.by_task.setdefault(self.task_of[tid], [])
-        trials.append(tid)
-        trials.sort(key=self._key)
+        bisect.insort(self.by_task.setdefault(self.task_of[tid], []), tid, key=self._key)
         self.size += 1
 
     def appendleft(self, tid: str) -> None:
@@ -166,6 +168,7 @@ class WaitQueue:
         self.size -= 1
         self.started.add(task)
         self.launches[task] += 1
+        self.begun.setdefault(task, set()).add(self.model_of[tid])
 
     def discard(self, tid: str) -> None:
         task = self.task_of.get(tid)
@@ -187,10 +190,9 @@ class WaitQueue:
     def observe(self, tid: str, seconds: float) -> None:
         """A trial finished after ``seconds`` in its pod: evidence of its task's length and its model's speed."""
         task, model = self.task_of[tid], self.model_of[tid]
-        y = math.log(max(seconds, 1e-3))
-        self.seen.setdefault(task, []).append((model, y))
         s, n = self.cells.get((task, model), (0.0, 0))
-        self.cells[(task, model)] = (s + y, n + 1)
+        self.cells[(task, model)] = (s + math.log(max(seconds, 1e-3)), n + 1)
+        self.seen.setdefault(task, set()).add(model)
         self.stale.add(task)
         self.finished_n += 1
         if self.finished_n >= self.fitted_n * REFIT_GROWTH + 1:
@@ -203,25 +205,31 @@ class WaitQueue:
 
     def carry(self, old: WaitQueue) -> None:
         """Keep what ``old`` learned (a rebuild of the same run: its plan may have lost tasks)."""
-        for task, seen in old.seen.items():
+        for (task, model), (s, n) in old.cells.items():
             if task in self.rank:
-                self.seen[task] = list(seen)
-                for model, y in seen:
-                    s, n = self.cells.get((task, model), (0.0, 0))
-                    self.cells[(task, model)] = (s + y, n + 1)
-                self.finished_n += len(seen)
+                self.cells[(task, model)] = (s, n)
+                self.seen.setdefault(task, set()).add(model)
+                self.finished_n += n
         self.fitted_n = self.finished_n
         self.factor = model_factors(self.cells)
 
     # -- the order ----------------------------------------------------------------------------------
+    def _finished(self, task: str) -> tuple[int, float]:
+        """How many of the task's trials finished, and the sum of their log times less their models' factors."""
+        count, total = 0, 0.0
+        for model in self.seen.get(task, ()):
+            s, n = self.cells[(task, model)]
+            count += n
+            total += s - n * self.factor.get(model, 0.0)
+        return count, total
+
     def _estimate(self, task: str, now: float) -> tuple[float, float]:
         factor = self.factor
-        finished = [y - factor.get(m, 0.0) for m, y in self.seen.get(task, ())]
         running = [
             math.log(max(now - at, 1e-3)) - factor.get(self.model_of[tid], 0.0)
             for tid, at in self.running.get(task, {}).items()
         ]
-        return posterior(self.prior, PRIOR_SD, NOISE_SD, finished, running)
+        return posterior(self.prior, PRIOR_SD, NOISE_SD, self._finished(task), running)
 
     def _refresh(self, now: float) -> None:
         """Re-estimate tasks: all of them when the clock has moved on (running trials grew older), else only
@@ -234,9 +242,9 @@ class WaitQueue:
             self.clock = (first, now)
             levels = []
             for task in self.started:
-                seen = self.seen.get(task)
-                if seen:
-                    levels.append(sum(y - self.factor.get(m, 0.0) for m, y in seen) / len(seen))
+                n, total = self._finished(task)
+                if n:
+                    levels.append(total / n)
                 elif task in self.running:
                     levels.append(math.log(max(now - min(self.running[task].values()), 1e-3)))
             if levels:
@@ -276,8 +284,18 @@ class WaitQueue:
             if self.size < before and task in self.by_task:
                 heapq.heappush(heap, self._entry(task))
 
+    def _slowest(self, task: str) -> float:
+        """The largest speed factor among the task's waiting models: the first trial not of a begun model, or
+        a begun model's before it (a begun model's remaining attempts go first, at the task's best priority)."""
+        factor, best = self.factor, -math.inf
+        for tid in self.by_task[task]:
+            f = factor.get(self.model_of[tid], 0.0)
+            best = max(best, f)
+            if self.model_of[tid] not in self.begun.get(task, ()):
+                break
+        return best
+
     def _entry(self, task: str) -> tuple[int, int, int, str]:
         mean, sd = self.estimate.get(task) or (self.prior, PRIOR_SD)
-        first = self.by_task[task][0]
-        expected = mean + OPTIMISM * sd + self.factor.get(self.model_of[first], 0.0)
+        expected = mean + OPTIMISM * sd + self._slowest(task)
         return (-math.floor(expected / TIE), self.launches[task], self.rank[task], task)
