@@ -83,8 +83,8 @@ class PlanOrder(WaitQueue):
         for task in sorted(self.by_task, key=self.rank.__getitem__):
             yield from self.drain(task)
 
-    def _key(self, tid: str) -> tuple[float, int, int]:
-        return (0.0, 0, self.pos[tid])
+    def _key(self, tid: str) -> tuple[bool, float, int, int]:
+        return (False, 0.0, 0, self.pos[tid])
 
     def front_candidates(self) -> Iterator[tuple[str, list[str]]]:
         while self.front:
