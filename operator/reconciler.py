@@ -464,11 +464,13 @@ class Reconciler:
         self.shared.tokens += grant - len(picks)  # give back what was not used
         if not picks:
             return
-        for trial, retry in picks:
-            pod = trial_pod(self.run, trial, self.shared.settings, retry)
+        pods = [trial_pod(self.run, trial, self.shared.settings, retry) for trial, retry in picks]
+        for (trial, retry), pod in zip(picks, pods, strict=True):
             self.state.launched(trial, pod["metadata"]["name"], retry, time.time())
             self.shared.inflight += 1
-        results = await asyncio.gather(*(self.create(trial, retry) for trial, retry in picks), return_exceptions=True)
+        results = await asyncio.gather(
+            *(self.shared.kube.create_pod(self.ns, pod) for pod in pods), return_exceptions=True
+        )
         for (trial, _), res in zip(picks, results, strict=True):
             if isinstance(res, BaseException):
                 self.logger.warning("creating the pod of %s failed: %s", trial.trial_id, res)
@@ -477,10 +479,6 @@ class Reconciler:
                 if isinstance(res, ForeignPod):  # wait for the other run's pod to go, without spinning
                     self.state.delayed[trial.trial_id] = time.time() + STORE_RETRY_SECONDS
         self.dirty = True
-
-    async def create(self, trial: TrialSpec, retry: int) -> None:
-        assert self.run is not None
-        await self.shared.kube.create_pod(self.ns, trial_pod(self.run, trial, self.shared.settings, retry))
 
     # -- outcomes ---------------------------------------------------------------------------------
     async def on_pod(self, kind: str, pod: dict[str, Any]) -> None:

@@ -51,6 +51,7 @@ class RunState:
     infra_streak: int = 0  # infrastructure failures since the last trial recorded an outcome (the run's budget)
     stopped: dict[str, str] = field(default_factory=dict)  # model -> why its launches stopped
     llm_retries: dict[str, int] = field(default_factory=dict)  # model -> LLM retries since launches (re)started
+    busy: collections.Counter[str] = field(default_factory=collections.Counter)  # model -> trials in flight
 
     @classmethod
     def plan(cls, trials: list[TrialSpec], retry_limit: int) -> RunState:
@@ -126,21 +127,29 @@ class RunState:
         return out
 
     def launched(self, trial: TrialSpec, pod: str, retry: int, now: float) -> None:
+        if trial.trial_id not in self.in_flight:
+            self.busy[trial.model.name] += 1
         self.in_flight[trial.trial_id] = InFlight(trial, pod, retry, now)
         self.waiting.launched(trial.trial_id, now)
 
+    def _land(self, trial_id: str) -> InFlight | None:
+        """The trial's try is over (or never started): no longer in flight."""
+        flight = self.in_flight.pop(trial_id, None)
+        if flight is not None:
+            self.busy[flight.trial.model.name] -= 1
+        self.waiting.ended(trial_id)
+        return flight
+
     def unlaunch(self, trial_id: str) -> None:
         """A create that failed: back to the front of the queue."""
-        self.in_flight.pop(trial_id, None)
-        self.waiting.ended(trial_id)
+        self._land(trial_id)
         if trial_id not in self.done:
             self.waiting.appendleft(trial_id)
 
     # -- completion -------------------------------------------------------------------------------
     def finished(self, trial_id: str, record: dict[str, Any], now: float | None = None) -> None:
         """A trial's outcome; ``now`` (wall seconds) lets its pod time teach the queue the task's length."""
-        flight = self.in_flight.pop(trial_id, None)
-        self.waiting.ended(trial_id)
+        flight = self._land(trial_id)
         if flight is not None and now is not None:
             self.waiting.observe(trial_id, now - flight.created)
         self.done[trial_id] = compact(record)
@@ -151,8 +160,7 @@ class RunState:
         """An infrastructure failure of the trial's current try. True if it will be retried (its pod time
         says nothing about the task's length, so the queue does not learn from it). ``harness``: the pod
         failed (counted in the run's streak); False for a provider's failure, which a model's budget counts."""
-        self.in_flight.pop(trial_id, None)
-        self.waiting.ended(trial_id)
+        self._land(trial_id)
         if harness:
             self.infra_streak += 1
         tries = self.retries.get(trial_id, 0) + 1
@@ -189,6 +197,8 @@ class RunState:
     @property
     def complete(self) -> bool:
         """Every trial is finished, or belongs to a stopped model and is not running."""
+        if not self.stopped and len(self.done) < len(self.trials):  # asked after every step: answer cheaply
+            return False
         return all(
             tid in self.done or (t.model.name in self.stopped and tid not in self.in_flight)
             for tid, t in self.trials.items()
@@ -200,8 +210,7 @@ class RunState:
         return len(self.done) == len(self.trials)
 
     def in_flight_by_model(self) -> dict[str, int]:
-        c: dict[str, int] = collections.Counter(f.trial.model.name for f in self.in_flight.values())
-        return dict(c)
+        return {m: n for m, n in self.busy.items() if n}
 
     def counts(self) -> dict[str, int]:
         passed = sum(1 for d in self.done.values() if d["passed"])
