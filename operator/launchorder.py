@@ -102,8 +102,8 @@ class WaitQueue:
     waiting trial with the longest expected pod time goes next: its task's posterior log time (see
     ``posterior``; optimistic by ``OPTIMISM`` sds) plus its model's speed. Within a task the slowest model's
     trials go first and a model's attempts stay together, so a run stopped early has whole pass@k evidence for
-    most (model, task) pairs it reached. Tasks known equally little (at the start, all of them) take turns,
-    so every task gets measured by several models before any one task takes many slots.
+    every (model, task) pair it launched but those still launching. Tasks known equally little (at the start,
+    all of them) take turns, so every task is being measured before any one task takes many slots.
     """
 
     def __init__(self, order: list[str], task_of: dict[str, str], model_of: dict[str, str]) -> None:
