@@ -32,10 +32,10 @@ NOISE_SD = 0.45
 OPTIMISM = 0.5
 FACTOR_SHRINK = 5.0  # a model's speed counts as average until it has a few finished trials
 REFIT_GROWTH = 1.1  # refit model speeds each time the finished trials grew by 10%
-REFRESH = 0.02
+REFRESH = 0.02  # re-estimate running tasks when the run's clock moved 2% since the last time
 # Expectations within 10% of each other count as equal, and of equals the task with the fewest launches goes
 # first: tasks known equally little take turns rather than the first of them taking every slot.
-TIE = 0.1  # re-estimate running tasks when the run's clock moved 2% since the last time
+TIE = 0.1
 
 
 def hazard(z: float) -> float:
