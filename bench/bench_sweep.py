@@ -26,12 +26,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
-import heapq
 import json
-import math
 import os
-import random
 import resource
 import subprocess
 import sys
@@ -47,34 +43,10 @@ sys.path.insert(0, str(REPO / "bench"))
 from bench_operator import NS, InstantKubelet, spec  # noqa: E402
 from conftest import make_tiny_pack  # noqa: E402
 from kubeemu import operator_crds, running_emulator  # noqa: E402
+from sim_sweep import MEAN_TRIAL_S, TIMEOUT_S, Durations, list_schedule  # noqa: E402
 
 from mcpfleet.runner.plan import TrialSpec, plan  # noqa: E402
 from mcpfleet.runner.spec import parse_evalrun  # noqa: E402
-
-MEAN_TRIAL_S = 475.0  # ~67 h for 127 tasks x 4 attempts, serial (FIELD-NOTES)
-TIMEOUT_S = 3600.0  # MCPMark's per-run timeout caps a trial
-
-
-class Durations:
-    """Seeded trial durations (seconds, already scaled): task base x model factor x trial noise, capped."""
-
-    def __init__(self, scale: float, seed: int = 20251123) -> None:
-        self.scale = scale
-        self.seed = seed
-        # lognormal(mu, sigma) has mean exp(mu + sigma^2/2): pick mu so the product's mean is MEAN_TRIAL_S.
-        self.task_sigma, self.model_sigma, self.noise_sigma = 0.9, 0.25, 0.35
-        total_var = self.task_sigma**2 + self.model_sigma**2 + self.noise_sigma**2
-        self.mu = math.log(MEAN_TRIAL_S) - total_var / 2
-
-    def _rng(self, *key: object) -> random.Random:
-        digest = hashlib.sha256(repr((self.seed, *key)).encode()).digest()
-        return random.Random(int.from_bytes(digest[:8], "big"))
-
-    def of(self, trial: TrialSpec) -> float:
-        task = self._rng("task", trial.task_id).gauss(0, self.task_sigma)
-        model = self._rng("model", trial.model.name).gauss(0, self.model_sigma)
-        noise = self._rng("trial", trial.trial_id).gauss(0, self.noise_sigma)
-        return min(TIMEOUT_S, math.exp(self.mu + task + model + noise)) / self.scale
 
 
 class TimedKubelet(InstantKubelet):
@@ -105,18 +77,6 @@ def cpu_seconds(pid: int) -> float:
 def own_cpu_seconds() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
-
-
-def list_schedule(order: list[float], capacity: int) -> float:
-    """Makespan of greedy list scheduling: each job, in order, starts on the first free slot."""
-    slots = [0.0] * min(capacity, max(1, len(order)))
-    heapq.heapify(slots)
-    end = 0.0
-    for d in order:
-        start = heapq.heappop(slots)
-        end = max(end, start + d)
-        heapq.heappush(slots, start + d)
-    return end
 
 
 async def one_run(args: argparse.Namespace, capacity: int, work: Path, pack: Path) -> dict[str, Any]:

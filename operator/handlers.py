@@ -21,6 +21,26 @@ from .settings import OperatorSettings
 MANAGED_BY = "app.kubernetes.io/managed-by"
 
 
+class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's diff base (an object's last handled state) serves on.create/update/delete/resume handlers only, and
+    the operator has none; yet kopf builds it on every watch event, deep-copying the whole object, and a trial
+    pod carries its trial's spec: a quarter of the operator's CPU on a 5,080-pod sweep. Nothing is built or read
+    here (tests/operator/test_entrypoints.py fails if a changing handler is ever registered)."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+
+class QuietPodEvents(logging.Filter):
+    """Drop kopf's "Handler 'pod_event' succeeded." line: three per trial, saying nothing (failures still log)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != "Handler 'pod_event' succeeded."
+
+
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     cfg = OperatorSettings.from_env()
@@ -31,6 +51,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         except OSError as exc:  # metrics must never keep the operator from running
             logging.getLogger(__name__).warning("metrics port %s unavailable: %s", cfg.operator_metrics_port, exc)
     settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.diffbase_storage = NoDiffBase()
+    if not any(isinstance(f, QuietPodEvents) for f in logging.getLogger("kopf.objects").filters):
+        logging.getLogger("kopf.objects").addFilter(QuietPodEvents())
     settings.posting.level = logging.INFO
     settings.watching.server_timeout = 600
     settings.networking.request_timeout = 60

@@ -9,8 +9,10 @@ import os
 from typing import Any, Protocol, cast
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
+from yarl import URL
 
 from . import metrics
 from .manifests import GROUP, LABEL_RUN_UID
@@ -27,7 +29,31 @@ async def api_client() -> client.ApiClient:
         config.load_incluster_config(client_configuration=cfg)
     else:
         await config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), client_configuration=cfg)
-    return client.ApiClient(configuration=cfg)
+    api = client.ApiClient(configuration=cfg)
+    rest = api.rest_client
+    env_proxy(rest, cfg.host or "")
+    # The client's session trusts the environment, which aiohttp re-reads on every request, in two thread pool
+    # round trips (the proxy variables, then ~/.netrc): a tenth of the operator's CPU on a 5,080-pod sweep. The
+    # API server's proxy, if the environment names one, was resolved once above; nothing else is read from it.
+    session = rest.pool_manager
+    connector = session.connector
+    session.detach()
+    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=2**21)
+    return api
+
+
+def env_proxy(rest: Any, host: str) -> None:
+    """What a session trusting the environment would use for ``host``: $HTTP(S)_PROXY unless $NO_PROXY says
+    otherwise, with credentials from the URL or ~/.netrc (a kubeconfig's own proxy-url wins)."""
+    if rest.proxy or not host:
+        return
+    try:
+        proxy, auth = get_env_proxy_for_url(URL(host))
+    except LookupError:  # none set, or $NO_PROXY covers the API server
+        return
+    rest.proxy = str(proxy)
+    if auth is not None:
+        rest.proxy_headers = {**(rest.proxy_headers or {}), "Proxy-Authorization": auth.encode()}
 
 
 class ForeignPod(Exception):

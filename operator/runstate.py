@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import collections
 import hashlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, NOT_SCORED, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.plan import TrialSpec
+
+from .launchorder import WaitQueue
 
 
 @dataclass
@@ -33,82 +34,6 @@ class InFlight:
     reason: str | None = None
 
 
-class WaitQueue:
-    """The trials waiting for a pod, grouped by task in plan order, and the order they launch in.
-
-    A sweep's trial times differ far more between tasks than between models or attempts, and are unknown
-    before the run. Launching in plan order lets a long task start late and stretch the run's tail (measured
-    by bench/bench_sweep.py: at capacity 500 the plan order alone cost +50% over the lower bound). So the
-    queue learns as it goes: every task's first trial goes first (a probe, in plan order), then tasks launch
-    longest-expected first, a task's expectation being the mean pod time of its finished trials or, while it
-    has none, how long its oldest running trial has run so far (a lower bound that grows: a slow probe pulls
-    its siblings forward). A task's trials stay next to each other, so a run stopped early still has whole
-    pass@k evidence for the tasks it reached.
-    """
-
-    def __init__(self, order: list[str], task_of: dict[str, str]) -> None:
-        self.task_of = task_of
-        self.rank: dict[str, int] = {}  # task -> plan position of its first trial (the tie-breaker)
-        for tid in order:
-            self.rank.setdefault(task_of[tid], len(self.rank))
-        self.by_task: dict[str, collections.deque[str]] = {}
-        self.size = 0
-        self.started: set[str] = set()  # tasks with a trial launched at least once
-        self.durations: dict[str, tuple[float, int]] = {}  # task -> (sum of pod seconds, finished trials)
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __bool__(self) -> bool:
-        return self.size > 0
-
-    def __iter__(self) -> Iterator[str]:
-        for task in sorted(self.by_task, key=self.rank.__getitem__):
-            yield from self.by_task[task]
-
-    def append(self, tid: str) -> None:
-        self.by_task.setdefault(self.task_of[tid], collections.deque()).append(tid)
-        self.size += 1
-
-    def appendleft(self, tid: str) -> None:
-        self.by_task.setdefault(self.task_of[tid], collections.deque()).appendleft(tid)
-        self.size += 1
-
-    def observe(self, tid: str, seconds: float) -> None:
-        task = self.task_of[tid]
-        total, n = self.durations.get(task, (0.0, 0))
-        self.durations[task] = (total + max(0.0, seconds), n + 1)
-
-    def expected(self, task: str, running_for: float) -> float:
-        total, n = self.durations.get(task, (0.0, 0))
-        return total / n if n else running_for
-
-    def candidates(self, running_for: dict[str, float]) -> Iterator[tuple[str, collections.deque[str], bool]]:
-        """(task, its waiting trials, probe?) in launch order: unstarted tasks' probes, then longest first."""
-        tasks = list(self.by_task)
-        probes = sorted((t for t in tasks if t not in self.started), key=self.rank.__getitem__)
-        for task in probes:
-            if task in self.by_task:
-                yield task, self.by_task[task], True
-        for task in sorted(tasks, key=lambda t: (-self.expected(t, running_for.get(t, 0.0)), self.rank[t])):
-            if task in self.by_task:  # a probe may have taken its last trial
-                yield task, self.by_task[task], False
-
-    def take(self, task: str, tid: str) -> None:
-        q = self.by_task[task]
-        q.remove(tid)
-        self.size -= 1
-        self.started.add(task)
-        if not q:
-            del self.by_task[task]
-
-    def discard(self, tid: str) -> None:
-        task = self.task_of.get(tid)
-        q = self.by_task.get(task or "")
-        if q is not None and tid in q:
-            self.take(task or "", tid)
-
-
 @dataclass
 class RunState:
     trials: dict[str, TrialSpec]
@@ -117,7 +42,7 @@ class RunState:
     done: dict[str, dict[str, Any]] = field(default_factory=dict)  # trial id -> compact outcome
     in_flight: dict[str, InFlight] = field(default_factory=dict)  # trial id -> pod
     retries: dict[str, int] = field(default_factory=dict)  # trial id -> infra tries so far
-    waiting: WaitQueue = field(default_factory=lambda: WaitQueue([], {}))
+    waiting: WaitQueue = field(default_factory=lambda: WaitQueue([], {}, {}))
     delayed: dict[str, float] = field(default_factory=dict)  # trial id -> not before (wall seconds)
     # Pods found at a restart still running though their try's outcome is recorded (a runner exiting after
     # storing its record): deleted, and holding their slot until gone. Pod name -> give up on it (wall seconds).
@@ -126,6 +51,7 @@ class RunState:
     infra_streak: int = 0  # infrastructure failures since the last trial recorded an outcome (the run's budget)
     stopped: dict[str, str] = field(default_factory=dict)  # model -> why its launches stopped
     llm_retries: dict[str, int] = field(default_factory=dict)  # model -> LLM retries since launches (re)started
+    busy: collections.Counter[str] = field(default_factory=collections.Counter)  # model -> trials in flight
 
     @classmethod
     def plan(cls, trials: list[TrialSpec], retry_limit: int) -> RunState:
@@ -134,7 +60,11 @@ class RunState:
         return st
 
     def new_queue(self) -> WaitQueue:
-        return WaitQueue(self.order, {tid: t.task_id for tid, t in self.trials.items()})
+        return WaitQueue(
+            self.order,
+            {tid: t.task_id for tid, t in self.trials.items()},
+            {tid: t.model.name for tid, t in self.trials.items()},
+        )
 
     # -- rebuilding -------------------------------------------------------------------------------
     def adopt_record(self, record: dict[str, Any]) -> bool:
@@ -158,31 +88,26 @@ class RunState:
         return True
 
     def finish_rebuild(self) -> None:
-        learned = self.waiting.durations
-        self.waiting = self.new_queue()
-        self.waiting.durations = {task: d for task, d in learned.items() if task in self.waiting.rank}
+        old, self.waiting = self.waiting, self.new_queue()
+        self.waiting.carry(old)
         for tid in self.order:
             if tid not in self.done and tid not in self.in_flight:
                 self.waiting.append(tid)
+        for tid, flight in self.in_flight.items():
+            self.waiting.launched(tid, flight.created)
         self.waiting.started.update(self.trials[t].task_id for t in [*self.done, *self.in_flight] if t in self.trials)
 
     # -- launching --------------------------------------------------------------------------------
     def next_launches(self, n: int, per_model_free: dict[str, int], now: float) -> list[tuple[TrialSpec, int]]:
-        """Up to n trials to launch now, honouring per-model capacity and retry backoff, in the queue's order
-        (see WaitQueue); within a task the plan order, which interleaves models."""
+        """Up to n trials to launch now, in the queue's order (see WaitQueue), honouring per-model capacity,
+        stopped models and retry backoff: of each task the queue offers, the first trial that may launch."""
         out: list[tuple[TrialSpec, int]] = []
+        if n <= 0:
+            return out
         free = dict(per_model_free)
-        running_for: dict[str, float] = {}
-        for f in self.in_flight.values():
-            task = f.trial.task_id
-            running_for[task] = max(running_for.get(task, 0.0), now - f.created)
-        for task, queue, probe in self.waiting.candidates(running_for):
-            if len(out) >= n:
-                break
+        for task, queue in self.waiting.candidates(now):
             for tid in list(queue):
-                if len(out) >= n:
-                    break
-                if tid in self.done or tid in self.in_flight:
+                if tid in self.done or tid in self.in_flight:  # finished meanwhile (e.g. a record adopted)
                     self.waiting.take(task, tid)
                     continue
                 trial = self.trials[tid]
@@ -196,23 +121,35 @@ class RunState:
                 self.delayed.pop(tid, None)
                 self.waiting.take(task, tid)
                 out.append((trial, self.retries.get(tid, 0)))
-                if probe:
-                    break
+                break
+            if len(out) >= n:
+                break
         return out
 
     def launched(self, trial: TrialSpec, pod: str, retry: int, now: float) -> None:
+        if trial.trial_id not in self.in_flight:
+            self.busy[trial.model.name] += 1
         self.in_flight[trial.trial_id] = InFlight(trial, pod, retry, now)
+        self.waiting.launched(trial.trial_id, now)
+
+    def _land(self, trial_id: str) -> InFlight | None:
+        """The trial's try is over (or never started): no longer in flight."""
+        flight = self.in_flight.pop(trial_id, None)
+        if flight is not None:
+            self.busy[flight.trial.model.name] -= 1
+        self.waiting.ended(trial_id)
+        return flight
 
     def unlaunch(self, trial_id: str) -> None:
         """A create that failed: back to the front of the queue."""
-        self.in_flight.pop(trial_id, None)
+        self._land(trial_id)
         if trial_id not in self.done:
             self.waiting.appendleft(trial_id)
 
     # -- completion -------------------------------------------------------------------------------
     def finished(self, trial_id: str, record: dict[str, Any], now: float | None = None) -> None:
         """A trial's outcome; ``now`` (wall seconds) lets its pod time teach the queue the task's length."""
-        flight = self.in_flight.pop(trial_id, None)
+        flight = self._land(trial_id)
         if flight is not None and now is not None:
             self.waiting.observe(trial_id, now - flight.created)
         self.done[trial_id] = compact(record)
@@ -223,7 +160,7 @@ class RunState:
         """An infrastructure failure of the trial's current try. True if it will be retried (its pod time
         says nothing about the task's length, so the queue does not learn from it). ``harness``: the pod
         failed (counted in the run's streak); False for a provider's failure, which a model's budget counts."""
-        self.in_flight.pop(trial_id, None)
+        self._land(trial_id)
         if harness:
             self.infra_streak += 1
         tries = self.retries.get(trial_id, 0) + 1
@@ -260,6 +197,8 @@ class RunState:
     @property
     def complete(self) -> bool:
         """Every trial is finished, or belongs to a stopped model and is not running."""
+        if not self.stopped and len(self.done) < len(self.trials):  # asked after every step: answer cheaply
+            return False
         return all(
             tid in self.done or (t.model.name in self.stopped and tid not in self.in_flight)
             for tid, t in self.trials.items()
@@ -271,8 +210,7 @@ class RunState:
         return len(self.done) == len(self.trials)
 
     def in_flight_by_model(self) -> dict[str, int]:
-        c: dict[str, int] = collections.Counter(f.trial.model.name for f in self.in_flight.values())
-        return dict(c)
+        return {m: n for m, n in self.busy.items() if n}
 
     def counts(self) -> dict[str, int]:
         passed = sum(1 for d in self.done.values() if d["passed"])

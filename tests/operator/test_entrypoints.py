@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -54,3 +55,28 @@ def test_operator_process_handles_an_evalrun(kube: RunningEmulator, argv: list[s
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+
+
+def test_the_operator_registers_no_handler_that_needs_kopfs_diff_base() -> None:
+    """handlers.NoDiffBase switches kopf's diff base off (it deep-copied every pod on every event): right only
+    while no on.create/update/delete/resume handler is registered, which would then see no changes."""
+    import kopf
+
+    import mcpfleet.operator  # noqa: F401 - registers the handlers
+
+    registry = kopf.get_default_registry()
+    assert not registry._changing.get_all_handlers()
+    assert [h.id for h in registry._watching.get_all_handlers()] == ["pod_event"]
+    assert [h.id for h in registry._spawning.get_all_handlers()] == ["run_evalrun"]  # a daemon: no idle reset
+
+
+def test_kopfs_per_event_success_line_is_dropped_and_nothing_else() -> None:
+    from mcpfleet.operator.handlers import QuietPodEvents
+
+    def record(msg: str, level: int = logging.INFO) -> logging.LogRecord:
+        return logging.LogRecord("kopf.objects", level, __file__, 1, msg, None, None)
+
+    quiet = QuietPodEvents()
+    assert not quiet.filter(record("Handler 'pod_event' succeeded."))
+    assert quiet.filter(record("Handler 'pod_event' failed with an exception. Will retry.", logging.ERROR))
+    assert quiet.filter(record("Daemon 'run_evalrun' succeeded."))
