@@ -68,6 +68,16 @@ class TimedKubelet(InstantKubelet):
         self.last_done = max(self.last_done, time.perf_counter())
 
 
+async def operator_settled(log: Path, settle_s: float = 2.0, timeout: float = 60.0) -> None:
+    """Wait until the operator's startup activity has run, then 2 x its settle time and a little more."""
+    deadline = time.monotonic() + timeout
+    while b"Activity 'startup' succeeded" not in log.read_bytes():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the operator did not start: see {log}")
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(2 * settle_s + 0.5)
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a live process, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -108,7 +118,9 @@ async def one_run(args: argparse.Namespace, capacity: int, work: Path, pack: Pat
             kubelet = TimedKubelet(kube.url, out, durations)
             ktask = asyncio.create_task(kubelet.run())
             try:
-                await asyncio.sleep(3)  # operator up and watching
+                # Up, and past its start-up settle window (2 x peering_settle_seconds, in which a new run waits for
+                # replicas starting together to see each other): a sweep meets a long-running operator.
+                await operator_settled(work / f"operator-{capacity}.log")
                 kube.emulator.reset_counts()
                 op_cpu0, own_cpu0 = cpu_seconds(op.pid), own_cpu_seconds()
                 start = time.perf_counter()

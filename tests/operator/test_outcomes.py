@@ -1,0 +1,163 @@
+"""How the reconciler takes a batch of pod events (operator/reconciler.py): different trials' outcomes at once,
+one trial's events in order, and a run that fails mid-batch stops cleanly."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import kopf
+import pytest
+from conftest import make_tiny_pack
+
+from mcpfleet.operator.manifests import ANN_TRIAL
+from mcpfleet.operator.reconciler import Reconciler, Shared
+from mcpfleet.operator.settings import OperatorSettings
+from mcpfleet.runner.plan import TrialSpec
+from mcpfleet.runner.records import TrialResult, dumps, now_iso
+
+NS = "evals"
+
+
+class FakeKube:
+    """The operator's API calls, answered at once and remembered."""
+
+    def __init__(self) -> None:
+        self.created: list[dict[str, Any]] = []
+        self.deleted: list[str] = []
+
+    async def create_pod(self, namespace: str, pod: dict[str, Any]) -> bool:
+        self.created.append(pod)
+        return True
+
+    async def delete_pod(self, namespace: str, name: str) -> bool:
+        self.deleted.append(name)
+        return True
+
+    async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return []
+
+    async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.status = status
+
+
+def evalrun(pack: Path, out: Path, trials: int, backoff_limit: int | None = None) -> kopf.Body:
+    return kopf.Body(
+        {
+            "apiVersion": "mcpfleet.io/v1alpha1",
+            "kind": "EvalRun",
+            "metadata": {"name": "batch", "namespace": NS, "uid": "uid-1", "generation": 1},
+            "spec": {
+                "models": [{"name": "m", "model": "scripted/oracle"}],
+                "tasks": {"path": str(pack)},
+                "attempts": 1,
+                "concurrency": {"total": trials},
+                "retries": {"limit": 0, "backoffSeconds": 0, "backoffLimit": backoff_limit},
+                "output": {"uri": str(out)},
+            },
+            "status": {},
+        }
+    )
+
+
+def finished_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    return {**pod, "status": {"phase": "Succeeded"}}
+
+
+def record(trial: TrialSpec, failure: str | None = None) -> bytes:
+    now = now_iso()
+    return dumps(
+        TrialResult(
+            run=trial.run,
+            trial_id=trial.trial_id,
+            spec_hash=trial.spec_hash,
+            model=trial.model.name,
+            litellm_model=trial.model.model,
+            service=trial.service,
+            task_id=trial.task_id,
+            attempt=trial.attempt,
+            agent=str(trial.agent),
+            passed=failure is None,
+            failure=failure,
+            started_at=now,
+            finished_at=now,
+        ).model_dump(mode="json")
+    )
+
+
+@pytest.fixture
+def quiet_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kopf.info/warn post Kubernetes events through a running operator's queue; here there is none."""
+    monkeypatch.setattr(kopf, "info", lambda *a, **k: None)
+    monkeypatch.setattr(kopf, "warn", lambda *a, **k: None)
+
+
+async def launched_run(tmp_path: Path, trials: int, backoff_limit: int | None = None) -> tuple[Reconciler, FakeKube]:
+    pack = make_tiny_pack(tmp_path / "pack", tasks=trials)
+    kube = FakeKube()
+    shared = Shared(settings=OperatorSettings(create_rate=1000.0, max_pods=1000), kube=kube)  # type: ignore[arg-type]
+    shared.tokens = 1000.0
+    rec = Reconciler(shared, evalrun(pack, tmp_path / "out", trials, backoff_limit), logging.getLogger("test"))
+    assert await rec.load()
+    await rec.rebuild()
+    await rec.step()
+    assert rec.state is not None and len(kube.created) == trials == len(rec.state.in_flight)
+    return rec, kube
+
+
+async def test_outcomes_of_different_trials_are_taken_concurrently(tmp_path: Path, quiet_events: None) -> None:
+    """Each outcome waits on its record (an S3 GET in a cluster) and its pod's deletion; taken one after another,
+    those waits capped a run's turnover. Here every record read waits until all of them have started: taken one at
+    a time, the first read would wait alone until the barrier broke."""
+    n = 4  # no more than the default thread pool has threads on a 2-core machine (min(32, cores + 4))
+    rec, kube = await launched_run(tmp_path, n)
+    assert rec.store is not None and rec.state is not None
+    for trial in rec.state.trials.values():
+        rec.store.commit(trial.trial_id, record(trial))
+    together = threading.Barrier(n, timeout=5)
+    read = rec.store.read_result
+    outcome_reads = iter(range(n))  # the summary written at the end reads them all again, one by one
+
+    def read_together(trial_id: str) -> dict[str, Any] | None:
+        if next(outcome_reads, None) is not None:
+            together.wait()
+        return read(trial_id)
+
+    rec.store.read_result = read_together  # type: ignore[method-assign]
+    for pod in kube.created:
+        rec.queue.put_nowait(("MODIFIED", finished_pod(pod)))
+    await rec.step()
+    assert not together.broken
+    assert len(rec.state.done) == n and not rec.state.in_flight
+    assert sorted(kube.deleted) == sorted(p["metadata"]["name"] for p in kube.created)
+    assert rec.shared.inflight == 0
+
+
+async def test_one_trials_events_are_taken_in_order(tmp_path: Path, quiet_events: None) -> None:
+    """Running, then Succeeded, then gone, all in one batch: counted once, as finished, its slot freed once."""
+    rec, kube = await launched_run(tmp_path, 2)
+    assert rec.store is not None and rec.state is not None
+    pod = kube.created[0]
+    tid = pod["metadata"]["annotations"][ANN_TRIAL]
+    rec.store.commit(tid, record(rec.state.trials[tid]))
+    rec.queue.put_nowait(("MODIFIED", {**pod, "status": {"phase": "Running"}}))
+    rec.queue.put_nowait(("MODIFIED", finished_pod(pod)))
+    rec.queue.put_nowait(("DELETED", finished_pod(pod)))
+    await rec.step()
+    assert list(rec.state.done) == [tid] and rec.state.done[tid]["passed"] is True
+    assert len(rec.state.in_flight) == 1 and rec.shared.inflight == 1
+    assert kube.deleted == [pod["metadata"]["name"]]
+
+
+async def test_a_run_failing_mid_batch_drops_the_rest_without_error(tmp_path: Path, quiet_events: None) -> None:
+    """Pods that vanished without a record are infrastructure errors; past the failure budget the run fails
+    (state dropped) while other outcomes of the same batch are still being read: they stop, nothing crashes."""
+    rec, kube = await launched_run(tmp_path, 8, backoff_limit=2)
+    for pod in kube.created:
+        rec.queue.put_nowait(("DELETED", pod))  # gone before it finished, no record
+    await rec.step()  # a step that raised would propagate here
+    assert rec.state is None and rec.phase == "Failed"
+    assert rec.conditions["Failed"]["reason"] == "BackoffLimitExceeded"
+    assert rec.shared.inflight == 0  # every slot given back exactly once
