@@ -9,6 +9,14 @@ meta.json, and by default any task with MCPMark's ``prepare_environment.py``, wh
 cluster of its own, copied from the run's blank data directory, and the superuser, as in MCPMark. Renaming
 roles per trial instead would change the SQL the task and its verifier expect.
 
+Snapshots are cluster-wide too: while any transaction with an XID is open on a cluster, an index build in
+every database of it also indexes the row versions deleted or updated away after that transaction took its
+XID, and evaluates its expressions on them. So on the shared cluster another trial's long transaction (its
+UPDATE, its index build) can fail a trial whose agent fixes rows and then indexes an expression the old values
+make raise (``daterange(from, to)`` over periods it just un-inverted), which a serial run never does. Such a
+task declares ``"isolation": "cluster-owner"``: a cluster of its own, logged in as its database's owner as on
+the shared one.
+
 States: ``<states>/<category>.py`` (a generator run as ``python <category>.py OUT.sql``), ``<category>.sql``
 (psql) or ``<category>.backup`` (pg_restore), in the pack's ``postgres/states/`` or ``tasks.statesPath``
 (as ``postgres/<category>.*`` or MCPMark's flat ``postgres_state/<category>.*``). A category with no state
@@ -95,11 +103,17 @@ def _ident(text: str, limit: int) -> str:
     return re.sub(r"[^a-z0-9_]", "_", text.lower())[:limit]
 
 
+ISOLATIONS = ("database", "cluster-owner", "cluster")
+
+
 def isolation(task: Task) -> str:
-    """``cluster`` or ``database``: meta.json's ``mcpfleet.isolation`` if given, else ``cluster`` for tasks
-    with a prepare_environment.py (MCPMark's manage cluster-wide roles), else ``database``."""
+    """meta.json's ``mcpfleet.isolation`` if given, else ``cluster`` for tasks with a prepare_environment.py
+    (MCPMark's manage cluster-wide roles), else ``database``. ``database``: a database and login role of its own
+    on the run's cluster; ``cluster-owner``: a cluster of its own, logged in as its database's owner (no other
+    trial's transaction holds back what its index builds may skip, see above); ``cluster``: a cluster of its
+    own and the superuser."""
     declared = (task.meta.get("mcpfleet") or {}).get("isolation")
-    if declared in ("cluster", "database"):
+    if declared in ISOLATIONS:
         return str(declared)
     return "cluster" if (task.path / PREPARE).is_file() else "database"
 
@@ -333,14 +347,17 @@ class PostgresService(Service):
         database = f"trial_{tag}"
         state_dir.mkdir(parents=True, exist_ok=True)
         async with AsyncExitStack() as stack:
-            shared = isolation(task) == "database"
-            if not shared:
+            mode = isolation(task)
+            shared = mode == "database"
+            if shared:
+                h = resource
+                stack.push_async_callback(asyncio.to_thread, drop_trial, h, database, f"agent_{tag}")
+            else:  # removed with everything in it
                 h = await stack.enter_async_context(pgcluster.private_cluster(resource, tag))
+            if mode == "cluster":
                 login = Login(h.host, h.port, database, SUPERUSER, h.password)
             else:
-                h = resource
                 login = Login(h.host, h.port, database, f"agent_{tag}", secrets.token_urlsafe(18))
-                stack.push_async_callback(asyncio.to_thread, drop_trial, h, database, login.user)
                 await asyncio.to_thread(create_role, h, login)
             yield await self._fill(task, h, login, state_dir, shared, resource.zygote)
 

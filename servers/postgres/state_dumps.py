@@ -26,18 +26,19 @@ PREPARE = "prepare_environment.py"
 
 
 def isolation(task: Path) -> str:
-    """``cluster`` or ``database``, as runner/services/postgres.py's isolation() decides it."""
+    """``database``, ``cluster-owner`` or ``cluster``, as runner/services/postgres.py's isolation() decides it."""
     meta = json.loads((task / "meta.json").read_text())
     declared = (meta.get("mcpfleet") or {}).get("isolation")
-    if declared in ("cluster", "database"):
+    if declared in ("database", "cluster-owner", "cluster"):
         return str(declared)
     return "cluster" if (task / PREPARE).is_file() else "database"
 
 
 def logins(tasks: Path, category: str) -> list[str]:
-    """The logins the category's tasks' pods use (the agent's role when it has no task at all)."""
+    """The logins the category's tasks' pods use (the agent's role when it has no task at all). A pod is its
+    trial's own cluster whatever the isolation: only ``cluster`` changes the login, to the superuser."""
     modes = {isolation(meta.parent) for meta in tasks.glob(f"postgres/*/{category}/*/meta.json")}
-    users = [POD_ROLE] if "database" in modes or not modes else []
+    users = [POD_ROLE] if modes - {"cluster"} or not modes else []
     return users + ([SUPERUSER] if "cluster" in modes else [])
 
 
