@@ -44,22 +44,21 @@ class FakeKube:
 
 
 def evalrun(pack: Path, out: Path, trials: int, backoff_limit: int | None = None) -> kopf.Body:
-    return kopf.Body(
-        {
-            "apiVersion": "mcpfleet.io/v1alpha1",
-            "kind": "EvalRun",
-            "metadata": {"name": "batch", "namespace": NS, "uid": "uid-1", "generation": 1},
-            "spec": {
-                "models": [{"name": "m", "model": "scripted/oracle"}],
-                "tasks": {"path": str(pack)},
-                "attempts": 1,
-                "concurrency": {"total": trials},
-                "retries": {"limit": 0, "backoffSeconds": 0, "backoffLimit": backoff_limit},
-                "output": {"uri": str(out)},
-            },
-            "status": {},
-        }
-    )
+    raw: Any = {  # kopf's RawBody type knows no metadata.generation
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "batch", "namespace": NS, "uid": "uid-1", "generation": 1},
+        "spec": {
+            "models": [{"name": "m", "model": "scripted/oracle"}],
+            "tasks": {"path": str(pack)},
+            "attempts": 1,
+            "concurrency": {"total": trials},
+            "retries": {"limit": 0, "backoffSeconds": 0, "backoffLimit": backoff_limit},
+            "output": {"uri": str(out)},
+        },
+        "status": {},
+    }
+    return kopf.Body(raw)
 
 
 def finished_pod(pod: dict[str, Any]) -> dict[str, Any]:
