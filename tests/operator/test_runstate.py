@@ -123,6 +123,31 @@ def test_a_rebuild_keeps_what_it_learned_and_skips_finished_trials(tmp_path: Pat
     assert [t.task_id for t in launch(st, 2, now=9.0)] == [b.task_id, a.task_id]
 
 
+def test_an_operator_restart_keeps_the_task_lengths_its_records_show(tmp_path: Path) -> None:
+    """A restarted operator rebuilds from the store: the finished trials' runner times (started_at to finished_at)
+    teach the new queue their tasks' lengths, so the long task goes first again rather than by plan order."""
+    ts = trials(tmp_path, tasks=2, models=1, attempts=3)
+    first, second = ts[0].task_id, next(t.task_id for t in ts if t.task_id != ts[0].task_id)
+
+    def record(t: TrialSpec, seconds: int | None) -> dict[str, object]:
+        times = {} if seconds is None else {"started_at": "2026-11-26T10:00:00Z"}
+        if seconds is not None:
+            times["finished_at"] = f"2026-11-26T10:{seconds // 60:02d}:{seconds % 60:02d}Z"
+        return {"trial_id": t.trial_id, "spec_hash": t.spec_hash, "passed": True, "failure": None, **times}
+
+    def restarted(lengths: dict[str, int | None]) -> RunState:
+        st = RunState.plan(ts, retry_limit=1)
+        for task, seconds in lengths.items():
+            assert st.adopt_record(record(next(t for t in ts if t.task_id == task), seconds))
+        st.finish_rebuild()
+        return st
+
+    learned = restarted({first: 5, second: 600})  # the plan's second task is the long one
+    assert [t.task_id for t in launch(learned, 4, now=0.0)] == [second, second, first, first]
+    unknown = restarted({first: None, second: None})  # records without times: nothing learned, tasks take turns
+    assert [t.task_id for t in launch(unknown, 2, now=0.0)] == [first, second]
+
+
 def _sweep(tmp_path: Path, seed: int) -> dict[str, float]:
     """A seeded 640-trial sweep's trial lengths: tasks lognormal (as agent tasks are), attempts a little."""
     ts = trials(tmp_path / str(seed), tasks=40, models=4, attempts=4)
