@@ -107,15 +107,7 @@ class InstantKubelet:
         passed = int(hashlib.sha256(trial.trial_id.encode()).hexdigest(), 16) % 3 != 0
         now = now_iso()
         result = TrialResult(
-            run=trial.run,
-            trial_id=trial.trial_id,
-            spec_hash=trial.spec_hash,
-            model=trial.model.name,
-            litellm_model=trial.model.model,
-            service=trial.service,
-            task_id=trial.task_id,
-            attempt=trial.attempt,
-            agent=str(trial.agent),
+            **trial.record_identity(),
             passed=passed,
             failure=None if passed else "verifier_failed",
             started_at=now,

@@ -438,15 +438,7 @@ class FaultKubelet:
                 "totals": Totals(turns=1, tool_calls=1),
             }
         result = TrialResult(
-            run=trial.run,
-            trial_id=trial.trial_id,
-            spec_hash=trial.spec_hash,
-            model=trial.model.name,
-            litellm_model=trial.model.model,
-            service=trial.service,
-            task_id=trial.task_id,
-            attempt=trial.attempt,
-            agent=str(trial.agent),
+            **trial.record_identity(),
             passed=passed,
             failure=failure,
             verifier=verifier,

@@ -788,15 +788,7 @@ def infra_record(run: EvalRun, trial: TrialSpec, tries: int, reason: str) -> Tri
     """The operator's own record of an infrastructure failure: it also carries the durable retry count."""
     now = now_iso()
     return TrialResult(
-        run=run.name,
-        trial_id=trial.trial_id,
-        spec_hash=trial.spec_hash,
-        model=trial.model.name,
-        litellm_model=trial.model.model,
-        service=trial.service,
-        task_id=trial.task_id,
-        attempt=trial.attempt,
-        agent=str(trial.agent),
+        **trial.record_identity(),
         passed=False,
         failure=INFRA_ERROR,
         error=reason,

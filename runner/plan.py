@@ -50,6 +50,20 @@ class TrialSpec(BaseModel):
     def service(self) -> str:
         return self.task_id.split("/", 1)[0]
 
+    def record_identity(self) -> dict[str, Any]:
+        """The fields by which every record of this trial (the runner's, the operator's own) names it."""
+        return {
+            "run": self.run,
+            "trial_id": self.trial_id,
+            "spec_hash": self.spec_hash,
+            "model": self.model.name,
+            "litellm_model": self.model.model,
+            "service": self.service,
+            "task_id": self.task_id,
+            "attempt": self.attempt,
+            "agent": str(self.agent),
+        }
+
 
 def trial_id(model: str, task: Task, attempt: int, shard: int | None = None) -> str:
     """Readable and unique: model names are DNS labels, task path parts match [A-Za-z0-9_-]."""

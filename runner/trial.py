@@ -391,15 +391,7 @@ async def run_trial(
         )
         timings.llm_wait = run.llm_seconds
         result = TrialResult(
-            run=spec.run,
-            trial_id=spec.trial_id,
-            spec_hash=spec.spec_hash,
-            model=spec.model.name,
-            litellm_model=spec.model.model,
-            service=spec.service,
-            task_id=spec.task_id,
-            attempt=spec.attempt,
-            agent=str(spec.agent),
+            **spec.record_identity(),
             protocol=mcpmark_protocol.version() if spec.agent in (AgentKind.mcpmark, AgentKind.react) else None,
             provider_model=run.run_model,
             passed=passed,

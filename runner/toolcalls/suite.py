@@ -267,15 +267,7 @@ def shard_result(spec: TrialSpec, outcomes: list[CaseOutcome], started: str, tot
     unscored = [o for o in failed if o.failure in (PROVIDER_ERROR, CONFIG_ERROR)]
     lost = next((o for o in unscored if o.failure == CONFIG_ERROR), unscored[0] if unscored else None)
     return TrialResult(
-        run=spec.run,
-        trial_id=spec.trial_id,
-        spec_hash=spec.spec_hash,
-        model=spec.model.name,
-        litellm_model=spec.model.model,
-        service=spec.service,
-        task_id=spec.task_id,
-        attempt=spec.attempt,
-        agent=str(spec.agent),
+        **spec.record_identity(),
         provider_model=next((a.provider_model for a in answers if a.provider_model), None),
         passed=bool(outcomes) and not failed,
         failure=lost.failure if lost is not None else None if outcomes and not failed else CASES_FAILED,
@@ -340,15 +332,7 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
         raise
     except Exception as exc:  # noqa: BLE001 - anything before the model answers is infrastructure
         result = TrialResult(
-            run=spec.run,
-            trial_id=spec.trial_id,
-            spec_hash=spec.spec_hash,
-            model=spec.model.name,
-            litellm_model=spec.model.model,
-            service=spec.service,
-            task_id=spec.task_id,
-            attempt=spec.attempt,
-            agent=str(spec.agent),
+            **spec.record_identity(),
             passed=False,
             failure="infra_error",
             error=f"{type(exc).__name__}: {exc}",

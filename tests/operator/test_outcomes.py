@@ -69,15 +69,7 @@ def record(trial: TrialSpec, failure: str | None = None) -> bytes:
     now = now_iso()
     return dumps(
         TrialResult(
-            run=trial.run,
-            trial_id=trial.trial_id,
-            spec_hash=trial.spec_hash,
-            model=trial.model.name,
-            litellm_model=trial.model.model,
-            service=trial.service,
-            task_id=trial.task_id,
-            attempt=trial.attempt,
-            agent=str(trial.agent),
+            **trial.record_identity(),
             passed=failure is None,
             failure=failure,
             started_at=now,
