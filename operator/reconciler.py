@@ -543,7 +543,9 @@ class Reconciler:
 
     async def outcome(self, tid: str, pod: dict[str, Any], infra_reason: str | None) -> None:
         """Take a finished try: the stored record decides; a try without one is an infrastructure error."""
-        assert self.state is not None and self.store is not None and self.run is not None
+        if self.state is None:  # the run failed while this try's pod was being deleted: nothing left to count
+            return
+        assert self.store is not None and self.run is not None
         trial = self.state.trials[tid]
         record = await asyncio.to_thread(self.store.read_result, tid)
         if self.state is None:  # the run stopped while the record was read (another trial's outcome failed it)

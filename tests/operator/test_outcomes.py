@@ -3,8 +3,10 @@ one trial's events in order, and a run that fails mid-batch stops cleanly."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +29,19 @@ class FakeKube:
     def __init__(self) -> None:
         self.created: list[dict[str, Any]] = []
         self.deleted: list[str] = []
+        self.gone: set[str] = set()  # pods whose delete answers 404
+        self.hold: dict[str, Callable[[], bool]] = {}  # pod -> its delete answers once this holds
 
     async def create_pod(self, namespace: str, pod: dict[str, Any]) -> bool:
         self.created.append(pod)
         return True
 
     async def delete_pod(self, namespace: str, name: str) -> bool:
+        await asyncio.sleep(0)  # a request: other coroutines run meanwhile
+        while name in self.hold and not self.hold[name]():
+            await asyncio.sleep(0.01)
         self.deleted.append(name)
-        return True
+        return name not in self.gone
 
     async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         return []
@@ -146,8 +153,16 @@ async def test_a_run_failing_mid_batch_drops_the_rest_without_error(tmp_path: Pa
     """Pods that vanished without a record are infrastructure errors; past the failure budget the run fails
     (state dropped) while other outcomes of the same batch are still being read: they stop, nothing crashes."""
     rec, kube = await launched_run(tmp_path, 8, backoff_limit=2)
-    for pod in kube.created:
+    *vanished, stuck = kube.created
+    for pod in vanished:
         rec.queue.put_nowait(("DELETED", pod))  # gone before it finished, no record
+    # The last cannot pull its image: the operator deletes it, and that delete answers (404, gone meanwhile)
+    # only once the run has failed; its outcome is then moot.
+    name = stuck["metadata"]["name"]
+    kube.gone.add(name)
+    kube.hold[name] = lambda: rec.state is None
+    waiting = {"name": "runner", "state": {"waiting": {"reason": "ImagePullBackOff"}}}
+    rec.queue.put_nowait(("MODIFIED", {**stuck, "status": {"phase": "Pending", "containerStatuses": [waiting]}}))
     await rec.step()  # a step that raised would propagate here
     assert rec.state is None and rec.phase == "Failed"
     assert rec.conditions["Failed"]["reason"] == "BackoffLimitExceeded"
