@@ -22,8 +22,9 @@ from typing import Any
 import yaml
 
 
-def _messages(task: Any, answer: str | None) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = [{"role": "user", "content": task.description}]
+def verifier_messages(description: str, answer: str | None) -> list[dict[str, Any]]:
+    """A conversation as MCPMark's agent leaves it for verify.py: the task, then the final answer if any."""
+    items: list[dict[str, Any]] = [{"role": "user", "content": description}]
     if answer:
         items.append(
             {
@@ -70,7 +71,7 @@ async def _mcpmark_task(task: Any, h: Any, template: str | None, latency: float,
             await asyncio.sleep(latency)  # the final answer's turn
     messages = work / f"messages-{n}" / "messages.json"
     messages.parent.mkdir()
-    messages.write_text(json.dumps(_messages(task, task.oracle_answer)))
+    messages.write_text(json.dumps(verifier_messages(task.description, task.oracle_answer)))
     v = await run_verifier(task.verifier, {**login.env(), "MCP_MESSAGES": str(messages)}, [db], 300)
     row["verify"], row["passed"] = v.duration_s, v.passed
     t = time.perf_counter()

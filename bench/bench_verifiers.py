@@ -54,18 +54,10 @@ def _postmaster(base: str, port: int) -> int:
 
 
 def _messages(path: Path, answer: str | None) -> Path:
-    items: list[dict[str, Any]] = [{"role": "user", "content": "task"}]
-    if answer:
-        items.append(
-            {
-                "type": "message",
-                "role": "assistant",
-                "status": "completed",
-                "content": [{"type": "output_text", "text": answer}],
-            }
-        )
+    from bench_pg import verifier_messages
+
     path.mkdir(parents=True, exist_ok=True)
-    (path / "messages.json").write_text(json.dumps(items))
+    (path / "messages.json").write_text(json.dumps(verifier_messages("task", answer)))
     return path / "messages.json"
 
 
