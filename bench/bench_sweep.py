@@ -45,6 +45,7 @@ from conftest import make_tiny_pack  # noqa: E402
 from kubeemu import operator_crds, running_emulator  # noqa: E402
 from sim_sweep import MEAN_TRIAL_S, TIMEOUT_S, Durations, list_schedule  # noqa: E402
 
+from mcpfleet.operator.settings import OperatorSettings  # noqa: E402
 from mcpfleet.runner.plan import TrialSpec, plan  # noqa: E402
 from mcpfleet.runner.spec import parse_evalrun  # noqa: E402
 
@@ -68,8 +69,9 @@ class TimedKubelet(InstantKubelet):
         self.last_done = max(self.last_done, time.perf_counter())
 
 
-async def operator_settled(log: Path, settle_s: float = 2.0, timeout: float = 60.0) -> None:
+async def operator_settled(log: Path, timeout: float = 60.0) -> None:
     """Wait until the operator's startup activity has run, then 2 x its settle time and a little more."""
+    settle_s = OperatorSettings.from_env().peering_settle_seconds
     deadline = time.monotonic() + timeout
     while b"Activity 'startup' succeeded" not in log.read_bytes():
         if time.monotonic() > deadline:
