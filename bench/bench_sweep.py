@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ from sim_sweep import MEAN_TRIAL_S, TIMEOUT_S, Durations, list_schedule  # noqa:
 from mcpfleet.operator.settings import OperatorSettings  # noqa: E402
 from mcpfleet.runner.plan import TrialSpec, plan  # noqa: E402
 from mcpfleet.runner.spec import parse_evalrun  # noqa: E402
+from mcpfleet.runner.store import LocalStore  # noqa: E402
 
 
 class TimedKubelet(InstantKubelet):
@@ -91,11 +93,28 @@ def own_cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-async def one_run(args: argparse.Namespace, capacity: int, work: Path, pack: Path) -> dict[str, Any]:
-    out = work / f"out-{capacity}"
-    body = spec(f"sweep-{capacity}", pack, out, args.models, args.attempts, capacity)
+def write_earlier_run(root: Path, samples: list[tuple[str, str, float]]) -> None:
+    """An earlier sweep's records (what spec.launchOrder.learnFrom reads): one per (task, model, seconds)."""
+    store = LocalStore(root)
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    for i, (task, model, seconds) in enumerate(samples):
+        tid = f"earlier.{i}"
+        rec = {"trial_id": tid, "task_id": task, "model": model, "passed": True, "failure": None}
+        rec |= {"started_at": start.isoformat(), "finished_at": (start + timedelta(seconds=seconds)).isoformat()}
+        store.commit(tid, json.dumps(rec).encode())
+
+
+async def one_run(
+    args: argparse.Namespace, capacity: int, work: Path, pack: Path, history: tuple[int, int] | None
+) -> dict[str, Any]:
+    name = f"sweep-{capacity}" + ("-history" if history else "")
+    out = work / f"out-{name}"
+    body = spec(name, pack, out, args.models, args.attempts, capacity)
     trials = plan(parse_evalrun(body), work)
     durations = Durations(args.scale)
+    if history:
+        write_earlier_run(out / "earlier" / "uid-0", durations.earlier_run([t.task_id for t in trials], *history))
+        body["spec"]["launchOrder"] = {"learnFrom": ["earlier"]}
     by_id = {t.trial_id: durations.of(t) for t in trials}
     n = len(trials)
     total = sum(by_id.values())
@@ -109,7 +128,8 @@ async def one_run(args: argparse.Namespace, capacity: int, work: Path, pack: Pat
             "MCPFLEET_MAX_PODS": str(capacity),
             "MCPFLEET_STATUS_INTERVAL": "2",
         }
-        with open(work / f"operator-{capacity}.log", "wb") as log:
+        log_path = work / f"operator-{name}.log"
+        with open(log_path, "wb") as log:
             op = subprocess.Popen(
                 [str(Path(sys.executable).with_name("mcpfleet")), "operator", "-n", NS],
                 env=env,
@@ -122,7 +142,7 @@ async def one_run(args: argparse.Namespace, capacity: int, work: Path, pack: Pat
             try:
                 # Up, and past its start-up settle window (2 x peering_settle_seconds, in which a new run waits for
                 # replicas starting together to see each other): a sweep meets a long-running operator.
-                await operator_settled(work / f"operator-{capacity}.log")
+                await operator_settled(log_path)
                 kube.emulator.reset_counts()
                 op_cpu0, own_cpu0 = cpu_seconds(op.pid), own_cpu_seconds()
                 start = time.perf_counter()
@@ -130,15 +150,16 @@ async def one_run(args: argparse.Namespace, capacity: int, work: Path, pack: Pat
                 phase = None
                 while time.perf_counter() - start < args.timeout:
                     await asyncio.sleep(0.25)
-                    status = (kube.get("evalruns", NS, f"sweep-{capacity}") or {}).get("status") or {}
+                    status = (kube.get("evalruns", NS, name) or {}).get("status") or {}
                     phase = status.get("phase")
                     if phase in ("Succeeded", "Failed"):
                         break
                     if op.poll() is not None:
-                        raise RuntimeError(f"operator exited: see {work / f'operator-{capacity}.log'}")
+                        raise RuntimeError(f"operator exited: see {log_path}")
                 makespan = time.perf_counter() - start
                 op_cpu, own_cpu = cpu_seconds(op.pid) - op_cpu0, own_cpu_seconds() - own_cpu0
                 counts = dict(kube.emulator.request_counts)
+                events = [e.get("reason") for e in kube.emulator.objects("events", NS)]
             finally:
                 ktask.cancel()
                 op.terminate()
@@ -148,6 +169,8 @@ async def one_run(args: argparse.Namespace, capacity: int, work: Path, pack: Pat
     creates = sum(c for (verb, res), c in counts.items() if verb == "create" and res == "pods")
     return {
         "capacity": capacity,
+        "history": f"{history[0]} models x {history[1]}" if history else "none",
+        "history_events": events.count("LaunchHistory"),
         "trials": n,
         "phase": phase,
         "pods": creates,
@@ -174,11 +197,20 @@ async def main() -> None:
     ap.add_argument("--scale", type=float, default=100.0, help="divide MCPMark-like durations by this")
     ap.add_argument("--timeout", type=float, default=3600.0)
     ap.add_argument("--json", type=Path, help="also write the rows here")
+    ap.add_argument(
+        "--history",
+        type=int,
+        nargs=2,
+        metavar=("MODELS", "ATTEMPTS"),
+        help="also run each capacity with spec.launchOrder.learnFrom naming an earlier sweep of the same tasks by "
+        "MODELS other models x ATTEMPTS (its records drawn like the run's), side by side with the run without",
+    )
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="mcpfleet-sweep-"))
     pack = make_tiny_pack(work / "pack", tasks=args.tasks)
-    rows = [await one_run(args, c, work, pack) for c in args.capacity]
+    histories: list[tuple[int, int] | None] = [None, tuple(args.history)] if args.history else [None]
+    rows = [await one_run(args, c, work, pack, h) for c in args.capacity for h in histories]
     n = rows[0]["trials"]
     print(
         f"\n{n} trials ({args.models} models x {args.tasks} tasks x {args.attempts} attempts), durations "
@@ -186,14 +218,17 @@ async def main() -> None:
         f"create rate {args.create_rate:g}/s\n"
     )
     print(
-        "| capacity | phase | pods created | lower bound | bound incl. create rate | ideal (operator's order) "
-        "| last trial done | measured makespan | vs bound | vs rate-aware bound | operator overhead | first pod after "
-        "| operator CPU | emulator + kubelet CPU |"
+        "| capacity | earlier run | phase | pods created | lower bound | bound incl. create rate "
+        "| ideal (operator's order) | last trial done | measured makespan | vs bound | vs rate-aware bound "
+        "| operator overhead | first pod after | operator CPU | emulator + kubelet CPU |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        if r["history"] != "none" and not r["history_events"]:
+            print(f"capacity {r['capacity']}: the operator posted no LaunchHistory event: the earlier run was not read")
         print(
-            f"| {r['capacity']} | {r['phase']} | {r['pods']} | {r['bound']:.1f} s | {r['bound_rate']:.1f} s "
+            f"| {r['capacity']} | {r['history']} | {r['phase']} | {r['pods']} | {r['bound']:.1f} s "
+            f"| {r['bound_rate']:.1f} s "
             f"| {r['ideal']:.1f} s | {r['last_done']:.1f} s | {r['makespan']:.1f} s "
             f"| {100 * (r['makespan'] / r['bound'] - 1):+.1f}% "
             f"| {100 * (r['makespan'] / r['bound_rate'] - 1):+.1f}% | {r['makespan'] - r['ideal']:.1f} s "

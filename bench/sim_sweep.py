@@ -62,9 +62,23 @@ class Durations:
         return min(TIMEOUT_S, math.exp(self._level(trial))) / self.scale
 
     def _level(self, trial: TrialSpec) -> float:
-        task = self._rng("task", trial.task_id).gauss(0, self.task_sigma)
-        model = self._rng("model", trial.model.name).gauss(0, self.model_sigma)
-        return self.mu + task + model
+        return self._level_of(trial.task_id, trial.model.name)
+
+    def _level_of(self, task_id: str, model: str) -> float:
+        task = self._rng("task", task_id).gauss(0, self.task_sigma)
+        return self.mu + task + self._rng("model", model).gauss(0, self.model_sigma)
+
+    def earlier_run(self, task_ids: list[str], models: int, attempts: int) -> list[tuple[str, str, float]]:
+        """An earlier, smaller sweep of the same tasks with other models (``earlier-<i>``), times drawn alike:
+        what ``spec.launchOrder.learnFrom`` hands the queue."""
+        out = []
+        for task_id in sorted(set(task_ids)):
+            for m in range(models):
+                for a in range(attempts):
+                    model = f"earlier-{m}"
+                    noise = self._rng("earlier", task_id, model, a).gauss(0, self.noise_sigma)
+                    out.append((task_id, model, min(TIMEOUT_S, math.exp(self._level_of(task_id, model) + noise))))
+        return [(t, m, s / self.scale) for t, m, s in out]
 
 
 def list_schedule(order: list[float], capacity: int) -> float:
@@ -141,7 +155,12 @@ class ElapsedOrder(PlanOrder):
             yield from self.drain(task)
 
 
-POLICIES: dict[str, type[WaitQueue]] = {"plan": PlanOrder, "elapsed": ElapsedOrder, "learned": WaitQueue}
+POLICIES: dict[str, type[WaitQueue]] = {
+    "plan": PlanOrder,
+    "elapsed": ElapsedOrder,
+    "learned": WaitQueue,
+    "history": WaitQueue,  # learned, handed an earlier run's trial times first (--history)
+}
 
 
 def known_speeds(expected: Mapping[str, float]) -> type[WaitQueue]:
@@ -177,6 +196,7 @@ def simulate(
     policy: type[WaitQueue] = WaitQueue,
     create_rate: float | None = None,
     overhead: float = 0.0,
+    history: list[tuple[str, str, float]] = (),  # type: ignore[assignment]
 ) -> Result:
     """Run the plan through RunState in simulated time; ``policy`` swaps the launch order (default: the operator's).
 
@@ -187,6 +207,7 @@ def simulate(
     model_of = {tid: t.model.name for tid, t in st.trials.items()}
     st.new_queue = lambda: policy(st.order, task_of, model_of)  # type: ignore[method-assign]
     st.finish_rebuild()
+    st.waiting.learn(history)
     models = sorted({t.model.name for t in trials})
     busy = dict.fromkeys(models, 0)
     running: list[tuple[float, str]] = []
@@ -250,6 +271,14 @@ def main() -> None:
     ap.add_argument("--overhead", type=float, default=0.0, help="seconds added to every trial's pod time")
     ap.add_argument("--scale", type=float, default=100.0, help="divide MCPMark-like durations by this")
     ap.add_argument("--policy", nargs="+", choices=list(POLICIES), default=list(POLICIES))
+    ap.add_argument(
+        "--history",
+        type=int,
+        nargs=2,
+        default=[2, 1],
+        metavar=("MODELS", "ATTEMPTS"),
+        help="the 'history' order's earlier run: this many other models x attempts of every task",
+    )
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as work:
@@ -270,6 +299,7 @@ def main() -> None:
             durations = Durations(args.scale, seed)
             lengths = {t.trial_id: durations.of(t) for t in trials}
             cells, last = [], None
+            earlier = durations.earlier_run([t.task_id for t in trials], *args.history)
             for name in args.policy:
                 last = simulate(
                     trials,
@@ -278,6 +308,7 @@ def main() -> None:
                     policy=POLICIES[name],
                     create_rate=args.create_rate,
                     overhead=args.overhead,
+                    history=earlier if name == "history" else [],
                 )
                 excess.setdefault((capacity, name), []).append(100 * (last.makespan / last.bound - 1))
                 cells.append(f"{last.makespan:.1f} s ({excess[(capacity, name)][-1]:+.1f}%)")

@@ -7,6 +7,8 @@ task's (log) pod time from what it has seen, and launches the trial with the lon
 lengths are known). What it sees, per task: the pod times of its finished trials, and how long its running
 trials have run so far (a trial still running at 20 s says the task takes at least about that long: a long
 task is recognised while its trials run, not only once one finishes). Model speed is learned across tasks.
+An earlier run's trial times (``spec.launchOrder.learnFrom``) count as finished trials from the start, so a
+sweep of tasks run before knows its long ones before it launches anything.
 
 The pure functions below are the statistics; ``WaitQueue`` keeps the counts and caches estimates so that a
 launch decision costs a heap operation over tasks, never a pass over every trial.
@@ -98,7 +100,8 @@ def model_factors(cells: dict[tuple[str, str], tuple[float, int]], shrink: float
 class WaitQueue:
     """The trials waiting for a pod, and the order they launch in.
 
-    Every task's first trial launches first (a probe: then every task is being measured). After that the
+    Every task's first trial launches first (a probe: then every task is being measured), but for tasks an
+    earlier run has measured (``learn``): they go by their expectation from the start. After that the
     waiting trial with the longest expected pod time goes next: its task's posterior log time (see
     ``posterior``; optimistic by ``OPTIMISM`` sds) plus its model's speed. Within a task the slowest model's
     trials go first and a model's attempts stay together, so a run stopped early has whole pass@k evidence for
@@ -189,19 +192,38 @@ class WaitQueue:
 
     def observe(self, tid: str, seconds: float) -> None:
         """A trial finished after ``seconds`` in its pod: evidence of its task's length and its model's speed."""
-        task, model = self.task_of[tid], self.model_of[tid]
+        self._count(self.task_of[tid], self.model_of[tid], seconds)
+        if self.finished_n >= self.fitted_n * REFIT_GROWTH + 1:
+            self._refit()
+
+    def learn(self, history: Iterable[tuple[str, str, float]]) -> int:
+        """Earlier runs' finished trials, (task, model, seconds) each: what the run knows of its tasks' lengths
+        before it measures any. Tasks not in this plan are ignored; a model this run does not have still says
+        how long a task takes (its speed is fitted with the rest, so an earlier run on slower hardware or with
+        other models shifts only its own factor). A task with history needs no probe. Returns how many counted."""
+        counted = 0
+        for task, model, seconds in history:
+            if task in self.rank and seconds > 0:
+                self._count(task, model, seconds)
+                counted += 1
+        if counted:
+            self._refit()
+        return counted
+
+    def _count(self, task: str, model: str, seconds: float) -> None:
         s, n = self.cells.get((task, model), (0.0, 0))
         self.cells[(task, model)] = (s + math.log(max(seconds, 1e-3)), n + 1)
         self.seen.setdefault(task, set()).add(model)
         self.stale.add(task)
         self.finished_n += 1
-        if self.finished_n >= self.fitted_n * REFIT_GROWTH + 1:
-            self.fitted_n = self.finished_n
-            self.factor = model_factors(self.cells)
-            for trials in self.by_task.values():
-                trials.sort(key=self._key)
-            if self.clock is not None:
-                self.clock = (self.clock[0], -math.inf)  # every estimate is stale
+
+    def _refit(self) -> None:
+        self.fitted_n = self.finished_n
+        self.factor = model_factors(self.cells)
+        for trials in self.by_task.values():
+            trials.sort(key=self._key)
+        if self.clock is not None:
+            self.clock = (self.clock[0], -math.inf)  # every estimate is stale
 
     def carry(self, old: WaitQueue) -> None:
         """Keep what ``old`` learned (a rebuild of the same run: its plan may have lost tasks)."""
@@ -241,7 +263,7 @@ class WaitQueue:
         if now - last >= REFRESH * (now - first):
             self.clock = (first, now)
             levels = []
-            for task in self.started:
+            for task in self.started | self.seen.keys():
                 n, total = self._finished(task)
                 if n:
                     levels.append(total / n)
@@ -268,7 +290,8 @@ class WaitQueue:
             yield self.task_of[tid], [tid]
             if self.size == before:
                 break
-        for task in sorted((t for t in self.by_task if t not in self.started), key=self.rank.__getitem__):
+        probes = (t for t in self.by_task if t not in self.started and t not in self.seen)
+        for task in sorted(probes, key=self.rank.__getitem__):
             if task in self.by_task:
                 yield task, self.by_task[task]
         self._refresh(now)

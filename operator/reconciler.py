@@ -18,11 +18,12 @@ from typing import Any
 
 import kopf
 
+from mcpfleet.runner.history import read_history
 from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.plan import TrialSpec, plan
 from mcpfleet.runner.records import TrialResult, dumps, now_iso
 from mcpfleet.runner.spec import RESULT_FIELDS, EvalRun, SpecError, parse_evalrun
-from mcpfleet.runner.store import ResultStore, StoreError, open_store
+from mcpfleet.runner.store import ResultStore, StoreError, open_store, store_config
 from mcpfleet.runner.summary import build_summary
 from mcpfleet.runner.tasks import TaskError, bundled_root
 
@@ -336,11 +337,34 @@ class Reconciler:
                 self.queue.put_nowait(("MODIFIED", pod))  # a pod being deleted is seen ending there
             else:
                 await self.drain(pod)
+        await self.learn_history(self.run.spec.launch_order.learn_from if self.run is not None else [])
+        if self.state is None:
+            return
         self.state.finish_rebuild()
         if self.started_at is None:
             self.started_at = now_iso()
             kopf.info(self.body, reason="Started", message=f"{len(self.state.trials)} trials planned")
         self.phase = "Running"
+
+    async def learn_history(self, names: list[str]) -> None:
+        """Earlier runs' trial times seed the launch order (spec.launchOrder.learnFrom). Reading them is an
+        optimisation: a run that cannot be read is a Warning event, and this run goes on without it."""
+        if not names or self.run is None or self.state is None:
+            return
+        config = store_config(self.run.spec.output, self.name, bundled_root())
+        history = await asyncio.to_thread(read_history, config, names, self.uid)
+        if self.state is None:
+            return
+        counted = self.state.waiting.learn(history.samples)
+        for problem in history.problems:
+            kopf.warn(self.body, reason="LaunchHistoryUnavailable", message=problem[:1000])
+        if counted:
+            tasks = len({task for task, _, _ in history.samples if task in self.state.waiting.rank})
+            kopf.info(
+                self.body,
+                reason="LaunchHistory",
+                message=f"launch order seeded with {counted} trial times of {tasks} tasks from {', '.join(names)}",
+            )
 
     async def drain(self, pod: dict[str, Any]) -> None:
         """A pod whose try's outcome is already recorded: delete it; one still running (its runner exiting after
@@ -444,12 +468,14 @@ class Reconciler:
             fields = [f for f, v in run.spec.results_view().items() if v != before.get(f)]
             await self.reject_edit(fields or list(RESULT_FIELDS))
             return
+        before_history = self.run.spec.launch_order.learn_from if self.run is not None else []
         self.run, self.plan_hash = run, plan_hash(trials)
         self.conditions["Valid"] = condition("Valid", True, "Planned", f"{len(trials)} trials planned")
         self.state.trials = {t.trial_id: t for t in trials}
         self.state.order = [t.trial_id for t in trials]
         self.state.retry_limit = run.spec.retries.limit
         self.state.done = {k: v for k, v in self.state.done.items() if k in self.state.trials}
+        added = [n for n in run.spec.launch_order.learn_from if n not in before_history]
         resumed = self.state.resume_models()  # an edit (a new key reference, another model) lifts the stops
         if resumed:
             self.conditions["ModelsStopped"] = condition(
@@ -462,6 +488,7 @@ class Reconciler:
             self.conditions.pop("Complete", None)
             self.conditions.pop("Failed", None)
         self.dirty = True
+        await self.learn_history(added)  # runs named by the edit (one dropped keeps what it taught)
 
     def per_model_free(self) -> dict[str, int]:
         assert self.run is not None and self.state is not None

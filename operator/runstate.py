@@ -10,9 +10,9 @@ from __future__ import annotations
 import collections
 import hashlib
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
+from mcpfleet.runner.history import measured_seconds
 from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, NOT_SCORED, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.plan import TrialSpec
 
@@ -86,9 +86,8 @@ class RunState:
             self.retries[tid] = max(self.retries.get(tid, 0), tries - 1)
             return False
         self.done[tid] = compact(record)
-        seconds = record_seconds(record)
-        if seconds is not None and failure not in (INFRA_ERROR, PROVIDER_ERROR, CONFIG_ERROR):
-            # What the run had learned of its tasks' lengths survives an operator restart: the records say it.
+        seconds = measured_seconds(record)
+        if seconds is not None:  # what the run had learned of its tasks' lengths survives a restart: records say it
             self.waiting.observe(tid, seconds)
         return True
 
@@ -267,17 +266,6 @@ class RunState:
         if not rows:
             return "-"
         return f"{sum(float(r['passAt1']) for r in rows) / len(rows):.2f}"
-
-
-def record_seconds(record: dict[str, Any]) -> float | None:
-    """A stored trial's runner time (started_at to finished_at), None if the record does not say."""
-    try:
-        start = datetime.fromisoformat(str(record["started_at"]).replace("Z", "+00:00"))
-        end = datetime.fromisoformat(str(record["finished_at"]).replace("Z", "+00:00"))
-    except (KeyError, TypeError, ValueError):
-        return None
-    seconds = (end - start).total_seconds()
-    return seconds if seconds > 0 else None
 
 
 def compact(record: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import json
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -292,6 +292,23 @@ class Retries(SpecModel):
     )
 
 
+class LaunchOrder(SpecModel):
+    """Operator: which waiting trial gets the next free pod. Longest expected first, learned as the run goes;
+    the order never changes what a trial measures, only when the sweep ends."""
+
+    learn_from: list[Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]] = Field(
+        default_factory=list,
+        max_length=20,
+        description=(
+            "Operator: earlier runs, by name, stored in this run's spec.output (every run of that name: it keeps "
+            "each under its UID): their finished trials' times tell the launch order how long each task takes "
+            "before this run has measured any, so a sweep of tasks run before starts its longest trials first. "
+            "Other models' and other hardware's times serve too (their speed is fitted apart). A run that cannot "
+            "be read is reported by an event and skipped."
+        ),
+    )
+
+
 class Output(SpecModel):
     """Where records go: a local folder, or s3://bucket/prefix."""
 
@@ -489,6 +506,7 @@ class EvalRunSpec(SpecModel):
     provider: ProviderPolicy = Field(default_factory=ProviderPolicy)
     output: Output = Field(default_factory=Output)
     suspend: bool = Field(default=False, description="Operator: stop launching new trials while true.")
+    launch_order: LaunchOrder = Field(default_factory=LaunchOrder)
     ttl_seconds_after_finished: int | None = Field(
         default=None,
         ge=0,

@@ -32,6 +32,7 @@ class ResultStore(Protocol):
     def read_result(self, trial_id: str) -> dict[str, Any] | None: ...
     def read_trial_file(self, trial_id: str, name: str) -> bytes | None: ...
     def iter_results(self) -> Iterator[dict[str, Any]]: ...
+    def iter_results_below(self, skip: str | None = None) -> Iterator[dict[str, Any]]: ...
     def write_json(self, name: str, obj: Any) -> None: ...
     def read_json(self, name: str) -> Any | None: ...
     def discard_unfinished(self) -> int: ...
@@ -105,6 +106,20 @@ class LocalStore:
             r = self.read_result(d.name)
             if r is not None:
                 yield r
+
+    def iter_results_below(self, skip: str | None = None) -> Iterator[dict[str, Any]]:
+        """Records of this root and of every run UID folder in it (an operator keeps each run object of one
+        name under its UID), but ``skip``'s."""
+        for path in sorted([*self.root.glob(f"trials/*/{RESULT}"), *self.root.glob(f"*/trials/*/{RESULT}")]):
+            rel = path.relative_to(self.root).parts
+            if len(rel) == 4 and rel[0] == skip:
+                continue
+            try:
+                rec = json.loads(path.read_bytes())
+            except (OSError, ValueError):
+                continue  # being written, or garbage: not a finished trial
+            if isinstance(rec, dict):
+                yield rec
 
     def discard_unfinished(self) -> int:
         """Remove trial folders without result.json (left by a crash or Ctrl-C); they will run again."""
@@ -416,6 +431,24 @@ class S3Store:
         with ThreadPoolExecutor(max(1, min(self.tuning.read_concurrency, len(keys)))) as pool:
             for rec in pool.map(self._get_json, keys):
                 if rec is not None:
+                    yield rec
+
+    def iter_results_below(self, skip: str | None = None) -> Iterator[dict[str, Any]]:
+        """Records of this root and of every run UID prefix in it (see LocalStore's), but ``skip``'s."""
+        base = self.root + "/"
+        keys = []
+        for k in self._list(base):
+            parts = k[len(base) :].split("/")
+            if parts[-1] != RESULT or parts[-3:-2] != ["trials"] or len(parts) not in (3, 4):
+                continue
+            if len(parts) == 4 and parts[0] == skip:
+                continue
+            keys.append(k)
+        if not keys:
+            return
+        with ThreadPoolExecutor(max(1, min(self.tuning.read_concurrency, len(keys)))) as pool:
+            for rec in pool.map(self._get_json, sorted(keys)):
+                if isinstance(rec, dict):
                     yield rec
 
     def discard_unfinished(self) -> int:

@@ -54,8 +54,8 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
         "unknown-in-spec",
         lambda d: spec(d).update(attempt=2),
         [
-            "spec.attempt: unknown field; allowed fields: agent, attempts, concurrency, limits, models, output, "
-            "pod, provider, retries, suspend, tasks, toolcalls, ttlSecondsAfterFinished"
+            "spec.attempt: unknown field; allowed fields: agent, attempts, concurrency, launchOrder, limits, models, "
+            "output, pod, provider, retries, suspend, tasks, toolcalls, ttlSecondsAfterFinished"
         ],
     ),
     (
@@ -162,8 +162,8 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
         [
             f"spec.models[0].name: {DNS_MSG}",
             "spec.attempts: must be >= 1",
-            "spec.bogus: unknown field; allowed fields: agent, attempts, concurrency, limits, models, output, "
-            "pod, provider, retries, suspend, tasks, toolcalls, ttlSecondsAfterFinished",
+            "spec.bogus: unknown field; allowed fields: agent, attempts, concurrency, launchOrder, limits, models, "
+            "output, pod, provider, retries, suspend, tasks, toolcalls, ttlSecondsAfterFinished",
         ],
     ),
 ]

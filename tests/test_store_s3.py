@@ -23,6 +23,7 @@ from conftest import make_tiny_pack
 from s3server import FaultProxy, new_bucket
 
 from mcpfleet.runner import store as store_mod
+from mcpfleet.runner.history import read_history
 from mcpfleet.runner.launcher import execute
 from mcpfleet.runner.plan import plan
 from mcpfleet.runner.spec import Output, load_evalrun, parse_evalrun
@@ -128,6 +129,28 @@ def test_open_store_picks_the_backend_from_the_uri(s3_endpoint: str, bucket: str
     again = pickle.loads(pickle.dumps(cfg))
     assert again == cfg and again.open().location() == st.location()
     assert SECRET not in repr(cfg) and KEY_ID not in repr(cfg) and SECRET not in repr(st)
+
+
+def test_an_earlier_runs_records_are_read_under_every_uid_but_the_readers(
+    s3_endpoint: str,
+    s3: Any,
+    bucket: str,
+    tmp_path: Path,  # noqa: F811
+) -> None:
+    """spec.launchOrder.learnFrom on S3: a named run's records under each UID (and without one), its other
+    files and a stray deeper result.json ignored, the reading run's own UID skipped; same answer as a folder."""
+    out = Output(uri=f"s3://{bucket}/evals", endpoint_url=s3_endpoint)
+    times = {"started_at": "2026-11-01T10:00:00Z", "finished_at": "2026-11-01T10:01:00Z", "model": "m"}
+    for uid, tid in (("u1", "a"), ("u2", "b"), (None, "c"), ("mine", "d")):
+        st = open_store(out, "pilot", tmp_path, run_uid=uid)
+        st.write_files(tid, {"meta.json": b"{}"})
+        st.commit(tid, record(tid, task_id=f"t/{tid}", **times))
+    s3.put_object(Bucket=bucket, Key="evals/pilot/u1/trials/a/extra/result.json", Body=record("x"))
+    got = read_history(store_config(out, "new", tmp_path), ["pilot"], own_uid="mine")
+    assert sorted(task for task, _, _ in got.samples) == ["t/a", "t/b", "t/c"] and not got.problems
+    assert {seconds for _, _, seconds in got.samples} == {60.0}
+    missing = read_history(store_config(out, "new", tmp_path), ["nothing-here"])
+    assert not missing.samples and f"s3://{bucket}/evals/nothing-here" in missing.problems[0]
 
 
 # ---------------------------------------------------------------------------- order and idempotence

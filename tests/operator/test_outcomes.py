@@ -1,5 +1,6 @@
 """How the reconciler takes a batch of pod events (operator/reconciler.py): different trials' outcomes at once,
-one trial's events in order, and a run that fails mid-batch stops cleanly."""
+one trial's events in order, and a run that fails mid-batch stops cleanly. And what it launches first when an
+earlier run's trial times are named (spec.launchOrder.learnFrom)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from mcpfleet.operator.reconciler import Reconciler, Shared
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.runner.plan import TrialSpec
 from mcpfleet.runner.records import TrialResult, dumps, now_iso
+from mcpfleet.runner.store import LocalStore
 
 NS = "evals"
 
@@ -167,3 +169,58 @@ async def test_a_run_failing_mid_batch_drops_the_rest_without_error(tmp_path: Pa
     assert rec.state is None and rec.phase == "Failed"
     assert rec.conditions["Failed"]["reason"] == "BackoffLimitExceeded"
     assert rec.shared.inflight == 0  # every slot given back exactly once
+
+
+# ------------------------------------------------------------------- spec.launchOrder.learnFrom
+
+
+def earlier_record(trial: TrialSpec, model: str, seconds: int) -> bytes:
+    rec = TrialResult(
+        **{**trial.record_identity(), "model": model},
+        passed=True,
+        started_at="2026-11-01T10:00:00Z",
+        finished_at=f"2026-11-01T10:{seconds // 60:02d}:{seconds % 60:02d}Z",
+    )
+    return dumps(rec.model_dump(mode="json"))
+
+
+async def test_a_run_launches_the_task_an_earlier_run_found_longest_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One slot, three tasks. An earlier run ("pilot", another model, stored under its own UID) found the plan's
+    last task the longest: it launches first, and an event says what the order learned. A named run that does
+    not exist is a Warning event, never a failed run; an edit naming one more run is read at once."""
+    events: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(kopf, "info", lambda body, reason, message: events.append(("Normal", reason, message)))
+    monkeypatch.setattr(kopf, "warn", lambda body, reason, message: events.append(("Warning", reason, message)))
+    pack = make_tiny_pack(tmp_path / "pack", tasks=3)
+    out = tmp_path / "out"
+    body = evalrun(pack, out, 1)
+    body["spec"]["launchOrder"] = {"learnFrom": ["pilot", "absent"]}
+    kube = FakeKube()
+    shared = Shared(settings=OperatorSettings(create_rate=1000.0, max_pods=1000), kube=kube)  # type: ignore[arg-type]
+    shared.tokens = 1000.0
+    rec = Reconciler(shared, body, logging.getLogger("test"))
+    assert await rec.load()
+    assert rec.state is not None
+    trials = list(rec.state.trials.values())
+    pilot = LocalStore(out / "pilot" / "uid-0")
+    for trial, seconds in zip(trials, (30, 40, 900), strict=True):
+        pilot.commit(trial.trial_id, earlier_record(trial, "old-model", seconds))
+    await rec.rebuild()
+    await rec.step()
+    assert [p["metadata"]["annotations"][ANN_TRIAL] for p in kube.created] == [trials[2].trial_id]
+    assert rec.phase == "Running" and "Failed" not in rec.conditions
+    learned = [m for kind, reason, m in events if reason == "LaunchHistory"]
+    assert learned and "3 trial times of 3 tasks" in learned[0]
+    assert any(
+        kind == "Warning" and reason == "LaunchHistoryUnavailable" and "absent" in m for kind, reason, m in events
+    )
+
+    # An edit naming another earlier run is read at once, not at the next operator start.
+    second = LocalStore(out / "second" / "uid-9")
+    second.commit(trials[0].trial_id, earlier_record(trials[0], "old-model", 5))
+    body["spec"]["launchOrder"] = {"learnFrom": ["pilot", "absent", "second"]}
+    body["metadata"]["generation"] = 2
+    await rec.check_spec()
+    assert any(reason == "LaunchHistory" and "second" in m and "1 trial times" in m for _, reason, m in events)

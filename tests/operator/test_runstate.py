@@ -5,6 +5,7 @@ honoured. The sweeps run through bench/sim_sweep.py's simulation (the real RunSt
 from __future__ import annotations
 
 import collections
+import json
 import math
 import random
 import sys
@@ -146,6 +147,64 @@ def test_an_operator_restart_keeps_the_task_lengths_its_records_show(tmp_path: P
     assert [t.task_id for t in launch(learned, 4, now=0.0)] == [second, second, first, first]
     unknown = restarted({first: None, second: None})  # records without times: nothing learned, tasks take turns
     assert [t.task_id for t in launch(unknown, 2, now=0.0)] == [first, second]
+
+
+def test_an_earlier_runs_times_put_the_longest_task_first_before_any_trial_ran(tmp_path: Path) -> None:
+    """spec.launchOrder.learnFrom: an earlier run of other models says the plan's last task is the long one, so
+    its trials launch first, with no probe round; tasks the earlier run did not have still get their probe, and
+    times of tasks not in this plan are ignored."""
+    ts = trials(tmp_path, tasks=4, models=2, attempts=2)
+    tasks = list(dict.fromkeys(t.task_id for t in ts))
+    history = [(tasks[0], "old-a", 10.0), (tasks[1], "old-a", 12.0), (tasks[2], "old-b", 900.0)]
+    history += [(tasks[2], "old-a", 700.0), ("filesystem/standard/gone/task", "old-a", 9000.0)]
+    st = fresh(ts)
+    assert st.waiting.learn(history) == 4
+    order = [t.task_id for t in launch(st, 16, now=0.0)]
+    assert order[0] == tasks[3]  # no history: its probe still goes first
+    assert order[1:5] == [tasks[2]] * 4  # the long task's every trial next
+    assert order[5:8] == [tasks[3]] * 3  # then the unknown one (a median task, not known short)
+    assert set(order[8:]) == {tasks[0], tasks[1]}
+    # Without history the same queue probes every task in plan order.
+    assert [t.task_id for t in launch(fresh(ts), 4, now=0.0)] == tasks
+
+
+def test_history_survives_a_rebuild_and_earlier_models_speeds_are_told_apart(tmp_path: Path) -> None:
+    """An earlier run's slow model measured task A (60 s), its fast one task B (40 s); both measured C, three
+    times apart. Taken at face value A looks longer; with the models' speeds fitted, B is (A is 20 s at the fast
+    model's pace). A rebuild (restart or spec edit) carries what history taught."""
+    ts = trials(tmp_path, tasks=3, models=1, attempts=2)
+    a, b, c = list(dict.fromkeys(t.task_id for t in ts))
+    history = [(c, "old-fast", 100.0), (b, "old-fast", 40.0), (c, "old-slow", 300.0), (a, "old-slow", 60.0)]
+    st = fresh(ts)
+    st.waiting.learn(history * 10)
+    st.finish_rebuild()
+    assert [t.task_id for t in launch(st, 6, now=0.0)] == [c, c, b, b, a, a]
+
+
+def test_history_reads_every_uid_of_a_named_run_but_the_readers_own(tmp_path: Path) -> None:
+    """read_history: an earlier run's records under each of its UIDs (an operator keeps a re-created run of one
+    name apart), never the reading run's own records; infrastructure failures and records without times say
+    nothing of a task's length; a missing run is a problem line, not an exception."""
+    from mcpfleet.runner.history import read_history
+    from mcpfleet.runner.store import LocalStore, store_config
+
+    def put(root: Path, tid: str, failure: str | None, seconds: int | None) -> None:
+        times = {} if seconds is None else {"started_at": "2026-11-01T10:00:00Z"}
+        if seconds is not None:
+            times["finished_at"] = f"2026-11-01T10:{seconds // 60:02d}:{seconds % 60:02d}Z"
+        rec = {"trial_id": tid, "task_id": f"t/{tid}", "model": "old", "failure": failure, **times}
+        LocalStore(root).commit(tid, json.dumps(rec).encode())
+
+    out = tmp_path / "out"
+    put(out / "pilot" / "uid-1", "a", None, 30)
+    put(out / "pilot" / "uid-2", "b", "verifier_failed", 90)  # a failed verdict still measured the task
+    put(out / "pilot" / "uid-2", "c", "infra_error", 5)
+    put(out / "pilot" / "uid-2", "d", None, None)
+    put(out / "pilot", "e", None, 45)  # `mcpfleet run` keeps a run without a UID level
+    put(out / "pilot" / "mine", "f", None, 99)
+    got = read_history(store_config(str(out), "new", tmp_path), ["pilot", "absent"], own_uid="mine")
+    assert sorted(got.samples) == [("t/a", "old", 30.0), ("t/b", "old", 90.0), ("t/e", "old", 45.0)]
+    assert len(got.problems) == 1 and "learnFrom" in got.problems[0] and "absent" in got.problems[0]
 
 
 def _sweep(tmp_path: Path, seed: int) -> dict[str, float]:
