@@ -100,8 +100,9 @@ def model_factors(cells: dict[tuple[str, str], tuple[float, int]], shrink: float
 class WaitQueue:
     """The trials waiting for a pod, and the order they launch in.
 
-    Every task's first trial launches first (a probe: then every task is being measured), but for tasks an
-    earlier run has measured (``learn``): they go by their expectation from the start. After that the
+    Every task's first trial launches first (a probe: then every task is being measured), longest expected
+    first, which is plan order unless an earlier run's times were learned (``learn``): one earlier trial can
+    make a long task look short, and its probe, still running, corrects that early. After that the
     waiting trial with the longest expected pod time goes next: its task's posterior log time (see
     ``posterior``; optimistic by ``OPTIMISM`` sds) plus its model's speed. Within a task the slowest model's
     trials go first and a model's attempts stay together, so a run stopped early has whole pass@k evidence for
@@ -200,7 +201,7 @@ class WaitQueue:
         """Earlier runs' finished trials, (task, model, seconds) each: what the run knows of its tasks' lengths
         before it measures any. Tasks not in this plan are ignored; a model this run does not have still says
         how long a task takes (its speed is fitted with the rest, so an earlier run on slower hardware or with
-        other models shifts only its own factor). A task with history needs no probe. Returns how many counted."""
+        other models shifts only its own factor). Returns how many counted."""
         counted = 0
         for task, model, seconds in history:
             if task in self.rank and seconds > 0:
@@ -290,11 +291,11 @@ class WaitQueue:
             yield self.task_of[tid], [tid]
             if self.size == before:
                 break
-        probes = (t for t in self.by_task if t not in self.started and t not in self.seen)
-        for task in sorted(probes, key=self.rank.__getitem__):
+        self._refresh(now)
+        probes = [t for t in self.by_task if t not in self.started]
+        for task in sorted(probes, key=self._entry):
             if task in self.by_task:
                 yield task, self.by_task[task]
-        self._refresh(now)
         heap = [self._entry(task) for task in self.by_task]
         heapq.heapify(heap)
         while heap:
