@@ -6,7 +6,10 @@ the trial's record (as the runner would) and marks the pod Succeeded. Durations 
 down: FIELD-NOTES puts a k=4 gpt-5 sweep of the 127 tasks at ~67 h, i.e. ~475 s per trial on average, with
 the 3,600 s agent timeout as the cap. Each task gets a lognormal base time (some tasks are long for every
 model), each model a speed factor, each trial lognormal noise; all seeded, so every run draws the same
-durations. Divided by --scale (default 100, as the issue asks).
+durations. Divided by --scale (default 100, as the issue asks: ~4 min for both capacities). The creation rate
+is not scaled with it: at 100x, 200 pods/s is 2 pods/s of real trial time, a tenth of the operator's default;
+at --scale 10 (~30 min with --history) it is the default's 20 pods/s, which is how README's headline figures
+were measured: `--scale 10 --history 2 1`.
 
 What is printed, per capacity (MCPFLEET_MAX_PODS), side by side in one go:
 - the lower bound: max(longest trial, total work / capacity) (the issue's), and the same bound also counting
@@ -19,7 +22,8 @@ What is printed, per capacity (MCPFLEET_MAX_PODS), side by side in one go:
   reading every record back into summary.json), and the operator's overhead (measured - ideal).
 
     .venv/bin/python bench/bench_sweep.py [--models 10 --tasks 127 --attempts 4] [--capacity 500 5080]
-        [--create-rate 200] [--scale 100]
+        [--create-rate 200] [--scale 100] [--history MODELS ATTEMPTS] [--json FILE]
+    .venv/bin/python bench/bench_sweep.py --scale 10 --history 2 1   # README's figures
 """
 
 from __future__ import annotations
