@@ -232,28 +232,49 @@ FIRST_CALL = """
 import asyncio, sys
 from pathlib import Path
 import mcpfleet.runner.warmup  # what the forkserver preloads
+import pydantic
 from mcpfleet.runner import llm
 from mcpfleet.runner.scripted_model import ScriptedServerProcess
 
-async def first_call(url):
-    target = llm.LLMTarget(model="hosted_vllm/noop", api_base=url, api_key="scripted", params={}, timeout=60)
-    before = set(sys.modules)
-    await llm.complete(target, [{"role": "user", "content": "hi"}], [])
+def deferred():
+    seen, todo, out = set(), list(pydantic.BaseModel.__subclasses__()), set()
+    while todo:
+        cls = todo.pop()
+        if cls not in seen:
+            seen.add(cls)
+            todo.extend(cls.__subclasses__())
+            if not cls.__dict__.get("__pydantic_complete__", True):
+                out.add(f"{cls.__module__}:{cls.__qualname__}")
+    return out
+
+TOOL = {"type": "function", "function": {"name": "list_allowed_directories", "parameters": {"type": "object"}}}
+
+async def first_call(url, model, tools):
+    target = llm.LLMTarget(model=model, api_base=url, api_key="scripted", params={}, timeout=60)
+    response, _, _ = await llm.complete(target, [{"role": "user", "content": "hi"}], tools)
+    llm.usage_of(response, target)
+    llm.reply_of(response, [])
     await llm.close(target)
-    return sorted(set(sys.modules) - before)
 
 with ScriptedServerProcess([Path(sys.argv[1])]) as url:
-    print("\\n".join(asyncio.run(first_call(url))))
+    modules, models = set(sys.modules), deferred()
+    asyncio.run(first_call(url, "hosted_vllm/noop", []))
+    asyncio.run(first_call(url, "hosted_vllm/loop", [TOOL]))  # a reply with a tool call
+    print(" ".join(sorted(set(sys.modules) - modules)))
+    print(" ".join(sorted(models - deferred())))
 """
 
 
-def test_a_warm_workers_first_llm_call_imports_nothing_more(tmp_path: Path) -> None:
-    """Every worker paid these imports (~30 modules, tens of ms of CPU) on its first call, all at once when a
-    run starts; a LiteLLM upgrade that adds lazy imports to the call path shows here."""
+def test_a_warm_workers_first_llm_call_imports_and_builds_nothing_more(tmp_path: Path) -> None:
+    """Every worker paid these imports (~30 modules, tens of ms of CPU) and schema builds on its first call, all
+    at once when a run starts; a LiteLLM upgrade that adds lazy work to the call path shows here."""
     script = tmp_path / "first_call.py"
     script.write_text(FIRST_CALL)
     pack = make_tiny_pack(tmp_path / "pack")
     out = subprocess.run([sys.executable, str(script), str(pack)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    imported = [m for m in out.stdout.split() if m.startswith("litellm")]
+    modules, models = (out.stdout.split("\n") + ["", ""])[:2]
+    imported = [m for m in modules.split() if m.startswith("litellm")]
     assert imported == [], f"add to warmup.LAZY_MODULES: {imported}"
+    # LiteLLM's deferred pydantic models, completed on first use, made a worker's first round trip ~70 ms, not ~11.
+    assert models.split() == [], f"add to warmup.REBUILT_MODELS: {models}"
