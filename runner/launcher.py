@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .llm_warmup import warm_models
 from .outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from .plan import TrialSpec, plan
 from .records import now_iso
@@ -300,8 +301,10 @@ def execute(
             # One spare server boots at a time per two cores; the running trials keep the rest.
             gate = mp.Semaphore(max(1, (os.cpu_count() or 2) // 2))
 
+            models = tuple(warm_models(run.spec.models))  # each worker's first LLM round trip, made at its start
+
             def make_pool() -> ProcessPoolExecutor:
-                return ProcessPoolExecutor(workers, mp_context=mp, initializer=init_worker, initargs=(gate,))
+                return ProcessPoolExecutor(workers, mp_context=mp, initializer=init_worker, initargs=(gate, models))
 
             judge = run.spec.toolcalls.judge if run.spec.toolcalls else None
             keys = {

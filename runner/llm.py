@@ -55,6 +55,7 @@ class LLMTarget:
     log: list[str] = field(default_factory=list)  # one line per failed attempt, tracebacks of final failures
     _client: Any = field(default=None, repr=False)
     _client_ready: bool = field(default=False, repr=False)
+    _client_shared: bool = field(default=False, repr=False)
 
 
 class LLMFailure(Exception):
@@ -165,8 +166,23 @@ def reply_of(response: Any, messages: list[dict[str, Any]]) -> Reply:
     return Reply(content, calls, getattr(choice, "finish_reason", None), renamed, message)
 
 
+# A warm worker's clients, by what they were made with, kept for its life (its one event loop's): its trials
+# then share connections to a provider, as LiteLLM's own per-loop clients would, instead of each paying a new
+# one (TCP, and TLS for a real provider) on its first call. None: a client per trial (a pod's one trial, the
+# serial loop). Enabled by ``share_clients`` (worker.init_worker).
+_shared: dict[tuple[Any, str, str | None, str | None, float], Any] | None = None
+
+
+def share_clients() -> None:
+    """Keep clients for the process's life from now on (call from the thread that runs its one loop)."""
+    global _shared
+    if _shared is None:
+        _shared = {}
+
+
 def _client_for(target: LLMTarget) -> Any:
-    """The trial's normalising client (created on first use, inside the trial's event loop)."""
+    """The trial's normalising client (created on first use, inside the trial's event loop; a warm worker's is
+    shared with its other trials to the same endpoint with the same key)."""
     if not target._client_ready:
         target._client_ready = True
         try:
@@ -174,13 +190,23 @@ def _client_for(target: LLMTarget) -> Any:
         except Exception:  # noqa: BLE001 - an unknown provider is LiteLLM's to report (a config_error)
             provider = ""
         if provider in normalise.OPENAI_DIALECT:
-            target._client = normalise.make_client(provider, target.api_base, target.api_key, target.timeout)
+            key = (asyncio.get_running_loop(), provider, target.api_base, target.api_key, target.timeout)
+            if _shared is not None and key in _shared:
+                target._client = _shared[key]
+            else:
+                target._client = normalise.make_client(provider, target.api_base, target.api_key, target.timeout)
+                if _shared is not None and target._client is not None:
+                    _shared[key] = target._client
+            target._client_shared = _shared is not None and target._client is not None
     return target._client
 
 
 async def close(target: LLMTarget) -> None:
-    """Release the trial's HTTP client (its connections)."""
+    """Release the trial's HTTP client (its connections), unless its worker keeps it for its next trials."""
     client, target._client, target._client_ready = target._client, None, False
+    if target._client_shared:
+        target._client_shared = False
+        return
     await normalise.close_client(client)
 
 

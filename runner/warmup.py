@@ -13,7 +13,8 @@ rebuilt here instead (``REBUILT_MODELS``; best effort like the imports): pure sc
 The garbage collector is off while importing (the ~380k objects created would otherwise be scanned over and
 over: ~0.7 s of a 3 s preload) and the result is frozen, so workers' collections never walk it again (a full
 collection over it took ~0.1 s, in the middle of some LLM round trip) and forked pages stay shared.
-Only imports belong here: no calls, threads, clients or event loops, which would not survive ``fork``.
+Only imports and such pure computation belong here: no threads, clients or event loops, which would not
+survive ``fork``. What a worker must pay itself (the pages a first call writes to) is ``llm_warmup``'s.
 """
 
 from __future__ import annotations

@@ -66,7 +66,8 @@ def _on_sigterm(signum: int, frame: Any) -> None:
         _loop.call_soon_threadsafe(_current.cancel)
 
 
-def init_worker(gate: Any = None) -> None:
+def init_worker(gate: Any = None, models: tuple[str, ...] = ()) -> None:
+    """Set up a pool worker; ``models`` (LiteLLM model strings) get their first round trip here (llm_warmup)."""
     global _loop, _gate
     _gate = gate
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C
@@ -77,7 +78,17 @@ def init_worker(gate: Any = None) -> None:
     asyncio.set_event_loop(_loop)
     # Pool workers leave through os._exit, so atexit never runs; multiprocessing's own exit finalizers do.
     multiprocessing.util.Finalize(None, _close_spare, exitpriority=10)
-    import mcpfleet.runner.llm  # noqa: F401 - warm (already imported in the forkserver)
+    import mcpfleet.runner.llm  # already imported in the forkserver
+
+    if models:
+        from .llm_warmup import warm
+
+        try:
+            _loop.run_until_complete(warm(list(models)))
+        except Exception:  # noqa: BLE001 - best effort: the first trial pays the first call instead
+            pass
+    # After the warm-up (its stand-in endpoint is gone): from here the trials share their clients (llm._shared).
+    mcpfleet.runner.llm.share_clients()
 
 
 def _watch_parent(parent: int, poll_s: float = 0.5, grace_s: float = 10.0) -> None:

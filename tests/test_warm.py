@@ -278,3 +278,101 @@ def test_a_warm_workers_first_llm_call_imports_and_builds_nothing_more(tmp_path:
     assert imported == [], f"add to warmup.LAZY_MODULES: {imported}"
     # LiteLLM's deferred pydantic models, completed on first use, made a worker's first round trip ~70 ms, not ~11.
     assert models.split() == [], f"add to warmup.REBUILT_MODELS: {models}"
+
+
+WARMED_FIRST_CALL = """
+import asyncio, os, resource, sys
+from pathlib import Path
+import mcpfleet.runner.warmup  # what the forkserver preloads
+from mcpfleet.runner import llm, worker
+from mcpfleet.runner.scripted_model import ScriptedServerProcess
+
+TOOL = {"type": "function", "function": {"name": "list_allowed_directories", "parameters": {"type": "object"}}}
+
+async def first_call(url):
+    target = llm.LLMTarget(model="hosted_vllm/loop", api_base=url, api_key="scripted", params={}, timeout=60)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    response, _, _ = await llm.complete(target, [{"role": "user", "content": "hi"}], [TOOL])
+    llm.usage_of(response, target)
+    llm.reply_of(response, [])
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    await llm.close(target)
+    return faults
+
+with ScriptedServerProcess([Path(sys.argv[1])]) as url:
+    for models in ((), ("hosted_vllm/warmup", "anthropic/claude-sonnet-4-20250514")):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # a pool worker, forked from the preloaded process as the forkserver forks them
+            worker.init_worker(None, models)
+            os.write(write, str(worker._loop.run_until_complete(first_call(url))).encode())
+            os._exit(0)
+        os.close(write)
+        print(os.read(read, 100).decode())
+        os.waitpid(pid, 0)
+"""
+
+
+def test_a_worker_makes_its_first_llm_round_trip_before_its_first_trial(tmp_path: Path) -> None:
+    """A forked worker's first completion wrote to ~4,300 of the forkserver's pages (each copied on write) and
+    took ~45 ms against ~12; warmed at its start, its first trial's first call copies a few dozen."""
+    script = tmp_path / "warmed_first_call.py"
+    script.write_text(WARMED_FIRST_CALL)
+    pack = make_tiny_pack(tmp_path / "pack")
+    out = subprocess.run([sys.executable, str(script), str(pack)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    cold, warmed = (int(n) for n in out.stdout.split())
+    assert cold > 1000, f"the cold first call copied only {cold} pages: is the warm-up still needed?"
+    assert warmed < cold / 5, f"a warmed worker's first call copied {warmed} pages against {cold} cold"
+
+
+def test_the_warm_up_covers_the_providers_the_trials_own_client_covers() -> None:
+    from mcpfleet.runner.llm_warmup import providers, warm_models
+
+    models = [
+        SimpleNamespace(is_scripted=True, model="scripted/oracle"),
+        SimpleNamespace(is_scripted=False, model="gpt-4o"),
+    ]
+    assert warm_models(models) == ["hosted_vllm/warmup", "gpt-4o"]
+    assert providers(["hosted_vllm/a", "gpt-4o", "openai/b", "anthropic/claude-sonnet-4-20250514", "nope/x"]) == [
+        "hosted_vllm",
+        "openai",
+    ]
+
+
+async def test_a_warm_workers_trials_share_one_connection_to_their_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each trial's client opened its own connection (a TLS handshake to a real provider on its first call);
+    a worker's trials now reuse one, while a lone trial (a pod, the serial loop) still closes its own."""
+    from mcpfleet.runner import llm, llm_warmup
+
+    connections = 0
+
+    async def counted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        await llm_warmup._answer(reader, writer)
+
+    server = await asyncio.start_server(counted, "127.0.0.1", 0)
+    base = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+
+    async def trials(n: int, key: str = "k") -> None:
+        for _ in range(n):
+            target = llm.LLMTarget(model="hosted_vllm/m", api_base=base, api_key=key, timeout=10, retries=0)
+            response, _, _ = await llm.complete(target, [{"role": "user", "content": "hi"}], [])
+            assert llm.reply_of(response, []).tool_calls[0].name == "warm"
+            await llm.close(target)
+
+    try:
+        monkeypatch.setattr(llm, "_shared", None)
+        await trials(3)
+        assert connections == 3
+        llm.share_clients()
+        await trials(3)
+        assert connections == 4
+        await trials(2, key="another")  # another key, another client: never one made with someone else's key
+        assert connections == 5
+    finally:
+        for client in (llm._shared or {}).values():
+            await client.close()
+        server.close()
+        await server.wait_closed()
