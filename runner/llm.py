@@ -180,16 +180,23 @@ def share_clients() -> None:
         _shared = {}
 
 
+def dialect_of(model: str, api_base: str | None = None) -> str | None:
+    """The provider LiteLLM calls ``model`` through when it speaks the OpenAI dialect ``normalise`` covers, else
+    None (another dialect, or a model LiteLLM cannot place: that is the trial's to report, as a config_error)."""
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model=model, api_base=api_base)
+    except Exception:  # noqa: BLE001
+        return None
+    return provider if provider in normalise.OPENAI_DIALECT else None
+
+
 def _client_for(target: LLMTarget) -> Any:
     """The trial's normalising client (created on first use, inside the trial's event loop; a warm worker's is
     shared with its other trials to the same endpoint with the same key)."""
     if not target._client_ready:
         target._client_ready = True
-        try:
-            _, provider, _, _ = litellm.get_llm_provider(model=target.model, api_base=target.api_base)
-        except Exception:  # noqa: BLE001 - an unknown provider is LiteLLM's to report (a config_error)
-            provider = ""
-        if provider in normalise.OPENAI_DIALECT:
+        provider = dialect_of(target.model, target.api_base)
+        if provider is not None:
             key = (asyncio.get_running_loop(), provider, target.api_base, target.api_key, target.timeout)
             if _shared is not None and key in _shared:
                 target._client = _shared[key]
@@ -199,6 +206,17 @@ def _client_for(target: LLMTarget) -> Any:
                     _shared[key] = target._client
             target._client_shared = _shared is not None and target._client is not None
     return target._client
+
+
+async def close_shared() -> None:
+    """Close the clients kept for the process's life (a worker's exit): their connections end with a FIN the
+    provider sees, not with a reset when the process is gone. Sharing stays on for any later trial."""
+    if not _shared:
+        return
+    clients = list(_shared.values())
+    _shared.clear()
+    for client in clients:
+        await normalise.close_client(client)
 
 
 async def close(target: LLMTarget) -> None:

@@ -18,8 +18,9 @@ effort: a failure or a stall (``TIMEOUT_S``) only means the first trial pays the
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
+
+from aiohttp import web
 
 TIMEOUT_S = 2.0
 MODEL = "warmup"
@@ -45,40 +46,20 @@ _REPLY = {
 _TOOL = {"type": "function", "function": {"name": "warm", "parameters": {"type": "object", "properties": {}}}}
 
 
-async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Answer every request on the connection with the canned completion (keep-alive, as a provider does)."""
-    body = json.dumps(_REPLY).encode()
-    head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n".encode()
-    try:
-        while True:
-            headers = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in headers.split(b"\r\n"):
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value.strip() or 0)
-            await reader.readexactly(length)
-            writer.write(head + body)
-            await writer.drain()
-    except (asyncio.IncompleteReadError, ConnectionError, ValueError):
-        pass
-    finally:
-        writer.close()
+async def _answer(request: web.BaseRequest) -> web.Response:
+    """Every request gets the canned completion, its body read first (aiohttp keeps the connection alive)."""
+    await request.read()
+    return web.json_response(_REPLY)
 
 
 def providers(models: list[str]) -> list[str]:
     """The OpenAI-dialect providers (the ones the trial's own client covers) among LiteLLM model strings."""
-    import litellm
-
-    from .normalise import OPENAI_DIALECT
+    from .llm import dialect_of
 
     found: list[str] = []
     for model in models:
-        try:
-            provider = litellm.get_llm_provider(model=model)[1]
-        except Exception:  # noqa: BLE001 - an unknown provider is the trial's to report
-            continue
-        if provider in OPENAI_DIALECT and provider not in found:
+        provider = dialect_of(model)
+        if provider is not None and provider not in found:
             found.append(provider)
     return found
 
@@ -97,10 +78,11 @@ async def _round_trip(base: str, provider: str) -> None:
 
 async def warm(models: list[str]) -> list[str]:
     """One round trip per OpenAI-dialect provider of ``models``; returns the providers warmed."""
-    server = await asyncio.start_server(_answer, "127.0.0.1", 0)
+    server = web.Server(_answer, access_log=None)
+    listener = await asyncio.get_running_loop().create_server(server, "127.0.0.1", 0)
     warmed = []
     try:
-        port = server.sockets[0].getsockname()[1]
+        port = listener.sockets[0].getsockname()[1]
         for provider in providers(models):
             try:
                 async with asyncio.timeout(TIMEOUT_S):
@@ -109,8 +91,9 @@ async def warm(models: list[str]) -> list[str]:
             except Exception:  # noqa: BLE001 - best effort: the first trial pays instead
                 pass
     finally:
-        server.close()
-        await server.wait_closed()
+        listener.close()
+        await server.shutdown(0)
+        await listener.wait_closed()
     return warmed
 
 

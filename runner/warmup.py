@@ -26,6 +26,7 @@ ENGINE = ("mcpfleet.runner.llm", "mcpfleet.runner.trial", "mcp.client.stdio")
 
 LAZY_MODULES = (
     "mcpfleet.runner.cli",  # the console script, which every worker re-imports as __mp_main__
+    "mcpfleet.runner.llm_warmup",  # each worker's first round trip: its stand-in server is aiohttp.web (~30 ms)
     "litellm.litellm_core_utils.default_encoding",  # loads the tiktoken encoding
     "litellm.proxy._types",
     "litellm.responses.mcp.litellm_proxy_mcp_handler",

@@ -77,7 +77,7 @@ def init_worker(gate: Any = None, models: tuple[str, ...] = ()) -> None:
     _loop = asyncio.new_event_loop()
     asyncio.set_event_loop(_loop)
     # Pool workers leave through os._exit, so atexit never runs; multiprocessing's own exit finalizers do.
-    multiprocessing.util.Finalize(None, _close_spare, exitpriority=10)
+    multiprocessing.util.Finalize(None, _close_held, exitpriority=10)
     import mcpfleet.runner.llm  # already imported in the forkserver
 
     if models:
@@ -104,11 +104,17 @@ def _watch_parent(parent: int, poll_s: float = 0.5, grace_s: float = 10.0) -> No
     os._exit(1)
 
 
-def _close_spare() -> None:
+def _close_held() -> None:
+    """At the worker's exit: its spare MCP server and the LLM clients its trials shared."""
     global _spare
-    if _spare is not None and _loop is not None and not _loop.is_closed():
-        _loop.run_until_complete(_spare.close())
-    _spare = None
+    spare, _spare = _spare, None
+    if _loop is None or _loop.is_closed():
+        return
+    if spare is not None:
+        _loop.run_until_complete(spare.close())
+    from . import llm
+
+    _loop.run_until_complete(llm.close_shared())
 
 
 async def _run(spec: Any, store: Any, item: WorkItem) -> Any:

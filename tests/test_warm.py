@@ -340,39 +340,99 @@ def test_the_warm_up_covers_the_providers_the_trials_own_client_covers() -> None
     ]
 
 
+class CountingEndpoint:
+    """The warm-up's stand-in completion endpoint, counting the connections made to it and still open."""
+
+    server: Any
+    listener: asyncio.Server
+    made = 0
+
+    def _connection(self) -> Any:
+        self.made += 1
+        return self.server()
+
+    async def start(self) -> str:
+        from aiohttp import web
+
+        from mcpfleet.runner import llm_warmup
+
+        self.server = web.Server(llm_warmup._answer, access_log=None)  # (it needs the running loop)
+        self.listener = await asyncio.get_running_loop().create_server(self._connection, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.listener.sockets[0].getsockname()[1]}/v1"
+
+    async def open_after(self, seconds: float = 2.0) -> int:
+        """Connections still open once the clients had ``seconds`` to close theirs."""
+        deadline = time.monotonic() + seconds
+        while self.server.connections and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        return len(self.server.connections)
+
+    async def stop(self) -> None:
+        self.listener.close()
+        await self.server.shutdown(0)
+        await self.listener.wait_closed()
+
+
+async def _trials(base: str, n: int, key: str = "k") -> None:
+    from mcpfleet.runner import llm
+
+    for _ in range(n):
+        target = llm.LLMTarget(model="hosted_vllm/m", api_base=base, api_key=key, timeout=10, retries=0)
+        response, _, _ = await llm.complete(target, [{"role": "user", "content": "hi"}], [])
+        assert llm.reply_of(response, []).tool_calls[0].name == "warm"
+        await llm.close(target)
+
+
 async def test_a_warm_workers_trials_share_one_connection_to_their_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each trial's client opened its own connection (a TLS handshake to a real provider on its first call);
     a worker's trials now reuse one, while a lone trial (a pod, the serial loop) still closes its own."""
-    from mcpfleet.runner import llm, llm_warmup
+    from mcpfleet.runner import llm
 
-    connections = 0
-
-    async def counted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal connections
-        connections += 1
-        await llm_warmup._answer(reader, writer)
-
-    server = await asyncio.start_server(counted, "127.0.0.1", 0)
-    base = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
-
-    async def trials(n: int, key: str = "k") -> None:
-        for _ in range(n):
-            target = llm.LLMTarget(model="hosted_vllm/m", api_base=base, api_key=key, timeout=10, retries=0)
-            response, _, _ = await llm.complete(target, [{"role": "user", "content": "hi"}], [])
-            assert llm.reply_of(response, []).tool_calls[0].name == "warm"
-            await llm.close(target)
-
+    endpoint = CountingEndpoint()
+    base = await endpoint.start()
     try:
         monkeypatch.setattr(llm, "_shared", None)
-        await trials(3)
-        assert connections == 3
+        await _trials(base, 3)
+        assert endpoint.made == 3
+        assert await endpoint.open_after() == 0  # each lone trial closed its own
         llm.share_clients()
-        await trials(3)
-        assert connections == 4
-        await trials(2, key="another")  # another key, another client: never one made with someone else's key
-        assert connections == 5
+        await _trials(base, 3)
+        assert endpoint.made == 4
+        await _trials(base, 2, key="another")  # another key, another client: never one made with someone else's key
+        assert endpoint.made == 5
+        assert await endpoint.open_after(0.2) == 2  # kept for the worker's next trials
+        await llm.close_shared()
+        assert await endpoint.open_after() == 0
+        await _trials(base, 1)  # sharing goes on after a close, with a new client
+        assert endpoint.made == 6
     finally:
-        for client in (llm._shared or {}).values():
-            await client.close()
-        server.close()
-        await server.wait_closed()
+        await llm.close_shared()
+        await endpoint.stop()
+
+
+def test_a_worker_closes_the_clients_its_trials_shared_when_it_exits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pool workers leave through os._exit; their exit finalizer ends the kept connections (a FIN the provider
+    sees), as it stops the spare MCP server."""
+    from mcpfleet.runner import llm, worker
+
+    loop = asyncio.new_event_loop()
+    monkeypatch.setattr(worker, "_loop", loop)
+    monkeypatch.setattr(worker, "_spare", None)
+    monkeypatch.setattr(llm, "_shared", None)
+    endpoint = CountingEndpoint()
+    try:
+        base = loop.run_until_complete(endpoint.start())
+        llm.share_clients()
+        loop.run_until_complete(_trials(base, 2))
+        assert loop.run_until_complete(endpoint.open_after(0.2)) == 1
+        worker._close_held()
+        assert loop.run_until_complete(endpoint.open_after()) == 0
+        assert llm._shared == {}
+    finally:
+        loop.run_until_complete(llm.close_shared())
+        loop.run_until_complete(endpoint.stop())
+        left = asyncio.all_tasks(loop)  # LiteLLM's logging worker, as asyncio.run would end it
+        for task in left:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.close()
