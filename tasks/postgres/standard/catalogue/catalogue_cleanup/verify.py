@@ -7,13 +7,15 @@ pinned here as row counts plus md5 digests of the rows' canonical text (PostgreS
 each row, in key order, under a fixed time zone and date style; the server computes every digest in one
 statement, so no row is fetched). Readable checks come first (orphans gone, groups merged, positions
 contiguous) so a failure says what went wrong; the digests then prove the exact end state, and that
-untouched tables and the schema are unchanged.
+untouched tables and the schema (tables, columns, and every constraint and index by its definition) are
+unchanged.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 
 import psycopg2
 
@@ -54,8 +56,80 @@ EXPECTED = {
 DRAFT_TRACKS = 31
 DANGLING_ENTRIES = 60  # entries whose track id is no longer in `tracks` (taken down): must be kept
 ACCENT_DECOYS = 10  # names like 'Cyrus Réyes' that are NOT duplicates of 'Cyrus Reyes'
-CONSTRAINTS = 31
-INDEXES = 22
+# The original schema's constraints and indexes, by definition (names aside: a renamed object is the same one),
+# as PostgreSQL prints them (pg_get_constraintdef; pg_get_indexdef without the index's name).
+CONSTRAINTS = [
+    ("labels", "p", "PRIMARY KEY (label_id)"),
+    ("labels", "u", "UNIQUE (name)"),
+    ("label_contracts", "p", "PRIMARY KEY (contract_id)"),
+    ("label_contracts", "f", "FOREIGN KEY (label_id) REFERENCES labels(label_id)"),
+    ("label_contracts", "c", "CHECK (((valid_to IS NULL) OR (valid_to >= valid_from)))"),
+    ("contract_rate_tiers", "p", "PRIMARY KEY (contract_id, from_play)"),
+    ("contract_rate_tiers", "f", "FOREIGN KEY (contract_id) REFERENCES label_contracts(contract_id)"),
+    ("contract_rate_tiers", "c", "CHECK ((from_play >= 1))"),
+    ("genres", "p", "PRIMARY KEY (genre_id)"),
+    ("genres", "u", "UNIQUE (name)"),
+    ("genres", "f", "FOREIGN KEY (parent_genre_id) REFERENCES genres(genre_id)"),
+    ("artists", "p", "PRIMARY KEY (artist_id)"),
+    ("albums", "p", "PRIMARY KEY (album_id)"),
+    ("albums", "f", "FOREIGN KEY (artist_id) REFERENCES artists(artist_id)"),
+    (
+        "albums",
+        "c",
+        "CHECK ((album_type = ANY (ARRAY['album'::text, 'single'::text, 'ep'::text, 'compilation'::text])))",
+    ),
+    ("tracks", "p", "PRIMARY KEY (track_id)"),
+    ("tracks", "c", "CHECK ((duration_ms > 0))"),
+    ("tracks", "f", "FOREIGN KEY (genre_id) REFERENCES genres(genre_id)"),
+    ("track_artists", "p", "PRIMARY KEY (track_id, artist_id)"),
+    ("track_artists", "f", "FOREIGN KEY (track_id) REFERENCES tracks(track_id)"),
+    ("track_artists", "f", "FOREIGN KEY (artist_id) REFERENCES artists(artist_id)"),
+    ("track_artists", "c", "CHECK ((role = ANY (ARRAY['primary'::text, 'featured'::text])))"),
+    ("listeners", "p", "PRIMARY KEY (listener_id)"),
+    ("listeners", "u", "UNIQUE (username)"),
+    ("subscriptions", "p", "PRIMARY KEY (subscription_id)"),
+    ("subscriptions", "f", "FOREIGN KEY (listener_id) REFERENCES listeners(listener_id) ON DELETE CASCADE"),
+    (
+        "subscriptions",
+        "c",
+        "CHECK ((plan = ANY (ARRAY['free'::text, 'premium'::text, 'family'::text, 'student'::text])))",
+    ),
+    ("playlists", "p", "PRIMARY KEY (playlist_id)"),
+    ("playlists", "f", "FOREIGN KEY (owner_id) REFERENCES listeners(listener_id) ON DELETE SET NULL"),
+    ("playlist_entries", "p", "PRIMARY KEY (entry_id)"),
+    ("play_events", "p", "PRIMARY KEY (play_id)"),
+]
+INDEXES = [
+    (t, f"CREATE UNIQUE INDEX ON public.{t} USING btree ({k})")
+    for t, k in (
+        ("labels", "label_id"),
+        ("labels", "name"),
+        ("label_contracts", "contract_id"),
+        ("contract_rate_tiers", "contract_id, from_play"),
+        ("genres", "genre_id"),
+        ("genres", "name"),
+        ("artists", "artist_id"),
+        ("albums", "album_id"),
+        ("tracks", "track_id"),
+        ("track_artists", "track_id, artist_id"),
+        ("listeners", "listener_id"),
+        ("listeners", "username"),
+        ("subscriptions", "subscription_id"),
+        ("playlists", "playlist_id"),
+        ("playlist_entries", "entry_id"),
+        ("play_events", "play_id"),
+    )
+] + [
+    (t, f"CREATE INDEX ON public.{t} USING btree ({k})")
+    for t, k in (
+        ("albums", "artist_id"),
+        ("tracks", "album_id"),
+        ("track_artists", "artist_id"),
+        ("subscriptions", "listener_id"),
+        ("playlists", "owner_id"),
+        ("play_events", "played_at"),
+    )
+]
 
 failures: list[str] = []
 
@@ -111,12 +185,36 @@ def digests(cur, tables: list[str]) -> dict[str, tuple[int, str]]:
 
 
 NORM = "lower(btrim(regexp_replace(name, '\\s+', ' ', 'g')))"
-SCHEMA_SQL = """
-SELECT
-  (SELECT count(*) FROM pg_constraint WHERE connamespace = 'public'::regnamespace),
-  (SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-   WHERE c.relnamespace = 'public'::regnamespace)
-"""
+
+
+def constraint_defs(cur) -> Counter:
+    """(table, type, definition) of every constraint in public (NOT NULL markers aside), whatever its name."""
+    cur.execute(
+        "SELECT t.relname, c.contype::text, pg_get_constraintdef(c.oid) FROM pg_constraint c "
+        "JOIN pg_class t ON t.oid = c.conrelid WHERE c.connamespace = 'public'::regnamespace AND c.contype <> 'n'"
+    )
+    return Counter(cur.fetchall())
+
+
+def index_defs(cur) -> Counter:
+    """(table, definition without the index's own name) of every index in public."""
+    cur.execute(
+        "SELECT t.relname, quote_ident(i.relname), pg_get_indexdef(x.indexrelid) FROM pg_index x "
+        "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
+        "WHERE t.relnamespace = 'public'::regnamespace"
+    )
+    return Counter((t, d.replace(f" INDEX {q} ON ", " INDEX ON ", 1)) for t, q, d in cur.fetchall())
+
+
+def same_set(what: str, got: Counter, want: Counter) -> None:
+    """One check: `got` holds exactly `want`; the message lists what is missing and what was added."""
+    missing, added = sorted((want - got).elements()), sorted((got - want).elements())
+    check(
+        not missing and not added,
+        f"{what} exactly as in the original schema (missing: {missing[:4] or 'none'}; added: {added[:4] or 'none'})",
+    )
+
+
 COUNTS_SQL = f"""
 SELECT
   (SELECT count(*) FROM tracks t WHERE album_id IS NOT NULL
@@ -148,10 +246,8 @@ def main() -> int:
     check(tables == sorted(COLUMNS), f"public tables are exactly the original 13 (found {tables})")
     for table, (cols, _) in COLUMNS.items():
         check(found.get(table) == cols, f"{table} has its original columns")
-    cur.execute(SCHEMA_SQL)
-    n_con, n_idx = cur.fetchone()
-    check(n_con == CONSTRAINTS, f"no constraint added or dropped ({n_con}, expected {CONSTRAINTS})")
-    check(n_idx == INDEXES, f"no index added or dropped ({n_idx}, expected {INDEXES})")
+    same_set("constraints (table, type, definition)", constraint_defs(cur), Counter(CONSTRAINTS))
+    same_set("indexes (table, definition)", index_defs(cur), Counter(INDEXES))
     if tables != sorted(COLUMNS):
         return finish()
     cur.execute(COUNTS_SQL)

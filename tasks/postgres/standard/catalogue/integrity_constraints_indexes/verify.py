@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Verifier for catalogue/integrity_constraints_indexes.
 
-Checks the catalog (named CHECK/UNIQUE constraints, five validated foreign keys with the right ON DELETE
-action, nothing else added or dropped), the behaviour (bad inserts rejected, deletes cascade / restrict /
+Checks the catalog (named CHECK/UNIQUE constraints on isrc, five validated foreign keys to the right keys with
+the right ON DELETE action, every original constraint and index kept with its definition, no other constraint
+added), the behaviour (bad inserts rejected, deletes cascade / restrict /
 set NULL, all inside a transaction that is rolled back), the plans of the five application queries
 (EXPLAIN after ANALYZE must scan an index led by the filtered column, never the table), and the data
 fixes: the expected end state was computed once in plain Python from the state generator's rows
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 
 import psycopg2
 
@@ -53,21 +55,87 @@ EXPECTED = {
     "play_events": (61448, "d9ab01b06af88e316470b97369094606"),
 }
 ISRC_NON_NULL = 20188
-ORIGINAL_CONSTRAINTS = 31
-ORIGINAL_INDEXES = (
-    "albums_artist_id_idx albums_pkey artists_pkey contract_rate_tiers_pkey genres_name_key genres_pkey "
-    "label_contracts_pkey labels_name_key labels_pkey listeners_pkey listeners_username_key play_events_pkey "
-    "play_events_played_at_idx playlist_entries_pkey playlists_owner_id_idx playlists_pkey "
-    "subscriptions_listener_id_idx "
-    "subscriptions_pkey track_artists_artist_id_idx track_artists_pkey tracks_album_id_idx tracks_pkey"
-).split()
-# (table, column, referenced table, confdeltype): c = CASCADE, r = RESTRICT, n = SET NULL
+# The original schema's constraints and indexes, by definition (names aside: a renamed object is the same one),
+# as PostgreSQL prints them (pg_get_constraintdef; pg_get_indexdef without the index's name).
+CONSTRAINTS = [
+    ("labels", "p", "PRIMARY KEY (label_id)"),
+    ("labels", "u", "UNIQUE (name)"),
+    ("label_contracts", "p", "PRIMARY KEY (contract_id)"),
+    ("label_contracts", "f", "FOREIGN KEY (label_id) REFERENCES labels(label_id)"),
+    ("label_contracts", "c", "CHECK (((valid_to IS NULL) OR (valid_to >= valid_from)))"),
+    ("contract_rate_tiers", "p", "PRIMARY KEY (contract_id, from_play)"),
+    ("contract_rate_tiers", "f", "FOREIGN KEY (contract_id) REFERENCES label_contracts(contract_id)"),
+    ("contract_rate_tiers", "c", "CHECK ((from_play >= 1))"),
+    ("genres", "p", "PRIMARY KEY (genre_id)"),
+    ("genres", "u", "UNIQUE (name)"),
+    ("genres", "f", "FOREIGN KEY (parent_genre_id) REFERENCES genres(genre_id)"),
+    ("artists", "p", "PRIMARY KEY (artist_id)"),
+    ("albums", "p", "PRIMARY KEY (album_id)"),
+    ("albums", "f", "FOREIGN KEY (artist_id) REFERENCES artists(artist_id)"),
+    (
+        "albums",
+        "c",
+        "CHECK ((album_type = ANY (ARRAY['album'::text, 'single'::text, 'ep'::text, 'compilation'::text])))",
+    ),
+    ("tracks", "p", "PRIMARY KEY (track_id)"),
+    ("tracks", "c", "CHECK ((duration_ms > 0))"),
+    ("tracks", "f", "FOREIGN KEY (genre_id) REFERENCES genres(genre_id)"),
+    ("track_artists", "p", "PRIMARY KEY (track_id, artist_id)"),
+    ("track_artists", "f", "FOREIGN KEY (track_id) REFERENCES tracks(track_id)"),
+    ("track_artists", "f", "FOREIGN KEY (artist_id) REFERENCES artists(artist_id)"),
+    ("track_artists", "c", "CHECK ((role = ANY (ARRAY['primary'::text, 'featured'::text])))"),
+    ("listeners", "p", "PRIMARY KEY (listener_id)"),
+    ("listeners", "u", "UNIQUE (username)"),
+    ("subscriptions", "p", "PRIMARY KEY (subscription_id)"),
+    ("subscriptions", "f", "FOREIGN KEY (listener_id) REFERENCES listeners(listener_id) ON DELETE CASCADE"),
+    (
+        "subscriptions",
+        "c",
+        "CHECK ((plan = ANY (ARRAY['free'::text, 'premium'::text, 'family'::text, 'student'::text])))",
+    ),
+    ("playlists", "p", "PRIMARY KEY (playlist_id)"),
+    ("playlists", "f", "FOREIGN KEY (owner_id) REFERENCES listeners(listener_id) ON DELETE SET NULL"),
+    ("playlist_entries", "p", "PRIMARY KEY (entry_id)"),
+    ("play_events", "p", "PRIMARY KEY (play_id)"),
+]
+INDEXES = [
+    (t, f"CREATE UNIQUE INDEX ON public.{t} USING btree ({k})")
+    for t, k in (
+        ("labels", "label_id"),
+        ("labels", "name"),
+        ("label_contracts", "contract_id"),
+        ("contract_rate_tiers", "contract_id, from_play"),
+        ("genres", "genre_id"),
+        ("genres", "name"),
+        ("artists", "artist_id"),
+        ("albums", "album_id"),
+        ("tracks", "track_id"),
+        ("track_artists", "track_id, artist_id"),
+        ("listeners", "listener_id"),
+        ("listeners", "username"),
+        ("subscriptions", "subscription_id"),
+        ("playlists", "playlist_id"),
+        ("playlist_entries", "entry_id"),
+        ("play_events", "play_id"),
+    )
+] + [
+    (t, f"CREATE INDEX ON public.{t} USING btree ({k})")
+    for t, k in (
+        ("albums", "artist_id"),
+        ("tracks", "album_id"),
+        ("track_artists", "artist_id"),
+        ("subscriptions", "listener_id"),
+        ("playlists", "owner_id"),
+        ("play_events", "played_at"),
+    )
+]
+# (table, column, referenced table and key, confdeltype): c = CASCADE, r = RESTRICT, n = SET NULL
 FKS = [
-    ("playlist_entries", "playlist_id", "playlists", "c"),
-    ("playlist_entries", "track_id", "tracks", "c"),
-    ("play_events", "track_id", "tracks", "r"),
-    ("play_events", "listener_id", "listeners", "n"),
-    ("albums", "label_id", "labels", "n"),
+    ("playlist_entries", "playlist_id", "playlists(playlist_id)", "c"),
+    ("playlist_entries", "track_id", "tracks(track_id)", "c"),
+    ("play_events", "track_id", "tracks(track_id)", "r"),
+    ("play_events", "listener_id", "listeners(listener_id)", "n"),
+    ("albums", "label_id", "labels(label_id)", "n"),
 ]
 QUERIES = [
     (
@@ -93,6 +161,8 @@ BAD_ISRCS = [
     "U1RC12600001",
     "USRC12A00001",
     " USRC12600001",
+    "USrc12600001",
+    "",
 ]
 
 failures: list[str] = []
@@ -166,13 +236,34 @@ def attempt(cur, sql: str, args: tuple = ()) -> str | None:
         return exc.pgcode or "error"
 
 
-def check_catalog(cur) -> None:
-    row = one(
-        cur,
-        "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'tracks_isrc_format_check' "
-        "AND conrelid = 'tracks'::regclass AND contype = 'c'",
+def constraint_defs(cur) -> Counter:
+    """(table, type, definition) of every constraint in public (NOT NULL markers aside), whatever its name."""
+    cur.execute(
+        "SELECT t.relname, c.contype::text, pg_get_constraintdef(c.oid) FROM pg_constraint c "
+        "JOIN pg_class t ON t.oid = c.conrelid WHERE c.connamespace = 'public'::regnamespace AND c.contype <> 'n'"
     )
-    check(row is not None, "CHECK constraint tracks_isrc_format_check exists on tracks")
+    return Counter(cur.fetchall())
+
+
+def index_defs(cur) -> Counter:
+    """(table, definition without the index's own name) of every index in public."""
+    cur.execute(
+        "SELECT t.relname, quote_ident(i.relname), pg_get_indexdef(x.indexrelid) FROM pg_index x "
+        "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
+        "WHERE t.relnamespace = 'public'::regnamespace"
+    )
+    return Counter((t, d.replace(f" INDEX {q} ON ", " INDEX ON ", 1)) for t, q, d in cur.fetchall())
+
+
+def check_catalog(cur) -> None:
+    cur.execute(
+        "SELECT ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.conrelid "
+        "AND a.attnum = ANY (c.conkey) ORDER BY a.attnum) FROM pg_constraint c "
+        "WHERE c.conname = 'tracks_isrc_format_check' AND c.conrelid = 'tracks'::regclass AND c.contype = 'c'"
+    )
+    row = cur.fetchone()
+    if check(row is not None, "CHECK constraint tracks_isrc_format_check exists on tracks"):
+        check(row[0] == ["isrc"], f"tracks_isrc_format_check constrains isrc and nothing else (columns {row[0]})")
     row = one(
         cur,
         "SELECT array_agg(a.attname) FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid "
@@ -180,29 +271,52 @@ def check_catalog(cur) -> None:
         "AND c.conrelid = 'tracks'::regclass",
     )
     check(row == ["isrc"], f"UNIQUE constraint tracks_isrc_key on tracks(isrc) (found {row})")
+    names = {"c": "CASCADE", "r": "RESTRICT", "n": "SET NULL"}
     for table, col, ref, action in FKS:
         cur.execute(
-            "SELECT c.confdeltype, c.convalidated FROM pg_constraint c JOIN pg_attribute a "
-            "ON a.attrelid = c.conrelid AND c.conkey = ARRAY[a.attnum] WHERE c.contype = 'f' "
+            "SELECT c.confdeltype, c.convalidated, pg_get_constraintdef(c.oid) FROM pg_constraint c "
+            "JOIN pg_attribute a ON a.attrelid = c.conrelid AND c.conkey = ARRAY[a.attnum] WHERE c.contype = 'f' "
             "AND c.conrelid = %s::regclass AND a.attname = %s AND c.confrelid = %s::regclass",
-            (table, col, ref),
+            (table, col, ref.split("(")[0]),
         )
         rows = cur.fetchall()
         check(len(rows) == 1, f"exactly one foreign key {table}.{col} -> {ref} (found {len(rows)})")
         if rows:
             check(
+                f" REFERENCES {ref}" in rows[0][2],
+                f"{table}.{col} references {ref}, its primary key ({rows[0][2]})",
+            )
+            check(
                 rows[0][0] == action,
-                f"{table}.{col} -> {ref} has ON DELETE "
-                f"{ {'c': 'CASCADE', 'r': 'RESTRICT', 'n': 'SET NULL'}[action] } "
-                f"(confdeltype {rows[0][0]!r})",
+                f"{table}.{col} -> {ref} has ON DELETE {names[action]} (confdeltype {rows[0][0]!r})",
             )
             check(rows[0][1], f"{table}.{col} -> {ref} is validated (not NOT VALID)")
-    n = one(cur, "SELECT count(*) FROM pg_constraint WHERE connamespace = 'public'::regnamespace")
-    check(n == ORIGINAL_CONSTRAINTS + 7, f"constraints: the 31 original plus the 7 requested ({n} found)")
-    cur.execute("SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'i'")
-    present = {r[0] for r in cur.fetchall()}
-    missing = sorted(set(ORIGINAL_INDEXES) - present)
-    check(not missing, f"all original indexes still exist (missing {missing})")
+
+    # every original constraint kept as it was; added: the two named ISRC constraints and the five foreign keys
+    got = constraint_defs(cur)
+    dropped = sorted((Counter(CONSTRAINTS) - got).elements())
+    check(not dropped, f"every original constraint kept with its definition (missing or changed: {dropped[:4]})")
+    cur.execute(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'tracks_isrc_format_check' "
+        "AND conrelid = 'tracks'::regclass AND contype = 'c'"
+    )
+    requested = [("tracks", "c", r[0]) for r in cur.fetchall()] + [("tracks", "u", "UNIQUE (isrc)")]
+    added = got - Counter(CONSTRAINTS)
+    for wanted in requested:
+        if added[wanted]:
+            added[wanted] -= 1
+    for table, col, ref, _ in FKS:
+        fk = next(
+            (k for k in added if k[:2] == (table, "f") and k[2].startswith(f"FOREIGN KEY ({col}) REFERENCES {ref}")),
+            None,
+        )
+        if fk is not None:
+            added[fk] -= 1
+    extra = sorted((+added).elements())
+    check(not extra, f"no constraint other than the seven requested added (unrequested: {extra[:4]})")
+
+    missing = sorted((Counter(INDEXES) - index_defs(cur)).elements())
+    check(not missing, f"every original index kept with its definition (missing or changed: {missing[:4]})")
     bad = one(
         cur,
         "SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "

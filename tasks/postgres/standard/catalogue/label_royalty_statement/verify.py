@@ -3,7 +3,8 @@
 
 The expected statement is recomputed here, by a query of the verifier's own with exact numerics, from the
 raw source tables (play_events, tracks, albums, labels, label_contracts, contract_rate_tiers), which the
-task must not change (pinned md5 digests of their rows' canonical text, computed server-side, prove that).
+task must not change, nor any other table (pinned md5 digests of every catalogue table's rows' canonical
+text, computed server-side, prove that).
 The agent's `royalty_statement(date)` is then compared for several months (so a hard-coded October fails),
 under a far-off session time zone (months are UTC), and after a rolled-back insert of one extra play and
 one duplicate play (so a function that ignores the data or double-counts duplicates fails). The reported
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import psycopg2
 
+# Every table of the catalogue: the six the statement reads, then the rest, none of which the task may change.
 SOURCES = {  # table: (columns, key order, rows, md5 of the rows' text) of the untouched state
     "labels": ("label_id, name, country, founded_year", "label_id", 36, "88b25f48908edbfcb772365a9b13bd99"),
     "label_contracts": (
@@ -54,7 +56,40 @@ SOURCES = {  # table: (columns, key order, rows, md5 of the rows' text) of the u
         61448,
         "e4408dcd932df74b295fcda9eb79b4df",
     ),
+    "genres": ("genre_id, name, parent_genre_id", "genre_id", 30, "465a8bb0f832671cd5ef1aa967920545"),
+    "artists": (
+        "artist_id, name, country, formed_year, created_at",
+        "artist_id",
+        1488,
+        "5cad70cc9431018fe92c506087a3ac4a",
+    ),
+    "track_artists": ("track_id, artist_id, role", "track_id, artist_id", 25024, "ac52e0de2b05e3ee73f47c13869f25ca"),
+    "listeners": (
+        "listener_id, username, email, country, birth_year, signed_up_at",
+        "listener_id",
+        4050,
+        "e1cd000d6a6d7880f21bed91648792ab",
+    ),
+    "subscriptions": (
+        "subscription_id, listener_id, plan, started_at, ended_at",
+        "subscription_id",
+        4920,
+        "41f7de13a443db079305c387a7d65e66",
+    ),
+    "playlists": (
+        "playlist_id, owner_id, name, is_public, created_at",
+        "playlist_id",
+        700,
+        "aae63b249931cfc275c486f9be1d5f16",
+    ),
+    "playlist_entries": (
+        "entry_id, playlist_id, track_id, position, added_at",
+        "entry_id",
+        14718,
+        "6790920df0afc03859df2049f05776a3",
+    ),
 }
+READS = ("labels", "label_contracts", "contract_rate_tiers", "albums", "tracks", "play_events")
 MONTHS = [date(2026, 10, 1), date(2026, 9, 1), date(2026, 8, 1), date(2026, 11, 1), date(2027, 1, 1)]
 COLUMNS = ["label_id", "label_name", "qualifying_plays", "royalty_usd"]
 # The statement for one month (its first and last day, its UTC bounds lo and hi), from the raw rows: the
@@ -215,7 +250,8 @@ def main() -> int:
     got = digests(cur, list(SOURCES))
     for table, (_, _, n_want, d_want) in SOURCES.items():
         n, d = got[table]
-        check((n, d) == (n_want, d_want), f"source table {table} unchanged (rows {n}, expected {n_want})")
+        what = "source table" if table in READS else "table"
+        check((n, d) == (n_want, d_want), f"{what} {table} unchanged (rows {n}, expected {n_want})")
     cur.execute(
         "SELECT count(*) FROM pg_proc WHERE proname = 'royalty_statement' "
         "AND pronamespace = 'public'::regnamespace AND pg_get_function_identity_arguments(oid) ~ '^(\\w+ )?date$'"

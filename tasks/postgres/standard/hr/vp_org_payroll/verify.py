@@ -4,8 +4,8 @@
 Recomputes every VP's org (walking manager_id), headcount, unpaid headcount and USD payroll as of 2026-10-01
 from the raw tables, by a query of the verifier's own (exact numerics), and compares with the agent's view.
 Then edits reporting lines, salaries, a rate and a VP's status inside a transaction, checks the view follows
-(so it cannot be a frozen copy), and rolls back. The source tables must still match fingerprints of the
-generated initial state (tasks/postgres/states/hr.py).
+(so it cannot be a frozen copy), and rolls back. Every table (the four the report reads and the five it does
+not) must still match fingerprints of the generated initial state (tasks/postgres/states/hr.py).
 """
 
 from __future__ import annotations
@@ -38,12 +38,40 @@ TABLES = {
         "job_title_id",
         "job_title_id, title, job_family, job_level, is_people_manager, min_salary_usd, max_salary_usd",
     ),
+    # the tables the report does not read: the task must not modify them either
+    "departments": (
+        "department_id",
+        "department_id, dept_code, name, parent_department_id, cost_center, location",
+    ),
+    "terminations": (
+        "termination_id",
+        "termination_id, employee_id, termination_date, reason, voluntary, rehire_eligible, notes",
+    ),
+    "bonuses": (
+        "bonus_id",
+        "bonus_id, employee_id, fiscal_year, q1_amount, q2_amount, q3_amount, q4_amount, "
+        "spot_amount, currency, approved_by, extract(epoch FROM created_at)::bigint",
+    ),
+    "leave_requests": (
+        "leave_id",
+        "leave_id, employee_id, leave_type, start_date, end_date, days, status, approver_id, reason, "
+        "extract(epoch FROM requested_at)::bigint",
+    ),
+    "performance_reviews": (
+        "review_id",
+        "review_id, employee_id, reviewer_id, review_cycle, rating, extract(epoch FROM submitted_at)::bigint, comments",
+    ),
 }
 EXPECTED_FP = {
     "employees": (8261, "c52beff273d587dbd405d5479d3670e7"),
     "salaries": (59450, "dc64f7ca64f18f3bd4f9ea9c5f4dba54"),
     "exchange_rates": (450, "532ea1c83a09952f0aa851193deadb9e"),
     "job_titles": (99, "285d17530c04074cc8554e79abde3c1f"),
+    "departments": (54, "0e66e9a7af1bc0cb8e5cacfba9c79529"),
+    "terminations": (2553, "c3fdaca783ebadc54c109e0026675966"),
+    "bonuses": (22827, "a5090e17bf1aa8537d23449081c99558"),
+    "leave_requests": (23452, "3ff3aee44f3f3ac08436d6b8c301cfbc"),
+    "performance_reviews": (25050, "fcab3d6f4b10b62c4446ba70c0b07a74"),
 }
 BASE_RELATIONS = set(
     "bonuses departments employees exchange_rates job_titles leave_requests performance_reviews salaries terminations "
@@ -230,7 +258,10 @@ def main() -> int:
     check(BASE_RELATIONS <= set(rels), f"tables or views were dropped: {sorted(BASE_RELATIONS - set(rels))}")
     fps = fingerprints(cur, list(TABLES))
     for table in TABLES:
-        check(fps[table] == EXPECTED_FP[table], f"table {table} differs from its initial state")
+        check(
+            fps[table] == EXPECTED_FP[table],
+            f"table {table} differs from its initial state (rows {fps[table][0]}, expected {EXPECTED_FP[table][0]})",
+        )
     cur.execute(
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a WHERE a.attrelid = "
         "'vp_org_payroll'::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"

@@ -5,7 +5,8 @@ Proves the indexes with the planner: after ANALYZE, EXPLAIN (FORMAT JSON) of eac
 sequential scan of the big tables and an index on the filtered table whose leading keys match the filter.
 Then checks the index set: the three planted duplicates are gone (the constraint-backed copy kept), every
 other original index is intact, at most four plain B-tree indexes were added and none is redundant. Query
-results, row counts and constraints must be unchanged.
+results, row counts and constraints must be unchanged, and the tables too: exactly the original ones (in any
+schema), each with its original columns, types and NOT NULLs.
 """
 
 from __future__ import annotations
@@ -80,6 +81,39 @@ COUNTS = {
     "stock_movements": 11370,
 }
 CONSTRAINTS = "4788b57910d8936f467bef1724134ee4"
+# Every original table's columns, in order: name, type (format_type; timestamptz for timestamp with time zone) and
+# "!" when NOT NULL. Tables anywhere outside the system schemas are listed, so a helper left in another schema shows.
+TABLE_COLUMNS = {
+    "warehouses": "warehouse_id integer!, code text!, name text!, city text!, is_active boolean!",
+    "categories": "category_id integer!, name text!, parent_id integer, slug text!",
+    "suppliers": "supplier_id integer!, name text!, country_code character(2)!, contact_email text",
+    "products": "product_id integer!, sku text!, name text!, category_id integer!, supplier_id integer, "
+    "unit_price numeric(10,2)!, unit_cost numeric(10,2), is_active boolean!, created_at timestamptz!",
+    "customers": "customer_id integer!, email text!, first_name text!, last_name text!, phone text, "
+    "created_at timestamptz!, marketing_opt_in boolean!",
+    "addresses": "address_id integer!, customer_id integer!, kind text!, recipient_name text!, line1 text!, "
+    "line2 text, city text!, postcode text!, country_code character(2)!, is_default boolean!, created_at timestamptz!",
+    "orders": "order_id integer!, order_number text!, customer_id integer, guest_email text, status text!, "
+    "placed_at timestamptz!, warehouse_id integer!, shipping_address_id integer, shipping_fee numeric(10,2)!, "
+    "total_amount numeric(12,2)!",
+    "order_lines": "order_line_id integer!, order_id integer!, line_no smallint!, product_id integer!, "
+    "quantity integer!, unit_price numeric(10,2)!, discount_pct numeric(5,2)!",
+    "payments": "payment_id integer!, order_id integer!, method text!, amount numeric(12,2)!, status text!, "
+    "created_at timestamptz!",
+    "refunds": "refund_id integer!, order_id integer!, order_line_id integer, amount numeric(10,2)!, reason text, "
+    "status text!, requested_at timestamptz!, refunded_at timestamptz",
+    "shipments": "shipment_id integer!, order_id integer!, warehouse_id integer!, carrier text!, "
+    "tracking_number text!, shipped_at timestamptz!, delivered_at timestamptz",
+    "product_reviews": "review_id integer!, product_id integer!, customer_id integer!, rating smallint!, title text, "
+    "body text, created_at timestamptz!",
+    "stock_levels": "warehouse_id integer!, product_id integer!, on_hand integer!, reserved integer!, "
+    "reorder_point integer!, updated_at timestamptz!",
+    "stock_movements": "movement_id bigint!, warehouse_id integer!, product_id integer!, movement_type text!, "
+    "quantity integer!, reference text, created_at timestamptz!",
+    "transfer_requests": "request_id integer!, requested_at timestamptz!, requested_by text!, "
+    "from_warehouse_id integer!, to_warehouse_id integer!, sku text!, quantity integer!, status text!, "
+    "reject_reason text, processed_at timestamptz, note text",
+}
 
 failures: list[str] = []
 
@@ -134,6 +168,39 @@ def indexes(cur) -> dict[str, dict]:
         }
         for r in cur.fetchall()
     }
+
+
+def relations(cur) -> dict[str, str]:
+    """Every table, view, materialized view or foreign table outside the system schemas (schema-qualified unless
+    in public) -> its columns, written as in TABLE_COLUMNS."""
+    cur.execute("""
+        SELECT CASE WHEN n.nspname = 'public' THEN '' ELSE n.nspname || '.' END || c.relname,
+               coalesce(string_agg(a.attname || ' ' || replace(format_type(a.atttypid, a.atttypmod),
+                        'timestamp with time zone', 'timestamptz') || CASE WHEN a.attnotnull THEN '!' ELSE '' END,
+                        ', ' ORDER BY a.attnum), '')
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+        WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND n.nspname <> 'information_schema'
+          AND n.nspname NOT LIKE 'pg\\_%'
+        GROUP BY 1""")
+    return dict(cur.fetchall())
+
+
+def check_tables(cur, added: set[str]) -> None:
+    """The original tables, with their original columns, and nothing else but `added`, in any schema."""
+    rels = relations(cur)
+    extra = sorted(set(rels) - set(TABLE_COLUMNS) - added)
+    dropped = sorted(set(TABLE_COLUMNS) - set(rels))
+    check(
+        not extra and not dropped,
+        f"tables and views: the {len(TABLE_COLUMNS)} original tables"
+        + (f" plus {', '.join(sorted(added))}" if added else "")
+        + f", in any schema (added: {extra or 'none'}; dropped: {dropped or 'none'})",
+    )
+    changed = sorted(t for t in TABLE_COLUMNS if t in rels and rels[t] != TABLE_COLUMNS[t])
+    for t in changed[:3]:
+        print(f"  {t}: columns {rels[t]}\n  {' ' * len(t)}  expected {TABLE_COLUMNS[t]}")
+    check(not changed, f"original tables keep their columns, types and NOT NULLs (changed: {changed or 'none'})")
 
 
 def plan_nodes(node: dict) -> list[dict]:
@@ -214,10 +281,7 @@ def main() -> int:
         check(fp["results"][q] == RESULTS[q], f"{q} returns the same rows as before")
     check(fp["counts"] == COUNTS, "row counts unchanged")
     check(fp["constraints"] == CONSTRAINTS, "constraints unchanged")
-    cur.execute(
-        "SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'v', 'm', 'p')"
-    )
-    check(cur.fetchone()[0] == 15, "no tables or views added or dropped")
+    check_tables(cur, set())
     conn.close()
     print(f"\nRESULT: {'FAIL' if failures else 'PASS'} ({len(failures)} check(s) failed)")
     return 1 if failures else 0

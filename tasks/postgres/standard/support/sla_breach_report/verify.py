@@ -5,7 +5,7 @@ Recomputes every ticket's SLA deadlines and breaches from the untouched source t
 sla_policies, ticket_status_events) with a query of the verifier's own and compares the view with it row
 by row in the same statement (only differing rows are fetched), proves the view is computed live
 (inserted probe rows and a changed policy show up inside a rolled-back transaction), checks the reported
-top three tenants, and that the source tables were not modified.
+top three tenants, and that no table (the sources or any other) was modified.
 """
 
 from __future__ import annotations
@@ -32,12 +32,19 @@ COLUMNS = [
     ("resolution_breached", ("boolean",)),
     ("breached", ("boolean",)),
 ]
-FINGERPRINTS = {  # (rows, md5) of the source tables, from the generator's fixed seed
+FINGERPRINTS = {  # (rows, md5) of every table (the four sources first), from the generator's fixed seed
     "tickets": (14090, "00c1f2eae47b30d881d0bfe9b35e5480"),
     "sla_policies": (48, "b08b0a0ef01d735031cca5af8d432a40"),
     "ticket_status_events": (60647, "3c9ba7025a764cb888662e317a0221cb"),
     "tenants": (14, "9b2f39336e24cde2493abe09154d65da"),
+    "agents": (106, "0d608dd8ac2e8a31b334fb86236464af"),
+    "contacts": (5780, "fb6947c2f72c5ef5a3781affeeb67048"),
+    "tags": (148, "fd8a44ef578d8c0305e4fc49d416bdf8"),
+    "ticket_comments": (34548, "4375fd5abf3024266df028a7d965d721"),
+    "ticket_tags": (10585, "2d27d888d88798b08f13ddca7b01a71b"),
+    "csat_responses": (3276, "1b79ce87abb2f190802398b844a25acd"),
 }
+SOURCES = ("tickets", "sla_policies", "ticket_status_events", "tenants")
 FP_SQL = {
     "tickets": (
         "ticket_id",
@@ -50,6 +57,15 @@ FP_SQL = {
     ),
     "ticket_status_events": ("event_id", "event_id ticket_id status changed_at:ts changed_by_agent_id"),
     "tenants": ("tenant_id", "tenant_id slug name plan region created_at:ts billing_email"),
+    "agents": ("agent_id", "agent_id tenant_id full_name email role is_active created_at:ts"),
+    "contacts": ("contact_id", "contact_id tenant_id full_name email phone company created_at:ts"),
+    "tags": ("tag_id", "tag_id tenant_id name"),
+    "ticket_comments": (
+        "comment_id",
+        "comment_id ticket_id author_agent_id author_contact_id is_public body created_at:ts",
+    ),
+    "ticket_tags": ("ticket_id, tag_id", "ticket_id tag_id"),
+    "csat_responses": ("csat_id", "csat_id ticket_id contact_id rating comment responded_at:ts"),
 }
 
 # Every in-scope ticket's expected row, from the source tables: paused seconds are summed per pause, each
@@ -181,6 +197,29 @@ def compare(cur, what: str, ticket_where: str = "", view_where: str = "") -> dic
     return rows
 
 
+def fingerprints(cur) -> dict[str, tuple[int, str]]:
+    """(rows, md5 of the rows in key order) of every table in FINGERPRINTS, in one statement; (-1, "missing") for
+    a table that no longer exists."""
+    cur.execute("SELECT t FROM unnest(%s::text[]) t WHERE to_regclass(t) IS NOT NULL", (list(FINGERPRINTS),))
+    present = [r[0] for r in cur.fetchall()]
+    out = dict.fromkeys(FINGERPRINTS, (-1, "missing"))
+    queries = []
+    for t in present:
+        order, cols = FP_SQL[t]
+        parts = [
+            f"quote_nullable(extract(epoch FROM {c[:-3]})::bigint)" if c.endswith(":ts") else f"quote_nullable({c})"
+            for c in cols.split()
+        ]
+        queries.append(
+            f"SELECT '{t}', count(*), md5(coalesce(string_agg(concat_ws('|', {', '.join(parts)}), ',' "
+            f"ORDER BY {order}), '')) FROM {t}"
+        )
+    if queries:
+        cur.execute(" UNION ALL ".join(queries))
+        out.update({r[0]: (r[1], r[2]) for r in cur.fetchall()})
+    return out
+
+
 def final_answer() -> str:
     path = os.environ.get("MCP_MESSAGES")
     if not path or not os.path.isfile(path):
@@ -206,21 +245,10 @@ def main() -> int:
         options="-c jit=off -c work_mem=32MB",
     )
     cur = conn.cursor()
-    queries = []
-    for t in FINGERPRINTS:
-        order, cols = FP_SQL[t]
-        parts = [
-            f"quote_nullable(extract(epoch FROM {c[:-3]})::bigint)" if c.endswith(":ts") else f"quote_nullable({c})"
-            for c in cols.split()
-        ]
-        queries.append(
-            f"SELECT '{t}', count(*), md5(coalesce(string_agg(concat_ws('|', {', '.join(parts)}), ',' "
-            f"ORDER BY {order}), '')) FROM {t}"
-        )
-    cur.execute(" UNION ALL ".join(queries))  # one statement for the four fingerprints
-    fps = {r[0]: (r[1], r[2]) for r in cur.fetchall()}
+    fps = fingerprints(cur)
     for t, (n, digest) in FINGERPRINTS.items():
-        check(fps[t] == (n, digest), f"source table {t} unchanged")
+        what = "source table" if t in SOURCES else "table"
+        check(fps[t] == (n, digest), f"{what} {t} unchanged (rows {fps[t][0]}, expected {n})")
 
     cur.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass('public.sla_breach_report')")
     kind = cur.fetchone()
