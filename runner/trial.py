@@ -256,7 +256,6 @@ async def _judge_calls(
     them schema_valid and says why in trial.log: it annotates the trial, it never fails it."""
     if run.classifier is None or not any(c.call_class == SCHEMA_VALID for c in run.tool_calls):
         return
-    from . import llm
     from .toolcalls.suite import make_judge
 
     env = ctx.env if ctx.env is not None else os.environ
@@ -270,9 +269,7 @@ async def _judge_calls(
     except Exception as exc:  # noqa: BLE001 - the judge's failure is not the trial's
         notes.append(f"judge {judge.target.model} failed; calls stay schema_valid: {one_line(exc)}")
     finally:
-        if judge.cache is not None:
-            judge.cache.close()
-        await llm.close(judge.target)
+        await judge.aclose()
 
 
 async def _close(environment: AsyncExitStack) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,6 +29,14 @@ class JudgeServer:
     in_flight: int = 0
     max_in_flight: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _runner: Any = None
+
+    def open_connections(self, wait: float = 2.0) -> int:
+        """Client connections still open once the clients had ``wait`` seconds to close theirs."""
+        deadline = time.monotonic() + wait
+        while self._runner.server.connections and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return len(self._runner.server.connections)
 
     def answer(self, model: str, messages: list[dict[str, Any]]) -> str:
         policy = model.split("?", 1)[0]
@@ -85,7 +94,7 @@ def judge_server() -> Iterator[JudgeServer]:
     async def main() -> None:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", server.chat)
-        runner = web.AppRunner(app, access_log=None)
+        runner = server._runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()

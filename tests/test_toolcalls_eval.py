@@ -124,7 +124,10 @@ async def test_schema_valid_only_judges_what_the_checker_passes(server: JudgeSer
     from mcpfleet.runner.toolcalls.loader import Loaded
 
     judge = Judge.for_model("openai/answer=incorrect_parameter_values", api_base=server.url, api_key="sk-test")
-    result = await evaluate(Loaded(CASES, [str(FIXTURE)], len(CASES)), judge, judge_all=False)
+    try:
+        result = await evaluate(Loaded(CASES, [str(FIXTURE)], len(CASES)), judge, judge_all=False)
+    finally:
+        await judge.aclose()
     assert list(result["systems"]) == ["checker", "checker+judge"]
     assert judge.stats.requests == result["checker_schema_valid"]
     combined = result["by_mutation"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from judge_server import JudgeServer, judge_server
@@ -23,6 +24,22 @@ FIXTURE = Path(__file__).resolve().parent / "data" / "toolcalls_200.jsonl"
 def server() -> Iterator[JudgeServer]:
     with judge_server() as s:
         yield s
+
+
+@pytest.fixture(autouse=True)
+async def close_judges(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[None]:
+    """Every judge a test makes is closed in the test's own loop, as the shard and the CLI close theirs."""
+    made: list[Judge] = []
+    original = Judge.for_model
+
+    def for_model(*args: Any, **kw: Any) -> Judge:
+        made.append(original(*args, **kw))
+        return made[-1]
+
+    monkeypatch.setattr(Judge, "for_model", for_model)
+    yield
+    for judge in made:
+        await judge.aclose()
 
 
 @pytest.fixture(scope="module")

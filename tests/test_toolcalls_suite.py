@@ -285,6 +285,15 @@ def test_a_shard_pod_has_no_mcp_sidecar_and_gets_the_judge_key_by_reference(tmp_
     assert "--mcp-url" in fs_pod["spec"]["containers"][0]["args"]
 
 
+async def fresh_call(target: Any, c: Case) -> Answer:
+    """A schema-valid call that is not the labelled one for cases without gold; the gold call otherwise."""
+    if c.label == "correct":
+        return Answer(call=c.call)
+    tool = c.tools[0]
+    required = tool.input_schema.get("required") or []
+    return Answer(call=ToolCall(name=tool.name, arguments={k: "?" for k in required}))
+
+
 def test_a_shard_asks_the_named_judge_only_for_calls_without_gold(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -298,20 +307,19 @@ def test_a_shard_asks_the_named_judge_only_for_calls_without_gold(
     cases = load_cases(DATA).cases[:40]
     no_gold = [c for c in cases if c.label != "correct"]
 
-    async def fresh_call(target: Any, c: Case) -> Answer:
-        # A schema-valid call that is not the labelled one for cases without gold; the gold call otherwise.
-        if c.label == "correct":
-            return Answer(call=c.call)
-        tool = c.tools[0]
-        required = tool.input_schema.get("required") or []
-        return Answer(call=ToolCall(name=tool.name, arguments={k: "?" for k in required}))
-
     monkeypatch.setattr(suite, "ask", fresh_call)
     with judge_server() as server:
         settings = JudgeSettings(model="openai/answer=incorrect_tool", api_base=server.url, api_key_env="JUDGE_KEY")
         judge = suite.make_judge(settings, {"JUDGE_KEY": "judge-secret"})
         assert judge is not None and judge.target.api_key == "judge-secret"
-        outcomes = asyncio.run(suite.run_cases(cases, TARGET, judge, 4))
+
+        async def run_and_close(j: Any) -> list[Any]:
+            try:
+                return await suite.run_cases(cases, TARGET, j, 4)
+            finally:
+                await j.aclose()
+
+        outcomes = asyncio.run(run_and_close(judge))
         judged = [o for o in outcomes if o.scored_by == "judge"]
         assert judged and all(o.case.label != "correct" for o in judged)
         assert all(not o.passed and o.failure == "incorrect_tool" and o.judge == "incorrect_tool" for o in judged)
@@ -332,12 +340,37 @@ def test_a_shard_asks_the_named_judge_only_for_calls_without_gold(
         assert {seen(b) for b in server.requests} <= made and not {seen(b) for b in server.requests} & labelled
         # A second shard over the same calls is answered from the cache.
         second = suite.make_judge(settings, {})
-        again = asyncio.run(suite.run_cases(cases, TARGET, second, 4))
-        assert second is not None and second.stats.requests == 0 and second.stats.cache_hits == len(judged)
+        assert second is not None
+        again = asyncio.run(run_and_close(second))
+        assert second.stats.requests == 0 and second.stats.cache_hits == len(judged)
         assert [o.judge for o in again] == [o.judge for o in outcomes]
-        for j in (judge, second):
-            if j is not None and j.cache is not None:
-                j.cache.close()
+        assert server.open_connections() == 0
+
+
+def test_a_shard_closes_its_judges_connections(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shard's judge client is released in the shard's own loop: the judge endpoint sees every connection
+    closed, none left to a reset when the process ends (or to an "Unclosed client session" warning)."""
+    from judge_server import judge_server
+
+    from mcpfleet.runner.store import open_store
+    from mcpfleet.runner.toolcalls import suite
+    from mcpfleet.runner.trial import TrialContext
+
+    monkeypatch.setenv("MCPFLEET_JUDGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(suite, "ask", fresh_call)
+    with judge_server() as server:
+        judge = {"model": "openai/answer=incorrect_tool", "apiBase": server.url, "apiKeyEnv": "JUDGE_KEY"}
+        path = toolcall_run(tmp_path, [{"name": "a", "model": "openai/not-called"}])
+        raw = yaml.safe_load(path.read_text())
+        raw["spec"]["toolcalls"]["judge"] = judge
+        run = parse_evalrun(raw)
+        spec = plan(run, path.parent)[0]
+        store = open_store(run.spec.output.uri, run.name, path.parent)
+        ctx = TrialContext(env={"JUDGE_KEY": "judge-secret"})
+        result = asyncio.run(suite.run_shard(spec, store, ctx, 1))
+        assert result.failure != "infra_error", result.error
+        assert server.requests, "the calls without gold go to the judge"
+        assert server.open_connections() == 0
 
 
 def test_cases_unanswered_when_the_shard_time_is_up_fail_as_timeout(monkeypatch: pytest.MonkeyPatch) -> None:

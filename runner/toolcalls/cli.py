@@ -11,7 +11,7 @@ import os
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -165,13 +165,17 @@ def judge_eval(
             rate_per_second=rate or None,
             attempts=attempts,
         )
+
+        async def judged(judge: Judge) -> dict[str, Any]:
+            try:
+                return await evaluate(loaded, judge, judge_all, str(data))
+            finally:
+                await judge.aclose()
+
         try:
-            result = asyncio.run(evaluate(loaded, judge_obj, judge_all, str(data)))
+            result = asyncio.run(judged(judge_obj))
         except JudgeError as exc:
             _fail(str(exc))
-        finally:
-            if cache is not None:
-                cache.close()
     else:
         result = asyncio.run(evaluate(loaded, None, judge_all, str(data)))
     console.print(text_report(result, show))

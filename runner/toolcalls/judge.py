@@ -158,6 +158,15 @@ class Judge:
         target = LLMTarget(model=model, api_base=api_base, api_key=api_key, params=params, timeout=120.0)
         return cls(target, **kw)
 
+    async def aclose(self) -> None:
+        """Release the judge's cache and HTTP client, inside the loop that used it: a client left open warns at
+        exit and ends its connections with a reset, not a close the provider sees."""
+        from ..llm import close
+
+        if self.cache is not None:
+            self.cache.close()
+        await close(self.target)
+
     async def judge(self, case: Case) -> Verdict:
         key = cache_key(case, self.target.model, RUBRIC_VERSION)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:

@@ -322,8 +322,8 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
                 cases, target, judge, settings.concurrency, spec.limits.timeout_seconds, play=play
             )
         finally:
-            if judge is not None and judge.cache is not None:
-                judge.cache.close()
+            if judge is not None:
+                await judge.aclose()
             if target is not None:
                 from ..llm import close
 
