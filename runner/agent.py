@@ -32,6 +32,9 @@ STOP_CONTEXT = "context_overflow"
 STOP_LLM_ERROR = "llm_api_error"
 STOP_TRUNCATED = "output_truncated"  # the final answer was cut at the output-token limit
 STOP_FILTERED = "content_filter"  # the provider's content filter stopped the answer
+# Endings MCPMark's agent does not see (it never reads finish_reason): it ends such a run normally, so its
+# meta.json says error_message null; mcpfleet's result.json still names them (the failure taxonomy).
+UNSEEN_BY_MCPMARK = (STOP_TRUNCATED, STOP_FILTERED)
 # The provider failed after its retries, or cannot be reached as configured: not the model's doing.
 STOP_PROVIDER = "provider_error"
 STOP_CONFIG = "config_error"
@@ -241,7 +244,8 @@ async def run_llm_agent(
                 progress = len(run.messages)
                 if content:
                     run.final_text = content
-                if turn.finish_reason == "content_filter":
+                if turn.finish_reason == "content_filter" and not (conversation.mcpmark and calls):
+                    # (MCPMark's agent runs a filtered reply's tool calls and goes on, as with any other reply.)
                     run.stop_reason, run.error = STOP_FILTERED, "the provider's content filter stopped the answer"
                     return run
                 if not calls:

@@ -404,11 +404,18 @@ def export(
         console.print(
             f"[yellow]note:[/] {done.rebuilt} meta.json rebuilt from result.json (recorded by an older mcpfleet)"
         )
+    # aggregate_results --exp-name reports a model only with results for all five of MCPMark's services (and never
+    # matches <service>-easy folders); aggregate_specific_results reads one <model>__<service> folder.
     console.print(
-        f"MCPMark: python -m src.aggregators.aggregate_results --exp-name {done.root.name} --k {done.attempts} "
-        f"(from a checkout whose ./results is {shown_path(done.root.parent)})",
-        highlight=False,
+        f"MCPMark (from a checkout whose ./results is {shown_path(done.root.parent)}), per folder:", highlight=False
     )
+    for folder in sorted(done.folders):
+        console.print(
+            f"  python -m src.aggregators.aggregate_specific_results --result-dir results/{done.root.name}/{folder} "
+            f"--k {done.attempts}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @tasks_app.command("list")

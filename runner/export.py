@@ -1,8 +1,10 @@
 """``mcpfleet export --format mcpmark``: a run's records in MCPMark's results layout, for MCPMark's tools.
 
 MCPMark's evaluator writes ``<results>/<exp>/<model>__<service>/run-N/<category>__<task>/`` with
-``meta.json`` and ``messages.json``, and its aggregator (src/aggregators/aggregate_results.py) reads
-``./results/<exp>`` from there: pass@1 per run-N, pass@k and pass^k per task over run-1..k. The export
+``meta.json`` and ``messages.json``, and its aggregators read them there: ``aggregate_specific_results
+--result-dir results/<exp>/<model>__<service>`` one folder (pass@1 per run-N, pass@k and pass^k per task over
+run-1..k); ``aggregate_results --exp-name <exp>`` the whole experiment, but it reports a model only once it
+has results for all five of MCPMark's services. The export
 puts attempt N of every recorded trial in run-N, under MCPMark's model folder name (dots as dashes, the
 reasoning effort appended unless "default") and service folder (``<service>-<difficulty>`` for a suite
 other than standard), with the meta.json and messages.json the trial wrote (already MCPMark's format).

@@ -48,7 +48,9 @@ def describe_tools(tools: list[Any]) -> str:
             )
             for prop, details in (schema.get("properties") or {}).items()
         ]
-        description = tool.description if tool.description is not None else protocol.text("react.no_description")
+        # MCPMark renders model_dump()'s dict, where a tool without a description has the key with None: its
+        # "No description provided." fallback never applies to an MCP tool, and the prompt reads "None".
+        description = str(tool.description)
         entries.append(
             protocol.render(
                 "react.tool_entry",
@@ -89,6 +91,20 @@ def parse_reply(text: str) -> Any:
         return {}
 
 
+def check_reply(reply: Any) -> tuple[bool, str | None]:
+    """MCPMark's test of a parsed reply (``not parsed or "thought" not in parsed``) and where it leads: (follows
+    the schema, why the run fails). A reply that fails the test gets the invalid-JSON warning; JSON that is no
+    object ends MCPMark's run when the test raises (``in`` on a truthy number) or its ``parsed.get`` does (a
+    list or string that contains "thought")."""
+    try:
+        follows = bool(reply) and "thought" in reply
+    except TypeError as exc:
+        return False, str(exc)
+    if follows and not isinstance(reply, dict):
+        return False, f"'{type(reply).__name__}' object has no attribute 'get'"
+    return follows, None
+
+
 def _observation(text: str) -> dict[str, str]:
     return {"role": "user", "content": protocol.render("react.observation", observation=text)}
 
@@ -122,7 +138,11 @@ async def _act(
     finally:
         rec.duration_s = time.perf_counter() - start
     rec.is_error = bool(getattr(result, "is_error", False))
-    return json.dumps(mcp1_result_dump(result), ensure_ascii=False, default=str)
+    dump = mcp1_result_dump(result)
+    try:
+        return json.dumps(dump, ensure_ascii=False)
+    except TypeError:  # a value JSON cannot write: MCPMark falls back to the dict's Python text
+        return str(dump)
 
 
 async def run_react_agent(
@@ -189,7 +209,12 @@ async def run_react_agent(
                 run.messages.append({"role": "assistant", "content": text})
                 run.final_text = text
                 reply = parse_reply(text)
-                if not isinstance(reply, dict) or not reply or "thought" not in reply:
+                follows, fatal = check_reply(reply)
+                if fatal is not None:
+                    run.stop_reason = STOP_MALFORMED
+                    run.error = protocol.render("react.agent_failed_error", error=fatal)
+                    return run
+                if not follows:
                     run.messages.append({"role": "user", "content": protocol.text("react.invalid_json")})
                     error = protocol.text("react.invalid_format_error")
                     continue

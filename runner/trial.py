@@ -415,7 +415,11 @@ async def run_trial(
             turn_count=None if state_failed or task is None else run.responses,
             run_model=run.run_model,
             agent_error=(
-                mcpmark_protocol.render("agent_failed_error", error=infra) if infra and not state_failed else run.error
+                mcpmark_protocol.render("agent_failed_error", error=infra)
+                if infra and not state_failed
+                else None
+                if run.stop_reason in agents.UNSEEN_BY_MCPMARK
+                else run.error
             ),
             state_failed=state_failed or task is None,
             verifier_ran=verifier.exit_code is not None or verifier.timed_out,

@@ -176,3 +176,38 @@ async def test_react_agent_on_replies_that_are_not_json(recorder: Recorder, tmp_
     assert [m["content"] for m in sent if m["role"] == "user"][1:] == [warning, warning]
     meta = json.loads((d / "meta.json").read_text())
     assert meta["turn_count"] == 3 and meta["execution_result"]["error_message"] == result.error
+
+
+@pytest.mark.parametrize(
+    ("text", "follows", "fatal"),
+    [
+        ('{"thought": "t", "answer": "a"}', True, None),
+        ("not json at all", False, None),  # {}: the invalid-JSON warning
+        ('"plain words"', False, None),
+        ("0", False, None),
+        ("[]", False, None),
+        ("42", False, "argument of type 'int' is not iterable"),
+        ("true", False, "argument of type 'bool' is not iterable"),
+        ('["thought"]', False, "'list' object has no attribute 'get'"),
+        ('"a thought"', False, "'str' object has no attribute 'get'"),
+    ],
+)
+def test_react_replies_that_are_json_but_no_object_end_the_run_where_mcpmarks_does(
+    text: str, follows: bool, fatal: str | None
+) -> None:
+    """MCPMark tests ``not parsed or "thought" not in parsed`` and then calls ``parsed.get``: a truthy number
+    makes the test raise, a list or string holding "thought" makes ``get`` raise; either ends its run."""
+    from mcpfleet.runner.react_agent import check_reply, parse_reply
+
+    assert check_reply(parse_reply(text)) == (follows, fatal)
+
+
+def test_react_prompt_shows_a_tool_without_description_as_mcpmark_does() -> None:
+    """MCPMark renders the tool's model_dump(): the description key is there with None, so the prompt reads
+    'None' (its 'No description provided.' fallback is for a missing key, which an MCP tool never has)."""
+    from mcp.types import Tool
+
+    from mcpfleet.runner.react_agent import describe_tools
+
+    text = describe_tools([Tool(name="ping", input_schema={"type": "object", "properties": {}})])
+    assert "Description: None" in text and "No description provided." not in text

@@ -93,6 +93,10 @@ async def test_fault_matrix(case: FaultCase, scripted_url: str, tmp_path: Path) 
     if failure is None:
         assert result.error is None
         return
+    # MCPMark's agent never reads finish_reason: meta.json ends such a run normally (error_message null), while
+    # result.json names the ending for the failure taxonomy.
+    meta_error = json.loads((d / "meta.json").read_text())["execution_result"]["error_message"]
+    assert (meta_error is None) == (result.stop_reason in ("output_truncated", "content_filter")), meta_error
     # The record keeps the exception type and a one-line cause; the details go to the trial's log.
     error = result.error or ""
     assert error and "\n" not in error and len(error) < 500, error
