@@ -227,6 +227,39 @@ async def test_agent_sql_through_postgres_mcp_cannot_reach_another_trial(
     assert set(tools["execute_sql"]["properties"]) == {"sql"}
 
 
+def test_tasks_whose_description_or_verifier_manage_roles_get_a_cluster_without_declaring_it(tmp_path: Path) -> None:
+    """MCPMark's lego/basic_security_setup asks for CREATE ROLE in its description, lego/database_security_policies'
+    verifier runs SET ROLE, and neither has a prepare_environment.py: on the shared cluster their login may not
+    create roles (0% for every model). Role SQL in either file gives a cluster of its own and the superuser, as in
+    MCPMark; a declaration still wins, and no bundled task is swept along."""
+    root = tmp_path / "tasks"
+    texts = {
+        "asks_create_role": ("Create a new database role called `theme_analyst` with read access.", "print('ok')"),
+        "verifier_sets_role": ("Add row-level security to the themes table.", "cur.execute('SET ROLE analyst')"),
+        "plain": ("Count the users per role column value and make the user_roles table faster.", "print('ok')"),
+        "declared": ("CREATE ROLE reporting; but the task declares its isolation.", "print('ok')"),
+    }
+    for name, (description, verifier) in texts.items():
+        folder = root / "postgres" / "standard" / "lego" / name
+        folder.mkdir(parents=True)
+        (folder / "description.md").write_text(description)
+        (folder / "verify.py").write_text(verifier)
+        meta = {"task_id": name, "category_id": "lego"}
+        if name == "declared":
+            meta["mcpfleet"] = {"isolation": "database"}
+        (folder / "meta.json").write_text(json.dumps(meta))
+    got = {t.path.name: isolation(t) for t in discover(root)}
+    assert got == {
+        "asks_create_role": "cluster",
+        "verifier_sets_role": "cluster",
+        "plain": "database",
+        "declared": "database",
+    }
+    bundled = [t for t in discover(REPO / "tasks") if t.service == "postgres"]
+    swept = [t.id for t in bundled if isolation(t) != ((t.meta.get("mcpfleet") or {}).get("isolation") or "database")]
+    assert len(bundled) == 16 and not swept, swept
+
+
 async def test_role_managing_tasks_get_a_cluster_of_their_own(
     cluster: pgcluster.ClusterHandle, pack: Path, tmp_path: Path
 ) -> None:

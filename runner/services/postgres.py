@@ -106,16 +106,33 @@ def _ident(text: str, limit: int) -> str:
 ISOLATIONS = ("database", "cluster-owner", "cluster")
 
 
+# Managing cluster-wide roles, in SQL or words, in a description or a verifier (MCPMark's lego/basic_security_setup asks
+# for CREATE ROLE; lego/database_security_policies' verifier runs SET ROLE): neither has a prepare_environment.py.
+ROLE_SQL = re.compile(
+    r"\b(create|drop|alter|set)\s+(?:(?:a|an|the|new|database|login)\s+)*(role|user)s?\b", re.IGNORECASE
+)
+
+
 def isolation(task: Task) -> str:
-    """meta.json's ``mcpfleet.isolation`` if given, else ``cluster`` for tasks with a prepare_environment.py
-    (MCPMark's manage cluster-wide roles), else ``database``. ``database``: a database and login role of its own
-    on the run's cluster; ``cluster-owner``: a cluster of its own, logged in as its database's owner (no other
-    trial's transaction holds back what its index builds may skip, see above); ``cluster``: a cluster of its
-    own and the superuser."""
+    """meta.json's ``mcpfleet.isolation`` if given, else ``cluster`` for tasks that manage cluster-wide roles
+    (MCPMark's: a prepare_environment.py, or role SQL in the description or the verifier), else ``database``.
+    ``database``: a database and login role of its own on the run's cluster; ``cluster-owner``: a cluster of
+    its own, logged in as its database's owner (no other trial's transaction holds back what its index builds
+    may skip, see above); ``cluster``: a cluster of its own and the superuser, as MCPMark connects."""
     declared = (task.meta.get("mcpfleet") or {}).get("isolation")
     if declared in ISOLATIONS:
         return str(declared)
-    return "cluster" if (task.path / PREPARE).is_file() else "database"
+    return "cluster" if (task.path / PREPARE).is_file() or _manages_roles(task) else "database"
+
+
+def _manages_roles(task: Task) -> bool:
+    for path in (task.path / "description.md", task.verifier):
+        try:
+            if ROLE_SQL.search(path.read_text(encoding="utf-8", errors="replace")):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def state_source(task: Task) -> StateSource | None:
