@@ -156,6 +156,9 @@ class Kube:
     async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         resp = await self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
         _count("list", "pods", resp.status)
+        if resp.status >= 300:  # an error body is not an empty list: nothing would be deleted or adopted
+            resp.release()
+            raise ApiException(status=resp.status, reason="listing pods failed")
         data = await resp.json()
         return list(data.get("items") or [])
 
@@ -175,6 +178,8 @@ class Kube:
         )
         _count("patch", "evalruns/status", resp.status)
         resp.release()
+        if resp.status >= 300 and resp.status != 404:  # 404: the run is gone, nothing left to say
+            raise ApiException(status=resp.status, reason="writing the EvalRun's status failed")
 
 
 def _count(verb: str, resource: str, code: int | None) -> None:

@@ -102,6 +102,7 @@ class Reconciler:
         self.store: ResultStore | None = None
         self.generation: int | None = None
         self.dirty = True
+        self.unwritten = False  # the last status write failed (it is tried again, also once the run settled)
         self.last_status = 0.0
         self.phase = "Pending"
         self.started_at = body.status.get("startedAt")
@@ -125,11 +126,17 @@ class Reconciler:
         self.stopped = stopped
         self.shared.runs[self.uid] = self.queue
         status = self.body.status
-        if status.get("phase") in TERMINAL and status.get("observedGeneration") == self.body.metadata.get("generation"):
+        if (
+            status.get("phase") in TERMINAL
+            and status.get("observedGeneration") == self.body.metadata.get("generation")
+            and not status.get("stoppedModels")  # a restart resumes stopped models (their cause may be fixed)
+        ):
             self.settled = status.get("observedGeneration")
         try:
             while not stopped:
                 if self.settled is not None and self.body.metadata.get("generation") == self.settled:
+                    if self.unwritten:  # the last write failed: a terminal phase is never lost
+                        await self.write_status()
                     if await self.expired():
                         break
                     await stopped.wait(1.0)  # the body is kopf's live view: an edit shows here at once
@@ -183,8 +190,8 @@ class Reconciler:
                 metrics.RECONCILE_ERRORS.labels(self.ns, self.name).inc()
                 self.logger.exception("reconcile step failed: %s", exc)
                 await asyncio.sleep(1.0)
-            if self.state is not None and self.state.complete and self.phase == "Succeeded":
-                break
+            if self.state is not None and self.state.complete and self.phase in TERMINAL:
+                break  # Succeeded, or Failed with models stopped: settled until an edit (or a restart) resumes them
             try:
                 item = await asyncio.wait_for(self.queue.get(), timeout=1.0)
                 self.queue.put_nowait(item)  # handled in the next step with the rest
@@ -204,6 +211,7 @@ class Reconciler:
             problems = exc.problems if isinstance(exc, SpecError) else [str(exc)]
             await self.fail("InvalidSpec", "; ".join(problems))
             kopf.warn(self.body, reason="InvalidSpec", message="; ".join(problems)[:1000])
+            await self.stop_pods("the run failed (InvalidSpec)")  # pods of a run planned before (a restart)
             return False
         status = self.body.status
         counts = status.get("counts") or {}
@@ -213,6 +221,7 @@ class Reconciler:
             await self.reject_edit([])
             if self.phase not in TERMINAL:  # its accepted spec is gone: it cannot go on as it was planned
                 await self.fail("ImmutableField", self.conditions["Valid"]["message"])
+                await self.stop_pods("the run failed (ImmutableField)")
             return False
         if status.get("phase") == "Succeeded" and self.plan_hash == plan_hash(trials):
             self.phase = "Succeeded"  # an edit of what does not change results: nothing to redo
@@ -221,6 +230,11 @@ class Reconciler:
             return False
         self.run, self.store, self.plan_hash = run, store, plan_hash(trials)
         self.conditions.pop("Failed", None)  # a fixed spec runs again
+        stopped = self.conditions.get("ModelsStopped") or {}
+        if stopped.get("status") == "True":  # a fresh plan launches every model again: the stops are lifted
+            why = "SpecEdited" if status.get("observedGeneration") != self.generation else "OperatorRestarted"
+            models = ", ".join(sorted(status.get("stoppedModels") or {})) or "the stopped models"
+            self.conditions["ModelsStopped"] = condition("ModelsStopped", False, why, f"launches resumed for {models}")
         self.finished_at = None
         metrics.init_run(
             self.ns, self.name, [(m.name, s) for m in run.spec.models for s in sorted({t.service for t in trials})]
@@ -463,9 +477,10 @@ class Reconciler:
             await self.stop_pods("the run failed (InvalidSpec)")
             self.drop_state()
             return
-        if plan_hash(trials) != self.plan_hash and (self.state.done or self.state.in_flight):
-            before = self.run.spec.results_view() if self.run is not None else {}
-            fields = [f for f, v in run.spec.results_view().items() if v != before.get(f)]
+        before = self.run.spec.frozen_view() if self.run is not None else {}
+        fields = [f for f, v in run.spec.frozen_view().items() if v != before.get(f)]
+        if (plan_hash(trials) != self.plan_hash or "output" in fields) and (self.state.done or self.state.in_flight):
+            # Records read from a new output would miss every record written to the old one: refused as well.
             await self.reject_edit(fields or list(RESULT_FIELDS))
             return
         before_history = self.run.spec.launch_order.learn_from if self.run is not None else []
@@ -539,6 +554,11 @@ class Reconciler:
         inf = self.state.in_flight.get(tid)
         if inf is None or inf.pod != meta.get("name"):
             return  # a pod we already handled (or a stale try): nothing to count
+        if inf.started is None and _ran(status):
+            # Its runner started (as far as the pod says): seen here first, e.g. by an operator that restarted
+            # while the pod was on a lost node, Terminating or Unknown. It may still be running, so it is waited
+            # for as long as a runner that was seen running, never retried after the Pending path's short wait.
+            inf.started = time.time()
         if kind == "DELETED" and phase not in TERMINAL:  # gone (404 from now on): nothing of it runs any more
             await self.outcome(tid, pod, inf.reason or "pod deleted before it finished")
         elif phase in TERMINAL:  # a node reports this only once every container has stopped
@@ -550,8 +570,6 @@ class Reconciler:
                 inf.ending, inf.kill_by = time.time(), _ts(meta["deletionTimestamp"])
                 inf.reason = inf.reason or "pod deleted before it finished"
         else:
-            if phase == "Running" and inf.started is None:
-                inf.started = time.time()
             reason = _waiting_reason(status)
             if reason in IMAGE_FAILURES and inf.ending is None:
                 await self.end_try(tid, f"pod cannot start: {reason}", pod)
@@ -750,12 +768,20 @@ class Reconciler:
         return out
 
     async def write_status(self, force: bool = False) -> None:
+        """Write the run's status (at most once per status_interval unless forced). A write the API server
+        refuses or that is lost leaves the run dirty: it is written again, also once the run has settled."""
         now = time.monotonic()
         if not force and (not self.dirty or now - self.last_status < self.shared.settings.status_interval):
             return
         self.dirty, self.last_status = False, now
         self.export_gauges()
-        await self.shared.kube.patch_status(self.ns, self.name, self.status())
+        try:
+            await self.shared.kube.patch_status(self.ns, self.name, self.status())
+        except Exception as exc:  # noqa: BLE001 - refused or lost: written again after status_interval
+            self.dirty = self.unwritten = True
+            self.logger.warning("writing the status failed (will try again): %s", exc)
+            return
+        self.unwritten = False
 
     def export_gauges(self) -> None:
         """Progress, pass rates and pods in flight for dashboards: a projection of the same state as status."""
@@ -785,6 +811,17 @@ class Reconciler:
 def _stub(name: str, tid: str) -> dict[str, Any]:
     """A pod we know only by name (gone, or not reporting)."""
     return {"metadata": {"name": name, "annotations": {ANN_TRIAL: tid}}, "status": {}}
+
+
+def _ran(status: dict[str, Any]) -> bool:
+    """Whether the pod's containers started, by its own status: phase Running or Unknown (a node that stopped
+    reporting a pod it had), or a container that is, or was, running."""
+    if status.get("phase") in ("Running", "Unknown"):
+        return True
+    return any(
+        (cs.get("state") or {}).get("running") or ((cs.get("state") or {}).get("terminated") or {}).get("startedAt")
+        for cs in status.get("containerStatuses") or []
+    )
 
 
 def _waiting_reason(status: dict[str, Any]) -> str | None:

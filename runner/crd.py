@@ -28,7 +28,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .spec import API_GROUP, API_VERSION, KIND, RESULT_FIELDS, EvalRunSpec
+from .spec import API_GROUP, API_VERSION, FROZEN_OUTPUT, KIND, RESULT_FIELDS, EvalRunSpec, Output
 
 PLURAL = "evalruns"
 CRD_NAME = f"{PLURAL}.{API_GROUP}"
@@ -157,16 +157,24 @@ def openapi_schema() -> dict[str, Any]:
 def immutability_rule() -> dict[str, str]:
     """What a trial measures cannot change once trials exist (a transition rule: updates only). The operator
     refuses such an edit too, with a Valid=False condition, for API servers that skip CEL."""
+
+    def unchanged(path: str) -> str:
+        new, old = f"self.spec.{path}", f"oldSelf.spec.{path}"
+        return f"has({new}) == has({old}) && (!has({new}) || {new} == {old})"
+
+    output = [f"output.{Output.model_fields[f].alias or f}" for f in FROZEN_OUTPUT]
     same = " && ".join(
-        f"has(self.spec.{f}) == has(oldSelf.spec.{f}) && (!has(self.spec.{f}) || self.spec.{f} == oldSelf.spec.{f})"
-        for f in RESULT_FIELDS
+        [unchanged(f) for f in RESULT_FIELDS]
+        # has() of a field of an absent object is an error in CEL: output's own fields only where it is set
+        + [f"(!has(self.spec.output) || !has(oldSelf.spec.output) || ({' && '.join(unchanged(p) for p in output)}))"]
     )
     ran = " || ".join(
         f"(has(oldSelf.status.counts.{c}) && oldSelf.status.counts.{c} > 0)" for c in ("finished", "running")
     )
     return {
         "rule": f"!has(oldSelf.status) || !has(oldSelf.status.counts) || !({ran}) || ({same})",
-        "message": f"spec.{{{','.join(RESULT_FIELDS)}}} cannot change once trials exist: create a new EvalRun",
+        "message": f"spec.{{{','.join(RESULT_FIELDS + tuple(output))}}} cannot change once trials exist: "
+        "create a new EvalRun",
         "reason": "FieldValueForbidden",
     }
 

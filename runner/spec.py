@@ -486,6 +486,9 @@ class ToolCallSettings(SpecModel):
 
 
 RESULT_FIELDS = ("models", "tasks", "attempts", "agent", "limits", "toolcalls")  # frozen once trials exist
+# Where the records are: frozen once trials exist too (the operator reads each trial's record there), but not
+# hashed (a run copied to another bucket measured the same thing).
+FROZEN_OUTPUT = ("uri", "endpoint_url")
 
 
 class EvalRunSpec(SpecModel):
@@ -529,6 +532,10 @@ class EvalRunSpec(SpecModel):
                 raise ValueError(f"model names must be unique; '{m.name}' appears twice")
             seen.add(m.name)
         return v
+
+    def frozen_view(self) -> dict[str, Any]:
+        """What cannot change once trials exist: what a trial measures, and where its record is stored."""
+        return self.results_view() | {"output": self.output.model_dump(mode="json", include=set(FROZEN_OUTPUT))}
 
     def results_view(self) -> dict[str, Any]:
         """The part of the spec that changes what a trial measures (not how fast or where)."""

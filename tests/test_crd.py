@@ -201,7 +201,10 @@ def test_result_affecting_fields_are_immutable_once_trials_exist() -> None:
     for field in ("models", "tasks", "attempts", "agent", "limits", "toolcalls"):
         assert f"self.spec.{field} == oldSelf.spec.{field}" in rule["rule"], field
     assert "oldSelf.status.counts.finished > 0" in rule["rule"] and "oldSelf.status.counts.running > 0" in rule["rule"]
-    for mutable in ("suspend", "concurrency", "retries", "pod", "output"):
+    # Where records are stored is frozen too (the operator reads them there), though the spec hash leaves it out.
+    for frozen in ("output.uri", "output.endpointUrl"):
+        assert f"self.spec.{frozen} == oldSelf.spec.{frozen}" in rule["rule"], frozen
+    for mutable in ("suspend", "concurrency", "retries", "pod", "output.credentialsSecretRef", "output.region"):
         assert f"self.spec.{mutable}" not in rule["rule"], mutable
     assert rule["rule"].count("(") == rule["rule"].count(")")
 

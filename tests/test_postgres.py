@@ -244,7 +244,7 @@ def test_tasks_whose_description_or_verifier_manage_roles_get_a_cluster_without_
         folder.mkdir(parents=True)
         (folder / "description.md").write_text(description)
         (folder / "verify.py").write_text(verifier)
-        meta = {"task_id": name, "category_id": "lego"}
+        meta: dict[str, Any] = {"task_id": name, "category_id": "lego"}
         if name == "declared":
             meta["mcpfleet"] = {"isolation": "database"}
         (folder / "meta.json").write_text(json.dumps(meta))
