@@ -32,6 +32,7 @@ err = Console(stderr=True)
 
 DEFAULT_TASKS = Path(__file__).resolve().parents[1] / "tasks"
 STOPPED_EXIT = 3  # `mcpfleet run`: some model's launches were stopped (configuration error, retry budget)
+UNRECORDED_EXIT = 4  # `mcpfleet run`: some trials ran but their records could not be stored
 
 
 def shown_path(location: Path | str) -> str:
@@ -95,6 +96,18 @@ def run(
             soft_wrap=True,
         )
         raise typer.Exit(STOPPED_EXIT)
+    unrecorded = summary["trials_planned"] - summary["trials_recorded"]
+    if unrecorded:  # ran, but nothing of them could be stored (a full disk, a store that refuses writes)
+        err.print(
+            f"[red]error:[/] {unrecorded} trial(s) have no record in {escape(shown)}: their results could not be "
+            "stored, or their worker process died on every try. Fix the cause and run the same "
+            "command again: finished trials are kept.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        for tid, why in list((summary.get("unrecorded") or {}).items())[:3]:
+            err.print(f"  {escape(tid)}: {escape(why)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(UNRECORDED_EXIT)
 
 
 @app.command()

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import fcntl
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
@@ -36,6 +38,37 @@ from .worker import TrialCancelled, WorkItem, init_worker, make_context, run_ite
 
 class RunRefused(RuntimeError):
     """The run cannot start as asked (changed spec, missing key); the message says how to proceed."""
+
+
+LOCK_NAME = ".mcpfleet.lock"
+
+
+@contextlib.contextmanager
+def run_lock(store: ResultStore) -> Iterator[None]:
+    """One ``mcpfleet run`` of a local run folder at a time: a second one would run every unfinished trial again
+    beside the first, over its concurrency, and could remove trial folders the first is writing. The lock is the
+    kernel's (flock on a file in the run folder): it goes with its process, SIGKILL included. An s3:// run root
+    has none."""
+    if not isinstance(store, LocalStore):
+        yield
+        return
+    store.root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(store.root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise RunRefused(
+                f"{store.root}: another `mcpfleet run` (pid {holder}) is running this run; wait for it to end or "
+                "stop it, then run the same command again (finished trials are kept), or pass --new-run for a "
+                "separate run"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # (closing releases the lock)
 
 
 @dataclass
@@ -235,6 +268,13 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
             pass
 
 
+def _stored(store: ResultStore, trial_id: str) -> bool:
+    try:
+        return store.read_result(trial_id) is not None
+    except (OSError, ValueError):  # unreadable (a file where its folder should be, a damaged record)
+        return False
+
+
 def write_summary(
     run: EvalRun, trials: list[TrialSpec], store: ResultStore, stopped: dict[str, str] | None = None
 ) -> dict[str, Any]:
@@ -249,7 +289,6 @@ def execute(
     """Run (or resume) an EvalRun locally; returns (summary, run folder or s3:// URI of the run root).
 
     Raises KeyboardInterrupt on Ctrl-C."""
-    from .progress import Progress
 
     if concurrency:
         run = run.model_copy(
@@ -274,6 +313,15 @@ def execute(
         trials = plan(run, base_dir)
         config = config.with_name(run.name)
         store = config.open()
+    with run_lock(store):
+        return _execute(run, base_dir, trials, config, store, show_progress)
+
+
+def _execute(
+    run: EvalRun, base_dir: Path, trials: list[TrialSpec], config: StoreConfig, store: ResultStore, show_progress: bool
+) -> tuple[dict[str, Any], Path | str]:
+    from .progress import Progress
+
     state = reconcile_records(run, trials, store)
     store.write_json(
         "run.json",
@@ -325,4 +373,7 @@ def execute(
                 raise
             scheduler.close()
     summary = write_summary(run, trials, store, state.stopped)
+    if summary["trials_recorded"] < summary["trials_planned"]:  # say why, for `mcpfleet run`'s exit (not stored)
+        done = sorted(state.done.items())
+        summary["unrecorded"] = {tid: str(o.get("error") or "no record") for tid, o in done if not _stored(store, tid)}
     return summary, store.root if isinstance(store, LocalStore) else store.location()

@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -380,6 +381,49 @@ def test_infra_errors_are_retried_up_to_the_limit_and_again_on_rerun(tmp_path: P
     (again,) = results(root).values()
     assert again["failure"] == "infra_error"
     assert ts(again["started_at"]) > ts(rec["finished_at"])
+
+
+def test_a_second_run_of_a_folder_in_use_is_refused_naming_the_first(tmp_path: Path) -> None:
+    """Two `mcpfleet run`s of one run folder would each run every unfinished trial (over the concurrency, and
+    one may remove the trial folders the other is writing): the second is refused while the first holds the
+    folder's lock, which goes with its process whatever ends it."""
+    path = write_run(tmp_path, "busy", [ORACLE])
+    root = tmp_path / "runs" / "busy"
+    root.mkdir(parents=True)
+    holder = subprocess.Popen(  # holds the run folder's lock as a running `mcpfleet run` does, then is killed
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(root / '.mcpfleet.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'%d' % os.getpid()); print('held', flush=True)\n"
+            "time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        refused = cli("run", str(path), "--no-progress")
+        assert refused.returncode == 2 and not (root / "trials").exists(), refused.stdout
+        assert f"another `mcpfleet run` (pid {holder.pid}) is running this run" in flat(refused.stderr), refused.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    summary, _ = run_file(path)  # the lock went with its holder (SIGKILL): the run goes ahead
+    assert summary["complete"] and summary["trials_recorded"] == 3
+
+
+def test_trials_whose_records_cannot_be_stored_make_the_run_fail(tmp_path: Path) -> None:
+    """A run whose records cannot be written (a full disk; here a file where the trials folder belongs) must not
+    end with exit 0 and an empty table: exit 4, the trials named with the cause."""
+    path = write_run(tmp_path, "nostore", [ORACLE], tasks={"include": ["*/move_todo_0"]}, retries={"limit": 0})
+    (tmp_path / "runs" / "nostore").mkdir(parents=True)
+    (tmp_path / "runs" / "nostore" / "trials").write_text("not a folder")
+    out = cli("run", str(path), "--no-progress")
+    assert out.returncode == 4, (out.stdout, out.stderr)
+    assert "1 trial(s) have no record" in flat(out.stderr)
+    assert "oracle.filesystem.standard.tiny.move_todo_0.1: " in out.stderr and "Not a directory" in out.stderr
 
 
 def test_rerun_after_fixing_the_infra_cause_retries_instead_of_refusing(tmp_path: Path) -> None:
