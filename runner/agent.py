@@ -99,6 +99,25 @@ class AgentRun:
         return [asdict(t) for t in self.turns]
 
 
+class ServerGone(RuntimeError):
+    """The MCP server's connection is gone (its process died or was killed, its transport closed): every later
+    call would fail the same way, so the trial measured the harness, not the model. Raised out of the agent: the
+    trial is an infrastructure error (retried, not scored), never a tool error read back to the model."""
+
+
+def server_gone(exc: BaseException) -> bool:
+    """Whether a tool call failed because the server's connection is gone, not because the call was wrong."""
+    import anyio
+    import httpx
+    from mcp.types import CONNECTION_CLOSED
+
+    if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:  # the SDK's "Connection closed"
+        return True
+    if isinstance(exc, httpx.TransportError) and not isinstance(exc, httpx.TimeoutException):  # a sidecar gone
+        return True
+    return isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream))
+
+
 async def call_tool(
     session: ClientSession,
     known: set[str],
@@ -134,6 +153,8 @@ async def call_tool(
             rec.is_error = True
             return f"Error: tool call timed out after {timeout:g} s", rec
         except Exception as exc:  # noqa: BLE001 - an MCP-level error is information for the model
+            if server_gone(exc):
+                raise ServerGone(f"the MCP server's connection closed during {name}: {exc}") from exc
             rec.is_error = True
             text = str(exc) or type(exc).__name__
             if "invalid" in text.lower() and "argument" in text.lower():
@@ -172,6 +193,8 @@ async def _call_tool_as_mcpmark(
         rec.is_error = True
         return conversation.tool_timed_out(name, timeout)
     except Exception as exc:  # noqa: BLE001 - MCPMark reads any failure back to the model
+        if server_gone(exc):  # (MCPMark's would too, and score the model for it: here it is the harness's)
+            raise ServerGone(f"the MCP server's connection closed during {name}: {exc}") from exc
         rec.is_error = True
         return conversation.tool_failed(str(exc))
     rec.is_error = bool(getattr(result, "is_error", False))

@@ -363,6 +363,32 @@ async def test_transient_errors_are_retried_by_tenacity_only(scripted_url: str, 
     assert result.totals.llm_retries == 2 and result.totals.turns == 6
 
 
+@pytest.mark.parametrize("agent", ["mcpmark", "mcpfleet", "react"])
+async def test_an_mcp_server_that_dies_mid_trial_is_an_infrastructure_error(
+    agent: str, tiny_pack: Path, scripted_url: str, tmp_path: Path
+) -> None:
+    """A server killed mid-trial (OOM, a crash) answers every later call with "Connection closed": that measured
+    the harness, not the model. The trial is an unscored infra_error (retried by the launcher), never a model
+    that kept calling a broken tool and then failed the verifier."""
+    react = json.dumps({"thought": "look", "action": {"tool": "list_allowed_directories", "arguments": {}}})
+    turn = {"content": react} if agent == "react" else LIST
+    model = script(tmp_path / "s.json", [turn] * 6 + [{"content": "done"}]) + "?latency=0.4"
+
+    async def kill_the_server_after_its_first_call() -> int:
+        await asyncio.sleep(1.0)  # the first call is done (0.4 s), the next ones are not
+        [pid] = fs_servers()
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    (result, d), killed = await asyncio.gather(
+        run(one(tiny_pack, model, agent=agent), tmp_path / "out", ctx(scripted_url)),
+        kill_the_server_after_its_first_call(),
+    )
+    assert (result.passed, result.failure) == (False, "infra_error"), (result.error, result.stop_reason)
+    assert "MCP server's connection closed" in (result.error or ""), result.error
+    assert killed not in fs_servers() and "Connection closed" in (d / "trial.log").read_text()
+
+
 async def test_abandoned_and_verifier_failed(tiny_pack: Path, scripted_url: str, tmp_path: Path) -> None:
     give_up = script(
         tmp_path / "give_up.json",
