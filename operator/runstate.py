@@ -15,6 +15,7 @@ from typing import Any
 from mcpfleet.runner.history import measured_seconds
 from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, NOT_SCORED, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.plan import TrialSpec
+from mcpfleet.runner.spec import retry_wait
 
 from .launchorder import WaitQueue
 
@@ -171,7 +172,7 @@ class RunState:
         self.retries[trial_id] = tries
         if tries <= self.retry_limit:
             self.retries_total += 1
-            self.delayed[trial_id] = now + backoff * (2 ** (tries - 1))
+            self.delayed[trial_id] = now + retry_wait(backoff, tries)
             self.waiting.append(trial_id)
             return True
         return False

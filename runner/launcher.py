@@ -30,7 +30,7 @@ from .outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from .plan import TrialSpec, plan
 from .records import now_iso
 from .services import run_resources
-from .spec import EvalRun, SpecError, spec_hash
+from .spec import EvalRun, SpecError, retry_wait, spec_hash
 from .store import LocalStore, ResultStore, StoreConfig, store_config
 from .summary import build_summary
 from .worker import TrialCancelled, WorkItem, init_worker, make_context, run_item, start_forkserver
@@ -218,7 +218,7 @@ class Scheduler:
                     and t.model.name not in self.state.stopped
                 ):
                     self.state.retries += 1
-                    delay = self.run.spec.retries.backoff_seconds * (2 ** (n - 1))
+                    delay = retry_wait(self.run.spec.retries.backoff_seconds, n)
                     self.delayed.append((time.monotonic() + delay, t, n + 1))
                     continue
                 self.state.done[t.trial_id] = out

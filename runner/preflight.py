@@ -62,9 +62,35 @@ def credential_problems(run: EvalRun, env: Mapping[str, str], *, local: bool = T
     return problems
 
 
+def model_problems(run: EvalRun) -> list[str]:
+    """Model strings LiteLLM cannot place (a mistyped provider prefix, a blank name): every trial would fail
+    before any request, and be recorded as the model's llm_api_error."""
+    named = [
+        (f"spec.models[{i}].model", m.model, m.api_base) for i, m in enumerate(run.spec.models) if not m.is_scripted
+    ]
+    judge = run.spec.toolcalls.judge if run.spec.toolcalls else None
+    if judge is not None:
+        named.append(("spec.toolcalls.judge.model", judge.model, judge.api_base))
+    if not named:
+        return []
+    from .llm import litellm  # only for real models (seconds of import), configured as the trials configure it
+
+    problems = []
+    for field, model, api_base in named:
+        try:
+            litellm.get_llm_provider(model=model.strip(), api_base=api_base)
+        except Exception as exc:  # noqa: BLE001 - LiteLLM's error says which providers it knows
+            cause = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            problems.append(
+                f"{field}: '{model}' names no provider LiteLLM knows; write it as <provider>/<model> "
+                f"(e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, gemini/gemini-2.5-pro) ({cause})"
+            )
+    return problems
+
+
 def preflight(run: EvalRun, base_dir: Path, env: Mapping[str, str], *, local: bool = True) -> None:
     """Raise SpecError naming every field this machine cannot honour."""
-    problems = credential_problems(run, env, local=local)
+    problems = credential_problems(run, env, local=local) + model_problems(run)
     if bad := output_problem(run.spec.output.uri, base_dir):
         problems.append(bad)
     if problems:

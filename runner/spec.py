@@ -276,11 +276,25 @@ class Concurrency(SpecModel):
     per_model: int | None = Field(default=None, ge=1, description="Max trials in flight per model.")
 
 
+RETRY_WAIT_MAX_SECONDS = 3600.0  # the longest wait before a trial's retry (the doubling stops there)
+
+
+def retry_wait(backoff_seconds: float, tries: int) -> float:
+    """Seconds before retry number ``tries`` (1-based): doubling from backoff_seconds, capped at an hour (20
+    retries of 10 s doubled would wait 61 days before the last)."""
+    return min(RETRY_WAIT_MAX_SECONDS, backoff_seconds * 2.0 ** min(tries - 1, 64))
+
+
 class Retries(SpecModel):
     """Retries of trials that measured nothing (infra_error, provider_error); model outcomes are never retried."""
 
     limit: int = Field(default=2, ge=0, le=20)
-    backoff_seconds: float = Field(default=10, ge=0)
+    backoff_seconds: float = Field(
+        default=10,
+        ge=0,
+        le=RETRY_WAIT_MAX_SECONDS,
+        description="Wait before a trial's first retry; doubled for each next one, at most an hour.",
+    )
     backoff_limit: int | None = Field(
         default=None,
         ge=0,
@@ -322,6 +336,8 @@ class Output(SpecModel):
     @field_validator("uri")
     @classmethod
     def _uri(cls, v: str) -> str:
+        if "\0" in v:
+            raise ValueError("must not contain a NUL byte (no file system path can)")
         if "://" in v:
             _check_s3_uri(v)
         return v

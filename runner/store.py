@@ -85,11 +85,10 @@ class LocalStore:
     def read_result(self, trial_id: str) -> dict[str, Any] | None:
         path = self.trial_dir(trial_id) / RESULT
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+            rec = json.loads(path.read_bytes())
+        except (OSError, ValueError):  # missing; or damaged by hand (not UTF-8, a folder, no JSON): unfinished
             return None
-        except json.JSONDecodeError:
-            return None  # cannot happen with atomic writes; treat as unfinished rather than crash
+        return rec if isinstance(rec, dict) else None
 
     def read_trial_file(self, trial_id: str, name: str) -> bytes | None:
         """One of a trial's record files (messages.json, meta.json), or None."""
@@ -103,6 +102,8 @@ class LocalStore:
         if not trials.is_dir():
             return
         for d in sorted(trials.iterdir()):
+            if not d.is_dir():  # a stray file (NOTES.txt, .DS_Store) is no trial
+                continue
             r = self.read_result(d.name)
             if r is not None:
                 yield r
@@ -137,9 +138,11 @@ class LocalStore:
         _atomic_write(self.root / name, (json.dumps(obj, indent=2) + "\n").encode())
 
     def read_json(self, name: str) -> Any | None:
+        """The run-level file (run.json, summary.json), or None when it is missing or damaged: both are rewritten
+        from the records, which are what a run is."""
         try:
-            return json.loads((self.root / name).read_text(encoding="utf-8"))
-        except FileNotFoundError:
+            return json.loads((self.root / name).read_bytes())
+        except (OSError, ValueError):
             return None
 
 

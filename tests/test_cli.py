@@ -66,6 +66,23 @@ def test_validate_invalid_file_names_the_field_and_exits_2(tmp_path: Path) -> No
     assert "spec.attempts: must be >= 1" in [line.strip() for line in out.stderr.splitlines()]
 
 
+def test_validate_names_a_model_string_no_provider_matches(tmp_path: Path) -> None:
+    """A mistyped provider prefix (or a blank model) fails every trial before any request; it was recorded as the
+    model's llm_api_error trial after trial. validate (and run) name the field instead; real prefixes pass."""
+    models = [
+        {"name": "typo", "model": "anthropc/claude-sonnet-4"},
+        {"name": "blank", "model": "   "},
+        {"name": "fine", "model": "anthropic/claude-sonnet-4-5"},
+        {"name": "bare", "model": "gpt-4o"},
+    ]
+    out = cli("validate", str(evalrun(tmp_path, {"models": models, "tasks": {"path": str(TASKS)}})))
+    assert out.returncode == 2 and "Traceback" not in out.stderr + out.stdout, out.stderr
+    text = flat(out.stderr)
+    assert "spec.models[0].model: 'anthropc/claude-sonnet-4' names no provider LiteLLM knows" in text
+    assert "spec.models[1].model: ' ' names no provider" in text
+    assert "spec.models[2]" not in text and "spec.models[3]" not in text and "Provider List" not in out.stdout
+
+
 def test_validate_missing_file_is_a_clean_error(tmp_path: Path) -> None:
     out = cli("validate", str(tmp_path / "nope.yaml"))
     assert out.returncode == 2

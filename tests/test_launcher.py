@@ -426,6 +426,36 @@ def test_trials_whose_records_cannot_be_stored_make_the_run_fail(tmp_path: Path)
     assert "oracle.filesystem.standard.tiny.move_todo_0.1: " in out.stderr and "Not a directory" in out.stderr
 
 
+def test_a_rerun_takes_damaged_records_as_unfinished_and_ignores_stray_files(tmp_path: Path) -> None:
+    """Hands in the output folder (a note in trials/, a record that is JSON but no object, one that is not UTF-8,
+    a garbage run.json) crashed the rerun with a traceback: the damaged trials run again, the rest are kept."""
+    path = write_run(tmp_path, "damaged", [ORACLE])
+    _, root = run_file(path)
+    before = results(root)
+    first, second, third = sorted(before)
+    (root / "trials" / "NOTES.txt").write_text("my notes")
+    (root / "trials" / first / "result.json").write_text("[]")
+    (root / "trials" / second / "result.json").write_bytes(b"\xff\xfe{")
+    (root / "run.json").write_text("{ not json")
+    summary, root = run_file(path)
+    after = results(root)
+    assert summary["complete"] and summary["trials_recorded"] == 3 and all(r["passed"] for r in after.values())
+    assert after[third] == before[third]  # kept, not run again
+    assert ts(after[first]["started_at"]) > ts(before[first]["finished_at"])  # run again
+    assert ts(after[second]["started_at"]) > ts(before[second]["finished_at"])
+    assert json.loads((root / "run.json").read_text())["run"] == "damaged"
+
+
+def test_retry_waits_double_up_to_an_hour_and_an_endless_backoff_is_refused(tmp_path: Path) -> None:
+    from mcpfleet.runner.spec import retry_wait
+
+    assert [retry_wait(10, n) for n in (1, 2, 3)] == [10, 20, 40]
+    assert retry_wait(10, 20) == 3600  # not 10 * 2**19 s (61 days) before the last of 20 retries
+    path = write_run(tmp_path, "endless", [ORACLE], retries={"limit": 1, "backoffSeconds": float("inf")})
+    with pytest.raises(SpecError, match="spec.retries.backoffSeconds"):
+        load_evalrun(path)
+
+
 def test_rerun_after_fixing_the_infra_cause_retries_instead_of_refusing(tmp_path: Path) -> None:
     """Providing the missing state changes the task digest; an infra_error record measured nothing, so it
     must be rerun, not reported as a conflicting outcome (which refused the run before 5204db7)."""
