@@ -105,8 +105,14 @@ class ServerGone(RuntimeError):
     trial is an infrastructure error (retried, not scored), never a tool error read back to the model."""
 
 
-def server_gone(exc: BaseException) -> bool:
-    """Whether a tool call failed because the server's connection is gone, not because the call was wrong."""
+def raise_if_server_gone(exc: BaseException, tool: str) -> None:
+    """Raise ServerGone when a tool call failed because the server's connection is gone, not because the call
+    was wrong; every agent (mcpfleet's, MCPMark's, ReAct) calls this before reading a failure back to the model."""
+    if _server_gone(exc):
+        raise ServerGone(f"the MCP server's connection closed during {tool}: {exc}") from exc
+
+
+def _server_gone(exc: BaseException) -> bool:
     import anyio
     import httpx
     from mcp.types import CONNECTION_CLOSED
@@ -153,8 +159,7 @@ async def call_tool(
             rec.is_error = True
             return f"Error: tool call timed out after {timeout:g} s", rec
         except Exception as exc:  # noqa: BLE001 - an MCP-level error is information for the model
-            if server_gone(exc):
-                raise ServerGone(f"the MCP server's connection closed during {name}: {exc}") from exc
+            raise_if_server_gone(exc, name)
             rec.is_error = True
             text = str(exc) or type(exc).__name__
             if "invalid" in text.lower() and "argument" in text.lower():
@@ -193,8 +198,7 @@ async def _call_tool_as_mcpmark(
         rec.is_error = True
         return conversation.tool_timed_out(name, timeout)
     except Exception as exc:  # noqa: BLE001 - MCPMark reads any failure back to the model
-        if server_gone(exc):  # (MCPMark's would too, and score the model for it: here it is the harness's)
-            raise ServerGone(f"the MCP server's connection closed during {name}: {exc}") from exc
+        raise_if_server_gone(exc, name)  # (MCPMark's reads it back too, and scores the model for it)
         rec.is_error = True
         return conversation.tool_failed(str(exc))
     rec.is_error = bool(getattr(result, "is_error", False))

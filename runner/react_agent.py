@@ -22,10 +22,9 @@ from .agent import (
     STOP_TIMEOUT,
     STOP_TURN_LIMIT,
     AgentRun,
-    ServerGone,
     ToolCallRecord,
     TurnRecord,
-    server_gone,
+    raise_if_server_gone,
 )
 from .call_classes import CallClassifier
 from .conversation import mcp1_result_dump
@@ -135,8 +134,7 @@ async def _act(
         rec.is_error = True
         return protocol.render("react.tool_timeout", tool=name)
     except Exception as exc:  # noqa: BLE001 - read back to the model, as MCPMark does
-        if server_gone(exc):  # the harness failed, not the model: the trial is an infrastructure error
-            raise ServerGone(f"the MCP server's connection closed during {name}: {exc}") from exc
+        raise_if_server_gone(exc, name)  # the harness failed, not the model: an infrastructure error
         rec.is_error = True
         return protocol.render("react.tool_failed", tool=name, error=exc)
     finally:

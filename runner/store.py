@@ -354,8 +354,8 @@ class S3Store:
             return None
         try:
             return json.loads(data)
-        except json.JSONDecodeError:
-            return None  # a PUT is atomic; treat garbage as unfinished rather than crash
+        except ValueError:  # a PUT is atomic, so garbage (not JSON, not UTF-8) was put by hand: unfinished
+            return None
 
     def _list(self, prefix: str) -> list[str]:
         def listing() -> list[str]:
@@ -416,7 +416,8 @@ class S3Store:
         self._put(self._trial_key(trial_id, RESULT), result)
 
     def read_result(self, trial_id: str) -> dict[str, Any] | None:
-        return self._get_json(self._trial_key(trial_id, RESULT))
+        rec = self._get_json(self._trial_key(trial_id, RESULT))
+        return rec if isinstance(rec, dict) else None  # JSON but no object (`42`, `[]`): unfinished, as locally
 
     def read_trial_file(self, trial_id: str, name: str) -> bytes | None:
         """One of a trial's record files (messages.json, meta.json), or None."""
@@ -433,7 +434,7 @@ class S3Store:
             return
         with ThreadPoolExecutor(max(1, min(self.tuning.read_concurrency, len(keys)))) as pool:
             for rec in pool.map(self._get_json, keys):
-                if rec is not None:
+                if isinstance(rec, dict):
                     yield rec
 
     def iter_results_below(self, skip: str | None = None) -> Iterator[dict[str, Any]]:

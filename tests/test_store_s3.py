@@ -179,6 +179,22 @@ def test_result_json_is_the_last_put_and_rewrites_are_idempotent(
     assert st.read_result("m.t.2") is None
 
 
+def test_damaged_records_read_as_unfinished_like_the_local_stores(
+    s3_endpoint: str,
+    s3: Any,  # noqa: F811
+    bucket: str,
+) -> None:
+    """A result.json put by hand that is not UTF-8, not JSON, or JSON but no object is no record."""
+    st = S3Store(bucket, "dmg", "run", endpoint_url=s3_endpoint)
+    st.commit("m.ok.1", record("m.ok.1"))
+    damaged = {"m.latin.1": "d\u00e9j\u00e0".encode("latin-1"), "m.num.1": b"42", "m.list.1": b"[]", "m.cut.1": b'{"a'}
+    for tid, body in damaged.items():
+        s3.put_object(Bucket=bucket, Key=f"dmg/run/trials/{tid}/result.json", Body=body)
+        assert st.read_result(tid) is None, tid
+    assert [r["trial_id"] for r in st.iter_results()] == ["m.ok.1"]
+    assert [r["trial_id"] for r in st.iter_results_below()] == ["m.ok.1"]
+
+
 # ------------------------------------------------------------------- pagination, discard_unfinished
 
 
