@@ -33,6 +33,7 @@ err = Console(stderr=True)
 DEFAULT_TASKS = Path(__file__).resolve().parents[1] / "tasks"
 STOPPED_EXIT = 3  # `mcpfleet run`: some model's launches were stopped (configuration error, retry budget)
 UNRECORDED_EXIT = 4  # `mcpfleet run`: some trials ran but their records could not be stored
+UNSCORED_EXIT = 5  # `mcpfleet run`: every trial ended unscored (infra, provider, config errors): nothing measured
 
 
 def shown_path(location: Path | str) -> str:
@@ -55,7 +56,7 @@ def _fail(message: str, code: int = 2) -> NoReturn:
 @app.command()
 def run(
     evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")],
-    concurrency: Annotated[int | None, typer.Option(help="Override spec.concurrency.total.")] = None,
+    concurrency: Annotated[int | None, typer.Option(min=1, help="Override spec.concurrency.total.")] = None,
     new_run: Annotated[bool, typer.Option("--new-run", help="Write under a fresh run name if one exists.")] = False,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No live progress bar.")] = False,
 ) -> None:
@@ -108,6 +109,17 @@ def run(
         for tid, why in list((summary.get("unrecorded") or {}).items())[:3]:
             err.print(f"  {escape(tid)}: {escape(why)}", highlight=False, soft_wrap=True)
         raise typer.Exit(UNRECORDED_EXIT)
+    unscored = summary.get("not_scored") or {}
+    if summary["trials_recorded"] and sum(unscored.values()) >= summary["trials_recorded"]:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in unscored.items())
+        err.print(
+            f"[red]error:[/] no trial was scored ({escape(kinds)}): the run measured nothing. Each record's "
+            f"`error` and its trial.log under {escape(shown)}/trials say why; fix the cause and run the same "
+            "command again: unscored trials run again.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(UNSCORED_EXIT)
 
 
 @app.command()
@@ -324,7 +336,7 @@ def crd() -> None:
 def validate(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")]) -> None:
     """Validate an EvalRun and print its plan size, without running anything."""
     from .plan import plan
-    from .preflight import preflight
+    from .preflight import credential_problems, preflight
 
     try:
         spec = load_evalrun(evalrun)
@@ -337,6 +349,11 @@ def validate(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")]
         f"{evalrun}: valid; {len(spec.spec.models)} model(s) x {tasks} task(s) x "
         f"{spec.spec.attempts} attempt(s) = {len(trials)} trials"
     )
+    # Valid for the operator, but `mcpfleet run` on this machine would refuse it (a Secret reference): say so.
+    operator_only = set(credential_problems(spec, os.environ)) - set(credential_problems(spec, os.environ, local=False))
+    for problem in sorted(operator_only):
+        note = f"for the operator only; `mcpfleet run` would refuse: {problem}"
+        err.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
 
 
 @app.command("scripted-server")

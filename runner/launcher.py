@@ -15,11 +15,9 @@ import collections
 import contextlib
 import fcntl
 import os
-import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +27,12 @@ from .llm_warmup import warm_models
 from .outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from .plan import TrialSpec, plan
 from .records import now_iso
-from .services import run_resources
+from .services import run_resources, sweep_leftovers
 from .spec import EvalRun, SpecError, retry_wait, spec_hash
 from .store import LocalStore, ResultStore, StoreConfig, store_config
 from .summary import build_summary
 from .worker import TrialCancelled, WorkItem, init_worker, make_context, run_item, start_forkserver
+from .workerpool import WorkerSlots
 
 
 class RunRefused(RuntimeError):
@@ -138,15 +137,14 @@ class Scheduler:
         self,
         run: EvalRun,
         state: RunState,
-        make_pool: Callable[[], ProcessPoolExecutor],
+        pool: WorkerSlots,
         store: StoreConfig,
         scripted_url: str | None,
         on_done: Any,
         env: dict[str, str] | None = None,
         resources: dict[str, Any] | None = None,
     ):
-        self.run, self.state, self.make_pool = run, state, make_pool
-        self.pool = make_pool()
+        self.run, self.state, self.pool = run, state, pool
         self.store, self.scripted_url, self.on_done = store, scripted_url, on_done
         self.env = env or {}
         self.resources = resources or {}
@@ -186,7 +184,7 @@ class Scheduler:
                     more_queued=bool(self.queue or self.delayed),
                     resources=self.resources,
                 )
-                fut = asyncio.wrap_future(self.submit(work), loop=loop)
+                fut = asyncio.wrap_future(self.pool.submit(run_item, work), loop=loop)
                 running[fut] = (t, n)
                 self.in_flight[t.model.name] += 1
             wait_for = min((d[0] for d in self.delayed), default=now + 3600) - now
@@ -243,36 +241,10 @@ class Scheduler:
         self.queue = collections.deque((t, n) for t, n in self.queue if t.model.name != model)
         self.delayed = [d for d in self.delayed if d[1].model.name != model]
 
-    def submit(self, work: WorkItem) -> Any:
-        """Submit to the pool; a pool broken by a dead worker is replaced (its trials were infra errors)."""
-        try:
-            return self.pool.submit(run_item, work)
-        except BrokenProcessPool:
-            self.pool.shutdown(wait=False, cancel_futures=True)
-            self.pool = self.make_pool()
-            return self.pool.submit(run_item, work)
-
     def close(self, interrupted: bool = False) -> None:
         if interrupted:
-            _stop_workers(self.pool)
-        self.pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    for p in list((pool._processes or {}).values()):  # noqa: SLF001 - no public way to signal workers
-        if p.pid is None:  # not started yet: nothing to signal
-            continue
-        try:
-            os.kill(p.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-
-
-def _stored(store: ResultStore, trial_id: str) -> bool:
-    try:
-        return store.read_result(trial_id) is not None
-    except (OSError, ValueError):  # unreadable (a file where its folder should be, a damaged record)
-        return False
+            self.pool.stop()
+        self.pool.shutdown()
 
 
 def write_summary(
@@ -303,6 +275,7 @@ def execute(
 
     preflight(run, base_dir, os.environ)
     tmpdirs.sweep()  # trial folders left by runs that were killed
+    sweep_leftovers()  # and their services' run-scoped leftovers (a PostgreSQL cluster's folder in /dev/shm)
     trials = plan(run, base_dir)
     config = store_config(run.spec.output, run.name, base_dir)  # what workers reopen: picklable
     store = config.open()
@@ -351,8 +324,8 @@ def _execute(
 
             models = tuple(warm_models(run.spec.models))  # each worker's first LLM round trip, made at its start
 
-            def make_pool() -> ProcessPoolExecutor:
-                return ProcessPoolExecutor(workers, mp_context=mp, initializer=init_worker, initargs=(gate, models))
+            def one_worker() -> ProcessPoolExecutor:
+                return ProcessPoolExecutor(1, mp_context=mp, initializer=init_worker, initargs=(gate, models))
 
             judge = run.spec.toolcalls.judge if run.spec.toolcalls else None
             keys = {
@@ -365,7 +338,8 @@ def _execute(
             # included).
             resources = stack.enter_context(run_resources({t.service for t in state.todo}, prefork=True))
             stack.enter_context(progress)
-            scheduler = Scheduler(run, state, make_pool, config, scripted_url, progress.advance, keys, resources)
+            pool = WorkerSlots(workers, one_worker)  # a dead worker costs its own trial only
+            scheduler = Scheduler(run, state, pool, config, scripted_url, progress.advance, keys, resources)
             try:
                 asyncio.run(scheduler.run_all())
             except KeyboardInterrupt:
@@ -374,6 +348,6 @@ def _execute(
             scheduler.close()
     summary = write_summary(run, trials, store, state.stopped)
     if summary["trials_recorded"] < summary["trials_planned"]:  # say why, for `mcpfleet run`'s exit (not stored)
-        done = sorted(state.done.items())
-        summary["unrecorded"] = {tid: str(o.get("error") or "no record") for tid, o in done if not _stored(store, tid)}
+        lost = [(tid, o) for tid, o in sorted(state.done.items()) if store.read_result(tid) is None]
+        summary["unrecorded"] = {tid: str(o.get("error") or "no record") for tid, o in lost}
     return summary, store.root if isinstance(store, LocalStore) else store.location()

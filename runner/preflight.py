@@ -88,10 +88,30 @@ def model_problems(run: EvalRun) -> list[str]:
     return problems
 
 
+def state_problems(run: EvalRun, base_dir: Path) -> list[str]:
+    """Selected tasks whose initial state is missing (a wrong ``tasks.statesPath``, a pack without its
+    states): each of their trials would fail, be retried and end as an unscored infra_error, so the run
+    would measure nothing of them after minutes of work. Each service says what its state is."""
+    from .services import SERVICES
+    from .tasks import load_selection
+
+    problems = []
+    for task in load_selection(run.spec.tasks, base_dir):
+        service = SERVICES.get(task.service)
+        problems += service.check_state(task) if service is not None else []
+    if not problems:
+        return []
+    more = [f"... and {len(problems) - 10} more"] if len(problems) > 10 else []
+    head = f"spec.tasks: {len(problems)} selected task(s) have no initial state; set tasks.statesPath to the folder"
+    return ["\n  ".join([head + " holding them, or narrow the selection", *problems[:10], *more])]
+
+
 def preflight(run: EvalRun, base_dir: Path, env: Mapping[str, str], *, local: bool = True) -> None:
     """Raise SpecError naming every field this machine cannot honour."""
     problems = credential_problems(run, env, local=local) + model_problems(run)
     if bad := output_problem(run.spec.output.uri, base_dir):
         problems.append(bad)
+    if not problems:  # (the pack is read only for a spec that is otherwise fine)
+        problems = state_problems(run, base_dir)
     if problems:
         raise SpecError(problems)

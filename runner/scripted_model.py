@@ -773,8 +773,8 @@ class ScriptedServerProcess:
         try:
             line = self._read_line()
             port = int(line.rsplit(":", 1)[1].split("/", 1)[0])
-        except Exception:
-            self._stop()
+        except BaseException:  # Ctrl-C while it starts too: it is in a session of its own, no signal reaches it
+            self.__exit__()
             raise
         self.url = f"http://127.0.0.1:{port}/v1"
         return self.url

@@ -366,8 +366,9 @@ def shown_url(url: str) -> str:
 
 
 def check_no_credentials(url: str | None) -> str | None:
-    """Refuse a URL carrying credentials (user:password@, ?api_key=...): the spec is copied into run.json,
-    the EvalRun's status, events and every trial pod. Secrets go through apiKeyEnv or a Secret reference."""
+    """Refuse a URL that is not http(s) (every call would fail: a run of retried provider errors), or that carries
+    credentials (user:password@, ?api_key=...): the spec is copied into run.json, the EvalRun's status, events and
+    every trial pod. Secrets go through apiKeyEnv or a Secret reference."""
     if url is None:
         return None
     from urllib.parse import parse_qsl, urlsplit
@@ -376,6 +377,8 @@ def check_no_credentials(url: str | None) -> str | None:
         parts = urlsplit(url)
     except ValueError:
         raise ValueError("is not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:  # every trial would fail on its first call
+        raise ValueError(f"'{shown_url(url)}' is not an http(s) URL; write it as http(s)://host[:port][/path]")
     if "@" in parts.netloc:
         raise ValueError(
             f"'{shown_url(url)}' embeds credentials (user-info before '@'); put the key in the environment "
@@ -473,6 +476,11 @@ class JudgeSettings(SpecModel):
     )
     concurrency: int = Field(default=4, ge=1, le=256, description="Judge calls in flight per trial.")
     rate_per_second: float | None = Field(default=None, gt=0, description="Judge calls started per second per trial.")
+
+    @field_validator("api_base")
+    @classmethod
+    def _api_base(cls, v: str | None) -> str | None:
+        return check_no_credentials(v)
 
     @model_validator(mode="after")
     def _one_key_source(self) -> JudgeSettings:

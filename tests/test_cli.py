@@ -229,3 +229,37 @@ def test_tasks_validate_narrows_to_any_folder_inside_a_pack(tmp_path: Path) -> N
     (tmp_path / "empty").mkdir()
     none = cli("tasks", "validate", str(tmp_path / "empty"))
     assert none.returncode != 0 and "no task found" in flat(none.stdout + none.stderr)
+
+
+def test_every_command_starts_without_the_toolcall_checkers_grammar() -> None:
+    """Importing the CLI built jsonschema's rfc3987 grammar (~3.5 s of CPU) for every command, `validate` and
+    each trial pod's `mcpfleet trial` included; only the commands that check tool calls need it."""
+    code = "import sys, mcpfleet.runner.cli; print([m for m in ('jsonschema', 'rfc3987_syntax') if m in sys.modules])"
+    out = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-c", code], capture_output=True, text=True, cwd="/")
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+    from mcpfleet.runner.toolcalls import LABELS, classify_call  # still importable by name, on first use
+
+    assert callable(classify_call) and len(LABELS) == 4
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_run_refuses_a_concurrency_below_one_before_anything_runs(tmp_path: Path, value: str) -> None:
+    """-1 was a ValueError traceback after run.json was written; 0 was silently ignored."""
+    path = evalrun(tmp_path, {"models": [{"name": "m", "model": "scripted/oracle"}], "output": {"uri": "out"}})
+    out = cli("run", str(path), "--concurrency", value, "--no-progress")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    said = flat(out.stderr.replace("│", " "))
+    assert "Invalid value for '--concurrency'" in said and "greater than or equal to 1" in said, said
+    assert not (tmp_path / "out").exists()
+
+
+def test_validate_notes_what_only_the_operator_can_run(tmp_path: Path) -> None:
+    """A Secret reference without apiKeyEnv is valid for the operator, but `mcpfleet run` refuses it: validate
+    said plainly "valid", though README says it checks what run would fail on."""
+    model = {"name": "m", "model": "openai/gpt-5", "apiKeySecretRef": {"name": "llm-keys", "key": "openai"}}
+    out = cli("validate", str(evalrun(tmp_path, {"models": [model], "tasks": {"path": str(TASKS)}})))
+    assert out.returncode == 0, out.stderr
+    assert "valid;" in out.stdout
+    assert "note: for the operator only; `mcpfleet run` would refuse: spec.models[0].apiKeySecretRef" in flat(
+        out.stderr
+    )

@@ -64,6 +64,33 @@ def test_a_url_embedding_credentials_is_refused_without_echoing_them(field: str,
     assert_no_canary("the error message", text)
 
 
+@pytest.mark.parametrize(
+    "field,url,said",
+    [
+        ("models[0].apiBase", "not a url", "is not an http(s) URL"),
+        ("models[0].apiBase", "localhost:8000/v1", "is not an http(s) URL"),
+        ("output.endpointUrl", "ftp://127.0.0.1:9000", "is not an http(s) URL"),
+        ("toolcalls.judge.apiBase", "http:///v1", "is not an http(s) URL"),
+        ("toolcalls.judge.apiBase", f"https://u:{API_KEY}@judge.example.com/v1", "embeds credentials"),
+    ],
+)
+def test_an_endpoint_that_is_no_http_url_is_refused(field: str, url: str, said: str) -> None:
+    """`apiBase: "not a url"` was valid; the run then spent minutes retrying each trial's provider error. The
+    judge's apiBase was not checked for credentials at all."""
+    spec: dict = {"models": [{"name": "m", "model": "openai/gpt-5"}], "output": {}, "toolcalls": {"judge": {}}}
+    section, _, key = field.rpartition(".")
+    target = {"models[0]": spec["models"][0], "output": spec["output"], "toolcalls.judge": spec["toolcalls"]["judge"]}
+    target[section][key] = url
+    spec["toolcalls"]["judge"].setdefault("model", "openai/gpt-5-mini")
+    with pytest.raises(SpecError) as err:
+        parse_evalrun(
+            {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "x"}, "spec": spec}
+        )
+    text = str(err.value)
+    assert f"spec.{field}: " in text and said in text, text
+    assert_no_canary("the error message", text)
+
+
 def test_validate_refuses_an_api_base_with_a_password(tmp_path: Path, session_pack: Path) -> None:
     model = {"name": "m", "model": "openai/oracle", "apiBase": f"http://u:{API_KEY}@127.0.0.1:1/v1"}
     out = run_cli(

@@ -404,3 +404,18 @@ def test_server_process_reports_startup_failure(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="does not exist"):
         with ScriptedServerProcess([tmp_path / "missing"]):
             pass
+
+
+def test_ctrl_c_while_the_server_starts_stops_it(pack: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C during the server's start (its imports take seconds) left it running until its lifeline armed, up
+    to 12 s: __enter__ stopped it for an Exception only, and the with-block's exit never runs when __enter__
+    raises. In its own session, it gets no signal of the terminal's."""
+    server = ScriptedServerProcess([pack])
+
+    def interrupted(self: ScriptedServerProcess) -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ScriptedServerProcess, "_read_line", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        server.__enter__()
+    assert server.proc is not None and server.proc.returncode is not None and not _alive(server.proc.pid)

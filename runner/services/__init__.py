@@ -31,6 +31,7 @@ __all__ = [
     "TrialEnv",
     "get_service",
     "run_resources",
+    "sweep_leftovers",
     "servers_bin",
     "servers_root",
 ]
@@ -41,6 +42,12 @@ def get_service(name: str) -> Service:
         return SERVICES[name]
     except KeyError:
         raise ValueError(f"service '{name}' is not supported yet; known: {', '.join(sorted(SERVICES))}") from None
+
+
+def sweep_leftovers() -> None:
+    """Every service's leftovers of killed runs (e.g. a SIGKILLed PostgreSQL run's RAM-backed cluster folder)."""
+    for service in SERVICES.values():
+        service.sweep_leftovers()
 
 
 @contextmanager

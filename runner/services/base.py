@@ -219,6 +219,11 @@ class Service:
         """Run and record one trial (only if ``owns_trials``); the same contract as ``trial.run_trial``."""
         raise NotImplementedError(f"service '{self.name}' does not run its own trials")
 
+    def sweep_leftovers(self) -> None:
+        """Remove what runs killed outright (SIGKILL, a lost machine) left of this service's run-scoped resources;
+        called at the start of every local run, whichever services it uses, so leftovers never outlive the next
+        run. Must not touch what live runs own."""
+
     @contextmanager
     def run_resource(self, prefork: bool = False) -> Iterator[Any]:
         """Started once per run (by the launcher, in its main thread) and stopped when the run ends, however

@@ -147,9 +147,11 @@ def _scratch() -> Path:
     return Path(tempfile.gettempdir())
 
 
-def runs_root() -> Path:
+def runs_root(create: bool = True) -> Path:
     """Where this user's runs keep their clusters (one folder per run): $MCPFLEET_PG_DIR, or a scratch folder."""
     root = Path(os.environ.get(PG_DIR_ENV) or _scratch() / f"mcpfleet-pg-{os.geteuid()}")
+    if not create:
+        return root
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o711)  # the server's OS user must reach its own folder inside
     return root
@@ -185,7 +187,9 @@ def _owner_alive(base: Path) -> bool:
 def sweep_stale(root: Path | None = None) -> list[Path]:
     """Stop the clusters and remove the folders of runs whose owner process is gone. Returns what was swept."""
     root = root or runs_root()
-    swept = []
+    swept: list[Path] = []
+    if not root.is_dir():  # no run of this user ever made a cluster here
+        return swept
     for base in sorted(p for p in root.iterdir() if p.is_dir()):
         try:
             if _owner_alive(base):

@@ -325,6 +325,10 @@ class PostgresService(Service):
     name = "postgres"
     spare_servers = True  # see DatabaseSpare
 
+    def sweep_leftovers(self) -> None:
+        """Clusters of SIGKILLed runs (~200 MB of RAM in /dev/shm each) went only with the next PostgreSQL run."""
+        pgcluster.sweep_stale(pgcluster.runs_root(create=False))
+
     @contextlib.contextmanager
     def run_resource(self, prefork: bool = False) -> Iterator[ClusterHandle]:
         """The run's cluster; with ``prefork``, also a zygote that forks postgres-mcp per trial (importing it
