@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -26,6 +26,7 @@ from mcpfleet.runner.spec import parse_evalrun
 from mcpfleet.runner.store import store_config
 from mcpfleet.runner.trial import AfterFirstCall
 from mcpfleet.runner.warm import WarmServer
+from mcpfleet.runner.workerpool import WorkerSlots
 
 
 async def test_a_spare_boots_only_through_the_gate_and_gives_it_back() -> None:
@@ -99,7 +100,7 @@ def test_only_trials_dispatched_with_nothing_left_queued_skip_the_spare(tmp_path
     scheduler = Scheduler(
         run,
         RunState(todo=trials, skipped=0),
-        lambda: cast(ProcessPoolExecutor, pool),  # a stand-in: run_all() only calls submit()
+        cast(WorkerSlots, pool),  # a stand-in: run_all() only calls submit()
         store_config(run.spec.output, run.name, tmp_path),
         None,
         done.append,
