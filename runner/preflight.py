@@ -18,7 +18,7 @@ def output_problem(uri: str, base_dir: Path) -> str | None:
     root, and a read-only mount only shows on a write."""
     if uri.startswith("s3://"):
         return None
-    target = Path(os.path.normpath(base_dir / uri))
+    target = Path(os.path.normpath(base_dir / Path(uri).expanduser()))
     shown = f"'{uri}'" + (f" (resolved: {target})" if str(target) != uri else "")
     probe = target
     while not probe.exists():

@@ -534,7 +534,7 @@ def store_config(
         return StoreConfig(
             uri, run_name, run_uid, endpoint_url, region, aws_env=tuple((k, src[k]) for k in AWS_ENV if src.get(k))
         )
-    root = Path(uri)
+    root = Path(uri).expanduser()  # `~/runs` is the home folder's, as in a shell (not a folder named `~`)
     return StoreConfig(str(root if root.is_absolute() else base_dir / root), run_name, run_uid)
 
 

@@ -318,7 +318,7 @@ def resolve_pack(sel: TaskSelection, base_dir: Path) -> tuple[Path, Path | None]
     if sel.path.startswith("s3://"):
         root = mirrored(sel.path, "spec.tasks.path")
     else:
-        root = Path(sel.path)
+        root = Path(sel.path).expanduser()  # `~/packs` as in a shell
         if not root.is_absolute():
             candidate = (base_dir / root).resolve()
             bundled = (bundled_root() / root).resolve()
@@ -336,7 +336,7 @@ def resolve_pack(sel: TaskSelection, base_dir: Path) -> tuple[Path, Path | None]
     if sel.states_path and sel.states_path.startswith("s3://"):
         states = mirrored(sel.states_path, "spec.tasks.statesPath")
     elif sel.states_path:
-        states = Path(sel.states_path)
+        states = Path(sel.states_path).expanduser()
         if not states.is_absolute():
             states = (base_dir / states).resolve()
     return root, states

@@ -16,6 +16,31 @@ MAX_FILE_BYTES = 1024 * 1024  # the Kubernetes API server refuses objects much a
 MAX_NODES = 100_000  # an EvalRun with 1,000 models and include patterns stays well below
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a key given twice in one mapping: PyYAML keeps the last silently, so a typo'd
+    copy (``attempts: 5`` ... ``attempts: 1``) ran another experiment than the one the reader saw. A key given
+    after a ``<<`` merge still overrides the merged one, as YAML says."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark)
+            except TypeError:  # an unhashable key: the base loader says so
+                continue
+            if first is not key_node.start_mark:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"found the key '{key}' twice (first on line {first.line + 1}); keep one",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
 class YAMLLimitError(ValueError):
     """The document is too large (in bytes or once its aliases are expanded) or too deeply nested."""
 
@@ -47,7 +72,7 @@ def load_all(text: str, max_bytes: int = MAX_FILE_BYTES, max_nodes: int = MAX_NO
     if size > max_bytes:
         raise YAMLLimitError(f"the file is {size:,} bytes; at most {max_bytes:,} are read")
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]  # noqa: S506 - safe
     except RecursionError:
         raise YAMLLimitError("the document is nested too deeply") from None
     budget = max_nodes

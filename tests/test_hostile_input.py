@@ -80,6 +80,46 @@ def test_billion_laughs_is_refused_fast_and_writes_nothing(tmp_path: Path, comma
     assert not (tmp_path / "runs").exists()
 
 
+DUPLICATE = """apiVersion: mcpfleet.io/v1alpha1
+kind: EvalRun
+metadata: {name: twice}
+spec:
+  models:
+    - &oracle {name: oracle, model: scripted/oracle}
+    - {<<: *oracle, name: second}
+  attempts: 5
+  tasks: {path: pack}
+  attempts: 1
+"""
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path, command: str) -> None:
+    """PyYAML keeps the last of two equal keys silently: `attempts: 5` ... `attempts: 1` ran 1 attempt while
+    the reader saw 5. A key after a `<<` merge still overrides the merged one (the second model above)."""
+    make_tiny_pack(tmp_path / "pack")
+    path = tmp_path / "twice.yaml"
+    path.write_text(DUPLICATE)
+    assert_clean_error(
+        cli(command, str(path), cwd=tmp_path), "found the key 'attempts' twice (first on line 8)", "line 10"
+    )
+    assert not (tmp_path / "runs").exists()
+    path.write_text(DUPLICATE.replace("  attempts: 1\n", ""))
+    out = cli("validate", str(path), cwd=tmp_path)
+    assert out.returncode == 0 and "2 model(s) x 1 task(s) x 5 attempt(s)" in flat(out.stdout), out.stderr
+
+
+def test_a_tilde_in_paths_is_the_home_folder_not_a_folder_named_tilde(tmp_path: Path) -> None:
+    """`output.uri: ~/runs` made a folder literally named `~` beside the EvalRun file."""
+    home, here = tmp_path / "home", tmp_path / "here"
+    make_tiny_pack(home / "pack")
+    here.mkdir()
+    path = write_run(here, {"models": [SCRIPTED], "tasks": {"path": "~/pack"}, "output": {"uri": "~/runs"}}, "tilde")
+    out = cli("run", str(path), "--no-progress", cwd=here, env={"HOME": str(home)})
+    assert out.returncode == 0, out.stderr
+    assert (home / "runs" / "tilde" / "summary.json").is_file() and not (here / "~").exists()
+
+
 def test_oversized_annotations_and_spec_are_refused_naming_the_field() -> None:
     base = {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "spec": {"models": [SCRIPTED]}}
     big = {**base, "metadata": {"name": "big", "annotations": {"note": "x" * 300_000}}}
