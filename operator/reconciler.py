@@ -81,6 +81,7 @@ def _ts(value: str | None) -> float:
 
 
 def condition(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
+    """A new condition, stamped now; ``Reconciler.set_condition`` keeps the stamp of one whose status is unchanged."""
     return {
         "type": type_,
         "status": "True" if ok else "False",
@@ -113,7 +114,17 @@ class Reconciler:
         self.deadlines_at = 0.0  # when check_deadlines runs next (monotonic)
         self.settled: int | None = None  # the generation the run ended at: nothing to do until the spec changes
         self.finished_at: str | None = body.status.get("finishedAt")
+        # What status last showed of a run whose state was dropped (it failed): its counts stay, none running.
+        self.snapshot: dict[str, Any] | None = None
         self.stopped: kopf.DaemonStopped | None = None  # set when the operator exits or pauses (a peer acts)
+
+    def set_condition(self, type_: str, ok: bool, reason: str, message: str) -> None:
+        """Set a condition; its lastTransitionTime changes only when its status does (the Kubernetes convention)."""
+        new = condition(type_, ok, reason, message)
+        old = self.conditions.get(type_)
+        if old is not None and old.get("status") == new["status"] and old.get("lastTransitionTime"):
+            new["lastTransitionTime"] = old["lastTransitionTime"]
+        self.conditions[type_] = new
 
     def stopping(self) -> bool:
         """Asked to stop: act no further (a peer may take the run over as soon as this replica is gone)."""
@@ -171,7 +182,7 @@ class Reconciler:
                 break
             except STORE_FAILURES as exc:  # an s3:// pack that cannot be read yet: wait, do not fail
                 self.logger.warning("the task pack cannot be read (will try again): %s", exc)
-                self.conditions["Valid"] = condition("Valid", False, "TasksUnavailable", str(exc)[:1000])
+                self.set_condition("Valid", False, "TasksUnavailable", str(exc)[:1000])
                 await self.write_status(force=True)
                 await asyncio.sleep(STORE_RETRY_SECONDS)
         if self.state is None:
@@ -209,9 +220,8 @@ class Reconciler:
             store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
         except (SpecError, TaskError, ValueError) as exc:
             problems = exc.problems if isinstance(exc, SpecError) else [str(exc)]
-            await self.fail("InvalidSpec", "; ".join(problems))
+            await self.fail("InvalidSpec", "; ".join(problems))  # also stops pods of a run planned before (a restart)
             kopf.warn(self.body, reason="InvalidSpec", message="; ".join(problems)[:1000])
-            await self.stop_pods("the run failed (InvalidSpec)")  # pods of a run planned before (a restart)
             return False
         status = self.body.status
         counts = status.get("counts") or {}
@@ -221,11 +231,10 @@ class Reconciler:
             await self.reject_edit([])
             if self.phase not in TERMINAL:  # its accepted spec is gone: it cannot go on as it was planned
                 await self.fail("ImmutableField", self.conditions["Valid"]["message"])
-                await self.stop_pods("the run failed (ImmutableField)")
             return False
         if status.get("phase") == "Succeeded" and self.plan_hash == plan_hash(trials):
             self.phase = "Succeeded"  # an edit of what does not change results: nothing to redo
-            self.conditions["Valid"] = condition("Valid", True, "Planned", f"{len(trials)} trials planned")
+            self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
             await self.write_status(force=True)
             return False
         self.run, self.store, self.plan_hash = run, store, plan_hash(trials)
@@ -234,13 +243,13 @@ class Reconciler:
         if stopped.get("status") == "True":  # a fresh plan launches every model again: the stops are lifted
             why = "SpecEdited" if status.get("observedGeneration") != self.generation else "OperatorRestarted"
             models = ", ".join(sorted(status.get("stoppedModels") or {})) or "the stopped models"
-            self.conditions["ModelsStopped"] = condition("ModelsStopped", False, why, f"launches resumed for {models}")
+            self.set_condition("ModelsStopped", False, why, f"launches resumed for {models}")
         self.finished_at = None
         metrics.init_run(
             self.ns, self.name, [(m.name, s) for m in run.spec.models for s in sorted({t.service for t in trials})]
         )
         self.state = RunState.plan(trials, run.spec.retries.limit)
-        self.conditions["Valid"] = condition("Valid", True, "Planned", f"{len(trials)} trials planned")
+        self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
         return True
 
     def check_pods(self, run: EvalRun, trials: list[TrialSpec]) -> None:
@@ -260,9 +269,11 @@ class Reconciler:
             raise ValueError("; ".join(refused))
 
     def drop_state(self) -> None:
-        """Stop tracking the run (it failed): its pods in flight no longer count against the operator's cap."""
+        """Stop tracking the run (it failed): its pods in flight no longer count against the operator's cap, and
+        none of them is running any more as far as status says (their trials show pending)."""
         if self.state is not None:
-            self.shared.inflight -= len(self.state.in_flight) + len(self.state.draining)
+            self.shared.inflight -= self.state.release_all()
+            self.snapshot = self.projection(self.state)
         self.state = None
 
     async def stop_pods(self, why: str) -> None:
@@ -283,7 +294,7 @@ class Reconciler:
         """A result-affecting edit after trials ran is refused, not acted on: the run keeps the spec it was
         planned with (its generation is observed, and Valid=False says why); reverting the edit clears it."""
         named = ", ".join(f"spec.{f}" for f in fields or RESULT_FIELDS)
-        self.conditions["Valid"] = condition(
+        self.set_condition(
             "Valid",
             False,
             "ImmutableField",
@@ -293,20 +304,24 @@ class Reconciler:
         await self.write_status(force=True)
 
     async def give_up(self, reason: str, message: str) -> None:
-        """Stop the run like a Job past its backoffLimit: Failed, with a Failed condition saying why."""
+        """Stop the run like a Job past its backoffLimit or activeDeadlineSeconds: Failed, with a Failed condition
+        saying why, its pods deleted; the status written last shows none of them running (their records stay)."""
         self.phase = "Failed"
         self.finished_at = now_iso()
-        self.conditions["Failed"] = condition("Failed", True, reason, message)
+        self.set_condition("Failed", True, reason, message)
         kopf.warn(self.body, reason=reason, message=message[:1000])
-        await self.write_status(force=True)
         await self.stop_pods(f"the run failed ({reason})")
         self.drop_state()
+        await self.write_status(force=True)
 
     async def fail(self, reason: str, message: str) -> None:
+        """An invalid or conflicting spec: Failed (Valid=False says why); pods it has are deleted, as give_up does."""
         self.phase = "Failed"
         self.finished_at = now_iso()
-        self.conditions["Valid"] = condition("Valid", False, reason, message)
-        self.conditions["Failed"] = condition("Failed", True, reason, message)  # the Job's terminal condition
+        self.set_condition("Valid", False, reason, message)
+        self.set_condition("Failed", True, reason, message)  # the Job's terminal condition
+        await self.stop_pods(f"the run failed ({reason})")
+        self.drop_state()
         await self.write_status(force=True)
 
     async def rebuild(self) -> None:
@@ -326,11 +341,10 @@ class Reconciler:
                 f"{len(conflicts)} stored trial(s) were recorded with a different "
                 f"spec (e.g. {conflicts[0]}); create a new EvalRun instead of editing",
             )
-            await self.stop_pods("the run failed (SpecConflict)")
-            self.drop_state()
             return
         for r in records:
             self.state.adopt_record(r)
+        self.state.rebuild_streak(records)  # backoffLimit counts on across a restart
         pods = await self.shared.kube.list_pods(self.ns, f"{LABEL_RUN_UID}={self.uid}")
         for pod in pods:
             tid = (pod["metadata"].get("annotations") or {}).get(ANN_TRIAL, "")
@@ -355,10 +369,16 @@ class Reconciler:
         if self.state is None:
             return
         self.state.finish_rebuild()
+        if self.run is not None and not self.run.spec.suspend:
+            self.mark_started()  # a run created suspended starts once resumed
+        self.phase = "Running"
+
+    def mark_started(self) -> None:
+        assert self.state is not None
         if self.started_at is None:
             self.started_at = now_iso()
             kopf.info(self.body, reason="Started", message=f"{len(self.state.trials)} trials planned")
-        self.phase = "Running"
+            self.dirty = True
 
     async def learn_history(self, names: list[str]) -> None:
         """Earlier runs' trial times seed the launch order (spec.launchOrder.learnFrom). Reading them is an
@@ -402,6 +422,10 @@ class Reconciler:
         if self.state is None or self.run is None:
             return
         await self.check_spec()
+        if self.state is not None:
+            await self.apply_suspend()  # before the pod events: a pod it deletes is seen ending as suspended
+        if self.state is not None:
+            await self.check_active_deadline()
         if self.state is None:
             await self.write_status()
             return
@@ -430,6 +454,7 @@ class Reconciler:
             await self.write_status()
             return
         if not self.run.spec.suspend and not self.stopping():
+            self.mark_started()
             await self.launch()
         if self.state.complete and self.phase not in ("Succeeded", "Failed"):
             try:
@@ -437,6 +462,69 @@ class Reconciler:
             except STORE_FAILURES as exc:  # finish() runs again on the next step
                 self.store_unavailable(exc)
         await self.write_status()
+
+    def suspended(self) -> bool:
+        """spec.suspend applies: the run is not over and launches nothing (its pods are deleted)."""
+        return self.run is not None and self.run.spec.suspend and self.state is not None and not self.state.complete
+
+    async def apply_suspend(self) -> None:
+        """spec.suspend, as a Job's: while true, the run's trial pods are deleted (also pods found by a restarted
+        operator) and nothing is launched. A try so stopped does not count unless its pod stored its record first
+        (then that record is its outcome, as always): no retry is charged and it is no infrastructure failure; its
+        trial waits, pending, for the resume. Suspended=True says so; a resume sets it False (Resumed), restarts
+        the clock of spec.activeDeadlineSeconds (status.startedAt, as a Job's startTime) and launches again."""
+        assert self.state is not None and self.run is not None
+        was = (self.conditions.get("Suspended") or {}).get("status") == "True"
+        if self.suspended():
+            if not was:
+                running = len(self.state.in_flight)
+                self.set_condition("Suspended", True, "JobSuspended", f"spec.suspend is true; {running} pod(s) deleted")
+                kopf.info(self.body, reason="Suspended", message=f"{running} trial pod(s) deleted; none launched")
+                self.dirty = True
+            marked = [(tid, inf) for tid, inf in self.state.in_flight.items() if not inf.suspended]
+            for _, inf in marked:
+                inf.suspended = True
+                inf.reason = inf.reason or "pod deleted: the run was suspended"
+                if inf.ending is None:
+                    inf.ending = time.time()
+                    inf.kill_by = inf.ending + LOST_POD_GRACE_SECONDS
+            deleted = await asyncio.gather(
+                *(self.shared.kube.delete_pod(self.ns, inf.pod) for _, inf in marked), return_exceptions=True
+            )
+            for (tid, inf), res in zip(marked, deleted, strict=True):
+                if isinstance(res, BaseException):  # not deleted: the next step tries again
+                    self.logger.warning("deleting the pod of %s (suspend) failed: %s", tid, res)
+                    inf.suspended = False
+                elif not res and self.state is not None:  # gone already: its DELETED event is past
+                    try:
+                        await self.outcome(tid, _stub(inf.pod, tid), inf.reason)
+                    except STORE_FAILURES as exc:  # nothing counted: the next step deletes (404) and tries again
+                        inf.suspended = False
+                        self.store_unavailable(exc)
+        elif was and not self.run.spec.suspend:
+            self.set_condition("Suspended", False, "Resumed", "spec.suspend is false; launching again")
+            kopf.info(self.body, reason="Resumed", message="spec.suspend is false; launching again")
+            if self.started_at is not None:
+                self.started_at = now_iso()  # a Job's startTime is reset on resume: the deadline counts from here
+            self.mark_started()
+            self.dirty = True
+
+    async def check_active_deadline(self) -> None:
+        """spec.activeDeadlineSeconds, as a Job's: a run active longer than this (since status.startedAt, which a
+        resume resets; suspended time does not count) stops its pods and ends Failed (DeadlineExceeded)."""
+        assert self.run is not None and self.state is not None
+        limit = self.run.spec.active_deadline_seconds
+        if limit is None or self.started_at is None or self.suspended() or self.state.complete:
+            return
+        active = time.time() - _ts(self.started_at)
+        if active <= limit:
+            return
+        counts = self.state.counts()
+        await self.give_up(
+            "DeadlineExceeded",
+            f"active {int(active)} s, over spec.activeDeadlineSeconds {limit}; {counts['finished']} of "
+            f"{counts['total']} trials recorded (their records stay), {counts['running']} pod(s) deleted",
+        )
 
     async def take_events(self, events: list[tuple[str, dict[str, Any]]]) -> None:
         """One trial's pod events, in order. Different trials' events are taken concurrently: each outcome waits
@@ -474,8 +562,6 @@ class Reconciler:
         except (SpecError, TaskError, ValueError) as exc:
             problems = exc.problems if isinstance(exc, SpecError) else [str(exc)]
             await self.fail("InvalidSpec", "; ".join(problems))
-            await self.stop_pods("the run failed (InvalidSpec)")
-            self.drop_state()
             return
         before = self.run.spec.frozen_view() if self.run is not None else {}
         fields = [f for f, v in run.spec.frozen_view().items() if v != before.get(f)]
@@ -485,7 +571,7 @@ class Reconciler:
             return
         before_history = self.run.spec.launch_order.learn_from if self.run is not None else []
         self.run, self.plan_hash = run, plan_hash(trials)
-        self.conditions["Valid"] = condition("Valid", True, "Planned", f"{len(trials)} trials planned")
+        self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
         self.state.trials = {t.trial_id: t for t in trials}
         self.state.order = [t.trial_id for t in trials]
         self.state.retry_limit = run.spec.retries.limit
@@ -493,7 +579,7 @@ class Reconciler:
         added = [n for n in run.spec.launch_order.learn_from if n not in before_history]
         resumed = self.state.resume_models()  # an edit (a new key reference, another model) lifts the stops
         if resumed:
-            self.conditions["ModelsStopped"] = condition(
+            self.set_condition(
                 "ModelsStopped", False, "SpecEdited", f"launches resumed for {', '.join(sorted(resumed))}"
             )
         self.state.finish_rebuild()
@@ -559,6 +645,12 @@ class Reconciler:
             # while the pod was on a lost node, Terminating or Unknown. It may still be running, so it is waited
             # for as long as a runner that was seen running, never retried after the Pending path's short wait.
             inf.started = time.time()
+        if inf.suspended:
+            # Deleted by a suspend: taken once the pod is gone (its name is used again on resume), its record if it
+            # stored one deciding, as always.
+            if kind == "DELETED":
+                await self.outcome(tid, pod, inf.reason)
+            return
         if kind == "DELETED" and phase not in TERMINAL:  # gone (404 from now on): nothing of it runs any more
             await self.outcome(tid, pod, inf.reason or "pod deleted before it finished")
         elif phase in TERMINAL:  # a node reports this only once every container has stopped
@@ -600,6 +692,14 @@ class Reconciler:
             record = None  # the record of an earlier try, not this try's outcome
         ok = record is not None and record.get("spec_hash") == trial.spec_hash and record.get("failure") != INFRA_ERROR
         stored = record if ok else None
+        inf = self.state.in_flight.get(tid)
+        if stored is None and inf is not None and inf.suspended:
+            # Stopped by a suspend before it stored a record: the try does not count (no retry, no infra error).
+            self.state.unlaunch(tid)
+            self.shared.inflight -= 1
+            await self.shared.kube.delete_pod(self.ns, pod["metadata"]["name"])
+            self.dirty = True
+            return
         said = termination_message(pod)
         if stored is not None and said is not None and bool(said.get("passed")) != bool(stored.get("passed")):
             self.logger.warning(
@@ -669,7 +769,7 @@ class Reconciler:
         if not self.state.stop_model(model, why):
             return
         message = "; ".join(f"{m}: {w}" for m, w in sorted(self.state.stopped.items()))
-        self.conditions["ModelsStopped"] = condition("ModelsStopped", True, reason, message)
+        self.set_condition("ModelsStopped", True, reason, message)
         kopf.warn(self.body, reason=reason, message=f"model {model} stopped: {why}"[:1000])
         self.logger.warning("model %s stopped: %s", model, why)
         self.dirty = True
@@ -725,14 +825,33 @@ class Reconciler:
             self.finished_at = now_iso()
             unrun = len(trials) - len(self.state.done)
             why = f"{unrun} trial(s) of {', '.join(sorted(stopped))} not run; fix the cause and edit the EvalRun"
-            self.conditions["Complete"] = condition("Complete", False, "ModelsStopped", why)
-            self.conditions["Failed"] = condition("Failed", True, "ModelsStopped", why)
+            self.set_condition("Complete", False, "ModelsStopped", why)
+            self.set_condition("Failed", True, "ModelsStopped", why)
+            await self.write_status(force=True)
+            return
+        unscored = self.state.not_scored()
+        if trials and not any(is_scored(d["failure"]) for d in self.state.done.values()):
+            # Every trial ended unscored (infrastructure or provider errors after their retries): the run measured
+            # nothing, so it is not a success. Some unscored trials among scored ones leave it Succeeded, with
+            # counts.infraErrors and status.notScored (and the Complete message) saying how many.
+            self.phase = "Failed"
+            self.finished_at = now_iso()
+            named = ", ".join(f"{n} {k}" for k, n in unscored.items() if n)
+            why = (
+                f"none of the {len(trials)} trials was scored ({named}); fix the cause, then raise "
+                "spec.retries.limit to try them again, or create a new EvalRun"
+            )
+            self.set_condition("Complete", False, "NoTrialScored", why)
+            self.set_condition("Failed", True, "NoTrialScored", why)
+            kopf.warn(self.body, reason="NoTrialScored", message=why[:1000])
             await self.write_status(force=True)
             return
         self.phase = "Succeeded"
         self.finished_at = now_iso()
-        self.conditions["Complete"] = condition(
-            "Complete", True, "AllTrialsRecorded", f"{len(trials)} trials recorded; summary.json written"
+        skipped = sum(unscored.values())
+        note = f", {skipped} not scored (status.notScored)" if skipped else ""
+        self.set_condition(
+            "Complete", True, "AllTrialsRecorded", f"{len(trials)} trials recorded{note}; summary.json written"
         )
         kopf.info(self.body, reason="Completed", message=f"{len(trials)} trials, pass@1 {self.state.pass_at_1()}")
         await self.write_status(force=True)
@@ -741,7 +860,7 @@ class Reconciler:
     def status(self) -> dict[str, Any]:
         st = self.state
         phase = self.phase
-        if st is not None and self.run is not None and self.run.spec.suspend and not st.complete:
+        if self.suspended():
             phase = "Suspended"
         for cond in self.conditions.values():  # the generation a condition was set at, as Kubernetes does
             cond.setdefault("observedGeneration", self.generation)
@@ -756,16 +875,29 @@ class Reconciler:
             out["planHash"] = self.plan_hash
         out["finishedAt"] = self.finished_at if phase in TERMINAL else None  # null: removed (a run resumed)
         if st is not None:
-            counts = st.counts()
-            out.update(
-                counts=counts,
-                notScored=st.not_scored(),  # infra, provider and config errors: left out of passAt1
-                progress=f"{counts['finished']}/{counts['total']}",
-                passAt1=st.pass_at_1(),
-                results=st.results(),
-            )
-            out["stoppedModels"] = dict(st.stopped) or None  # None: a merge patch removes it once resumed
+            out.update(self.projection(st))
+        elif self.snapshot is not None:  # a run that failed: what it had, nothing running
+            out.update(self.snapshot)
+        elif phase in TERMINAL and (self.body.status.get("counts") or {}).get("running"):
+            # Failed before it was planned again (e.g. found invalid by a restarted operator), its pods deleted.
+            counts = dict(self.body.status["counts"])
+            counts["pending"] = counts.get("pending", 0) + counts["running"]
+            counts["running"] = 0
+            out["counts"] = counts
         return out
+
+    @staticmethod
+    def projection(st: RunState) -> dict[str, Any]:
+        """What status shows of the run's state: bounded in size (counts and per model x service figures)."""
+        counts = st.counts()
+        return {
+            "counts": counts,
+            "notScored": st.not_scored(),  # infra, provider and config errors: left out of passAt1
+            "progress": f"{counts['finished']}/{counts['total']}",
+            "passAt1": st.pass_at_1(),
+            "results": st.results(),
+            "stoppedModels": dict(st.stopped) or None,  # None: a merge patch removes it once resumed
+        }
 
     async def write_status(self, force: bool = False) -> None:
         """Write the run's status (at most once per status_interval unless forced). A write the API server

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import hashlib
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from mcpfleet.runner.history import measured_seconds
@@ -34,6 +35,9 @@ class InFlight:
     ending: float | None = None
     kill_by: float | None = None
     reason: str | None = None
+    # Its pod was deleted because the run was suspended: unless it stored a record, the try did not count (no
+    # retry charged, no infrastructure failure); the trial waits again for the run to resume.
+    suspended: bool = False
 
 
 @dataclass
@@ -92,6 +96,24 @@ class RunState:
             self.waiting.observe(tid, seconds)
         return True
 
+    def rebuild_streak(self, records: list[dict[str, Any]]) -> None:
+        """``infra_streak`` after a restart, from the stored records: the trials whose record is an infrastructure
+        error stored after the last record that ended a trial otherwise (what resets the streak as the run goes).
+        A lower bound: of a trial's tries only the last one's time is stored, so its earlier tries are not counted.
+        """
+        reset, infra = "", []
+        for r in records:
+            trial = self.trials.get(str(r.get("trial_id") or ""))
+            if trial is None or r.get("spec_hash") != trial.spec_hash:
+                continue
+            at = str(r.get("finished_at") or "")
+            failure = r.get("failure")
+            if failure == INFRA_ERROR:
+                infra.append(at)
+            elif failure != PROVIDER_ERROR or int(r.get("infra_attempts") or 1) > self.retry_limit:
+                reset = max(reset, at)  # a finished trial (a provider error still to be retried does not reset)
+        self.infra_streak = sum(1 for at in infra if _utc(at) > _utc(reset))
+
     def finish_rebuild(self) -> None:
         old, self.waiting = self.waiting, self.new_queue()
         self.waiting.carry(old)
@@ -146,7 +168,8 @@ class RunState:
         return flight
 
     def unlaunch(self, trial_id: str) -> None:
-        """A create that failed: back to the front of the queue."""
+        """A try that does not count (a create that failed, a pod deleted by a suspend that left no record): back
+        to the front of the queue, with no retry charged."""
         self._land(trial_id)
         if trial_id not in self.done:
             self.waiting.appendleft(trial_id)
@@ -176,6 +199,15 @@ class RunState:
             self.waiting.append(trial_id)
             return True
         return False
+
+    def release_all(self) -> int:
+        """The run is over (failed): its pods were deleted and nothing of them is awaited; what was in flight is
+        not running any more (status shows it pending). Returns how many operator slots that frees."""
+        freed = len(self.in_flight) + len(self.draining)
+        for tid in list(self.in_flight):
+            self.unlaunch(tid)
+        self.draining.clear()
+        return freed
 
     # -- stopped models ---------------------------------------------------------------------------
     def stop_model(self, model: str, why: str) -> bool:
@@ -267,6 +299,15 @@ class RunState:
         if not rows:
             return "-"
         return f"{sum(float(r['passAt1']) for r in rows) / len(rows):.2f}"
+
+
+def _utc(value: str) -> datetime:
+    """A record's ISO timestamp (``...Z`` or ``+00:00``); an empty or unreadable one is the earliest."""
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def compact(record: dict[str, Any]) -> dict[str, Any]:

@@ -532,7 +532,13 @@ class EvalRunSpec(SpecModel):
     retries: Retries = Field(default_factory=Retries)
     provider: ProviderPolicy = Field(default_factory=ProviderPolicy)
     output: Output = Field(default_factory=Output)
-    suspend: bool = Field(default=False, description="Operator: stop launching new trials while true.")
+    suspend: bool = Field(
+        default=False,
+        description=(
+            "Operator: while true, like a Job's: the run's trial pods are deleted and none is launched; a trial "
+            "whose pod stored no record goes back to pending without using a retry. False again: launches resume."
+        ),
+    )
     launch_order: LaunchOrder = Field(default_factory=LaunchOrder)
     ttl_seconds_after_finished: int | None = Field(
         default=None,
@@ -540,6 +546,16 @@ class EvalRunSpec(SpecModel):
         description=(
             "Operator: delete the EvalRun (and so its pods) this long after it finished, Succeeded or Failed, "
             "like a Job's; its records and summary.json stay in spec.output. Unset: kept."
+        ),
+    )
+    active_deadline_seconds: int | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "Operator: like a Job's, the longest the run may be active, counted from status.startedAt (which a "
+            "resume from suspend resets, so suspended time does not count); past it the run's pods are deleted "
+            "and it ends Failed (DeadlineExceeded), its stored records kept. Unset: no limit. `mcpfleet run` "
+            "(the local launcher) ignores it. It does not change what a trial measures (nor the spec hash)."
         ),
     )
     pod: PodSettings = Field(default_factory=PodSettings)
@@ -748,5 +764,5 @@ def canonical_hash(obj: Any, length: int = 16) -> str:
 
 
 def spec_hash(run: EvalRun) -> str:
-    """Hash of what the run measures; concurrency, retries, output and suspend do not change it."""
+    """Hash of what the run measures; concurrency, retries, output, suspend and deadlines do not change it."""
     return canonical_hash(run.spec.results_view())

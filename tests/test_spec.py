@@ -46,6 +46,11 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
     ("attempts-zero", lambda d: spec(d).update(attempts=0), ["spec.attempts: must be >= 1"]),
     ("attempts-too-many", lambda d: spec(d).update(attempts=101), ["spec.attempts: must be <= 100"]),
     (
+        "active-deadline-zero",
+        lambda d: spec(d).update(activeDeadlineSeconds=0),
+        ["spec.activeDeadlineSeconds: must be > 0"],
+    ),
+    (
         "unknown-top-level",
         lambda d: d.update(extra=1),
         ["extra: unknown field; allowed fields: apiVersion, kind, metadata, spec, status"],
@@ -54,8 +59,9 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
         "unknown-in-spec",
         lambda d: spec(d).update(attempt=2),
         [
-            "spec.attempt: unknown field; allowed fields: agent, attempts, concurrency, launchOrder, limits, models, "
-            "output, pod, provider, retries, suspend, tasks, toolcalls, ttlSecondsAfterFinished"
+            "spec.attempt: unknown field; allowed fields: activeDeadlineSeconds, agent, attempts, concurrency, "
+            "launchOrder, limits, models, output, pod, provider, retries, suspend, tasks, toolcalls, "
+            "ttlSecondsAfterFinished"
         ],
     ),
     (
@@ -162,8 +168,9 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
         [
             f"spec.models[0].name: {DNS_MSG}",
             "spec.attempts: must be >= 1",
-            "spec.bogus: unknown field; allowed fields: agent, attempts, concurrency, launchOrder, limits, models, "
-            "output, pod, provider, retries, suspend, tasks, toolcalls, ttlSecondsAfterFinished",
+            "spec.bogus: unknown field; allowed fields: activeDeadlineSeconds, agent, attempts, concurrency, "
+            "launchOrder, limits, models, output, pod, provider, retries, suspend, tasks, toolcalls, "
+            "ttlSecondsAfterFinished",
         ],
     ),
 ]
@@ -288,6 +295,7 @@ def _hash(mutate: Callable[[Doc], Any] = lambda d: None) -> str:
         lambda d: spec(d).update(output={"uri": "s3://bucket/runs", "region": "eu-west-1"}),
         lambda d: spec(d).update(retries={"limit": 5, "backoffSeconds": 1}),
         lambda d: spec(d).update(suspend=True),
+        lambda d: spec(d).update(activeDeadlineSeconds=3600),
         lambda d: model(d).update(apiKeyEnv="OTHER_KEY"),
         lambda d: d.update(metadata={"name": "renamed", "labels": {"a": "b"}}),
         lambda d: spec(d).update(limits={"maxTurns": 100}, attempts=1, agent="mcpmark"),  # explicit defaults
@@ -299,6 +307,7 @@ def _hash(mutate: Callable[[Doc], Any] = lambda d: None) -> str:
         "output",
         "retries",
         "suspend",
+        "active-deadline",
         "key-source",
         "metadata",
         "explicit-defaults",

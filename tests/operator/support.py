@@ -33,13 +33,17 @@ def evalrun(name: str, pack: Path, s3: str, bucket: str, **spec: Any) -> dict[st
     }
 
 
-async def wait_until(pred: Any, timeout: float, what: str) -> Any:
+async def wait_until(pred: Any, timeout: float, what: str = "", *, raising: bool = True) -> Any:
+    """``pred()``'s first truthy value within ``timeout`` s. Past it: AssertionError naming ``what``, or with
+    ``raising=False`` None, for a caller that asserts with what it saw (or that waits to see nothing happen)."""
     start = time.monotonic()
     while time.monotonic() - start < timeout:
         value = pred()
         if value:
             return value
         await asyncio.sleep(0.2)
+    if not raising:
+        return None
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 

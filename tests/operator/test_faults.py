@@ -90,6 +90,23 @@ async def finished_run(kube: RunningEmulator, name: str, timeout: float = 120) -
     return status
 
 
+async def unscored_run(
+    kube: RunningEmulator, name: str, timeout: float = 120, named: str = "1 infra_error"
+) -> dict[str, Any]:
+    """A run whose every trial ended unscored (here ``named``: an infrastructure error by default): it measured
+    nothing, so it ends Failed (NoTrialScored), never Succeeded; its pods are deleted all the same."""
+    status = await wait_until(
+        lambda: (st := status_of(kube, name)).get("phase") in ("Succeeded", "Failed") and st, timeout, f"{name} to end"
+    )
+    await wait_until(lambda: not kube.objects("pods", NS), 30, "every pod to be deleted")
+    failed: dict[str, Any] = next((c for c in status["conditions"] if c["type"] == "Failed"), {})
+    complete: dict[str, Any] = next((c for c in status["conditions"] if c["type"] == "Complete"), {})
+    assert status["phase"] == "Failed" and failed.get("reason") == "NoTrialScored", status
+    assert complete.get("status") == "False", complete  # never Complete=True
+    assert f"was scored ({named})" in failed["message"], failed
+    return status
+
+
 def one_trial(name: str, pack: Path, s3: str, bucket: str, model: dict[str, Any], **spec: Any) -> dict[str, Any]:
     return evalrun(
         name, pack, s3, bucket, models=[model], attempts=1, tasks={"path": str(pack), "include": [ONE_TASK]}, **spec
@@ -212,7 +229,7 @@ async def test_pod_failing_without_record_is_retried_then_infra_error(
     async with Kubelet(kube.url) as kubelet:
         with operator(kube):
             kube.create(body)
-            status = await finished_run(kube, "broken")
+            status = await unscored_run(kube, "broken")
             await wait_until(lambda: events(kube, "InfraError"), 10, "the InfraError event")  # kopf posts it later
     [trial] = trials_of(body)
     first, retry = pod_name("broken", trial.trial_id), pod_name("broken", trial.trial_id, 1)
@@ -278,7 +295,7 @@ async def test_image_pull_backoff_is_an_infra_error_at_once(
     async with Kubelet(kube.url, pull_failures={image}) as kubelet:
         with operator(kube):
             kube.create(body)
-            status = await finished_run(kube, "nopull", timeout=60)
+            status = await unscored_run(kube, "nopull", timeout=60)
             await wait_until(lambda: events(kube, "InfraError"), 10, "the InfraError event")  # kopf posts it later
     assert time.monotonic() - t0 < 60  # not the 600 s pending deadline
     first = pod_name("nopull", trial.trial_id)
@@ -304,7 +321,7 @@ async def test_pending_deadline(
         await asyncio.sleep(8)
         assert kube.get("pods", NS, name) is not None, "deleted before the pending deadline"
         assert status_of(kube, "pending")["counts"]["running"] == 1
-        status = await finished_run(kube, "pending", timeout=30)
+        status = await unscored_run(kube, "pending", timeout=30)
         assert time.monotonic() - created >= 9.5
     rec = records(s3, bucket)[trial.trial_id]
     assert rec["failure"] == "infra_error" and rec["infra_attempts"] == 1, rec
@@ -421,11 +438,18 @@ async def test_suspend_then_resume(
             assert pod_creations(kube) == 0 and not kube.objects("pods", NS)
             st = status_of(kube, "paused")
             assert st["phase"] == "Suspended" and st["progress"] == "0/2" and st["counts"]["pending"] == 2
+            assert not st.get("startedAt"), st  # a Job created suspended has no startTime either
+            suspended = next(c for c in st["conditions"] if c["type"] == "Suspended")
+            assert (suspended["status"], suspended["reason"]) == ("True", "JobSuspended"), suspended
+            assert not events(kube, "Started")
             kube.patch("evalruns", NS, "paused", {"spec": {"suspend": False}})
             status = await finished_run(kube, "paused")
     assert sorted(kubelet.started) == sorted(pod_name("paused", t.trial_id) for t in trials_of(body))
     assert status["counts"]["finished"] == 2 and status["counts"]["infraErrors"] == 0
     assert status["observedGeneration"] == 2
+    assert status["startedAt"], status
+    resumed = next(c for c in status["conditions"] if c["type"] == "Suspended")
+    assert (resumed["status"], resumed["reason"]) == ("False", "Resumed"), resumed
     assert len(records(s3, bucket)) == 2
 
 
@@ -520,7 +544,7 @@ async def test_provider_errors_are_retried_and_not_scored(
     async with Kubelet(kube.url) as kubelet:
         with operator(kube):
             kube.create(body)
-            status = await finished_run(kube, "outage")
+            status = await unscored_run(kube, "outage", named="1 provider_error")  # its only trial measured nothing
     [trial] = trials_of(body)
     assert kubelet.started == [pod_name("outage", trial.trial_id), pod_name("outage", trial.trial_id, 1)]
     rec = records(s3, bucket)[trial.trial_id]

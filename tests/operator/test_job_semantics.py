@@ -1,7 +1,9 @@
 """What a Job controller guarantees, kept by the operator where a review found it was not: a pod template frozen
 once pods exist, a terminal status that is never lost, no second try beside a first that may still run (also after
-an operator restart), a failed run's pods stopped, and a run failed by stopped models finished like any other
-(its TTL applies; a restart resumes it once the cause is fixed).
+an operator restart), a failed run's pods stopped (and its last status showing none running), a run failed by
+stopped models finished like any other (its TTL applies; a restart resumes it once the cause is fixed), suspend
+deleting the run's pods without charging their trials, and spec.activeDeadlineSeconds. (The reconciler's own
+accounting of these is checked step by step in test_outcomes.py.)
 
 Each test plays one finding of the review with the real operator (a kopf thread) and the API emulator, and asserts
 the Job-like behaviour. Where what a trial's pod does is the point, the test kubelet runs it for real; elsewhere the
@@ -14,7 +16,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,15 @@ KEYED = {
 def operator(kube: RunningEmulator) -> Iterator[Any]:
     with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS) as op:
         yield op
+
+
+async def create_with_two_running(kube: RunningEmulator, body: dict[str, Any]) -> contextlib.ExitStack:
+    """An operator (closed with the returned stack) that has two of the run's trials running."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(operator(kube))
+    kube.create(body)
+    await wait_until(lambda: [pod_phase(kube, p) for p in pod_names(kube)] == ["Running"] * 2, 90, "two trials running")
+    return stack
 
 
 def tasks(pack: Path, *numbers: int) -> dict[str, Any]:
@@ -107,15 +118,24 @@ def cond_of(kube: RunningEmulator, name: str, type_: str) -> dict[str, Any]:
     return next((c for c in status_of(kube, name).get("conditions") or [] if c["type"] == type_), {})
 
 
-async def eventually(pred: Callable[[], Any], timeout: float) -> Any:
-    """``pred()``'s first truthy value within ``timeout`` s, else None: the caller asserts with what it saw."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        value = pred()
-        if value:
-            return value
-        await asyncio.sleep(0.2)
-    return None
+async def play_running(kube: RunningEmulator, run: str, pod: str, node: str, **status: Any) -> None:
+    """Play the node of a trial pod: bind it and report it Running (with ``status`` more), then wait until the
+    run counts it running."""
+    kube.bind_pod(NS, pod, node)
+    kube.patch("pods", NS, pod, {"status": {"phase": "Running", **status}}, subresource="status")
+    await wait_until(lambda: status_of(kube, run).get("counts", {}).get("running") == 1, 10, f"{pod} running")
+
+
+async def play_passed(kube: RunningEmulator, run: EvalRun, trial: TrialSpec, pod: str) -> None:
+    """Play the node of a trial that passes: its runner stores a passing record, its pod reports Succeeded."""
+    await asyncio.to_thread(store_passed, run, trial)
+    kube.patch("pods", NS, pod, {"status": {"phase": "Succeeded"}}, subresource="status")
+
+
+def got(kube: RunningEmulator, name: str) -> dict[str, Any]:
+    pod = kube.get("pods", NS, name)
+    assert pod is not None, f"pod {name} is gone"
+    return pod
 
 
 def in_phase(kube: RunningEmulator, name: str, *phases: str) -> dict[str, Any] | None:
@@ -155,23 +175,22 @@ async def test_output_edit_once_trials_exist_is_refused_and_records_stay_where_t
         run, trials = planned(kube, body)
         [pod] = await wait_until(lambda: kube.objects("pods", NS), 20, "the first trial's pod")
         first = pod["metadata"]["name"]
-        kube.bind_pod(NS, first, "played-node")
-        kube.patch("pods", NS, first, {"status": {"phase": "Running"}}, subresource="status")
-        await wait_until(lambda: status_of(kube, "moved").get("counts", {}).get("running") == 1, 10, "running")
+        await play_running(kube, "moved", first, "played-node")
         kube.patch("evalruns", NS, "moved", {"spec": {"output": {"uri": f"s3://{bucket}/elsewhere"}}})
-        refused = await eventually(lambda: cond_of(kube, "moved", "Valid").get("status") == "False", 15)
+        refused = await wait_until(lambda: cond_of(kube, "moved", "Valid").get("status") == "False", 15, raising=False)
         valid = cond_of(kube, "moved", "Valid")
         assert refused, f"the edit of spec.output was accepted mid-run: Valid={valid}"
         assert valid["reason"] == "ImmutableField" and "spec.output" in valid["message"], valid
         assert status_of(kube, "moved")["observedGeneration"] == 2
         [done] = [t for t in trials if t.trial_id == pod["metadata"]["annotations"][ANN_TRIAL]]
-        await asyncio.to_thread(store_passed, run, done)  # the first try ends, its record where its pod was told
-        kube.patch("pods", NS, first, {"status": {"phase": "Succeeded"}}, subresource="status")
+        await play_passed(kube, run, done, first)  # the first try ends, its record where its pod was told
         async with Kubelet(kube.url) as kubelet:
             status = await wait_until(lambda: in_phase(kube, "moved", "Succeeded", "Failed"), 120, "the run to end")
             await wait_until(lambda: not pod_names(kube), 30, "every pod to be deleted")
         kube.patch("evalruns", NS, "moved", {"spec": {"output": {"uri": original}}})
-        valid = await eventually(lambda: (c := cond_of(kube, "moved", "Valid")).get("status") == "True" and c, 15)
+        valid = await wait_until(
+            lambda: (c := cond_of(kube, "moved", "Valid")).get("status") == "True" and c, 15, raising=False
+        )
         assert valid, f"reverting the edit did not clear the condition: {cond_of(kube, 'moved', 'Valid')}"
     [second] = [t for t in trials if t is not done]
     assert kubelet.started == [pod_name("moved", second.trial_id)], kubelet.started  # once, no retry
@@ -238,10 +257,9 @@ async def test_a_failed_final_status_write_is_retried(
         pod = pod_name("final", trial.trial_id)
         await wait_until(lambda: kube.get("pods", NS, pod), 20, "the trial pod")
         await wait_until(lambda: phase(kube, "final") == "Running", 10, "the run to be Running")
-        await asyncio.to_thread(store_passed, run, trial)
-        kube.patch("pods", NS, pod, {"status": {"phase": "Succeeded"}}, subresource="status")
+        await play_passed(kube, run, trial, pod)
         await wait_until(lambda: failed, 20, "the final status write")
-        status = await eventually(lambda: in_phase(kube, "final", "Succeeded"), 15)
+        status = await wait_until(lambda: in_phase(kube, "final", "Succeeded"), 15, raising=False)
         seen = status_of(kube, "final")
     assert status, (
         f"the terminal status was lost with the failed write ({how}): 15 s later phase={seen.get('phase')} "
@@ -289,23 +307,10 @@ async def test_after_a_restart_a_try_terminating_on_a_lost_node_is_not_retried_b
     [trial] = trials_of(kube, body)
     first, retry = pod_name("lostnode", trial.trial_id), pod_name("lostnode", trial.trial_id, 1)
     await wait_until(lambda: kube.get("pods", NS, first), 20, "the trial pod")
-    kube.bind_pod(NS, first, "lost-node")
     running = time.monotonic()
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    kube.patch(
-        "pods",
-        NS,
-        first,
-        {
-            "status": {
-                "phase": "Running",
-                "startTime": now,
-                "containerStatuses": [{"name": "runner", "ready": True, "state": {"running": {"startedAt": now}}}],
-            }
-        },
-        subresource="status",
-    )
-    await wait_until(lambda: status_of(kube, "lostnode").get("counts", {}).get("running") == 1, 10, "running")
+    runner = [{"name": "runner", "ready": True, "state": {"running": {"startedAt": now}}}]
+    await play_running(kube, "lostnode", first, "lost-node", startTime=now, containerStatuses=runner)
     await asyncio.sleep(0.5)  # the operator has the Running pod (its watch event is immediate)
     kube.delete("pods", NS, first, grace_period_seconds=1)
     await asyncio.sleep(0.5)
@@ -313,12 +318,14 @@ async def test_after_a_restart_a_try_terminating_on_a_lost_node_is_not_retried_b
     with operator(kube):
         window = running + overdue - 2.5 - time.monotonic()
         assert window > 3, f"the restart took too long ({overdue - 2.5 - window:.1f} s) for this test to tell"
-        early = await eventually(lambda: kube.get("pods", NS, retry), window)
+        early = await wait_until(lambda: kube.get("pods", NS, retry), window, raising=False)
         assert not early, (
             f"the retry was created {time.monotonic() - running:.1f} s after the first try was seen running, "
             f"before its activeDeadlineSeconds and grace ({overdue} s): both may run at once"
         )
-        retried = await eventually(lambda: kube.get("pods", NS, retry), running + overdue + 15 - time.monotonic())
+        retried = await wait_until(
+            lambda: kube.get("pods", NS, retry), running + overdue + 15 - time.monotonic(), raising=False
+        )
         waited = time.monotonic() - running
         assert retried, f"no retry {waited:.0f} s after the first try was seen running (its deadline: {overdue} s)"
         old = kube.get("pods", NS, first)
@@ -347,20 +354,16 @@ async def test_a_run_found_invalid_after_a_restart_has_its_pods_deleted(
         pod={"runnerImage": "registry.example.com/evals/runner:1"},
     )
     async with Kubelet(kube.url) as kubelet:
-        stack = contextlib.ExitStack()
-        stack.enter_context(operator(kube))
-        kube.create(body)
-        await wait_until(
-            lambda: [pod_phase(kube, p) for p in pod_names(kube)] == ["Running"] * 2, 90, "two trials running"
-        )
+        stack = await create_with_two_running(kube, body)
         in_flight = pod_names(kube)
         await asyncio.to_thread(stack.close)
         monkeypatch.setenv("MCPFLEET_ALLOWED_IMAGES", "registry.internal/*")
         with operator(kube):
             status = await wait_until(lambda: in_phase(kube, "inval", "Failed"), 30, "the run to fail")
-            stopped = await eventually(lambda: not pod_names(kube) and kubelet.running == 0, 15)
+            stopped = await wait_until(lambda: not pod_names(kube) and kubelet.running == 0, 15, raising=False)
             left = [(p, pod_phase(kube, p)) for p in pod_names(kube)]
             assert stopped, f"the failed run's pods were left running: {left}, kubelet.running={kubelet.running}"
+            assert status_of(kube, "inval")["counts"]["running"] == 0, status_of(kube, "inval")["counts"]
     failed = next(c for c in status["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "InvalidSpec" and "spec.pod.runnerImage" in failed["message"], failed
     terminated = {p for _, p, c, sig in kubelet.signals if c == "runner" and sig == "SIGTERM"}
@@ -419,7 +422,7 @@ async def test_a_run_failed_by_stopped_models_is_deleted_after_its_ttl(
     with operator(kube):
         kube.create(wrong_key())
         await stopped_by_a_wrong_key(kube, keyed_run("ttl", image_pack, s3, bucket, ttlSecondsAfterFinished=2))
-        gone = await eventually(lambda: kube.get("evalruns", NS, "ttl") is None, 12)
+        gone = await wait_until(lambda: kube.get("evalruns", NS, "ttl") is None, 12, raising=False)
         assert gone, "a Failed (ModelsStopped) run was still there 12 s after it finished, with a TTL of 2 s"
     assert any(k.endswith("/result.json") for k in s3_keys(s3, bucket))  # its records stay
 
@@ -438,7 +441,7 @@ async def test_a_restart_runs_the_stopped_models_trials_once_the_cause_is_fixed(
     kube.patch("secrets", NS, "llm-key", {"stringData": {"key": "the-right-key"}})  # the cause fixed
     async with Kubelet(kube.url) as kubelet:
         with operator(kube):
-            resumed = await eventually(lambda: pod_creations(kube) > 1, 15)
+            resumed = await wait_until(lambda: pod_creations(kube) > 1, 15, raising=False)
             st = status_of(kube, "stuck")
             assert resumed, f"a restart launched none of the stopped trials: {st.get('phase')} {st.get('counts')}"
             status = await wait_until(lambda: in_phase(kube, "stuck", "Succeeded"), 120, "the resumed run to finish")
@@ -449,3 +452,94 @@ async def test_a_restart_runs_the_stopped_models_trials_once_the_cause_is_fixed(
     recs = records_under(s3, bucket, "runs/")
     assert sorted(recs) == sorted(t.trial_id for t in trials)
     assert all(r["passed"] is True and r["failure"] is None for r in recs.values()), recs
+
+
+# -- F6: suspend deletes the run's pods, like a Job's; their trials wait without using a try ----------------
+
+
+async def test_suspend_deletes_the_runs_pods_and_a_resume_runs_their_trials_as_first_tries(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
+    """spec.suspend set while two trials run: like a Job, their pods are deleted (the runners get SIGTERM), the run
+    is Suspended with nothing running and Suspended=True; the stopped tries are no infrastructure errors and use no
+    retry. An operator restart while suspended launches nothing. The resume (Suspended=False, Resumed) runs both
+    trials again as their first tries, in pods of the same names, to Succeeded."""
+    slow = {"name": "oracle", "model": "scripted/oracle?latency=2"}  # a trial lasts well beyond the suspend
+    body = evalrun(
+        "hold",
+        image_pack,
+        s3,
+        bucket,
+        models=[slow],
+        attempts=1,
+        concurrency={"total": 2},
+        tasks=tasks(image_pack, 0, 1),
+    )
+    async with Kubelet(kube.url) as kubelet:
+        stack = await create_with_two_running(kube, body)
+        first = pod_names(kube)
+        kube.patch("evalruns", NS, "hold", {"spec": {"suspend": True}})
+        await wait_until(lambda: not pod_names(kube) and kubelet.running == 0, 45, "the pods to be deleted")
+        status = await wait_until(
+            lambda: (st := in_phase(kube, "hold", "Suspended")) and st["counts"]["running"] == 0 and st, 15, "Suspended"
+        )
+        assert cond_of(kube, "hold", "Suspended")["status"] == "True", status["conditions"]
+        counts = status["counts"]
+        assert (counts["pending"], counts["infraErrors"], counts["retries"]) == (2, 0, 0), counts
+        stopped = {p for _, p, c, sig in kubelet.signals if c == "runner" and sig == "SIGTERM"}
+        assert stopped == set(first), kubelet.signals
+        await asyncio.to_thread(stack.close)  # the operator restarts while the run is suspended
+        with operator(kube):
+            await asyncio.sleep(3)
+            assert pod_creations(kube) == 2 and phase(kube, "hold") == "Suspended"
+            kube.patch("evalruns", NS, "hold", {"spec": {"suspend": False}})
+            status = await wait_until(lambda: in_phase(kube, "hold", "Succeeded", "Failed"), 120, "the run to end")
+    assert status["phase"] == "Succeeded", status
+    resumed = next(c for c in status["conditions"] if c["type"] == "Suspended")
+    assert (resumed["status"], resumed["reason"]) == ("False", "Resumed"), resumed
+    assert sorted(kubelet.started) == sorted(first * 2), kubelet.started  # the same names: no retry used
+    counts = status["counts"]
+    assert (counts["finished"], counts["passed"], counts["infraErrors"], counts["retries"]) == (2, 2, 0, 0), counts
+    recs = records_under(s3, bucket, "runs/")
+    assert all(r["passed"] is True and r["infra_attempts"] == 1 for r in recs.values()), recs
+
+
+# -- F7: spec.activeDeadlineSeconds, like a Job's ------------------------------------------------------------
+
+
+async def test_a_run_past_its_active_deadline_fails_with_its_pods_stopped_and_records_kept(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
+    """Two trials, one at a time, and a 6 s deadline. The test plays the node: the first trial passes, the second's
+    pod runs on. Past the deadline the run ends Failed (DeadlineExceeded), its pod deleted, the status showing
+    none running, and the first trial's record kept."""
+    body = evalrun(
+        "late",
+        image_pack,
+        s3,
+        bucket,
+        models=[ORACLE_SLOW],
+        attempts=1,
+        concurrency={"total": 1},
+        tasks=tasks(image_pack, 0, 1),
+        activeDeadlineSeconds=6,
+    )
+    with operator(kube):
+        kube.create(body)
+        run, trials = planned(kube, body)
+        [pod] = await wait_until(lambda: kube.objects("pods", NS), 20, "the first trial's pod")
+        done = next(t for t in trials if t.trial_id == pod["metadata"]["annotations"][ANN_TRIAL])
+        await play_passed(kube, run, done, pod["metadata"]["name"])
+        await wait_until(lambda: pod_creations(kube) == 2, 10, "the second trial's pod")
+        [second] = pod_names(kube)
+        await play_running(kube, "late", second, "played-node")
+        status = await wait_until(lambda: in_phase(kube, "late", "Failed", "Succeeded"), 20, "the run to end")
+        # Deleted: on its (played) node it stays Terminating until the node removes it.
+        deleted = await wait_until(lambda: got(kube, second)["metadata"].get("deletionTimestamp"), 15, raising=False)
+        assert deleted, f"the pod of a run past its deadline was left running: {got(kube, second)}"
+    failed = cond_of(kube, "late", "Failed")
+    assert status["phase"] == "Failed" and failed["reason"] == "DeadlineExceeded", failed
+    assert "spec.activeDeadlineSeconds 6" in failed["message"], failed
+    counts = status_of(kube, "late")["counts"]
+    assert (counts["finished"], counts["passed"], counts["running"]) == (1, 1, 0), counts
+    assert list(records_under(s3, bucket, "runs/")) == [done.trial_id]

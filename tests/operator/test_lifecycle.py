@@ -235,7 +235,7 @@ async def test_pod_on_a_lost_node_is_counted_failed_after_its_deadline(
 ) -> None:
     """A pod that ran, then its node stopped reporting (phase Unknown, no kubelet to enforce
     activeDeadlineSeconds): an infrastructure failure once its deadline and grace have passed, not a run that
-    waits forever."""
+    waits forever. Its only trial unscored, the run ends Failed (NoTrialScored)."""
     monkeypatch.setenv("MCPFLEET_POD_GRACE_SECONDS", "0")
     monkeypatch.setattr("mcpfleet.operator.reconciler.LOST_POD_GRACE_SECONDS", 3.0, raising=False)
     body = one_trial(
@@ -259,7 +259,9 @@ async def test_pod_on_a_lost_node_is_counted_failed_after_its_deadline(
         )
         await asyncio.sleep(1.5)
         kube.patch("pods", NS, name, {"status": {"phase": "Unknown", "reason": "NodeLost"}}, subresource="status")
-        await wait_until(lambda: phase(kube, "lost") == "Succeeded", 30, "the run to finish")
+        await wait_until(lambda: phase(kube, "lost") == "Failed", 30, "the run to finish")
+    failed = next(c for c in status_of(kube, "lost")["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "NoTrialScored", failed
     counts = status_of(kube, "lost")["counts"]
     assert counts["infraErrors"] == 1 and counts["finished"] == 1, counts
     [err] = infra_errors(s3, bucket)

@@ -1,6 +1,8 @@
 """How the reconciler takes a batch of pod events (operator/reconciler.py): different trials' outcomes at once,
-one trial's events in order, and a run that fails mid-batch stops cleanly. And what it launches first when an
-earlier run's trial times are named (spec.launchOrder.learnFrom)."""
+one trial's events in order, and a run that fails mid-batch stops cleanly. What it launches first when an
+earlier run's trial times are named (spec.launchOrder.learnFrom). And the Job-like status it keeps (with the API
+answered at once, so each step's effect is checked exactly): suspend, a run that scored nothing, a failed run's
+last counts, conditions' transition times, the failure streak after a restart, spec.activeDeadlineSeconds."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ class FakeKube:
         self.deleted: list[str] = []
         self.gone: set[str] = set()  # pods whose delete answers 404
         self.hold: dict[str, Callable[[], bool]] = {}  # pod -> its delete answers once this holds
+        self.pods: list[dict[str, Any]] = []  # what list_pods answers (the run's pods an operator finds)
 
     async def create_pod(self, namespace: str, pod: dict[str, Any]) -> bool:
         self.created.append(pod)
@@ -46,13 +49,13 @@ class FakeKube:
         return name not in self.gone
 
     async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        return []
+        return list(self.pods)
 
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self.status = status
 
 
-def evalrun(pack: Path, out: Path, trials: int, backoff_limit: int | None = None) -> kopf.Body:
+def evalrun(pack: Path, out: Path, trials: int, backoff_limit: int | None = None, **spec: Any) -> kopf.Body:
     raw: Any = {  # kopf's RawBody type knows no metadata.generation
         "apiVersion": "mcpfleet.io/v1alpha1",
         "kind": "EvalRun",
@@ -64,6 +67,7 @@ def evalrun(pack: Path, out: Path, trials: int, backoff_limit: int | None = None
             "concurrency": {"total": trials},
             "retries": {"limit": 0, "backoffSeconds": 0, "backoffLimit": backoff_limit},
             "output": {"uri": str(out)},
+            **spec,
         },
         "status": {},
     }
@@ -74,8 +78,8 @@ def finished_pod(pod: dict[str, Any]) -> dict[str, Any]:
     return {**pod, "status": {"phase": "Succeeded"}}
 
 
-def record(trial: TrialSpec, failure: str | None = None) -> bytes:
-    now = now_iso()
+def record(trial: TrialSpec, failure: str | None = None, at: str | None = None) -> bytes:
+    now = at or now_iso()
     return dumps(
         TrialResult(
             **trial.record_identity(),
@@ -94,12 +98,18 @@ def quiet_events(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kopf, "warn", lambda *a, **k: None)
 
 
-async def launched_run(tmp_path: Path, trials: int, backoff_limit: int | None = None) -> tuple[Reconciler, FakeKube]:
-    pack = make_tiny_pack(tmp_path / "pack", tasks=trials)
-    kube = FakeKube()
+def reconciler(body: kopf.Body, kube: FakeKube) -> Reconciler:
     shared = Shared(settings=OperatorSettings(create_rate=1000.0, max_pods=1000), kube=kube)  # type: ignore[arg-type]
     shared.tokens = 1000.0
-    rec = Reconciler(shared, evalrun(pack, tmp_path / "out", trials, backoff_limit), logging.getLogger("test"))
+    return Reconciler(shared, body, logging.getLogger("test"))
+
+
+async def launched_run(
+    tmp_path: Path, trials: int, backoff_limit: int | None = None, **spec: Any
+) -> tuple[Reconciler, FakeKube]:
+    pack = make_tiny_pack(tmp_path / "pack", tasks=trials)
+    kube = FakeKube()
+    rec = reconciler(evalrun(pack, tmp_path / "out", trials, backoff_limit, **spec), kube)
     assert await rec.load()
     await rec.rebuild()
     await rec.step()
@@ -224,3 +234,261 @@ async def test_a_run_launches_the_task_an_earlier_run_found_longest_first(
     body["metadata"]["generation"] = 2
     await rec.check_spec()
     assert any(reason == "LaunchHistory" and "second" in m and "1 trial times" in m for _, reason, m in events)
+
+
+# ------------------------------------------------------------------- Job-like status
+
+
+@pytest.fixture
+def posted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
+    """The Kubernetes events the reconciler posts: (type, reason, message)."""
+    events: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(kopf, "info", lambda body, reason, message: events.append(("Normal", reason, message)))
+    monkeypatch.setattr(kopf, "warn", lambda body, reason, message: events.append(("Warning", reason, message)))
+    return events
+
+
+def edit(rec: Reconciler, **spec: Any) -> None:
+    """An edit of the run's spec, as kopf's live body shows it (a new generation)."""
+    rec.body["spec"].update(spec)
+    rec.body["metadata"]["generation"] += 1
+
+
+def tid_of(pod: dict[str, Any]) -> str:
+    return str(pod["metadata"]["annotations"][ANN_TRIAL])
+
+
+def with_status(pod: dict[str, Any], phase: str) -> dict[str, Any]:
+    return {**pod, "status": {"phase": phase}}
+
+
+async def test_suspend_deletes_the_pods_and_their_trials_wait_without_using_a_try(
+    tmp_path: Path, posted: list[tuple[str, str, str]]
+) -> None:
+    """spec.suspend, as a Job's: every pod of the run is deleted and Suspended=True says so. A pod that stored its
+    record before it stopped is that trial's outcome; the others' trials go back to pending, no retry charged, no
+    infrastructure error, no record written, and each is taken only once its pod is gone (its name is used again).
+    The resume sets Suspended=False (Resumed), restarts status.startedAt (the deadline's clock, as a Job's
+    startTime) and launches the waiting trials under their first try's names."""
+    rec, kube = await launched_run(tmp_path, 3)
+    assert rec.state is not None and rec.store is not None
+    first, second, third = kube.created
+    started = rec.started_at
+    edit(rec, suspend=True)
+    await rec.step()
+    assert sorted(kube.deleted) == sorted(p["metadata"]["name"] for p in kube.created)
+    suspended = rec.conditions["Suspended"]
+    assert (suspended["status"], suspended["reason"]) == ("True", "JobSuspended"), suspended
+    assert [r for _, r, _ in posted].count("Suspended") == 1
+    rec.store.commit(tid_of(first), record(rec.state.trials[tid_of(first)]))  # stored before its runner stopped
+    for kind, pod in [
+        ("MODIFIED", with_status(first, "Succeeded")),
+        ("DELETED", with_status(first, "Succeeded")),
+        ("MODIFIED", with_status(second, "Failed")),  # stopped by the deletion; the pod is not gone yet
+        ("DELETED", with_status(third, "Running")),
+    ]:
+        rec.queue.put_nowait((kind, pod))
+    await rec.step()
+    assert list(rec.state.done) == [tid_of(first)]
+    assert list(rec.state.in_flight) == [tid_of(second)]  # waits for its pod to be gone
+    rec.queue.put_nowait(("DELETED", with_status(second, "Failed")))
+    await rec.step()
+    assert not rec.state.in_flight and rec.shared.inflight == 0
+    assert rec.state.retries == {} and rec.state.infra_streak == 0
+    status = rec.status()
+    assert status["phase"] == "Suspended", status
+    assert status["counts"] == {
+        "total": 3,
+        "pending": 2,
+        "running": 0,
+        "finished": 1,
+        "passed": 1,
+        "failed": 0,
+        "infraErrors": 0,
+        "retries": 0,
+    }, status["counts"]
+    assert rec.store.read_result(tid_of(second)) is None and rec.store.read_result(tid_of(third)) is None
+    assert len(kube.created) == 3  # nothing launched while suspended
+    await asyncio.sleep(0.01)
+    edit(rec, suspend=False)
+    await rec.step()
+    resumed = rec.conditions["Suspended"]
+    assert (resumed["status"], resumed["reason"]) == ("False", "Resumed"), resumed
+    assert rec.status()["phase"] == "Running"
+    assert started is not None and rec.started_at is not None and rec.started_at > started
+    relaunched = kube.created[3:]
+    assert sorted(p["metadata"]["name"] for p in relaunched) == sorted(p["metadata"]["name"] for p in (second, third))
+    assert all(p["metadata"]["labels"]["mcpfleet.io/retry"] == "0" for p in relaunched)
+
+
+async def test_a_restart_while_suspended_stops_the_pods_it_finds_without_charging_their_trials(
+    tmp_path: Path, posted: list[tuple[str, str, str]]
+) -> None:
+    """The operator restarts while a suspended run's pods are still stopping (one still running, one stopped but not
+    yet gone). The new one deletes them too and counts neither as a try; startedAt stays as it was."""
+    pack = make_tiny_pack(tmp_path / "pack", tasks=2)
+    out = tmp_path / "out"
+    kube = FakeKube()
+    before = reconciler(evalrun(pack, out, 2), kube)
+    assert await before.load()
+    await before.rebuild()
+    await before.step()
+    running, stopped = kube.created
+    body = evalrun(pack, out, 2, suspend=True)
+    body["metadata"]["generation"] = 2
+    since = "2026-01-01T00:00:00.000Z"
+    body["status"].update(
+        phase="Suspended",
+        startedAt=since,
+        observedGeneration=2,
+        conditions=[{"type": "Suspended", "status": "True", "reason": "JobSuspended", "lastTransitionTime": since}],
+    )
+    kube.pods = [with_status(running, "Running"), with_status(stopped, "Failed")]
+    kube.deleted.clear()
+    rec = reconciler(body, kube)
+    assert await rec.load()
+    await rec.rebuild()
+    await rec.step()
+    assert sorted(kube.deleted) == sorted(p["metadata"]["name"] for p in kube.pods)
+    assert rec.state is not None and len(rec.state.in_flight) == 2  # each waits for its pod to be gone
+    for pod in kube.pods:
+        rec.queue.put_nowait(("DELETED", pod))
+    await rec.step()
+    assert not rec.state.in_flight and not rec.state.done and rec.state.retries == {}
+    status = rec.status()
+    assert status["phase"] == "Suspended" and status["startedAt"] == since
+    assert status["counts"]["pending"] == 2 and status["counts"]["infraErrors"] == 0, status["counts"]
+    assert rec.conditions["Suspended"]["lastTransitionTime"] == since  # still suspended: no new transition
+    assert not [r for _, r, _ in posted if r == "Suspended"]  # said once, by the operator that suspended it
+    assert len(kube.created) == 2
+
+
+async def test_a_run_created_suspended_starts_when_resumed(tmp_path: Path, posted: list[tuple[str, str, str]]) -> None:
+    pack = make_tiny_pack(tmp_path / "pack", tasks=2)
+    kube = FakeKube()
+    rec = reconciler(evalrun(pack, tmp_path / "out", 2, suspend=True), kube)
+    assert await rec.load()
+    await rec.rebuild()
+    await rec.step()
+    status = rec.status()
+    assert status["phase"] == "Suspended" and "startedAt" not in status, status
+    assert rec.conditions["Suspended"]["status"] == "True"
+    assert not kube.created and "Started" not in [r for _, r, _ in posted]
+    edit(rec, suspend=False)
+    await rec.step()
+    assert rec.status()["startedAt"] and [r for _, r, _ in posted].count("Started") == 1
+    assert len(kube.created) == 2
+
+
+async def test_a_failed_runs_last_status_shows_none_of_its_pods_running(tmp_path: Path, quiet_events: None) -> None:
+    """Past backoffLimit the run fails and its pods are deleted: the status it ends with says none runs (their
+    trials pending), not the count of before."""
+    rec, kube = await launched_run(tmp_path, 8, backoff_limit=2)
+    for pod in kube.created[:3]:
+        rec.queue.put_nowait(("DELETED", pod))  # gone before it finished, no record
+    await rec.step()
+    assert rec.state is None and kube.status["phase"] == "Failed"
+    counts = kube.status["counts"]
+    assert (counts["running"], counts["pending"], counts["infraErrors"]) == (0, 5, 3), counts
+    assert rec.status()["counts"] == counts  # written again (a failed write) the same
+
+
+async def test_a_run_that_scored_no_trial_fails(tmp_path: Path, posted: list[tuple[str, str, str]]) -> None:
+    """Every trial an infrastructure error: the run measured nothing, so it ends Failed (NoTrialScored), not
+    Succeeded/Complete."""
+    rec, kube = await launched_run(tmp_path, 2)
+    for pod in kube.created:
+        rec.queue.put_nowait(("DELETED", pod))
+    await rec.step()
+    assert rec.phase == "Failed" and kube.status["phase"] == "Failed"
+    failed, complete = rec.conditions["Failed"], rec.conditions["Complete"]
+    assert (failed["status"], failed["reason"]) == ("True", "NoTrialScored"), failed
+    assert (complete["status"], complete["reason"]) == ("False", "NoTrialScored"), complete
+    assert "none of the 2 trials was scored (2 infra_error)" in failed["message"], failed
+    assert ("Warning", "NoTrialScored") in [(k, r) for k, r, _ in posted]
+
+
+async def test_a_run_with_some_unscored_trials_succeeds_and_says_how_many(tmp_path: Path, quiet_events: None) -> None:
+    rec, kube = await launched_run(tmp_path, 2)
+    assert rec.store is not None and rec.state is not None
+    ok, lost = kube.created
+    rec.store.commit(tid_of(ok), record(rec.state.trials[tid_of(ok)]))
+    rec.queue.put_nowait(("MODIFIED", finished_pod(ok)))
+    rec.queue.put_nowait(("DELETED", lost))
+    await rec.step()
+    assert rec.phase == "Succeeded" and "Failed" not in rec.conditions
+    complete = rec.conditions["Complete"]
+    assert complete["status"] == "True" and "2 trials recorded, 1 not scored" in complete["message"], complete
+    assert kube.status["counts"]["infraErrors"] == 1 and kube.status["notScored"]["infra_error"] == 1
+
+
+async def test_a_condition_keeps_its_transition_time_while_its_status_holds(tmp_path: Path, quiet_events: None) -> None:
+    """lastTransitionTime is when the status last changed (the Kubernetes convention), not when it was last set."""
+    pack = make_tiny_pack(tmp_path / "pack", tasks=1)
+    body = evalrun(pack, tmp_path / "out", 1)
+    then = "2026-01-01T00:00:00.000Z"
+    body["status"]["conditions"] = [
+        {
+            "type": "Valid",
+            "status": "True",
+            "reason": "Planned",
+            "message": "1 trials planned",
+            "lastTransitionTime": then,
+        }
+    ]
+    rec = reconciler(body, FakeKube())
+    assert await rec.load()  # sets Valid=True again
+    assert rec.conditions["Valid"]["lastTransitionTime"] == then
+    rec.set_condition("Valid", False, "TasksUnavailable", "the pack cannot be read")
+    assert rec.conditions["Valid"]["lastTransitionTime"] > then
+    assert rec.conditions["Valid"]["reason"] == "TasksUnavailable"
+
+
+async def test_a_restart_counts_on_the_infrastructure_failures_in_a_row(tmp_path: Path, quiet_events: None) -> None:
+    """backoffLimit counts infrastructure failures in a row; a restart rebuilds the count from the records (those
+    stored after the last trial that ended otherwise), so it does not start again from zero."""
+    pack = make_tiny_pack(tmp_path / "pack", tasks=5)
+    out = tmp_path / "out"
+    kube = FakeKube()
+    rec = reconciler(evalrun(pack, out, 5, backoff_limit=2), kube)
+    assert await rec.load()
+    assert rec.state is not None and rec.store is not None
+    old, passed, infra1, infra2, last = rec.state.trials.values()
+    rec.store.commit(old.trial_id, record(old, "infra_error", "2026-01-01T10:00:00.000Z"))  # before the reset
+    rec.store.commit(passed.trial_id, record(passed, None, "2026-01-01T10:01:00.000Z"))
+    rec.store.commit(infra1.trial_id, record(infra1, "infra_error", "2026-01-01T10:02:00.000Z"))
+    rec.store.commit(infra2.trial_id, record(infra2, "infra_error", "2026-01-01T10:03:00Z"))
+    await rec.rebuild()
+    assert rec.state.infra_streak == 2
+    await rec.step()
+    [pod] = kube.created
+    assert tid_of(pod) == last.trial_id
+    rec.queue.put_nowait(("DELETED", pod))  # a third in a row: over backoffLimit 2
+    await rec.step()
+    assert rec.phase == "Failed" and rec.conditions["Failed"]["reason"] == "BackoffLimitExceeded"
+
+
+async def test_a_run_past_its_active_deadline_fails_and_stops_its_pods(tmp_path: Path, quiet_events: None) -> None:
+    rec, kube = await launched_run(tmp_path, 2, activeDeadlineSeconds=30)
+    kube.pods = list(kube.created)
+    await rec.step()
+    assert rec.state is not None and not kube.deleted  # within its deadline
+    rec.started_at = "2026-01-01T00:00:00.000Z"  # active for long since
+    await rec.step()
+    assert rec.state is None and rec.phase == "Failed"
+    failed = rec.conditions["Failed"]
+    assert failed["reason"] == "DeadlineExceeded" and "over spec.activeDeadlineSeconds 30" in failed["message"]
+    assert sorted(kube.deleted) == sorted(p["metadata"]["name"] for p in kube.created)
+    assert kube.status["phase"] == "Failed" and kube.status["counts"]["running"] == 0, kube.status
+
+
+async def test_a_suspended_run_is_not_failed_by_its_deadline(tmp_path: Path, quiet_events: None) -> None:
+    rec, kube = await launched_run(tmp_path, 1, activeDeadlineSeconds=30)
+    edit(rec, suspend=True)
+    await rec.step()
+    rec.started_at = "2026-01-01T00:00:00.000Z"
+    await rec.step()
+    assert rec.state is not None and rec.status()["phase"] == "Suspended"
+    edit(rec, suspend=False)  # the resume restarts the clock
+    await rec.step()
+    assert rec.state is not None and rec.status()["phase"] == "Running"
