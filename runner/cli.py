@@ -434,6 +434,15 @@ def export(
         console.print(
             f"[yellow]note:[/] {done.rebuilt} meta.json rebuilt from result.json (recorded by an older mcpfleet)"
         )
+    if done.unscored:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(done.unscored.items()))
+        console.print(
+            f"[yellow]note:[/] {sum(done.unscored.values())} trial(s) mcpfleet does not score ({kinds}) are exported "
+            "as MCPMark records them (success: false): MCPMark's aggregators count them as failures, mcpfleet's "
+            "summary leaves them out. Run the same EvalRun again to re-run them, then export again.",
+            highlight=False,
+            soft_wrap=True,
+        )
     # aggregate_results --exp-name reports a model only with results for all five of MCPMark's services (and never
     # matches <service>-easy folders); aggregate_specific_results reads one <model>__<service> folder.
     console.print(

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .records import MCPMarkFacts, TrialResult, dumps_mcpmark, mcpmark_meta
+from .outcome import is_scored
+from .records import MCPMarkFacts, TrialResult, dumps_mcpmark, mcpmark_meta, parse_time
 from .store import ResultStore
 
 
@@ -33,6 +33,9 @@ class Exported:
     attempts: int = 0
     folders: set[str] = field(default_factory=set)  # <model>__<service>
     rebuilt: int = 0  # trials whose meta.json predates MCPMark's format and was rebuilt from result.json
+    # Trials mcpfleet does not score (infra, provider, config errors) by kind: exported as MCPMark records them
+    # (success false), so MCPMark's aggregators count them as failures where mcpfleet's summary leaves them out.
+    unscored: dict[str, int] = field(default_factory=dict)
 
 
 def model_folder(model_name: str, reasoning_effort: str | None) -> str:
@@ -47,10 +50,8 @@ def service_folder(service: str, difficulty: str) -> str:
 
 
 def _iso_ts(value: str) -> float:
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
+    t = parse_time(value)
+    return t.timestamp() if t is not None else 0.0
 
 
 def _rebuilt_meta(rec: dict[str, Any]) -> dict[str, Any]:
@@ -117,6 +118,8 @@ def export_mcpmark(store: ResultStore, dest: Path, exp_name: str | None = None) 
         messages = store.read_trial_file(rec["trial_id"], "messages.json")
         (task_dir / "messages.json").write_bytes(messages if messages is not None else dumps_mcpmark([]))
         out.trials += 1
+        if not is_scored(rec.get("failure")):
+            out.unscored[rec["failure"]] = out.unscored.get(rec["failure"], 0) + 1
         out.attempts = max(out.attempts, int(rec["attempt"]))
         out.folders.add(folder)
     return out

@@ -216,12 +216,10 @@ def _http_date(v: str) -> float | None:
 
 
 def _iso_time(v: str) -> float | None:
-    from datetime import datetime
+    from .records import parse_time
 
-    try:
-        return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    t = parse_time(v)
+    return t.timestamp() if t is not None else None
 
 
 def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any
 
 from .outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR
+from .records import parse_time
 from .store import StoreConfig, StoreError
 
 Sample = tuple[str, str, float]  # (task id, model name, seconds)
@@ -28,10 +28,8 @@ class History:
 
 def record_seconds(record: dict[str, Any]) -> float | None:
     """A stored trial's runner time (started_at to finished_at), None if the record does not say."""
-    try:
-        start = datetime.fromisoformat(str(record["started_at"]).replace("Z", "+00:00"))
-        end = datetime.fromisoformat(str(record["finished_at"]).replace("Z", "+00:00"))
-    except (KeyError, TypeError, ValueError):
+    start, end = parse_time(record.get("started_at")), parse_time(record.get("finished_at"))
+    if start is None or end is None:
         return None
     seconds = (end - start).total_seconds()
     return seconds if seconds > 0 else None

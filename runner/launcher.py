@@ -123,11 +123,16 @@ def reconcile_records(run: EvalRun, trials: list[TrialSpec], store: ResultStore)
     return RunState(todo=todo, skipped=skipped)
 
 
-def fresh_name(base: str, config: StoreConfig) -> str:
+def fresh_name(base: str, config: StoreConfig, limit: int = 63) -> str:
+    """``<base>-2``, ``-3``, ...: the first run name not used yet, the base cut so that the name stays a DNS label
+    of at most ``limit`` characters, as the spec requires of every run name (it names pods and labels)."""
     n = 2
-    while config.with_name(f"{base}-{n}").open().exists():
+    while True:
+        suffix = f"-{n}"
+        name = base[: limit - len(suffix)].rstrip("-") + suffix
+        if not config.with_name(name).open().exists():
+            return name
         n += 1
-    return f"{base}-{n}"
 
 
 class Scheduler:
@@ -247,6 +252,15 @@ class Scheduler:
         self.pool.shutdown()
 
 
+def _summary_on_interrupt(run: EvalRun, trials: list[TrialSpec], store: ResultStore, stopped: dict[str, str]) -> None:
+    """An interrupted run's summary.json says what is recorded so far (``complete: false``) instead of what an
+    earlier run left there. Never in the way of the interrupt: a failure is ignored, a second Ctrl-C skips it."""
+    try:
+        write_summary(run, trials, store, stopped)
+    except Exception:  # noqa: BLE001 - the records are what count; the summary is rebuilt by the next run
+        pass
+
+
 def write_summary(
     run: EvalRun, trials: list[TrialSpec], store: ResultStore, stopped: dict[str, str] | None = None
 ) -> dict[str, Any]:
@@ -344,6 +358,7 @@ def _execute(
                 asyncio.run(scheduler.run_all())
             except KeyboardInterrupt:
                 scheduler.close(interrupted=True)
+                _summary_on_interrupt(run, trials, store, state.stopped)
                 raise
             scheduler.close()
     summary = write_summary(run, trials, store, state.stopped)

@@ -6,8 +6,9 @@ explicit ones say why the agent never got there. A passing verifier wins: the en
 Some outcomes measured nothing of the model (``NOT_SCORED``): the harness failed (``infra_error``), the
 provider failed after its retries (``provider_error``: 5xx/429, hangs, dropped connections, unusable
 replies), or the model cannot be reached as configured (``config_error``: 401/403, unknown model, an
-unreachable base URL). They are left out of every score, counted apart, and run again on resume; they
-win over a passing verifier too, since a trial interrupted by its provider is not a whole trial.
+unreachable base URL). They are left out of every score, counted apart, and run again on resume. A passing
+end state still wins over a provider error once the model had answered (MCPMark verifies whatever the agent
+left and records the pass); the trial decides that (``passed``), this function only names the outcome.
 """
 
 from __future__ import annotations
@@ -73,10 +74,10 @@ def classify(
     """Return None for a pass, else the failure category (final_text None: the model ended without text)."""
     if infra_error:
         return INFRA_ERROR
-    if stop_reason in (PROVIDER_ERROR, CONFIG_ERROR):
-        return stop_reason
     if passed:
         return None
+    if stop_reason in (PROVIDER_ERROR, CONFIG_ERROR):
+        return stop_reason
     explicit = {
         "timeout": TIMEOUT,
         "context_overflow": CONTEXT_OVERFLOW,

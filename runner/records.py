@@ -96,6 +96,18 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def parse_time(value: object) -> datetime | None:
+    """A timestamp as records and the Kubernetes API write it (``...Z`` or an offset; naive: UTC), None when the
+    value is missing or no ISO-8601 time: every reader of a stored or foreign record says what that means."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
 def _user_text(content: Any) -> str:
     if isinstance(content, list):
         return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")

@@ -691,6 +691,19 @@ def _explain(err: ErrorDetails) -> str:
         return text
     if kind == "value_error":
         return str(ctx.get("error", msg)).removeprefix("Value error, ")
+    strict = {
+        "int_type": "a whole number",
+        "float_type": "a number",
+        "bool_type": "true or false",
+        "string_type": "text",
+    }
+    if kind in strict:  # strict, as the CRD's schema: say what was given, since YAML decides its type
+        given = json.dumps(err.get("input"), default=str)
+        if kind == "string_type":
+            hint = " (quote it in YAML)"
+        else:
+            hint = " (quoted in YAML, so it is text: remove the quotes)" if isinstance(err.get("input"), str) else ""
+        return f"must be {strict[kind]}, not {given[:60]}{hint}"
     return msg[0].lower() + msg[1:] if msg else kind
 
 
@@ -733,7 +746,10 @@ def parse_evalrun(data: Any, source: str | None = None) -> EvalRun:
     if problems := _size_problems(data):
         raise SpecError(problems, source)
     try:
-        return EvalRun.model_validate(data)
+        # Strict, as the API server's schema is: `attempts: true`, `attempts: "3"` or `suspend: "yes"` is refused
+        # by kubectl apply, so it is refused here too instead of running 1 attempt. JSON mode: enums are their
+        # values; anything YAML decodes beyond JSON (an unquoted date) arrives as its text, as kubectl sends it.
+        return EvalRun.model_validate_json(json.dumps(data, default=str), strict=True)
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc), source) from None
 

@@ -374,8 +374,12 @@ async def run_trial(
             await _judge_calls(spec, run, ctx, notes, secrets)
         run = run or agents.AgentRun(messages=[])
         calls = run.tool_calls
-        # A trial its provider cut short is not a whole trial, whatever its end state: it is not scored.
-        whole = infra is None and run.stop_reason not in (agents.STOP_PROVIDER, agents.STOP_CONFIG)
+        # A trial its provider cut short measured nothing of the model, unless its end state passes already: MCPMark
+        # verifies whatever the agent left and records that pass (base/task_manager.py ``execute_task``), and so
+        # does mcpfleet once the model had answered (a state that passes untouched is the task's fault). The
+        # record still says the provider failed (stop_reason, error). A configuration error never scores.
+        credited = run.stop_reason == agents.STOP_PROVIDER and run.responses > 0
+        whole = infra is None and (run.stop_reason not in (agents.STOP_PROVIDER, agents.STOP_CONFIG) or credited)
         passed = whole and verifier.exit_code == 0
         failure = classify(
             passed=passed,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import multiprocessing.forkserver
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -296,6 +297,26 @@ def test_resume_runs_only_unfinished_trials(tmp_path: Path, capsys: pytest.Captu
 
 
 # --------------------------------------------------------------------------------------- spec changes
+
+
+@pytest.mark.parametrize("length", [5, 60, 61, 62, 63])
+def test_new_run_names_stay_dns_labels(tmp_path: Path, length: int) -> None:
+    """`--new-run` on a 63-character name wrote `<name>-2`, 65 characters: a run name no spec may have (it names
+    pods and labels), which the operator would refuse and `--new-run` again would extend."""
+    from mcpfleet.runner.launcher import fresh_name
+    from mcpfleet.runner.spec import DNS_LABEL
+    from mcpfleet.runner.store import store_config
+
+    base = ("r" * (length - 2)) + "-x" if length > 2 else "r" * length
+    config = store_config(str(tmp_path / "runs"), base, tmp_path)
+    seen = [base]
+    for _ in range(11):  # up to -12: the suffix grows a digit
+        name = fresh_name(base, config)
+        assert len(name) <= 63 and re.match(DNS_LABEL, name) and name not in seen, (name, seen)
+        assert name.startswith(base[: 63 - len(name.rsplit("-", 1)[1]) - 1].rstrip("-"))
+        seen.append(name)
+        config.with_name(name).open().write_json("run.json", {})  # that run exists now
+    assert seen[1].endswith("-2") and seen[-1].endswith("-12")
 
 
 def test_changed_spec_is_refused_new_run_and_more_attempts_are_not(tmp_path: Path) -> None:
@@ -652,6 +673,14 @@ def check_interrupted_records(root: Path) -> set[str]:
     return unfinished
 
 
+def assert_interrupted_summary(root: Path) -> None:
+    """summary.json of an interrupted run says what was recorded, not complete (before: not written at all, or
+    an earlier run's left in place)."""
+    summary = json.loads((root / "summary.json").read_text())
+    assert (summary["trials_planned"], summary["complete"]) == (6, False), summary
+    assert summary["trials_recorded"] == len(results(root)), summary
+
+
 def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = SlowCliRun(tmp_path, "ctrlc")
     try:
@@ -666,6 +695,7 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path: Path, capsys: py
         assert "run the same command again to resume" in flat(err)
 
         unfinished = check_interrupted_records(run.root)
+        assert_interrupted_summary(run.root)
         assert not run.leftovers()
         assert not [p.name for p in Path(run.tmpdir).glob("mcpfleet-*")]  # no trial or spare-server folder
     finally:
@@ -695,6 +725,7 @@ def test_sigterm_stops_the_run_without_orphans(tmp_path: Path) -> None:
         assert time.monotonic() - t0 < 10
         assert code != 0
         check_interrupted_records(run.root)
+        assert_interrupted_summary(run.root)
         left = run.leftovers()
         assert not left, [p[3][:100] for p in left]
     finally:

@@ -214,6 +214,32 @@ def test_a_retryable_error_makes_mcpmark_set_the_model_aside(tmp_path: Path) -> 
     assert set(aggregated["filesystem"]) == {"steady-high"}
 
 
+def test_unscored_trials_are_exported_with_a_note_that_the_numbers_differ(tmp_path: Path) -> None:
+    """MCPMark has no unscored outcome: its aggregators count an exported infra or provider error as a failure,
+    which mcpfleet's summary leaves out. The export says so, naming how many and which kinds."""
+    pack, root = tmp_path / "tasks", tmp_path / "runs" / "synthetic"
+    write_run(root, pack)
+    for trial_id, kind in (
+        ("flaky.filesystem.standard.cat.b.2", "provider_error"),
+        ("steady.filesystem.standard.cat.c.1", "infra_error"),
+    ):
+        path = root / "trials" / trial_id / "result.json"
+        rec = json.loads(path.read_text())
+        path.write_text(json.dumps(rec | {"failure": kind}))
+    done = export_mcpmark(LocalStore(root), tmp_path / "results")
+    assert done.trials == 24 and done.unscored == {"infra_error": 1, "provider_error": 1}
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    out = subprocess.run(
+        [str(MCPFLEET), "export", str(root), str(tmp_path / "again")], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    text = " ".join(out.stdout.split())
+    assert "note: 2 trial(s) mcpfleet does not score (1 infra_error, 1 provider_error)" in text, out.stdout
+    assert "count them as failures" in text
+    write_run(tmp_path / "runs" / "clean", tmp_path / "t2")
+    assert export_mcpmark(LocalStore(tmp_path / "runs" / "clean"), tmp_path / "r2").unscored == {}
+
+
 # -- end to end: mcpfleet run, then mcpfleet export -----------------------------------------------------
 
 

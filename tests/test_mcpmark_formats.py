@@ -218,3 +218,30 @@ def test_tools_are_offered_as_mcpmark_offers_them() -> None:
     assert props["path"] == {"type": "string"} and props["items"]["items"] == {"type": "number"}
     assert props["mode"]["enum"] == ["a", "b"] and gem["function"]["parameters"]["required"] == ["path"]
     assert MCPMARK.extra_params([plain]) == {"tool_choice": "auto"} and MCPMARK.extra_params([]) == {}
+
+
+@pytest.mark.parametrize(
+    "value,epoch",
+    [
+        ("2026-11-27T10:00:00.250Z", 1795773600.25),
+        ("2026-11-27T11:00:00+01:00", 1795773600.0),
+        ("2026-11-27T10:00:00", 1795773600.0),  # naive: UTC, never the machine's zone
+        ("", None),
+        ("yesterday", None),
+        (None, None),
+        (1796205600, None),
+    ],
+)
+def test_record_times_are_read_one_way(value: object, epoch: float | None) -> None:
+    """Records, exports, the history of earlier runs and the operator read timestamps through one function:
+    a record from another zone or a damaged one means the same everywhere (None: the caller's fallback)."""
+    from mcpfleet.runner.export import _iso_ts
+    from mcpfleet.runner.history import record_seconds
+    from mcpfleet.runner.records import parse_time
+
+    got = parse_time(value)
+    assert (got.timestamp() if got else None) == epoch
+    if isinstance(value, str):
+        assert _iso_ts(value) == (epoch or 0.0)
+    later = {"started_at": value, "finished_at": "2026-11-27T10:00:30.250Z"}
+    assert record_seconds(later) == (None if epoch is None else pytest.approx(1795773630.25 - epoch))

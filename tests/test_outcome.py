@@ -113,10 +113,13 @@ def test_every_category_is_reachable_and_listed() -> None:
 
 
 @pytest.mark.parametrize("stop", ["provider_error", "config_error"])
-def test_provider_and_config_errors_win_over_a_pass_and_are_not_scored(stop: str) -> None:
-    """A trial its provider cut short is not a whole trial: even a passing end state is not scored."""
-    assert c(passed=True, stop_reason=stop) == stop
+def test_provider_and_config_errors_are_not_scored_unless_the_trial_passed(stop: str) -> None:
+    """What the provider did is not the model's: a cut-short trial is not scored, whatever the model said. The
+    trial decides whether its end state passes anyway (tests/test_provider_faults.py); a pass is then a pass."""
+    assert c(stop_reason=stop) == stop
     assert c(stop_reason=stop, final_text="I cannot complete this task.", tool_calls=0) == stop
+    assert c(stop_reason=stop, malformed_calls=2, tool_calls=2, last_call_malformed=True) == stop
+    assert c(passed=True, stop_reason=stop) is None
     assert not is_scored(stop) and not is_scored(INFRA_ERROR)
     assert NOT_SCORED == {INFRA_ERROR, PROVIDER_ERROR, CONFIG_ERROR}
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import TINY_DESCRIPTION, make_tiny_pack
-from faultmatrix import CASES, CLOSED_PORT, PASSED, README, FaultCase, model_string, readme_table, render_table
+from faultmatrix import CASES, CLOSED_PORT, FAST, PASSED, README, FaultCase, model_string, readme_table, render_table
 
 import mcpfleet.runner.llm  # noqa: F401 - the warm-worker import (sets its LiteLLM env defaults once)
 from mcpfleet.runner import plan, spec, store, trial
@@ -135,6 +135,32 @@ async def test_empty_choices_keep_the_conversation_and_name_the_cause(scripted_u
     names = [i["name"] for i in json.loads((d / "messages.json").read_text()) if i.get("type") == "function_call"]
     assert names == ["list_allowed_directories", "read_text_file"]
     assert result.verifier.exit_code == 1 and "still in place" in result.verifier.stdout
+
+
+async def test_a_provider_that_fails_after_the_work_is_done_leaves_a_pass(scripted_url: str, tmp_path: Path) -> None:
+    """MCPMark verifies whatever the agent left, also after an agent error, and records a pass as a pass
+    (base/task_manager.py execute_task). Before, mcpfleet recorded provider_error (unscored, run again) for a
+    trial whose end state was already right: the tiny oracle makes its five tool calls, then every call fails."""
+    s = one(unique_pack(tmp_path / "pack"), "scripted/oracle?fault=status&fail_status=500&after=5", FAST)
+    result, d = await run(s, tmp_path / "out", scripted_url)
+    assert result.verifier.exit_code == 0, result.verifier.stdout
+    assert (result.passed, result.failure) == (True, None), (result.failure, result.error)
+    assert result.stop_reason == "provider_error" and "500" in (result.error or "")  # the record still says so
+    assert result.totals.tool_calls == 5 and result.totals.llm_retries > 0
+    meta = json.loads((d / "meta.json").read_text())["execution_result"]
+    assert meta["success"] is True and meta["error_message"], meta  # as MCPMark writes such a trial
+
+
+async def test_a_provider_error_before_any_answer_never_passes(scripted_url: str, tmp_path: Path) -> None:
+    """A state that passes untouched is the task's fault, not a model's pass: with no answer from the model, a
+    passing verifier still leaves the trial unscored."""
+    pack = unique_pack(tmp_path / "pack")
+    verify = pack / "filesystem" / "standard" / "tiny" / "move_todo_0" / "verify.py"
+    verify.write_text("import sys\nsys.exit(0)\n")
+    s = one(pack, "scripted/oracle?fault=status&fail_status=500&after=0", FAST)
+    result, _ = await run(s, tmp_path / "out", scripted_url)
+    assert result.verifier.exit_code == 0 and result.totals.tool_calls == 0
+    assert (result.passed, result.failure) == (False, "provider_error")
 
 
 async def test_a_key_echoed_by_a_401_is_never_written_or_returned(scripted_url: str, tmp_path: Path) -> None:
