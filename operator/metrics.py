@@ -60,6 +60,13 @@ INFRA_RETRIES = Counter(
     ["namespace", "run", "model"],
     registry=REGISTRY,
 )
+DISRUPTIONS = Counter(
+    "mcpfleet_trial_disruptions_total",
+    "Trial pods disrupted by Kubernetes (DisruptionTarget: a drain, preemption, taint or kubelet eviction, PodGC) "
+    "before their trial stored a record; run again as the same try unless disrupted too often in a row.",
+    ["namespace", "run", "model"],
+    registry=REGISTRY,
+)
 TOKENS = Counter(
     "mcpfleet_tokens_total",
     "LLM tokens of finished trials by kind (input, output, reasoning).",
@@ -104,6 +111,7 @@ def init_run(ns: str, run: str, model_services: list[tuple[str, str]]) -> None:
     RECONCILE_ERRORS.labels(ns, run)
     for model in {m for m, _ in model_services}:
         INFRA_RETRIES.labels(ns, run, model)
+        DISRUPTIONS.labels(ns, run, model)
     for model, service in model_services:
         TRIALS.labels(ns, run, model, service, "passed", "none")
         for category in CATEGORIES:

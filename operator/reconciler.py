@@ -30,7 +30,7 @@ from mcpfleet.runner.tasks import TaskError, bundled_root
 from . import metrics
 from .kube import ForeignPod, Kube
 from .manifests import ANN_TRIAL, LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, trial_pod
-from .runstate import RunState, plan_hash
+from .runstate import DISRUPTION_LIMIT, InFlight, RunState, plan_hash
 from .settings import OperatorSettings
 
 TERMINAL = ("Succeeded", "Failed")
@@ -645,11 +645,20 @@ class Reconciler:
             # while the pod was on a lost node, Terminating or Unknown. It may still be running, so it is waited
             # for as long as a runner that was seen running, never retried after the Pending path's short wait.
             inf.started = time.time()
-        if inf.suspended:
-            # Deleted by a suspend: taken once the pod is gone (its name is used again on resume), its record if it
-            # stored one deciding, as always.
+        _note_disruption(inf, kind, pod)
+        if inf.suspended or inf.disrupted:
+            # Deleted by a suspend, or disrupted by Kubernetes: taken once the pod is gone (its trial runs again under
+            # the same pod name if the try does not count), its record if it stored one deciding, as always.
             if kind == "DELETED":
-                await self.outcome(tid, pod, inf.reason)
+                await self.outcome(tid, pod, inf.reason or f"pod disrupted ({inf.disrupted})")
+            elif inf.suspended:
+                pass  # the suspend deleted it
+            elif meta.get("deletionTimestamp"):  # a drain or a preemption deletes it: its node stops it first
+                if inf.ending is None:
+                    inf.ending, inf.kill_by = time.time(), _ts(meta["deletionTimestamp"])
+                    inf.reason = inf.reason or f"pod disrupted ({inf.disrupted})"
+            elif phase in TERMINAL and inf.ending is None:  # stopped on its node (a kubelet eviction): remove it
+                await self.end_try(tid, f"pod disrupted ({inf.disrupted})", pod, gone_later=True)
             return
         if kind == "DELETED" and phase not in TERMINAL:  # gone (404 from now on): nothing of it runs any more
             await self.outcome(tid, pod, inf.reason or "pod deleted before it finished")
@@ -666,16 +675,18 @@ class Reconciler:
             if reason in IMAGE_FAILURES and inf.ending is None:
                 await self.end_try(tid, f"pod cannot start: {reason}", pod)
 
-    async def end_try(self, tid: str, reason: str, pod: dict[str, Any] | None = None) -> None:
+    async def end_try(self, tid: str, reason: str, pod: dict[str, Any] | None = None, gone_later: bool = False) -> None:
         """The operator gives up on a try whose pod has not finished: delete the pod (gracefully) and take the
         outcome once it is gone, like a Job that does not replace a pod until it has terminated. A retry
-        started earlier could run beside a try still writing the same trial's record."""
+        started earlier could run beside a try still writing the same trial's record. ``gone_later``: called for
+        one of the pod's events, so its DELETED event is still to come even if the delete finds it gone; the
+        outcome waits for that event (a try run again under the same name must not take the old pod's event)."""
         assert self.state is not None
         inf = self.state.in_flight[tid]
         inf.reason, inf.ending = reason, time.time()
         grace = ((pod or {}).get("spec") or {}).get("terminationGracePeriodSeconds", LOST_POD_GRACE_SECONDS)
         inf.kill_by = inf.ending + float(grace)
-        if not await self.shared.kube.delete_pod(self.ns, inf.pod):  # gone already: its DELETED event is past
+        if not await self.shared.kube.delete_pod(self.ns, inf.pod) and not gone_later:  # gone: its DELETED is past
             await self.outcome(tid, _stub(inf.pod, tid), reason)
 
     async def outcome(self, tid: str, pod: dict[str, Any], infra_reason: str | None) -> None:
@@ -693,8 +704,22 @@ class Reconciler:
         ok = record is not None and record.get("spec_hash") == trial.spec_hash and record.get("failure") != INFRA_ERROR
         stored = record if ok else None
         inf = self.state.in_flight.get(tid)
-        if stored is None and inf is not None and inf.suspended:
-            # Stopped by a suspend before it stored a record: the try does not count (no retry, no infra error).
+        # Disrupted by Kubernetes before it stored a record (as a Job's podFailurePolicy Ignore on DisruptionTarget),
+        # unless a suspend stopped it first; in a row of up to DISRUPTION_LIMIT it does not count.
+        disrupted = stored is None and inf is not None and not inf.suspended and inf.disrupted is not None
+        in_a_row = self.state.disrupted(tid) if disrupted else None
+        if stored is None and inf is not None and (inf.suspended or in_a_row):
+            # Stopped by a suspend, or disrupted, before it stored a record: the try does not count (no retry, no
+            # infra error, the run's streak unchanged); its trial waits at the front of the queue, to run under the
+            # same pod name (its pod is gone: outcomes of such tries are taken only then).
+            if in_a_row and inf is not None:
+                metrics.DISRUPTIONS.labels(self.ns, self.name, trial.model.name).inc()
+                kopf.info(
+                    self.body,
+                    reason="Disrupted",
+                    message=f"{tid}: pod {inf.pod} disrupted ({inf.disrupted}) before it stored a record; run again "
+                    f"as the same try ({in_a_row} of {DISRUPTION_LIMIT} in a row allowed)",
+                )
             self.state.unlaunch(tid)
             self.shared.inflight -= 1
             await self.shared.kube.delete_pod(self.ns, pod["metadata"]["name"])
@@ -730,6 +755,14 @@ class Reconciler:
             await asyncio.to_thread(self.store.commit, tid, dumps(infra.model_dump(mode="json")))
             if self.state is None:
                 return
+            if disrupted and inf is not None:  # disrupted too often in a row: this one counts
+                metrics.DISRUPTIONS.labels(self.ns, self.name, trial.model.name).inc()
+                kopf.warn(
+                    self.body,
+                    reason="Disrupted",
+                    message=f"{tid}: pod {inf.pod} disrupted ({inf.disrupted}) {DISRUPTION_LIMIT + 1} times in a row: "
+                    "counted as an infrastructure failure",
+                )
             retry = self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds)
             if retry:
                 metrics.INFRA_RETRIES.labels(self.ns, self.name, trial.model.name).inc()
@@ -808,6 +841,8 @@ class Reconciler:
                     return
                 continue
             if why is not None:
+                # Its pod may still exist (a lost node), so its name cannot be used again: a disruption counts here.
+                inf.disrupted = None
                 try:
                     await self.outcome(tid, _stub(inf.pod, tid), why)
                 except STORE_FAILURES as exc:  # still overdue on the next step
@@ -954,6 +989,33 @@ def _ran(status: dict[str, Any]) -> bool:
         (cs.get("state") or {}).get("running") or ((cs.get("state") or {}).get("terminated") or {}).get("startedAt")
         for cs in status.get("containerStatuses") or []
     )
+
+
+def _disruption(status: dict[str, Any]) -> str | None:
+    """The reason of the pod's DisruptionTarget condition (status "True"), which Kubernetes sets on a pod it is about
+    to stop for reasons not the pod's: EvictionByEvictionAPI (a drain), PreemptionByScheduler,
+    DeletionByTaintManager, DeletionByPodGC, TerminationByKubelet. None if the pod has none."""
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
+            return str(cond.get("reason") or "DisruptionTarget")
+    return None
+
+
+def _note_disruption(inf: InFlight, kind: str, pod: dict[str, Any]) -> None:
+    """Remember a disruption on the try when an event first shows it: a drain sets the condition, then deletes the
+    pod, and the last event need not carry it. A live pod that no longer shows it was not disrupted after all
+    (Kubernetes clears a DisruptionTarget whose deletion did not follow)."""
+    status = pod.get("status") or {}
+    why = _disruption(status)
+    if why is not None:
+        inf.disrupted = inf.disrupted or why
+    elif (
+        inf.disrupted is not None
+        and kind != "DELETED"
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+        and status.get("phase") not in TERMINAL
+    ):
+        inf.disrupted = None
 
 
 def _waiting_reason(status: dict[str, Any]) -> str | None:

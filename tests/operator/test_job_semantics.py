@@ -2,8 +2,9 @@
 once pods exist, a terminal status that is never lost, no second try beside a first that may still run (also after
 an operator restart), a failed run's pods stopped (and its last status showing none running), a run failed by
 stopped models finished like any other (its TTL applies; a restart resumes it once the cause is fixed), suspend
-deleting the run's pods without charging their trials, and spec.activeDeadlineSeconds. (The reconciler's own
-accounting of these is checked step by step in test_outcomes.py.)
+deleting the run's pods without charging their trials, spec.activeDeadlineSeconds, and pods Kubernetes disrupts (a
+drain) run again without counting against backoffLimit, as under a podFailurePolicy. (The reconciler's own
+accounting of these is checked step by step in test_outcomes.py and test_disruptions.py.)
 
 Each test plays one finding of the review with the real operator (a kopf thread) and the API emulator, and asserts
 the Job-like behaviour. Where what a trial's pod does is the point, the test kubelet runs it for real; elsewhere the
@@ -28,6 +29,7 @@ from kubeemu import ApiError, RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet
 from support import NS, evalrun, run_uid, s3_keys, status_of, wait_until
 
+from mcpfleet.operator import metrics
 from mcpfleet.operator.manifests import ANN_TRIAL, pod_name
 from mcpfleet.operator.reconciler import infra_record
 from mcpfleet.runner.plan import TrialSpec, plan
@@ -543,3 +545,57 @@ async def test_a_run_past_its_active_deadline_fails_with_its_pods_stopped_and_re
     counts = status_of(kube, "late")["counts"]
     assert (counts["finished"], counts["passed"], counts["running"]) == (1, 1, 0), counts
     assert list(records_under(s3, bucket, "runs/")) == [done.trial_id]
+
+
+# -- F8: a drain does not fail the run, nor charge its trials ------------------------------------------------
+
+
+def evict(kube: RunningEmulator, pod: str, reason: str = "EvictionByEvictionAPI") -> None:
+    """What the Eviction API does to a pod (kubectl drain): the DisruptionTarget condition, then a graceful delete."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    cond = {"type": "DisruptionTarget", "status": "True", "reason": reason, "message": "Eviction API: evicting"}
+    kube.patch("pods", NS, pod, {"status": {"conditions": [dict(cond, lastTransitionTime=now)]}}, subresource="status")
+    kube.delete("pods", NS, pod)
+
+
+async def test_a_drain_of_more_pods_than_the_backoff_limit_reruns_them_as_the_same_tries(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
+    """kubectl drain of the node running both trials of a run whose backoffLimit is 1: each pod gets DisruptionTarget
+    and is deleted (the runners get SIGTERM). Like a Job whose podFailurePolicy ignores DisruptionTarget, the run is
+    not failed (two infrastructure failures in a row would be over its backoffLimit) and no trial is charged: each
+    runs again as its first try, under the same pod name, to Succeeded; a Disrupted event names each, and
+    mcpfleet_trial_disruptions_total counts them."""
+    slow = {"name": "oracle", "model": "scripted/oracle?latency=2"}  # a trial lasts well beyond the drain
+    body = evalrun(
+        "drain",
+        image_pack,
+        s3,
+        bucket,
+        models=[slow],
+        attempts=1,
+        concurrency={"total": 2},
+        tasks=tasks(image_pack, 0, 1),
+        retries={"limit": 1, "backoffSeconds": 0, "backoffLimit": 1},
+    )
+    disrupted = metrics.DISRUPTIONS.labels(NS, "drain", "oracle")
+    before = disrupted._value.get()  # noqa: SLF001 - prometheus_client has no public value accessor
+    async with Kubelet(kube.url) as kubelet:
+        stack = await create_with_two_running(kube, body)
+        first = pod_names(kube)
+        for pod in first:
+            evict(kube, pod)
+        status = await wait_until(lambda: in_phase(kube, "drain", "Succeeded", "Failed"), 120, "the run to end")
+        await asyncio.to_thread(stack.close)
+    assert status["phase"] == "Succeeded", cond_of(kube, "drain", "Failed") or status
+    stopped = {p for _, p, c, sig in kubelet.signals if c == "runner" and sig == "SIGTERM"}
+    assert stopped == set(first), kubelet.signals  # the drain did stop both tries
+    assert sorted(kubelet.started) == sorted(first * 2), kubelet.started  # the same names: no retry used
+    counts = status["counts"]
+    assert (counts["finished"], counts["passed"], counts["infraErrors"], counts["retries"]) == (2, 2, 0, 0), counts
+    recs = records_under(s3, bucket, "runs/drain/")
+    assert len(recs) == 2 and all(r["passed"] is True and r["infra_attempts"] == 1 for r in recs.values()), recs
+    notes = [e["message"] for e in kube.objects("events", NS) if e.get("reason") == "Disrupted"]
+    assert sorted(m.split(":")[0] for m in notes) == sorted(recs), notes
+    assert all("EvictionByEvictionAPI" in m for m in notes), notes
+    assert disrupted._value.get() - before == 2  # noqa: SLF001
