@@ -12,7 +12,6 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import kopf
 from mcpfleet.runner.history import read_history
 from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.plan import TrialSpec, plan
-from mcpfleet.runner.records import TrialResult, dumps, now_iso
+from mcpfleet.runner.records import TrialResult, dumps, now_iso, parse_time
 from mcpfleet.runner.spec import RESULT_FIELDS, EvalRun, SpecError, parse_evalrun
 from mcpfleet.runner.store import ResultStore, StoreError, open_store, store_config
 from mcpfleet.runner.summary import build_summary
@@ -75,9 +74,10 @@ class Shared:
 
 
 def _ts(value: str | None) -> float:
-    if not value:
-        return time.time()
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    """An API or status timestamp in epoch seconds; now when it is missing or unreadable (a hand-edited status
+    must not stop the run's reconciling)."""
+    t = parse_time(value)
+    return t.timestamp() if t is not None else time.time()
 
 
 def condition(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 from mcpfleet.runner.history import measured_seconds
 from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, NOT_SCORED, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.plan import TrialSpec
+from mcpfleet.runner.records import parse_time
 from mcpfleet.runner.spec import retry_wait
 
 from .launchorder import WaitQueue
@@ -115,18 +116,18 @@ class RunState:
         error stored after the last record that ended a trial otherwise (what resets the streak as the run goes).
         A lower bound: of a trial's tries only the last one's time is stored, so its earlier tries are not counted.
         """
-        reset, infra = "", []
+        reset, infra = EARLIEST, []
         for r in records:
             trial = self.trials.get(str(r.get("trial_id") or ""))
             if trial is None or r.get("spec_hash") != trial.spec_hash:
                 continue
-            at = str(r.get("finished_at") or "")
+            at = _utc(r.get("finished_at"))  # compared as times: records may differ in offset or precision
             failure = r.get("failure")
             if failure == INFRA_ERROR:
                 infra.append(at)
             elif failure != PROVIDER_ERROR or int(r.get("infra_attempts") or 1) > self.retry_limit:
                 reset = max(reset, at)  # a finished trial (a provider error still to be retried does not reset)
-        self.infra_streak = sum(1 for at in infra if _utc(at) > _utc(reset))
+        self.infra_streak = sum(1 for at in infra if at > reset)
 
     def finish_rebuild(self) -> None:
         old, self.waiting = self.waiting, self.new_queue()
@@ -328,13 +329,12 @@ class RunState:
         return f"{sum(float(r['passAt1']) for r in rows) / len(rows):.2f}"
 
 
-def _utc(value: str) -> datetime:
-    """A record's ISO timestamp (``...Z`` or ``+00:00``); an empty or unreadable one is the earliest."""
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return datetime.min.replace(tzinfo=UTC)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+
+
+def _utc(value: object) -> datetime:
+    """A record's ISO timestamp; an empty or unreadable one is the earliest."""
+    return parse_time(value) or EARLIEST
 
 
 def compact(record: dict[str, Any]) -> dict[str, Any]:

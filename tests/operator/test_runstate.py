@@ -339,3 +339,37 @@ def test_a_launch_decision_costs_the_same_however_many_trials_wait(tmp_path: Pat
         per_launch.append(result.decide_s / result.launches)
     assert per_launch[1] < 2.0 * per_launch[0], per_launch
     assert max(per_launch) < 1e-3, per_launch  # measured ~0.06 ms per launch
+
+
+def test_the_restart_streak_compares_record_times_as_times(tmp_path: Path) -> None:
+    """The backoffLimit streak rebuilt after a restart counts infra records stored after the last trial that ended
+    otherwise. Records written with another offset (the same instant as 10:00Z) are compared as times: as text,
+    "11:00+01:00" sorted after "10:45Z" and made an infra error at 10:30Z look like it came after every reset."""
+    ts = trials(tmp_path, tasks=4, models=1, attempts=1)
+    state = RunState.plan(ts, retry_limit=2)
+
+    def rec(t: TrialSpec, failure: str | None, at: str) -> dict[str, object]:
+        return {"trial_id": t.trial_id, "spec_hash": t.spec_hash, "failure": failure, "finished_at": at}
+
+    records = [
+        rec(ts[0], None, "2026-11-27T11:00:00+01:00"),  # 10:00 UTC
+        rec(ts[1], "verifier_failed", "2026-11-27T10:45:00.000Z"),
+        rec(ts[2], "infra_error", "2026-11-27T10:30:00.000Z"),  # before the last reset: not in the streak
+        rec(ts[3], "infra_error", "2026-11-27T10:50:00.000Z"),
+    ]
+    state.rebuild_streak(records)
+    assert state.infra_streak == 1
+    state.rebuild_streak([*records[:1], *records[2:]])  # without the 10:45 reset both infra errors are after it
+    assert state.infra_streak == 2
+
+
+def test_an_unreadable_status_time_is_now_not_a_crash() -> None:
+    """A hand-edited status.finishedAt (or startedAt) raised ValueError in every reconcile step (the TTL and
+    activeDeadlineSeconds checks) and stopped the run's reconciling; it reads as now."""
+    import time
+
+    from mcpfleet.operator.reconciler import _ts
+
+    assert _ts("2026-11-27T11:00:00+01:00") == _ts("2026-11-27T10:00:00.000Z") == 1795773600.0
+    for bad in ("yesterday", "", None):
+        assert abs(_ts(bad) - time.time()) < 5
