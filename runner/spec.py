@@ -210,20 +210,28 @@ class Limits(SpecModel):
             "re-run on resume."
         ),
     )
-    llm_timeout_seconds: int = Field(
-        default=600,
+    llm_timeout_seconds: int | None = Field(
+        default=None,
         ge=1,
         description=(
-            "One LLM call: no reply within it is a provider hang, retried. Must be less than timeoutSeconds; "
-            "time lost to provider faults does not count against timeoutSeconds."
+            "One LLM call: no reply within it is a provider hang, retried. Default: half of timeoutSeconds, as "
+            "MCPMark's agent waits (1800 s of its 3600 s), so a reasoning model's long call is no hang. Must be "
+            "less than timeoutSeconds; time lost to provider faults does not count against timeoutSeconds."
         ),
     )
+
+    @property
+    def llm_call_timeout(self) -> int:
+        """The limit of one LLM call: ``llmTimeoutSeconds``, else half the agent's time (MCPMark's ``timeout / 2``)."""
+        if self.llm_timeout_seconds is not None:
+            return self.llm_timeout_seconds
+        return max(1, self.timeout_seconds // 2)
 
     @model_validator(mode="after")
     def _llm_call_fits(self) -> Limits:
         # A call that may outlast the whole agent run would end as the agent's timeout, charged to the model,
         # when it is the provider that hangs.
-        if self.llm_timeout_seconds >= self.timeout_seconds:
+        if self.llm_timeout_seconds is not None and self.llm_timeout_seconds >= self.timeout_seconds:
             raise ValueError(
                 f"llmTimeoutSeconds ({self.llm_timeout_seconds}) must be less than timeoutSeconds "
                 f"({self.timeout_seconds}): a hung provider must end as a provider fault, not as the agent's "

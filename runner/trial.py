@@ -110,7 +110,7 @@ def llm_target(model: ModelSpec, spec: TrialSpec, ctx: TrialContext) -> Any:
     p = spec.provider
     common: dict[str, Any] = {
         "params": model.params.litellm_kwargs(),
-        "timeout": spec.limits.llm_timeout_seconds,
+        "timeout": spec.limits.llm_call_timeout,
         "retries": spec.limits.llm_retries,
         "backoff_initial": p.backoff_initial_seconds if ctx.backoff_initial is None else ctx.backoff_initial,
         "backoff_max": p.backoff_max_seconds,

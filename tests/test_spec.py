@@ -148,10 +148,9 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
     ("bad-run-name", lambda d: d.update(metadata={"name": "My_Run"}), [f"metadata.name: {DNS_MSG}"]),
     ("zero-concurrency", lambda d: spec(d).update(concurrency={"total": 0}), ["spec.concurrency.total: must be >= 1"]),
     (
-        # The default llmTimeoutSeconds (600) would outlast a 300 s agent: a hung provider would be the model's
-        # timeout.
+        # An LLM call allowed to outlast the agent: a hung provider would be the model's timeout.
         "llm-call-outlasts-the-agent",
-        lambda d: spec(d).update(limits={"timeoutSeconds": 300}),
+        lambda d: spec(d).update(limits={"timeoutSeconds": 300, "llmTimeoutSeconds": 600}),
         [
             "spec.limits: llmTimeoutSeconds (600) must be less than timeoutSeconds (300): a hung provider must "
             "end as a provider fault, not as the agent's timeout; lower llmTimeoutSeconds or raise timeoutSeconds"
@@ -259,7 +258,9 @@ def test_defaults() -> None:
         s.limits.tool_call_timeout_seconds,
         s.limits.verifier_timeout_seconds,
     ) == (100, 3600, 60, 300)
-    assert (s.limits.llm_retries, s.limits.llm_timeout_seconds) == (5, 600)
+    # One LLM call may take half the agent's time, as MCPMark's agent allows (timeout / 2): a reasoning model's
+    # 10-minute call is no provider hang (600 s made it one, retried until the trial was unscored).
+    assert (s.limits.llm_retries, s.limits.llm_timeout_seconds, s.limits.llm_call_timeout) == (5, None, 1800)
     assert s.attempts == 1
     assert s.agent == AgentKind.mcpmark and type(s.agent) is str and f"{s.agent}" == "mcpmark"
     assert (s.concurrency.total, s.concurrency.per_model) == (4, None)
@@ -267,9 +268,30 @@ def test_defaults() -> None:
     p = s.provider
     assert (p.backoff_initial_seconds, p.backoff_max_seconds, p.retry_after_max_seconds) == (1.0, 30.0, 60.0)
     assert (p.trial_retry_budget, p.model_retry_budget) == (30, 1000)
-    assert s.limits.llm_timeout_seconds < s.limits.timeout_seconds  # the defaults fit the time budget
+    assert s.limits.llm_call_timeout < s.limits.timeout_seconds  # the defaults fit the time budget
     assert (s.output.uri, s.suspend, s.tasks.path, s.tasks.services) == ("runs", False, "tasks", [])
     assert s.models[0].params.litellm_kwargs() == {}
+
+
+@pytest.mark.parametrize(("limits", "call"), [({"timeoutSeconds": 300}, 150), ({"llmTimeoutSeconds": 120}, 120)])
+def test_an_llm_call_may_take_half_the_agents_time_unless_set(
+    limits: dict[str, int], call: int, tmp_path: Path
+) -> None:
+    """Before, the default 600 s refused `timeoutSeconds: 300` (the call outlasted the agent) and cut every longer
+    call of a slow reasoning model as a provider hang. MCPMark's agent waits timeout / 2 per call; so does this."""
+    from mcpfleet.runner.plan import plan
+    from mcpfleet.runner.trial import TrialContext, llm_target
+
+    doc = minimal()
+    spec(doc)["limits"] = limits
+    run = parse_evalrun(doc)
+    assert run.spec.limits.llm_call_timeout == call
+    from conftest import make_tiny_pack
+
+    pack = make_tiny_pack(tmp_path / "pack")
+    spec(doc)["tasks"] = {"path": str(pack)}
+    [trial] = plan(parse_evalrun(doc), pack)
+    assert llm_target(trial.model, trial, TrialContext(scripted_base_url="http://127.0.0.1:9")).timeout == call
 
 
 def test_camel_and_snake_case_both_parse() -> None:
