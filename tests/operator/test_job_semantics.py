@@ -456,6 +456,26 @@ async def test_a_restart_runs_the_stopped_models_trials_once_the_cause_is_fixed(
     assert all(r["passed"] is True and r["failure"] is None for r in recs.values()), recs
 
 
+def two_slow_trials(name: str, image_pack: Path, s3: str, bucket: str, **extra: Any) -> dict[str, Any]:
+    """A run of two trials that both run at once and last well beyond what the test does to their pods."""
+    slow = {"name": "oracle", "model": "scripted/oracle?latency=2"}
+    return evalrun(
+        name, image_pack, s3, bucket, models=[slow], attempts=1, concurrency={"total": 2},
+        tasks=tasks(image_pack, 0, 1), **extra,
+    )  # fmt: skip
+
+
+def assert_ran_again_as_first_tries(kubelet: Kubelet, first: list[str], status: dict[str, Any], recs: dict) -> None:
+    """Both tries were stopped (SIGTERM to their runners) and ran again under the same pod names: no retry used, no
+    infrastructure error, and both trials passed on their first try."""
+    stopped = {p for _, p, c, sig in kubelet.signals if c == "runner" and sig == "SIGTERM"}
+    assert stopped == set(first), kubelet.signals
+    assert sorted(kubelet.started) == sorted(first * 2), kubelet.started
+    counts = status["counts"]
+    assert (counts["finished"], counts["passed"], counts["infraErrors"], counts["retries"]) == (2, 2, 0, 0), counts
+    assert len(recs) == 2 and all(r["passed"] is True and r["infra_attempts"] == 1 for r in recs.values()), recs
+
+
 # -- F6: suspend deletes the run's pods, like a Job's; their trials wait without using a try ----------------
 
 
@@ -466,17 +486,7 @@ async def test_suspend_deletes_the_runs_pods_and_a_resume_runs_their_trials_as_f
     is Suspended with nothing running and Suspended=True; the stopped tries are no infrastructure errors and use no
     retry. An operator restart while suspended launches nothing. The resume (Suspended=False, Resumed) runs both
     trials again as their first tries, in pods of the same names, to Succeeded."""
-    slow = {"name": "oracle", "model": "scripted/oracle?latency=2"}  # a trial lasts well beyond the suspend
-    body = evalrun(
-        "hold",
-        image_pack,
-        s3,
-        bucket,
-        models=[slow],
-        attempts=1,
-        concurrency={"total": 2},
-        tasks=tasks(image_pack, 0, 1),
-    )
+    body = two_slow_trials("hold", image_pack, s3, bucket)
     async with Kubelet(kube.url) as kubelet:
         stack = await create_with_two_running(kube, body)
         first = pod_names(kube)
@@ -488,8 +498,6 @@ async def test_suspend_deletes_the_runs_pods_and_a_resume_runs_their_trials_as_f
         assert cond_of(kube, "hold", "Suspended")["status"] == "True", status["conditions"]
         counts = status["counts"]
         assert (counts["pending"], counts["infraErrors"], counts["retries"]) == (2, 0, 0), counts
-        stopped = {p for _, p, c, sig in kubelet.signals if c == "runner" and sig == "SIGTERM"}
-        assert stopped == set(first), kubelet.signals
         await asyncio.to_thread(stack.close)  # the operator restarts while the run is suspended
         with operator(kube):
             await asyncio.sleep(3)
@@ -499,11 +507,7 @@ async def test_suspend_deletes_the_runs_pods_and_a_resume_runs_their_trials_as_f
     assert status["phase"] == "Succeeded", status
     resumed = next(c for c in status["conditions"] if c["type"] == "Suspended")
     assert (resumed["status"], resumed["reason"]) == ("False", "Resumed"), resumed
-    assert sorted(kubelet.started) == sorted(first * 2), kubelet.started  # the same names: no retry used
-    counts = status["counts"]
-    assert (counts["finished"], counts["passed"], counts["infraErrors"], counts["retries"]) == (2, 2, 0, 0), counts
-    recs = records_under(s3, bucket, "runs/")
-    assert all(r["passed"] is True and r["infra_attempts"] == 1 for r in recs.values()), recs
+    assert_ran_again_as_first_tries(kubelet, first, status, records_under(s3, bucket, "runs/"))
 
 
 # -- F7: spec.activeDeadlineSeconds, like a Job's ------------------------------------------------------------
@@ -566,17 +570,8 @@ async def test_a_drain_of_more_pods_than_the_backoff_limit_reruns_them_as_the_sa
     not failed (two infrastructure failures in a row would be over its backoffLimit) and no trial is charged: each
     runs again as its first try, under the same pod name, to Succeeded; a Disrupted event names each, and
     mcpfleet_trial_disruptions_total counts them."""
-    slow = {"name": "oracle", "model": "scripted/oracle?latency=2"}  # a trial lasts well beyond the drain
-    body = evalrun(
-        "drain",
-        image_pack,
-        s3,
-        bucket,
-        models=[slow],
-        attempts=1,
-        concurrency={"total": 2},
-        tasks=tasks(image_pack, 0, 1),
-        retries={"limit": 1, "backoffSeconds": 0, "backoffLimit": 1},
+    body = two_slow_trials(
+        "drain", image_pack, s3, bucket, retries={"limit": 1, "backoffSeconds": 0, "backoffLimit": 1}
     )
     disrupted = metrics.DISRUPTIONS.labels(NS, "drain", "oracle")
     before = disrupted._value.get()  # noqa: SLF001 - prometheus_client has no public value accessor
@@ -588,13 +583,8 @@ async def test_a_drain_of_more_pods_than_the_backoff_limit_reruns_them_as_the_sa
         status = await wait_until(lambda: in_phase(kube, "drain", "Succeeded", "Failed"), 120, "the run to end")
         await asyncio.to_thread(stack.close)
     assert status["phase"] == "Succeeded", cond_of(kube, "drain", "Failed") or status
-    stopped = {p for _, p, c, sig in kubelet.signals if c == "runner" and sig == "SIGTERM"}
-    assert stopped == set(first), kubelet.signals  # the drain did stop both tries
-    assert sorted(kubelet.started) == sorted(first * 2), kubelet.started  # the same names: no retry used
-    counts = status["counts"]
-    assert (counts["finished"], counts["passed"], counts["infraErrors"], counts["retries"]) == (2, 2, 0, 0), counts
     recs = records_under(s3, bucket, "runs/drain/")
-    assert len(recs) == 2 and all(r["passed"] is True and r["infra_attempts"] == 1 for r in recs.values()), recs
+    assert_ran_again_as_first_tries(kubelet, first, status, recs)
     notes = [e["message"] for e in kube.objects("events", NS) if e.get("reason") == "Disrupted"]
     assert sorted(m.split(":")[0] for m in notes) == sorted(recs), notes
     assert all("EvictionByEvictionAPI" in m for m in notes), notes
