@@ -124,16 +124,19 @@ class Kube:
         if code != 409:
             raise ApiException(status=code, reason="pod creation failed")
         name, ours = pod["metadata"]["name"], pod["metadata"]["labels"].get(LABEL_RUN_UID)
-        theirs = None  # gone meanwhile: not ours either, create it on the next try
+        theirs, deleting = None, None  # gone meanwhile: not ours either, create it on the next try
         resp = await self.core.read_namespaced_pod(name, namespace, _preload_content=False)
         _count("get", "pods", resp.status)
         if resp.status < 300:
-            theirs = ((await resp.json()).get("metadata", {}).get("labels") or {}).get(LABEL_RUN_UID)
+            meta = (await resp.json()).get("metadata") or {}
+            theirs, deleting = (meta.get("labels") or {}).get(LABEL_RUN_UID), meta.get("deletionTimestamp")
         resp.release()
         if resp.status >= 300 and resp.status != 404:
             raise ApiException(status=resp.status, reason="reading the existing pod failed")
         if theirs != ours:
             raise ForeignPod(f"pod {name} exists and belongs to run {theirs or '(gone)'}, not {ours}")
+        if deleting:  # a stopped try's pod still terminating: never taken for the new try (as a Job never does)
+            raise ForeignPod(f"pod {name} of this run is still terminating (deleted, due by {deleting})")
         return False
 
     async def delete_pod(self, namespace: str, name: str) -> bool:

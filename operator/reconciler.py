@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import kopf
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from mcpfleet.runner.history import read_history
 from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
@@ -109,6 +110,9 @@ class Reconciler:
         self.started_at = body.status.get("startedAt")
         self.conditions: dict[str, dict[str, Any]] = {c["type"]: c for c in body.status.get("conditions") or []}
         self.plan_hash: str | None = body.status.get("planHash")
+        # When the run last failed, if this drive runs it again (an edit): pods it stopped then, still going, and
+        # infrastructure failures before then do not count again (rebuild).
+        self.refailed_at: str | None = None
         self.deferred: list[tuple[str, dict[str, Any]]] = []  # pod events whose outcome the store could not take
         self.store_retry_at = 0.0
         self.deadlines_at = 0.0  # when check_deadlines runs next (monotonic)
@@ -238,7 +242,8 @@ class Reconciler:
             await self.write_status(force=True)
             return False
         self.run, self.store, self.plan_hash = run, store, plan_hash(trials)
-        self.conditions.pop("Failed", None)  # a fixed spec runs again
+        failed = self.conditions.pop("Failed", None)  # a fixed spec runs again
+        self.refailed_at = failed.get("lastTransitionTime") if failed and failed.get("status") == "True" else None
         stopped = self.conditions.get("ModelsStopped") or {}
         if stopped.get("status") == "True":  # a fresh plan launches every model again: the stops are lifted
             why = "SpecEdited" if status.get("observedGeneration") != self.generation else "OperatorRestarted"
@@ -344,7 +349,9 @@ class Reconciler:
             return
         for r in records:
             self.state.adopt_record(r)
-        self.state.rebuild_streak(records)  # backoffLimit counts on across a restart
+        # backoffLimit counts on across a restart; an edit that runs a failed run again starts it afresh
+        self.state.rebuild_streak(records, since=self.refailed_at)
+        stopped_by_us = self.refailed_at is not None or (self.conditions.get("Suspended") or {}).get("status") == "True"
         pods = await self.shared.kube.list_pods(self.ns, f"{LABEL_RUN_UID}={self.uid}")
         for pod in pods:
             tid = (pod["metadata"].get("annotations") or {}).get(ANN_TRIAL, "")
@@ -362,6 +369,13 @@ class Reconciler:
                     _ts(pod["metadata"].get("creationTimestamp")),
                 )
                 self.shared.inflight += 1
+                deleting = pod["metadata"].get("deletionTimestamp")
+                if deleting and stopped_by_us:
+                    # Deleted by this operator when the run was suspended or failed (before a restart, or before
+                    # the edit that runs it again): as then, the try does not count unless it stored a record.
+                    inf = self.state.in_flight[tid]
+                    inf.suspended, inf.reason = True, "pod deleted: the run was suspended or had failed"
+                    inf.ending, inf.kill_by = time.time(), _ts(deleting)
                 self.queue.put_nowait(("MODIFIED", pod))  # a pod being deleted is seen ending there
             else:
                 await self.drain(pod)
@@ -482,6 +496,7 @@ class Reconciler:
                 kopf.info(self.body, reason="Suspended", message=f"{running} trial pod(s) deleted; none launched")
                 self.dirty = True
             marked = [(tid, inf) for tid, inf in self.state.in_flight.items() if not inf.suspended]
+            before = {tid: (inf.reason, inf.ending, inf.kill_by) for tid, inf in marked}
             for _, inf in marked:
                 inf.suspended = True
                 inf.reason = inf.reason or "pod deleted: the run was suspended"
@@ -492,9 +507,10 @@ class Reconciler:
                 *(self.shared.kube.delete_pod(self.ns, inf.pod) for _, inf in marked), return_exceptions=True
             )
             for (tid, inf), res in zip(marked, deleted, strict=True):
-                if isinstance(res, BaseException):  # not deleted: the next step tries again
+                if isinstance(res, BaseException):  # not deleted: the next step tries again (or a resume finds it live)
                     self.logger.warning("deleting the pod of %s (suspend) failed: %s", tid, res)
                     inf.suspended = False
+                    inf.reason, inf.ending, inf.kill_by = before[tid]
                 elif not res and self.state is not None:  # gone already: its DELETED event is past
                     try:
                         await self.outcome(tid, _stub(inf.pod, tid), inf.reason)
@@ -537,6 +553,11 @@ class Reconciler:
                 await self.on_pod(kind, pod)
             except STORE_FAILURES as exc:  # nothing was counted: take this event (and the trial's next) later
                 self.store_unavailable(exc)
+                self.deferred.extend(events[i:])
+                return
+            except ApiException as exc:  # a delete the API refused: a Failed pod sends no further event to retry it
+                self.logger.warning("a pod call failed (will try again): %s", exc)
+                self.store_retry_at = time.monotonic() + STORE_RETRY_SECONDS
                 self.deferred.extend(events[i:])
                 return
 
@@ -683,14 +704,21 @@ class Reconciler:
         outcome waits for that event (a try run again under the same name must not take the old pod's event)."""
         assert self.state is not None
         inf = self.state.in_flight[tid]
+        before = (inf.reason, inf.ending, inf.kill_by)
         inf.reason, inf.ending = reason, time.time()
         grace = ((pod or {}).get("spec") or {}).get("terminationGracePeriodSeconds", LOST_POD_GRACE_SECONDS)
         inf.kill_by = inf.ending + float(grace)
-        if not await self.shared.kube.delete_pod(self.ns, inf.pod) and not gone_later:  # gone: its DELETED is past
+        try:
+            deleted = await self.shared.kube.delete_pod(self.ns, inf.pod)
+        except Exception:  # not deleted: as it was, so that the event taken again (or the next step) tries again
+            inf.reason, inf.ending, inf.kill_by = before
+            raise
+        if not deleted and not gone_later:  # gone: its DELETED event is past
             await self.outcome(tid, _stub(inf.pod, tid), reason)
 
-    async def outcome(self, tid: str, pod: dict[str, Any], infra_reason: str | None) -> None:
-        """Take a finished try: the stored record decides; a try without one is an infrastructure error."""
+    async def outcome(self, tid: str, pod: dict[str, Any], infra_reason: str | None, streak: bool = True) -> None:
+        """Take a finished try: the stored record decides; a try without one is an infrastructure error (``streak``:
+        one that counts towards backoffLimit)."""
         if self.state is None:  # the run failed while this try's pod was being deleted: nothing left to count
             return
         assert self.store is not None and self.run is not None
@@ -763,7 +791,7 @@ class Reconciler:
                     message=f"{tid}: pod {inf.pod} disrupted ({inf.disrupted}) {DISRUPTION_LIMIT + 1} times in a row: "
                     "counted as an infrastructure failure",
                 )
-            retry = self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds)
+            retry = self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds, harness=streak)
             if retry:
                 metrics.INFRA_RETRIES.labels(self.ns, self.name, trial.model.name).inc()
             else:
@@ -841,10 +869,13 @@ class Reconciler:
                     return
                 continue
             if why is not None:
-                # Its pod may still exist (a lost node), so its name cannot be used again: a disruption counts here.
-                inf.disrupted = None
+                # Its pod may still exist (a lost node), so its name cannot be used again: a disruption or a suspend
+                # counts here (charged, and retried under the next name), as a Job replaces a pod stuck terminating;
+                # as a pod Kubernetes or the operator stopped, not towards backoffLimit.
+                stopped = inf.disrupted is not None or inf.suspended
+                inf.disrupted, inf.suspended = None, False
                 try:
-                    await self.outcome(tid, _stub(inf.pod, tid), why)
+                    await self.outcome(tid, _stub(inf.pod, tid), why, streak=not stopped)
                 except STORE_FAILURES as exc:  # still overdue on the next step
                     self.store_unavailable(exc)
                     return

@@ -111,12 +111,14 @@ class RunState:
             self.waiting.observe(tid, seconds)
         return True
 
-    def rebuild_streak(self, records: list[dict[str, Any]]) -> None:
+    def rebuild_streak(self, records: list[dict[str, Any]], since: str | None = None) -> None:
         """``infra_streak`` after a restart, from the stored records: the trials whose record is an infrastructure
         error stored after the last record that ended a trial otherwise (what resets the streak as the run goes).
         A lower bound: of a trial's tries only the last one's time is stored, so its earlier tries are not counted.
+        ``since``: when the run failed, if an edit runs it again; failures before it led there and are not counted
+        again (else the first failure after "fix the cause and edit the EvalRun" failed it once more).
         """
-        reset, infra = EARLIEST, []
+        reset, infra = _utc(since) if since else EARLIEST, []
         for r in records:
             trial = self.trials.get(str(r.get("trial_id") or ""))
             if trial is None or r.get("spec_hash") != trial.spec_hash:
@@ -214,7 +216,8 @@ class RunState:
     def infra_failed(self, trial_id: str, now: float, backoff: float, *, harness: bool = True) -> bool:
         """An infrastructure failure of the trial's current try. True if it will be retried (its pod time
         says nothing about the task's length, so the queue does not learn from it). ``harness``: the pod
-        failed (counted in the run's streak); False for a provider's failure, which a model's budget counts."""
+        failed (counted in the run's streak); False for a provider's failure, which a model's budget counts, and
+        for a try Kubernetes or the operator stopped whose pod never went (a lost node)."""
         self._land(trial_id)
         self.disruptions.pop(trial_id, None)  # a try that counted: disruptions are "in a row" no more
         if harness:
