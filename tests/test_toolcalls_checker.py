@@ -220,3 +220,17 @@ def test_the_checker_on_the_fixture_catches_every_schema_mistake_and_no_intent_m
         else:
             assert v.label == case.label, (case.id, case.mutation, json.dumps(case.call.arguments), v.reasons)
     assert {c.mutation for c in cases} >= unseen | {"hallucinated_tool", "missing_required", "wrong_type"}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"a": {"$ref": "#/$defs/nope"}}},
+        {"type": "object", "properties": {"a": {"$ref": "https://example.invalid/s.json"}}},
+        {"$ref": "#/$defs/nope"},
+    ],
+)
+def test_an_unresolvable_ref_is_an_uncheckable_schema_not_an_exception(schema: dict[str, Any]) -> None:
+    verdict = classify_call([Tool(name="f", input_schema=schema)], ToolCall(name="f", arguments={"a": 1}))
+    assert verdict.label == SCHEMA_VALID
+    assert [r.kind for r in verdict.reasons] == ["unchecked"] and "$ref" in verdict.reasons[0].message

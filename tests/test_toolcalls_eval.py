@@ -144,3 +144,16 @@ def test_generate_writes_jsonl_json_and_parquet_that_load_back_identically(tmp_p
         loaded[fmt] = [c.model_dump(exclude={"source"}) for c in load_cases(tmp_path / fmt).cases]
     assert loaded["jsonl"] == loaded["json"] == loaded["parquet"]
     assert len(loaded["jsonl"]) == 40 and {c["label"] for c in loaded["jsonl"]} == set(LABELS)
+
+
+def test_judge_eval_prints_markup_in_data_as_text_and_writes_its_files(tmp_path: Path) -> None:
+    rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()[:20]]
+    for i, r in enumerate(rows):
+        r["id"] = f"[/bold]case-{i}[/]"
+        r["failure_reason"] = "[link=x]closing [/] tags"
+    data = tmp_path / "markup.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "r.json"
+    done = cli("judge-eval", str(data), "--json", str(out), "--show", "20")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert out.exists() and "[/bold]case-" in done.stdout

@@ -180,3 +180,13 @@ async def test_an_unreachable_judge_raises_instead_of_scoring(cases: list[Case])
     judge.target.retries = 0
     with pytest.raises(JudgeError, match="openai/rule"):
         await judge.judge(cases[0])
+
+
+def test_the_cache_key_depends_on_the_judge_endpoint() -> None:
+    from mcpfleet.runner.toolcalls.judge_cache import cache_key
+    from mcpfleet.runner.toolcalls.loader import load_cases as _load
+
+    c = _load(Path(__file__).parent / "data" / "toolcalls_200.jsonl").cases[0]
+    a = cache_key(c, "hosted_vllm/m", "v1", "http://a:8000/v1")
+    b = cache_key(c, "hosted_vllm/m", "v1", "http://b:8000/v1")
+    assert a != b and a == cache_key(c, "hosted_vllm/m", "v1", "http://a:8000/v1/")

@@ -185,3 +185,77 @@ def test_unlabelled_rows_load_when_labels_are_not_required(tmp_path: Path) -> No
     r = {k: v for k, v in row().items() if k != "score"}
     (case,) = load_cases(write_jsonl(tmp_path / "d.jsonl", [r]), require_label=False).cases
     assert case.label is None
+
+
+# ------------------------------------------------------------------------------------------------ hostile data
+
+
+def test_rows_are_counted_by_the_rule_the_shards_read_them(tmp_path: Path) -> None:
+    """'\\r'-separated rows and a line holding only U+00A0: count and shards agree with load_cases."""
+    from mcpfleet.runner.toolcalls.shards import count_cases, load_shard, shard_count
+
+    cr = tmp_path / "cr.jsonl"
+    cr.write_bytes("\r".join(json.dumps(row(id=f"r{i}")) for i in range(5)).encode() + b"\r")
+    nbsp = tmp_path / "nbsp.jsonl"
+    nbsp.write_bytes(
+        b"\n".join([json.dumps(row(id="a")).encode(), "\u00a0".encode(), json.dumps(row(id="b")).encode()])
+    )
+    for path, n in ((cr, 5), (nbsp, 2)):
+        assert count_cases(path) == len(load_cases(path).cases) == n
+        shards = [load_shard(path, s, 2) for s in range(shard_count(count_cases(path), 2))]
+        assert all(shards) and sum(len(s) for s in shards) == n
+
+
+def test_repeated_case_ids_are_refused_naming_the_id_and_rows(tmp_path: Path) -> None:
+    from mcpfleet.runner.tasks import TaskError
+    from mcpfleet.runner.toolcalls.pack import make_task
+    from mcpfleet.runner.toolcalls.shards import count_cases, load_shard
+
+    data = write_jsonl(tmp_path / "dup.jsonl", [row(id="x1"), row(id="x2"), row(id="x1")])
+    with pytest.raises(DataError, match=r"case id 'x1' appears in 2 rows .*dup.jsonl:1, .*dup.jsonl:3"):
+        load_cases(data)
+    with pytest.raises(DataError, match=r"case id 'x1'"):
+        count_cases(data)  # the plan
+    with pytest.raises(DataError, match=r"case id 'x1'"):
+        load_shard(data, 0, 10)
+    with pytest.raises((DataError, TaskError), match=r"case id 'x1'"):
+        make_task(tmp_path / "pack", data, "limbic", "dup")
+    assert not (tmp_path / "pack" / "toolcall" / "standard" / "limbic" / "dup").exists()
+
+
+def test_making_a_task_from_its_own_data_keeps_the_data(tmp_path: Path) -> None:
+    from mcpfleet.runner.toolcalls.pack import make_task
+
+    task = tmp_path / "pack" / "toolcall" / "standard" / "limbic" / "s"
+    task.mkdir(parents=True)
+    data = write_jsonl(task / "cases.jsonl", [row(id="a"), row(id="b")])
+    assert make_task(tmp_path / "pack", data, "limbic", "s") == task
+    assert len(load_cases(task / "cases.jsonl").cases) == 2 and (task / "meta.json").exists()
+    (tmp_path / "d").mkdir()
+    write_jsonl(tmp_path / "d" / "x.jsonl", [row(id="a")])
+    made = make_task(tmp_path / "pack", tmp_path / "d", "limbic", "s")
+    assert len(load_cases(made / "cases").cases) == 1
+    again = make_task(tmp_path / "pack", made / "cases", "limbic", "s")
+    assert len(load_cases(again / "cases").cases) == 1
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (b'{"x": "caf\xe9"}', "not valid UTF-8"),
+        (b'{"n": ' + b"9" * 5000 + b"}", "digits"),
+        (b"[" * 200000 + b"]" * 200000, "nested too deeply"),
+    ],
+)
+def test_unreadable_rows_are_data_errors_naming_file_and_row(tmp_path: Path, bad: bytes, message: str) -> None:
+    from mcpfleet.runner.toolcalls.shards import count_cases, load_shard
+
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(json.dumps(row(id="ok")).encode() + b"\n" + bad + b"\n")
+    with pytest.raises(DataError, match=rf"bad.jsonl: row 2: .*{message}"):
+        load_cases(path)
+    loaded = load_cases(path, skip_bad=True)
+    assert [c.id for c in loaded.cases] == ["ok"] and len(loaded.skipped) == 1
+    assert count_cases(path) == 2
+    with pytest.raises(DataError, match=rf"bad.jsonl: row 2: .*{message}"):
+        load_shard(path, 0, 10)

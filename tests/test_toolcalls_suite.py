@@ -454,3 +454,122 @@ def test_a_failing_provider_makes_a_shard_unscored_and_a_bad_key_stops_its_model
     assert rows["down"]["scored"] == rows["badkey"]["scored"] == 0 and rows["gold"]["scored"] == 200
     assert summary["not_scored"].get("provider_error", 0) >= 4 and summary["not_scored"].get("config_error", 0) >= 1
     assert "badkey" in summary["stopped"] and "down" not in summary["stopped"]
+
+
+# ------------------------------------------------------------------------------------------------ judge failures
+
+
+class FailingJudge:
+    """Raises JudgeError (its message holding ``secret``) for the cases in ``fail``, else answers ``label``."""
+
+    def __init__(self, fail: set[str] | None = None, secret: str = "", label: str = "correct", delay: float = 0):
+        self.fail, self.secret, self.label, self.delay = fail, secret, label, delay
+
+    async def judge(self, c: Case) -> Verdict:
+        from mcpfleet.runner.toolcalls.judge import JudgeError
+
+        await asyncio.sleep(self.delay)
+        if self.fail is None or c.id in self.fail:
+            raise JudgeError(f"judge model openai/j: upstream rejected header Bearer {self.secret}")
+        return Verdict(self.label, "judge", reasoning="fine")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_shard_redacts_the_judge_key_its_settings_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key named by spec.toolcalls.judge.apiKeyEnv never reaches result.json or cases.jsonl, even when the
+    judge's error echoes it; the cases the judge failed are judge_error and the shard is not scored."""
+    from mcpfleet.runner.store import open_store
+    from mcpfleet.runner.toolcalls import suite
+    from mcpfleet.runner.trial import TrialContext
+
+    secret = "judge-secret-value-42"
+    monkeypatch.setattr(suite, "ask", fresh_call)
+    monkeypatch.setattr(suite, "make_judge", lambda settings, env: FailingJudge(secret=env["JUDGE_KEY"]))
+    judge = {"model": "openai/j", "apiBase": "http://127.0.0.1:9/v1", "apiKeyEnv": "JUDGE_KEY"}
+    path = toolcall_run(tmp_path, [{"name": "a", "model": "openai/not-called"}], toolcalls={"judge": judge})
+    run = load_evalrun(path)
+    spec = plan(run, path.parent)[0]
+    store = open_store(run.spec.output.uri, run.name, path.parent)
+    result = asyncio.run(suite.run_shard(spec, store, TrialContext(env={"JUDGE_KEY": secret}), 1))
+    written = b"".join(p.read_bytes() for p in (tmp_path / "runs").rglob("*") if p.is_file())
+    assert b"judge-secret" not in written and secret not in (result.error or "")
+    assert b"[REDACTED]" in written  # the judge's error is kept, without the key
+    record = json.loads(next((tmp_path / "runs").rglob("result.json")).read_text())
+    assert record["failure"] == "infra_error" and record["stop_reason"] == "judge_error"
+    judged = [c for c in record["cases"] if c["scored_by"] == "judge"]
+    assert judged and all(c["failure"] == "judge_error" for c in judged)
+    assert all(c["passed"] for c in record["cases"] if c["label"] == "correct")  # the others keep their outcome
+
+
+def test_a_judge_error_fails_only_its_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcpfleet.runner.toolcalls import suite
+
+    cases = judged_cases()[:6]
+    monkeypatch.setattr(suite, "ask", fresh_call)
+    judge = FailingJudge(fail={cases[2].id})
+    outcomes = asyncio.run(suite.run_cases(cases, TARGET, judge, 2))  # type: ignore[arg-type]
+    failures = [o.failure for o in outcomes]
+    assert failures[2] == "judge_error" and outcomes[2].judge == "judge_error"
+    assert "upstream rejected" in outcomes[2].detail["judge_reasoning"]
+    assert all(o.passed for i, o in enumerate(outcomes) if i != 2 and o.scored_by == "judge")
+
+
+def test_judge_error_cases_are_not_scored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case the judge could not classify measured nothing of the model: left out of pass@1 like a provider
+    error, in the shard's record and in the per-case results the summaries score."""
+    from mcpfleet.runner.outcome import is_scored
+    from mcpfleet.runner.toolcalls import suite
+    from mcpfleet.runner.toolcalls.case_records import expand
+
+    cases = judged_cases()[:3]
+    monkeypatch.setattr(suite, "ask", fresh_call)
+    outcomes = asyncio.run(suite.run_cases(cases, TARGET, FailingJudge(fail={cases[0].id}), 2))  # type: ignore[arg-type]
+    record = {"task_id": "toolcall/x", "model": "a", "failure": None, "cases": [o.compact() for o in outcomes]}
+    per_case = list(expand([record]))
+    assert [is_scored(r["failure"]) for r in per_case] == [False, True, True]
+    # A judge that answers judge_error (no usable answer) is unscored the same way.
+    judged = asyncio.run(suite.score(cases[1], Answer(call=fresh_call_sync(cases[1])), FakeJudge("judge_error")))  # type: ignore[arg-type]
+    assert judged.failure == "judge_error"
+    assert not is_scored(next(expand([{**record, "cases": [judged.compact()]}]))["failure"])
+
+
+def judged_cases() -> list[Case]:
+    """Cases whose fresh_call answer goes to the judge (schema-valid, not the labelled call)."""
+    return [
+        c
+        for c in load_cases(DATA).cases
+        if run_score(c, Answer(call=fresh_call_sync(c)), FakeJudge("correct")).scored_by == "judge"
+    ]
+
+
+def fresh_call_sync(c: Case) -> ToolCall:
+    answer = asyncio.run(fresh_call(None, c))
+    assert answer.call is not None
+    return answer.call
+
+
+def test_the_shard_deadline_bounds_the_judge_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from mcpfleet.runner.toolcalls import suite
+
+    cases = judged_cases()[:2]
+    monkeypatch.setattr(suite, "ask", fresh_call)
+    t0 = time.monotonic()
+    outcomes = asyncio.run(suite.run_cases(cases, TARGET, FailingJudge(set(), delay=5), 2, timeout_s=0.5))  # type: ignore[arg-type]
+    assert time.monotonic() - t0 < 3
+    assert [o.failure for o in outcomes] == ["judge_error", "judge_error"]
+
+
+def test_arguments_json_cannot_read_are_malformed_not_a_crash() -> None:
+    from types import SimpleNamespace
+
+    from mcpfleet.runner.toolcalls.suite import first_call
+
+    for raw in ('{"path": ' + "9" * 5000 + "}", '{"path": ' + "[" * 100000 + "]" * 100000 + "}"):
+        fn = SimpleNamespace(name="list_files", arguments=raw)
+        message = SimpleNamespace(tool_calls=[SimpleNamespace(function=fn, id="c1")])
+        got, bad = first_call(message)
+        assert got is not None and bad == raw

@@ -11,6 +11,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 SHARD_KEYS = ("cases", "shard", "totals", "timings", "turns", "error", "verifier")
+JUDGE_ERROR = "judge_error"  # models.JUDGE_ERROR (not imported: this module stays light)
+# A case the judge could not classify measured nothing of the model: it counts like an infrastructure error
+# (outcome.NOT_SCORED), left out of pass@1, pass@k and pass^k and counted apart.
+UNSCORED_AS = {JUDGE_ERROR: "infra_error"}
 
 
 def expand(results: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -27,7 +31,7 @@ def expand(results: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
                 **base,
                 "task_id": f"{r['task_id']}#{c.get('id')}",
                 "passed": bool(c.get("passed")),
-                "failure": c.get("failure"),
+                "failure": UNSCORED_AS.get(c.get("failure"), c.get("failure")),
                 "label": c.get("label"),
                 "class": c.get("class"),
                 "totals": {

@@ -35,6 +35,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 from jsonschema.protocols import Validator
+from referencing.exceptions import Unresolvable
 
 from .models import SCHEMA_VALID, Reason, Tool, ToolCall, Verdict
 
@@ -132,14 +133,21 @@ def check_arguments(tool: Tool, arguments: Any) -> Verdict:
         check = compiled(tool.key)
     except UncheckableSchema as exc:
         return Verdict(SCHEMA_VALID, "checker", (Reason("unchecked", "$", f"tool '{tool.name}': {exc}"),))
-    reasons = [_reason(e) for e in check.top.iter_errors(arguments)]
-    if check.params and isinstance(arguments, dict):
-        params = check.params
-        for name, value in arguments.items():
-            param = params.get(name)
-            if param is not None:
-                for e in param.iter_errors(value):
-                    reasons.append(Reason(VALUES, json_path((name, *e.absolute_path)), e.message, str(e.validator)))
+    try:
+        reasons = [_reason(e) for e in check.top.iter_errors(arguments)]
+        if check.params and isinstance(arguments, dict):
+            params = check.params
+            for name, value in arguments.items():
+                param = params.get(name)
+                if param is not None:
+                    for e in param.iter_errors(value):
+                        reasons.append(Reason(VALUES, json_path((name, *e.absolute_path)), e.message, str(e.validator)))
+    except Unresolvable as exc:  # a $ref the schema cannot resolve (jsonschema wraps it; both derive from this)
+        problem = f"the input schema has an unresolvable $ref: {exc}"
+        return Verdict(SCHEMA_VALID, "checker", (Reason("unchecked", "$", f"tool '{tool.name}': {problem}"),))
+    except RecursionError:  # a $ref cycle that never consumes input
+        problem = "the input schema recurses without end"
+        return Verdict(SCHEMA_VALID, "checker", (Reason("unchecked", "$", f"tool '{tool.name}': {problem}"),))
     if not reasons:
         return Verdict(SCHEMA_VALID, "checker")
     reasons.sort(key=lambda r: (_RANK[r.kind], r.path))

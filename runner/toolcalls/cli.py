@@ -131,6 +131,7 @@ def judge_eval(
     show: Annotated[int, typer.Option(min=0, help="Disagreements printed.")] = 10,
 ) -> None:
     """Score the checker, a judge model and checker+judge against labelled tool calls."""
+    from ..records import redact, redact_text
     from .evaluate import evaluate
     from .loader import DataError, load_cases
     from .report import html_report, text_report
@@ -175,15 +176,19 @@ def judge_eval(
         try:
             result = asyncio.run(judged(judge_obj))
         except JudgeError as exc:
-            _fail(str(exc))
+            _fail(redact_text(str(exc), [key or ""]) or "")
+        result = json.loads(redact(json.dumps(result, ensure_ascii=False, default=str).encode(), [key or ""]))
     else:
         result = asyncio.run(evaluate(loaded, None, judge_all, str(data)))
-    console.print(text_report(result, show))
+    # The files first: a report that cannot be printed must not cost the evaluation.
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(result, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-        console.print(f"json: {json_out}")
     if html_out:
         html_out.parent.mkdir(parents=True, exist_ok=True)
         html_out.write_text(html_report(result), encoding="utf-8")
-        console.print(f"html: {html_out}")
+    console.print(text_report(result, show))
+    if json_out:
+        console.print(f"json: {escape(str(json_out))}")
+    if html_out:
+        console.print(f"html: {escape(str(html_out))}")

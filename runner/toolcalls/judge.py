@@ -168,7 +168,7 @@ class Judge:
         await close(self.target)
 
     async def judge(self, case: Case) -> Verdict:
-        key = cache_key(case, self.target.model, RUBRIC_VERSION)
+        key = cache_key(case, self.target.model, RUBRIC_VERSION, self.target.api_base)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             self.stats.cache_hits += 1
             return Verdict(hit[0], "judge", reasoning=hit[1], cached=True)

@@ -1,7 +1,7 @@
 """On-disk cache of judge answers (SQLite), keyed by a hash of everything the answer depends on.
 
-The key is the sha256 of (tools, conversation, call, judge model, rubric version): re-running an evaluation,
-or judging the same call in another run, costs no model call. Only validated answers are stored.
+The key is the sha256 of (tools, conversation, call, judge model, its endpoint, rubric version): re-running
+an evaluation, or judging the same call in another run, costs no model call. Only validated answers are stored.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def default_cache_dir() -> Path:
     return Path(base) / "mcpfleet" / "judge"
 
 
-def cache_key(case: Case, model: str, rubric_version: str) -> str:
+def cache_key(case: Case, model: str, rubric_version: str, api_base: str | None = None) -> str:
+    """The answer's key; ``api_base`` is part of it: one model name on two endpoints may be two models."""
     payload: dict[str, Any] = {
         "tools": [t.as_dict() for t in case.tools],
         "history": case.history,
@@ -35,6 +36,8 @@ def cache_key(case: Case, model: str, rubric_version: str) -> str:
         "model": model,
         "rubric": rubric_version,
     }
+    if api_base:  # left out when unset, so keys made before api_base counted stay valid
+        payload["api_base"] = api_base.rstrip("/")
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 

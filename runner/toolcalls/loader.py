@@ -12,7 +12,7 @@ with ``skip_bad`` it is skipped and listed in the result instead. Nothing is dro
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,20 +82,16 @@ def iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
     """(1-based row number, raw row) for one file; a row that is not JSON is passed on as a RowError."""
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
-        with path.open(encoding="utf-8") as fh:
-            n = 0
-            for line in fh:
-                if not line.strip():
-                    continue
-                n += 1
-                try:
-                    yield n, json.loads(line)
-                except json.JSONDecodeError as exc:
-                    yield n, RowError("(row)", f"not valid JSON: {exc}")
+        for n, line in jsonl_lines(path):
+            yield n, decode_line(line)
     elif suffix == ".json":
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: not valid UTF-8: {exc}") from None
+        except RecursionError:
+            raise DataError(f"{path}: not readable JSON: nested too deeply") from None
+        except ValueError as exc:  # JSONDecodeError, or an integer with too many digits
             raise DataError(f"{path}: not valid JSON: {exc}") from None
         if isinstance(data, dict) and isinstance(data.get("data"), list):
             data = data["data"]
@@ -106,6 +102,63 @@ def iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
         yield from _parquet_rows(path)
     else:
         raise DataError(f"{path}: unknown data file type '{suffix}'; expected one of {', '.join(SUFFIXES)}")
+
+
+def jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(1-based row number, line) for every non-blank line of a JSONL file: the one rule both the row count
+    and the readers use (universal newlines, ``str.strip()``). Bytes that are not UTF-8 are kept as
+    surrogates (``decode_line`` turns such a row into a RowError), so one bad row does not end the file."""
+    with path.open(encoding="utf-8", errors="surrogateescape") as fh:
+        n = 0
+        for line in fh:
+            if not line.strip():
+                continue
+            n += 1
+            yield n, line
+
+
+def decode_line(line: str) -> Any:
+    """One JSONL row decoded, or a RowError saying why it cannot be (never raises)."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return RowError("(row)", f"not valid UTF-8 (at character {exc.start})")
+    try:
+        return json.loads(line)
+    except RecursionError:
+        return RowError("(row)", "not readable JSON: nested too deeply")
+    except ValueError as exc:  # JSONDecodeError, or an integer with too many digits
+        return RowError("(row)", f"not valid JSON: {exc}")
+
+
+def checked_row(raw: Any, row_id: str, source: str, require_label: bool) -> Case:
+    """``parse_row`` with anything a hostile row can raise (deep nesting, huge numbers) as a RowError."""
+    if isinstance(raw, RowError):
+        raise raw
+    try:
+        return parse_row(raw, row_id, source, require_label)
+    except RowError:
+        raise
+    except RecursionError:
+        raise RowError("(row)", "nested too deeply") from None
+    except ValueError as exc:
+        raise RowError("(row)", str(exc)) from None
+
+
+def duplicate_ids(ids: Iterable[tuple[str, str]]) -> str | None:
+    """A message naming the first repeated case id and the rows holding it (``(id, where)`` pairs), or None."""
+    first: dict[str, list[str]] = {}
+    for case_id, where in ids:
+        first.setdefault(case_id, []).append(where)
+    dup = next(((k, v) for k, v in first.items() if len(v) > 1), None)
+    if dup is None:
+        return None
+    more = sum(1 for v in first.values() if len(v) > 1) - 1
+    return (
+        f"case id '{dup[0]}' appears in {len(dup[1])} rows ({', '.join(dup[1][:5])})"
+        + (f" and {more} other id(s) repeat too" if more else "")
+        + "; case ids must be unique"
+    )
 
 
 def _parquet_rows(path: Path) -> Iterator[tuple[int, Any]]:
@@ -257,9 +310,7 @@ def load_cases(path: Path | str, skip_bad: bool = False, require_label: bool = T
         for n, raw in iter_rows(f):
             out.rows += 1
             try:
-                if isinstance(raw, RowError):
-                    raise raw
-                case = parse_row(raw, f"{label}:{n}", f"{f}:{n}", require_label)
+                case = checked_row(raw, f"{label}:{n}", f"{f}:{n}", require_label)
             except RowError as exc:
                 bad = BadRow(str(f), n, exc.field, str(exc))
                 if not skip_bad:
@@ -268,4 +319,7 @@ def load_cases(path: Path | str, skip_bad: bool = False, require_label: bool = T
                 continue
             case.tools = [interned.setdefault((t.name, t.description, t.key), t) for t in case.tools]
             out.cases.append(case)
+    dup = duplicate_ids((c.id, c.source or c.id) for c in out.cases)
+    if dup:
+        raise DataError(f"{root}: {dup}")
     return out

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ..tasks import NAME_RE, TaskError
+from .loader import DataError
 from .shards import count_cases
 
 
@@ -24,14 +26,37 @@ def make_task(
         if not NAME_RE.match(part):
             raise TaskError(f"'{part}' must match {NAME_RE.pattern} (it becomes part of trial ids)")
     task = pack / "toolcall" / difficulty / category / name
-    if task.exists():
-        shutil.rmtree(task)
-    task.mkdir(parents=True)
-    if data.is_dir():
-        shutil.copytree(data, task / "cases")
-    else:
-        shutil.copyfile(data, task / f"cases{data.suffix.lower()}")
-    rows = count_cases(task / ("cases" if data.is_dir() else f"cases{data.suffix.lower()}"))
+    if data.is_dir() and task.resolve().is_relative_to(data.resolve()):
+        raise DataError(f"{data}: the task folder {task} would lie inside its own data; choose another --pack")
+    count_cases(data)  # unreadable data or repeated case ids: refused before anything is written
+    dest = "cases" if data.is_dir() else f"cases{data.suffix.lower()}"
+    # Copy into a fresh folder beside the task and swap it in: the data may lie inside the old task folder
+    # (re-making a task from its own cases), and removing that folder first would delete the input.
+    task.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=task.parent))
+    try:
+        if data.is_dir():
+            shutil.copytree(data, staging / dest)
+        else:
+            shutil.copyfile(data, staging / dest)
+        rows = count_cases(staging / dest)
+        _describe(staging, data, rows, category, name, difficulty, description)
+        if task.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{name}.old.", dir=task.parent))
+            task.rename(old / name)
+            staging.rename(task)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            staging.rename(task)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return task
+
+
+def _describe(
+    task: Path, data: Path, rows: int, category: str, name: str, difficulty: str, description: str | None
+) -> None:
     text = description or f"{rows} single tool-call cases (limbic format) from {data.name}."
     (task / "description.md").write_text(text.rstrip() + "\n", encoding="utf-8")
     meta = {
@@ -48,4 +73,3 @@ def make_task(
         "meta_data": {"cases": rows},
     }
     (task / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    return task

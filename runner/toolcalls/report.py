@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 HTML_DISAGREEMENTS = 500  # the page lists this many; the JSON report has all of them
 
@@ -58,8 +59,11 @@ def text_report(result: dict[str, Any], show: int = 10) -> Group:
     if judge:
         st = judge["stats"]
         parts.append(
-            f"judge {judge['model']} (rubric {judge['rubric_version']}, {judge['judged']}): {st['requests']} requests, "
-            f"{st['cache_hits']} cache hits, {st['malformed']} malformed answers retried, {st['failed']} failed"
+            Text(
+                f"judge {judge['model']} (rubric {judge['rubric_version']}, {judge['judged']}): "
+                f"{st['requests']} requests, "
+                f"{st['cache_hits']} cache hits, {st['malformed']} malformed answers retried, {st['failed']} failed"
+            )
         )
     parts.append(per_class)
     for name, m in systems.items():
@@ -78,7 +82,7 @@ def text_report(result: dict[str, Any], show: int = 10) -> Group:
             d.add_column(col, overflow="fold")
         for r in rows[:show]:
             why = "; ".join(r["checker_reasons"][:2]) or r.get("judge_reasoning", "")
-            d.add_row(
+            row = (
                 r["id"],
                 r["gold"],
                 *(r["predicted"][s] for s in systems),
@@ -86,6 +90,7 @@ def text_report(result: dict[str, Any], show: int = 10) -> Group:
                 why[:160],
                 (r["failure_reason"] or "")[:160],
             )
+            d.add_row(*(Text(str(c)) for c in row))  # data, never markup: "[/x]" in a reason is text
         parts.append(d)
     return Group(*parts)
 

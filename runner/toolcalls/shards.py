@@ -3,16 +3,18 @@
 A toolcall task folder holds limbic-format data as ``cases.jsonl`` / ``cases.json`` / ``cases.parquet`` or a
 ``cases/`` folder of such files. Shard ``i`` of size ``n`` is rows ``[i*n, (i+1)*n)`` in file order. A shard
 reads only its own rows' JSON from a JSONL file (the others are counted, not decoded), so 40 shards of a
-10,000-row file do not each parse 10,000 rows.
+10,000-row file do not each parse 10,000 rows. Rows are counted and read by one rule (``loader.jsonl_lines``:
+universal newlines, ``str.strip()``), so the count and the shards agree. Case ids must be unique: the plan
+(``count_cases``) refuses repeated ids across the whole data, a shard within its own rows.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
-from .loader import DataError, RowError, data_files, iter_rows, parse_row
+from .loader import DataError, RowError, checked_row, data_files, decode_line, duplicate_ids, iter_rows, jsonl_lines
 from .models import Case
 
 CASE_NAMES = ("cases.jsonl", "cases.ndjson", "cases.json", "cases.parquet", "cases")
@@ -28,9 +30,8 @@ def _jsonl(path: Path) -> bool:
 
 
 def _rows_in(path: Path) -> int:
-    if _jsonl(path):
-        with path.open("rb") as fh:
-            return sum(1 for line in fh if line.strip())
+    if _jsonl(path):  # the readers' own rule for what a row is (jsonl_lines), so count and shards agree
+        return sum(1 for _ in jsonl_lines(path))
     if path.suffix.lower() == ".parquet":
         try:
             import pyarrow.parquet as pq
@@ -45,6 +46,26 @@ def _count(path: str, stamp: tuple[tuple[str, int, int], ...]) -> int:
     return sum(_rows_in(Path(f)) for f, _, _ in stamp)
 
 
+@lru_cache(maxsize=64)
+def _duplicates(path: str, stamp: tuple[tuple[str, int, int], ...]) -> str | None:
+    """The duplicate-id message for the data (see loader.duplicate_ids), over rows that decode; None if none."""
+
+    def ids() -> Iterator[tuple[str, str]]:
+        for f, _, _ in stamp:
+            for n, raw in iter_rows(Path(f)):
+                if isinstance(raw, dict) and raw.get("id") not in (None, ""):
+                    yield str(raw["id"]), f"{f}:{n}"
+
+    return duplicate_ids(ids())
+
+
+def check_unique_ids(path: Path) -> None:
+    """Raise DataError when two rows carry the same case id (their results would merge in the summaries)."""
+    dup = _duplicates(str(path), _stamp(path))
+    if dup:
+        raise DataError(f"{path}: {dup}")
+
+
 def _stamp(path: Path) -> tuple[tuple[str, int, int], ...]:
     out = []
     for f in data_files(path):
@@ -54,8 +75,11 @@ def _stamp(path: Path) -> tuple[tuple[str, int, int], ...]:
 
 
 def count_cases(path: Path) -> int:
-    """Rows in a data file or folder (bad rows included: they fail their shard, loudly, not the plan)."""
-    return _count(str(path), _stamp(path))
+    """Rows in a data file or folder (bad rows included: they fail their shard, loudly, not the plan).
+    Repeated case ids raise DataError: they fail the plan."""
+    stamp = _stamp(path)
+    check_unique_ids(path)
+    return _count(str(path), stamp)
 
 
 def shard_count(rows: int, size: int) -> int:
@@ -75,14 +99,15 @@ def load_shard(path: Path, shard: int, size: int) -> list[Case]:
             rows = [(n, raw) for n, raw in iter_rows(f) if start <= seen + n - 1 < stop]
         for n, raw in rows:
             try:
-                if isinstance(raw, RowError):
-                    raise raw
-                out.append(parse_row(raw, f"{label}:{n}", f"{f}:{n}", require_label=False))
+                out.append(checked_row(raw, f"{label}:{n}", f"{f}:{n}", require_label=False))
             except RowError as exc:
                 raise DataError(f"{f}: row {n}: field '{exc.field}': {exc}") from None
         if len(out) >= stop - start:
             break
         seen += _rows_in(f)
+    dup = duplicate_ids((c.id, c.source or c.id) for c in out)
+    if dup:
+        raise DataError(f"{path}: {dup}")
     return out
 
 
@@ -91,17 +116,9 @@ def _jsonl_rows(path: Path, start: int, stop: int) -> list[tuple[int, object]]:
     out: list[tuple[int, object]] = []
     if stop <= 0:
         return out
-    n = 0
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            if start <= n < stop:
-                try:
-                    out.append((n + 1, json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    out.append((n + 1, RowError("(row)", f"not valid JSON: {exc}")))
-            n += 1
-            if n >= stop:
-                break
+    for n, line in jsonl_lines(path):
+        if start < n <= stop:
+            out.append((n, decode_line(line)))
+        if n >= stop:
+            break
     return out

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..outcome import CONFIG_ERROR, PROVIDER_ERROR
+from ..outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR
 from .checker import classify_call
 from .gold import MATCH, compare
-from .models import SCHEMA_VALID, Case, Tool, ToolCall
+from .models import JUDGE_ERROR, SCHEMA_VALID, Case, Tool, ToolCall
 from .shards import cases_path, load_shard
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ def first_call(message: Any) -> tuple[ToolCall | None, str | None]:
     if isinstance(raw, str):
         try:
             args = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, an integer too long to read, nesting too deep
             return ToolCall(name=fn.name or "", arguments=raw, id=getattr(calls[0], "id", None)), raw
     else:
         args = raw
@@ -162,8 +162,9 @@ async def ask(target: LLMTarget, case: Case) -> Answer:
     return answer
 
 
-async def score(case: Case, answer: Answer, judge: Judge | None) -> CaseOutcome:
-    """Score one answer (see the module docstring for what passes)."""
+async def score(case: Case, answer: Answer, judge: Judge | None, timeout_s: float | None = None) -> CaseOutcome:
+    """Score one answer (see the module docstring for what passes). ``timeout_s`` bounds the judge's answer; a
+    judge that fails, gives no usable answer or none in time leaves the case ``judge_error``: not scored."""
     if answer.failure is not None:
         return CaseOutcome(case, answer, False, answer.failure, "none")
     call = answer.call
@@ -184,11 +185,27 @@ async def score(case: Case, answer: Answer, judge: Judge | None) -> CaseOutcome:
         return CaseOutcome(case, answer, False, REPEATS_LABELLED, "checker", verdict.label, detail=checked)
     if judge is None:
         return CaseOutcome(case, answer, True, None, "checker", verdict.label, detail=checked)
-    judged = await judge.judge(case.model_copy(update={"call": call, "call_content": answer.text, "label": None}))
+    from .judge import JudgeError
+
+    asked = case.model_copy(update={"call": call, "call_content": answer.text, "label": None})
+    try:
+        if timeout_s is not None and timeout_s <= 0:
+            raise TimeoutError
+        judged = await asyncio.wait_for(judge.judge(asked), timeout_s)
+    except (JudgeError, TimeoutError) as exc:
+        why = str(exc) if isinstance(exc, JudgeError) else "no judge answer before the shard's time was up"
+        detail = {**checked, "judge_reasoning": why}
+        return CaseOutcome(case, answer, False, JUDGE_ERROR, "judge", verdict.label, judge=JUDGE_ERROR, detail=detail)
     passed = judged.label == "correct"
     failure = None if passed else judged.label
     detail = {**checked, "judge_reasoning": judged.reasoning}
     return CaseOutcome(case, answer, passed, failure, "judge", verdict.label, judge=judged.label, detail=detail)
+
+
+def judge_keys(settings: JudgeSettings | None, env: Any) -> list[str]:
+    """Every value a judge key may have here (the named variable's and the pod's): redacted from records."""
+    names = [JUDGE_KEY_ENV] + ([settings.api_key_env] if settings is not None and settings.api_key_env else [])
+    return [v for v in (env.get(n) for n in names) if v]
 
 
 def make_judge(settings: JudgeSettings | None, env: Any) -> Judge | None:
@@ -250,7 +267,9 @@ async def run_cases(
                     answer = await asyncio.wait_for(ask(target, case), left)
             except TimeoutError:
                 answer = Answer(error=f"no answer within the shard's {timeout_s:g} s", failure=TIMEOUT)
-        return await score(case, answer, judge)
+        # The judge's answer counts against the shard's time too (a hung judge must not hold the shard).
+        left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+        return await score(case, answer, judge, left)
 
     return list(await asyncio.gather(*(one(c) for c in cases)))
 
@@ -263,18 +282,20 @@ def shard_result(spec: TrialSpec, outcomes: list[CaseOutcome], started: str, tot
     failed = [o for o in outcomes if not o.passed]
     failures = Counter(o.failure for o in failed)
     # A case its provider failed measured nothing: the shard is then the provider's (retried like an infra
-    # error, or its model stopped on a configuration error), not the model's.
-    unscored = [o for o in failed if o.failure in (PROVIDER_ERROR, CONFIG_ERROR)]
-    lost = next((o for o in unscored if o.failure == CONFIG_ERROR), unscored[0] if unscored else None)
+    # error, or its model stopped on a configuration error), not the model's. A case the judge could not
+    # classify measured nothing either: its shard is an infra_error (not scored, run again on resume).
+    unscored = [o for o in failed if o.failure in (PROVIDER_ERROR, CONFIG_ERROR, JUDGE_ERROR)]
+    lost = next((o for f in (CONFIG_ERROR, PROVIDER_ERROR, JUDGE_ERROR) for o in unscored if o.failure == f), None)
+    lost_as = None if lost is None else INFRA_ERROR if lost.failure == JUDGE_ERROR else lost.failure
     return TrialResult(
         **spec.record_identity(),
         provider_model=next((a.provider_model for a in answers if a.provider_model), None),
         passed=bool(outcomes) and not failed,
-        failure=lost.failure if lost is not None else None if outcomes and not failed else CASES_FAILED,
+        failure=lost_as if lost is not None else None if outcomes and not failed else CASES_FAILED,
         stop_reason=lost.failure if lost is not None else "completed",
         error=(
             f"{len(failed)}/{len(outcomes)} cases failed: {dict(failures.most_common())}"
-            + (f"; e.g. {lost.answer.error}" if lost is not None else "")
+            + (f"; e.g. {lost.answer.error or lost.detail.get('judge_reasoning')}" if lost is not None else "")
             if failed
             else None
         ),
@@ -297,7 +318,7 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
     """Run one shard and record it whole (result.json last); unreadable data is an ``infra_error`` record."""
     import os
 
-    from ..records import TrialResult, dumps, now_iso
+    from ..records import TrialResult, dumps, now_iso, redact_text
     from ..spec import AgentKind, ToolCallSettings
     from ..tasks import find_task
     from ..trial import api_key, llm_target
@@ -345,7 +366,8 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
         result = shard_result(spec, outcomes, started, time.perf_counter() - t0)
         result.infra_attempts = infra_attempt
         record = {**result.model_dump(mode="json"), "shard": spec.shard, "cases": [o.compact() for o in outcomes]}
-    secrets = [s for s in (api_key(spec.model, env), env.get(JUDGE_KEY_ENV)) if s]
+    secrets = [s for s in (api_key(spec.model, env), *judge_keys(settings.judge, env)) if s]
+    result.error = redact_text(result.error, secrets)  # the launcher prints it
     files = {"cases.jsonl": "".join(json.dumps(o.full(), ensure_ascii=False) + "\n" for o in outcomes).encode()}
 
     async def write() -> None:
