@@ -101,6 +101,19 @@ async def again(rec: Reconciler, **spec: Any) -> None:
     await rec.step()
 
 
+async def suspended_and_resumed(tmp_path: Path, trouble: str) -> tuple[Reconciler, PodsKube, str]:
+    """One running trial whose pod is in ``trouble`` (``lost``: its node is gone; ``fail_delete``: the API refuses
+    its next delete), suspended, then resumed a step later."""
+    rec, kube = await running(tmp_path, 1, retries={"limit": 2, "backoffSeconds": 0})
+    [name] = kube.existing
+    getattr(kube, trouble).add(name)
+    edit(rec, suspend=True)
+    await rec.step()
+    edit(rec, suspend=False)
+    await rec.step()
+    return rec, kube, name
+
+
 async def test_suspended_pods_stuck_on_a_lost_node_are_replaced_never_taken_over(tmp_path: Path) -> None:
     """Before: past their deadline the suspended tries were unlaunched while their pods still existed, and the resume
     took the dying pods for the new tries (409), which later cost an infrastructure retry each; three of them failed a
@@ -129,13 +142,7 @@ async def test_suspended_pods_stuck_on_a_lost_node_are_replaced_never_taken_over
 async def test_a_resume_never_takes_over_a_dying_pod_of_the_same_name(tmp_path: Path) -> None:
     """Suspend, then resume within the suspended pod's deletion: the try stays in flight until its pod is gone, and a
     create of that name meanwhile (e.g. by an operator that lost the try) is refused as the API client refuses it."""
-    rec, kube = await running(tmp_path, 1, retries={"limit": 2, "backoffSeconds": 0})
-    [name] = kube.existing
-    kube.lost.add(name)
-    edit(rec, suspend=True)
-    await rec.step()
-    edit(rec, suspend=False)
-    await rec.step()
+    rec, kube, name = await suspended_and_resumed(tmp_path, "lost")
     assert rec.state is not None and list(rec.state.in_flight) and len(kube.created) == 1
     rec.queue.put_nowait(("DELETED", kube.remove(name)))  # its node finally stopped it: no record
     await rec.step()
@@ -198,13 +205,7 @@ async def test_an_edit_after_a_failed_run_charges_neither_its_stopped_pods_nor_i
 async def test_a_suspend_whose_delete_failed_leaves_a_resumed_pod_uncounted(tmp_path: Path) -> None:
     """The suspend's delete fails (API 500) and the run is resumed before the next step tried again: the live pod is
     the try it was, with no deletion deadline (before: 60 s later it was counted as "still terminating")."""
-    rec, kube = await running(tmp_path, 1, retries={"limit": 2, "backoffSeconds": 0})
-    [name] = kube.existing
-    kube.fail_delete.add(name)
-    edit(rec, suspend=True)
-    await rec.step()
-    edit(rec, suspend=False)
-    await rec.step()
+    rec, kube, name = await suspended_and_resumed(tmp_path, "fail_delete")
     assert rec.state is not None
     [inf] = rec.state.in_flight.values()
     assert (inf.suspended, inf.ending, inf.kill_by, inf.reason) == (False, None, None, None), inf
