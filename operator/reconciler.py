@@ -21,7 +21,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from mcpfleet.runner.history import read_history
 from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.plan import TrialSpec, plan
-from mcpfleet.runner.records import TrialResult, dumps, now_iso, parse_time
+from mcpfleet.runner.records import TrialResult, dumps, epoch_seconds, now_iso
 from mcpfleet.runner.spec import RESULT_FIELDS, EvalRun, SpecError, parse_evalrun
 from mcpfleet.runner.store import ResultStore, StoreError, open_store, store_config
 from mcpfleet.runner.summary import build_summary
@@ -77,8 +77,8 @@ class Shared:
 def _ts(value: str | None) -> float:
     """An API or status timestamp in epoch seconds; now when it is missing or unreadable (a hand-edited status
     must not stop the run's reconciling)."""
-    t = parse_time(value)
-    return t.timestamp() if t is not None else time.time()
+    t = epoch_seconds(value)
+    return t if t is not None else time.time()
 
 
 def condition(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]:

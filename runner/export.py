@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .outcome import is_scored
-from .records import MCPMarkFacts, TrialResult, dumps_mcpmark, mcpmark_meta, parse_time
+from .records import MCPMarkFacts, TrialResult, dumps_mcpmark, epoch_seconds, mcpmark_meta
 from .store import ResultStore
 
 
@@ -49,11 +49,6 @@ def service_folder(service: str, difficulty: str) -> str:
     return service if difficulty in ("standard", "") else f"{service}-{difficulty}"
 
 
-def _iso_ts(value: str) -> float:
-    t = parse_time(value)
-    return t.timestamp() if t is not None else 0.0
-
-
 def _rebuilt_meta(rec: dict[str, Any]) -> dict[str, Any]:
     """meta.json for a trial recorded before mcpfleet wrote MCPMark's exact format."""
     result = TrialResult.model_validate(rec)
@@ -62,8 +57,8 @@ def _rebuilt_meta(rec: dict[str, Any]) -> dict[str, Any]:
     facts = MCPMarkFacts(
         task_name=f"{category}__{name}",
         timeout=3600,
-        started=_iso_ts(result.started_at),
-        finished=_iso_ts(result.finished_at),
+        started=epoch_seconds(result.started_at) or 0.0,
+        finished=epoch_seconds(result.finished_at) or 0.0,
         turn_count=result.totals.turns,
         run_model=result.provider_model,
         agent_error=result.error,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
 from .outcome import CONFIG_ERROR, CONTENT_FILTER, CONTEXT_OVERFLOW, LLM_API_ERROR, PROVIDER_ERROR
+from .records import epoch_seconds
 
 # Kinds of fault, for logs and the runner's metrics (a bounded label set).
 RATE_LIMIT = "rate_limit"
@@ -201,7 +202,7 @@ def _seconds(value: str, now: float) -> float | None:
     if re.fullmatch(r"(\d+(\.\d+)?(ms|h|m|s))+", v):
         unit = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
         return sum(float(n) * unit[u] for n, u in _DURATION.findall(v))
-    for parse in (_http_date, _iso_time):
+    for parse in (_http_date, epoch_seconds):
         when = parse(v)
         if when is not None:
             return when - now
@@ -213,13 +214,6 @@ def _http_date(v: str) -> float | None:
         return parsedate_to_datetime(v).timestamp()
     except (TypeError, ValueError, IndexError):
         return None
-
-
-def _iso_time(v: str) -> float | None:
-    from .records import parse_time
-
-    t = parse_time(v)
-    return t.timestamp() if t is not None else None
 
 
 def retry_after_seconds(headers: Mapping[str, str], now: float | None = None) -> float | None:

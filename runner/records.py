@@ -108,6 +108,12 @@ def parse_time(value: object) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def epoch_seconds(value: object) -> float | None:
+    """``parse_time`` in epoch seconds; None when the value is missing or no time (the caller picks the fallback)."""
+    t = parse_time(value)
+    return t.timestamp() if t is not None else None
+
+
 def _user_text(content: Any) -> str:
     if isinstance(content, list):
         return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")

@@ -234,3 +234,28 @@ def test_an_unresolvable_ref_is_an_uncheckable_schema_not_an_exception(schema: d
     verdict = classify_call([Tool(name="f", input_schema=schema)], ToolCall(name="f", arguments={"a": 1}))
     assert verdict.label == SCHEMA_VALID
     assert [r.kind for r in verdict.reasons] == ["unchecked"] and "$ref" in verdict.reasons[0].message
+
+
+def test_a_catastrophic_pattern_is_cut_off_as_unchecked_and_other_patterns_still_decide() -> None:
+    """``^(a|aa)+$`` against 40 a's and a b backtracks for hours under ``re``; the shard's event loop would be
+    held out of reach of its deadline. The checker gives up after PATTERN_SECONDS and says so."""
+    import time
+
+    from mcpfleet.runner.toolcalls import checker
+
+    slow = Tool(
+        name="tag",
+        input_schema={"type": "object", "properties": {"label": {"type": "string", "pattern": "^(a|aa)+$"}}},
+    )
+    start = time.perf_counter()
+    verdict = classify_call([slow], ToolCall(name="tag", arguments={"label": "a" * 40 + "b"}))
+    assert time.perf_counter() - start < checker.PATTERN_SECONDS + 2
+    assert verdict.label == SCHEMA_VALID
+    assert [r.kind for r in verdict.reasons] == ["unchecked"] and "pattern" in verdict.reasons[0].message
+    # the same schema still decides values it can match in time, with jsonschema's own message
+    assert classify_call([slow], ToolCall(name="tag", arguments={"label": "aaaa"})).label == SCHEMA_VALID
+    wrong = classify_call([slow], ToolCall(name="tag", arguments={"label": "ab"}))
+    assert wrong.label == VALUES and wrong.reasons[0].keyword == "pattern"
+    assert wrong.reasons[0].message == "'ab' does not match '^(a|aa)+$'"
+    assert check("create_event", {**GOOD, "code": "abc"})[1] == [(VALUES, "$.code", "pattern")]
+    assert check("create_event", {**GOOD, "code": "ABC"})[0] == SCHEMA_VALID

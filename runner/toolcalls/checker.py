@@ -22,6 +22,11 @@ JSON, which each Tool computes once). For speed each tool gets one validator for
 schema's validator, so ``$ref`` resolves as before): the same keywords run on the same values, but the
 library's per-property descent, which builds a validator and a referencing resource each time, happens once
 at build time instead of on every call.
+
+``pattern`` runs through the ``regex`` package with a time limit (``PATTERN_SECONDS``) instead of ``re``: a
+tool schema's pattern with catastrophic backtracking (``^(a|aa)+$`` against a long argument) would otherwise
+hold the shard's event loop for minutes, out of reach of its deadline. A pattern that runs out of time makes
+the call ``unchecked``, like any schema the checker cannot apply.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
+import regex
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 from jsonschema.protocols import Validator
@@ -59,8 +65,37 @@ _COMPOSITION = ("allOf", "anyOf", "oneOf", "$ref", "$dynamicRef", "if", "depende
 _BRANCHING = frozenset({"anyOf", "oneOf"})
 
 
+PATTERN_SECONDS = 1.0  # one ``pattern`` match against one argument value
+
+
 class UncheckableSchema(Exception):
     """The tool's own input schema is not a valid JSON schema."""
+
+
+class SlowPattern(Exception):
+    """A ``pattern`` did not finish matching within PATTERN_SECONDS."""
+
+
+def _pattern(validator: Validator, pattern: str, instance: Any, schema: Any) -> Iterable[ValidationError]:
+    """jsonschema's ``pattern`` keyword (same message), time-limited."""
+    if not validator.is_type(instance, "string"):
+        return
+    try:
+        found = regex.search(pattern, instance, timeout=PATTERN_SECONDS)
+    except TimeoutError:
+        raise SlowPattern(
+            f"the pattern {pattern!r} took over {PATTERN_SECONDS:g} s on a {len(instance)}-character value"
+        ) from None
+    if found is None:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@cache
+def _guarded(cls: type[Validator]) -> type[Validator]:
+    """The draft's validator class with the time-limited ``pattern``."""
+    if "pattern" not in cls.VALIDATORS:
+        return cls
+    return validators.extend(cls, {"pattern": _pattern})
 
 
 def strict_schema(schema: dict[str, Any], cls: type[Validator]) -> dict[str, Any]:
@@ -88,7 +123,7 @@ def compiled(key: str) -> Compiled:
     schema = json.loads(key)
     if not isinstance(schema, dict):
         raise UncheckableSchema(f"the input schema is a {type(schema).__name__}, not an object")
-    cls = validators.validator_for(schema, default=Draft202012Validator)
+    cls = _guarded(validators.validator_for(schema, default=Draft202012Validator))
     try:
         cls.check_schema(schema)
     except SchemaError as exc:
@@ -145,6 +180,8 @@ def check_arguments(tool: Tool, arguments: Any) -> Verdict:
     except Unresolvable as exc:  # a $ref the schema cannot resolve (jsonschema wraps it; both derive from this)
         problem = f"the input schema has an unresolvable $ref: {exc}"
         return Verdict(SCHEMA_VALID, "checker", (Reason("unchecked", "$", f"tool '{tool.name}': {problem}"),))
+    except SlowPattern as exc:
+        return Verdict(SCHEMA_VALID, "checker", (Reason("unchecked", "$", f"tool '{tool.name}': {exc}"),))
     except RecursionError:  # a $ref cycle that never consumes input
         problem = "the input schema recurses without end"
         return Verdict(SCHEMA_VALID, "checker", (Reason("unchecked", "$", f"tool '{tool.name}': {problem}"),))

@@ -28,7 +28,7 @@ def make_task(
     task = pack / "toolcall" / difficulty / category / name
     if data.is_dir() and task.resolve().is_relative_to(data.resolve()):
         raise DataError(f"{data}: the task folder {task} would lie inside its own data; choose another --pack")
-    count_cases(data)  # unreadable data or repeated case ids: refused before anything is written
+    rows = count_cases(data)  # unreadable data or repeated case ids: refused before anything is written
     dest = "cases" if data.is_dir() else f"cases{data.suffix.lower()}"
     # Copy into a fresh folder beside the task and swap it in: the data may lie inside the old task folder
     # (re-making a task from its own cases), and removing that folder first would delete the input.
@@ -39,7 +39,6 @@ def make_task(
             shutil.copytree(data, staging / dest)
         else:
             shutil.copyfile(data, staging / dest)
-        rows = count_cases(staging / dest)
         _describe(staging, data, rows, category, name, difficulty, description)
         if task.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{name}.old.", dir=task.parent))
