@@ -235,13 +235,10 @@ def test_tools_are_offered_as_mcpmark_offers_them() -> None:
 def test_record_times_are_read_one_way(value: object, epoch: float | None) -> None:
     """Records, exports, the history of earlier runs and the operator read timestamps through one function:
     a record from another zone or a damaged one means the same everywhere (None: the caller's fallback)."""
-    from mcpfleet.runner.export import _iso_ts
     from mcpfleet.runner.history import record_seconds
-    from mcpfleet.runner.records import parse_time
+    from mcpfleet.runner.records import epoch_seconds, parse_time
 
     got = parse_time(value)
-    assert (got.timestamp() if got else None) == epoch
-    if isinstance(value, str):
-        assert _iso_ts(value) == (epoch or 0.0)
+    assert (got.timestamp() if got else None) == epoch == epoch_seconds(value)
     later = {"started_at": value, "finished_at": "2026-11-27T10:00:30.250Z"}
     assert record_seconds(later) == (None if epoch is None else pytest.approx(1795773630.25 - epoch))
