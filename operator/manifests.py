@@ -85,10 +85,13 @@ def _resources(res: Any) -> dict[str, Any]:
     return out
 
 
-def runner_env(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry: int = 0) -> list[dict[str, Any]]:
+def runner_env(
+    run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry: int = 0, image: str = ""
+) -> list[dict[str, Any]]:
     out = run.spec.output
     env: list[dict[str, Any]] = [
         {"name": "MCPFLEET_TRIAL", "value": trial.model_dump_json()},
+        {"name": "MCPFLEET_RUNNER_IMAGE", "value": image},  # named in each record (records.harness_id)
         {"name": "MCPFLEET_INFRA_ATTEMPT", "value": str(retry + 1)},
         {"name": "MCPFLEET_OUTPUT_URI", "value": out.uri},
         {"name": "MCPFLEET_RUN_UID", "value": run.metadata.uid or ""},
@@ -261,7 +264,7 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
                 "command": ["mcpfleet", "trial"],
                 "args": runner_args,
                 "ports": [{"name": "metrics", "containerPort": settings.metrics_port, "protocol": "TCP"}],
-                "env": runner_env(run, trial, settings, retry),
+                "env": runner_env(run, trial, settings, retry, runner_image),
                 "volumeMounts": runner_mounts,
                 "resources": _resources(pod.resources),
                 "securityContext": _container_security(),

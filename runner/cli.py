@@ -65,6 +65,7 @@ def run(
 
     from .launcher import RunRefused, execute
     from .store import StoreError
+    from .summary import mixed_harness
     from .summary_table import summary_table
 
     # SIGTERM (kill, timeout, CI cancellation) takes the same clean path as Ctrl-C: no orphaned servers.
@@ -84,6 +85,8 @@ def run(
         err.print("[yellow]interrupted:[/] finished trials are recorded; run the same command again to resume.")
         raise typer.Exit(130) from None
     console.print(summary_table(summary))
+    if mixed := mixed_harness(summary):
+        err.print(f"[yellow]note:[/] {escape(mixed)}", highlight=False, soft_wrap=True)
     shown = shown_path(root)
     console.print(f"records: {shown}/trials   summary: {shown}/summary.json")
     if summary.get("stopped"):  # a configuration error or a spent retry budget: not a finished run

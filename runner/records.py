@@ -90,6 +90,23 @@ class TrialResult(BaseModel):
     infra_attempts: int = 1
     started_at: str = ""
     finished_at: str = ""
+    harness: str | None = Field(
+        default=None, description="What ran the trial: 'mcpfleet <version>', plus the runner image in a pod."
+    )
+
+
+def harness_id() -> str:
+    """This process's harness, for its records: a run whose records name more than one is flagged (a runner
+    image edited mid-run, a resume under a newer mcpfleet), since its scores may not be comparable."""
+    import os
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        out = f"mcpfleet {version('mcpfleet')}"
+    except PackageNotFoundError:
+        out = "mcpfleet (not installed)"
+    image = os.environ.get("MCPFLEET_RUNNER_IMAGE")
+    return f"{out} ({image})" if image else out
 
 
 def now_iso() -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from html import escape
@@ -27,6 +27,7 @@ from .outcome import CATEGORIES, is_scored
 from .records import now_iso
 from .scoring import ALL, summarize
 from .store import LocalStore, ResultStore, S3Store, parse_s3_uri
+from .summary import mixed_harness
 from .toolcalls.case_records import breakdown, expand
 
 PLOT_IDS = ("plot-pass-at-1", "plot-pass-at-k", "plot-cost", "plot-turns", "plot-failures")
@@ -168,6 +169,7 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
             "trials_recorded": len(raw),
             "complete": planned is not None and len(raw) == planned,
             "rows": summarize(records, attempts),
+            "harness": dict(Counter(r["harness"] for r in raw if isinstance(r.get("harness"), str))),
         }
         if toolcall := breakdown(records):
             summary["toolcall"] = toolcall
@@ -185,6 +187,8 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
     for model, n in sorted(counted.items()):
         if have.get(model, 0) != n:
             notes.append(f"{model}: the summary counts {n} trial(s), {have.get(model, 0)} record(s) found")
+    if mixed := mixed_harness(summary):
+        notes.append(mixed)
     return RunData(ref=ref, location=store.location(), summary=summary, records=records, source=source, notes=notes)
 
 

@@ -35,7 +35,19 @@ def build_summary(
         "not_scored": dict(sorted(not_scored.items())),  # infra, provider and config errors: re-run on resume
         "stopped": dict(sorted((stopped or {}).items())),
         "rows": summarize(scored, run.spec.attempts),
+        # what ran the recorded trials (records.harness_id); more than one: see mixed_harness
+        "harness": dict(sorted(Counter(r["harness"] for r in results if isinstance(r.get("harness"), str)).items())),
     }
     if toolcall := breakdown(scored):
         out["toolcall"] = toolcall
     return out
+
+
+def mixed_harness(summary: dict[str, Any]) -> str | None:
+    """A warning when the run's records were written by more than one harness (a runner image edited mid-run,
+    a resume under another mcpfleet version): its scores may mix two harnesses' behaviour. None otherwise."""
+    harness = summary.get("harness")
+    if not isinstance(harness, dict) or len(harness) < 2:
+        return None
+    named = ", ".join(f"{h} ({n} trial{'s' if n != 1 else ''})" for h, n in harness.items())
+    return f"this run's trials were run by {len(harness)} harnesses: {named}; scores may not be comparable"

@@ -38,6 +38,7 @@ from .records import (
     VerifierRecord,
     dumps,
     dumps_mcpmark,
+    harness_id,
     mcpmark_meta,
     now_iso,
     redact,
@@ -393,6 +394,7 @@ async def run_trial(
         timings.llm_wait = run.llm_seconds
         result = TrialResult(
             **spec.record_identity(),
+            harness=harness_id(),
             protocol=mcpmark_protocol.version() if spec.agent in (AgentKind.mcpmark, AgentKind.react) else None,
             provider_model=run.run_model,
             passed=passed,

@@ -263,3 +263,39 @@ def test_validate_notes_what_only_the_operator_can_run(tmp_path: Path) -> None:
     assert "note: for the operator only; `mcpfleet run` would refuse: spec.models[0].apiKeySecretRef" in flat(
         out.stderr
     )
+
+
+def test_each_record_names_its_harness_and_a_run_finished_by_another_is_flagged(
+    tmp_path: Path, session_pack: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run resumed under another runner image (or mcpfleet version) mixes two harnesses' behaviour in one
+    score: each record says what ran it, summary.json counts them, and the run's output says so."""
+    from importlib.metadata import version
+
+    path = evalrun(
+        tmp_path,
+        {
+            "models": [{"name": "oracle", "model": "scripted/oracle"}],
+            "tasks": {"path": str(session_pack)},
+            "output": {"uri": str(tmp_path / "runs")},
+        },
+    )
+    monkeypatch.delenv("MCPFLEET_RUNNER_IMAGE", raising=False)
+    first = cli("run", str(path), "--no-progress", timeout=300)
+    assert first.returncode == 0, first.stdout + first.stderr
+    mine = f"mcpfleet {version('mcpfleet')}"
+    root = tmp_path / "runs" / "cli"
+    records = sorted((root / "trials").glob("*/result.json"))
+    assert len(records) == 3 and {json.loads(r.read_text())["harness"] for r in records} == {mine}
+    assert json.loads((root / "summary.json").read_text())["harness"] == {mine: 3}
+    assert "harnesses" not in flat(first.stderr)
+
+    records[0].unlink()  # as if interrupted; the resume runs it under a fixed image
+    monkeypatch.setenv("MCPFLEET_RUNNER_IMAGE", "registry.example/runner:fixed")
+    second = cli("run", str(path), "--no-progress", timeout=300)
+    assert second.returncode == 0, second.stdout + second.stderr
+    other = f"{mine} (registry.example/runner:fixed)"
+    assert json.loads(records[0].read_text())["harness"] == other
+    assert json.loads((root / "summary.json").read_text())["harness"] == {mine: 2, other: 1}
+    note = flat(second.stderr)
+    assert "run by 2 harnesses" in note and f"{mine} (2 trials)" in note and f"{other} (1 trial)" in note

@@ -560,3 +560,24 @@ def test_bad_references_fail_cleanly(tmp_path: Path) -> None:
     proc = cli("report", "s3://bucket-only", "-o", str(tmp_path / "x.html"))
     assert proc.returncode == 2 and "not a bare bucket" in proc.stderr
     assert not (tmp_path / "x.html").exists()
+
+
+def test_a_run_recorded_by_two_harnesses_is_noted(runs: dict[str, Path], tmp_path: Path) -> None:
+    """Records written by another runner image (an image edited mid-run) are counted and named in the report,
+    from summary.json or, without one, from the records themselves."""
+    part = tmp_path / "mixed"
+    shutil.copytree(runs["real"], part)
+    results = sorted((part / "trials").glob("*/result.json"))
+    for i, path in enumerate(results):
+        rec = json.loads(path.read_text())
+        rec["harness"] = "mcpfleet 0.1.0 (runner:a)" if i < 3 else "mcpfleet 0.1.0 (runner:b)"
+        path.write_text(json.dumps(rec))
+    (part / "summary.json").unlink()
+    loaded = load_run(str(part))
+    assert loaded.summary["harness"] == {"mcpfleet 0.1.0 (runner:a)": 3, "mcpfleet 0.1.0 (runner:b)": len(results) - 3}
+    assert any("run by 2 harnesses" in n and "(runner:a) (3 trials)" in n for n in loaded.notes)
+    for path in results:  # one harness: nothing to say
+        rec = json.loads(path.read_text())
+        rec["harness"] = "mcpfleet 0.1.0"
+        path.write_text(json.dumps(rec))
+    assert not any("harness" in n for n in load_run(str(part)).notes)

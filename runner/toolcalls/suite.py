@@ -275,7 +275,7 @@ async def run_cases(
 
 
 def shard_result(spec: TrialSpec, outcomes: list[CaseOutcome], started: str, total_s: float) -> TrialResult:
-    from ..records import Timings, Totals, TrialResult, now_iso
+    from ..records import Timings, Totals, TrialResult, harness_id, now_iso
 
     answers = [o.answer for o in outcomes]
     costs = [a.cost_usd for a in answers if a.cost_usd is not None]
@@ -289,6 +289,7 @@ def shard_result(spec: TrialSpec, outcomes: list[CaseOutcome], started: str, tot
     lost_as = None if lost is None else INFRA_ERROR if lost.failure == JUDGE_ERROR else lost.failure
     return TrialResult(
         **spec.record_identity(),
+        harness=harness_id(),
         provider_model=next((a.provider_model for a in answers if a.provider_model), None),
         passed=bool(outcomes) and not failed,
         failure=lost_as if lost is not None else None if outcomes and not failed else CASES_FAILED,
@@ -318,7 +319,7 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
     """Run one shard and record it whole (result.json last); unreadable data is an ``infra_error`` record."""
     import os
 
-    from ..records import TrialResult, dumps, now_iso, redact_text
+    from ..records import TrialResult, dumps, harness_id, now_iso, redact_text
     from ..spec import AgentKind, ToolCallSettings
     from ..tasks import find_task
     from ..trial import api_key, llm_target
@@ -354,6 +355,7 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
     except Exception as exc:  # noqa: BLE001 - anything before the model answers is infrastructure
         result = TrialResult(
             **spec.record_identity(),
+            harness=harness_id(),
             passed=False,
             failure="infra_error",
             error=f"{type(exc).__name__}: {exc}",

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import boto3
 from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet
 from support import NS, evalrun, infra_errors, s3_keys, status_of, wait_until
@@ -266,3 +268,44 @@ async def test_pod_on_a_lost_node_is_counted_failed_after_its_deadline(
     assert counts["infraErrors"] == 1 and counts["finished"] == 1, counts
     [err] = infra_errors(s3, bucket)
     assert "node lost" in err, err
+
+
+async def test_a_runner_image_edited_mid_run_is_named_in_each_record_and_flagged(
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path
+) -> None:
+    """The image may be fixed mid-run (the canonical "fix the cause and edit the EvalRun"), so the edit is
+    accepted; each record names the image that ran it, and a run whose scores mix two gets a warning."""
+    first, fixed = "registry.example.com/evals/runner:1", "registry.example.com/evals/runner:2"
+    body = one_trial(
+        "reimaged",
+        image_pack,
+        s3,
+        bucket,
+        attempts=2,
+        concurrency={"total": 1},
+        retries={"limit": 2, "backoffSeconds": 8, "backoffLimit": 3},
+        pod={"runnerImage": first},
+    )
+
+    def running() -> bool:
+        return any((p.get("status") or {}).get("phase") == "Running" for p in kube.objects("pods", NS))
+
+    async with Kubelet(kube.url) as kubelet:
+        with operator(kube):
+            kube.create(body)
+            await wait_until(running, 60, "the first trial's pod to run")
+            kubelet.pull_failures.add(first)  # the next pod of the old image fails to start ...
+            await wait_until(lambda: infra_errors(s3, bucket), 60, "the second trial's failed try")
+            kube.patch("evalruns", NS, "reimaged", {"spec": {"pod": {"runnerImage": fixed}}})  # ... and is fixed
+            await wait_until(lambda: phase(kube, "reimaged") == "Succeeded", 90, "the run to succeed")
+            warned = await wait_until(lambda: events(kube, "MixedHarness"), 10, "the warning event")
+    harness = {}
+    client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
+    for key in s3_keys(s3, bucket):
+        if key.endswith("/result.json"):
+            rec = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+            if rec.get("harness"):
+                harness[rec["attempt"]] = rec["harness"]
+    assert harness[1].endswith(f"({first})") and harness[2].endswith(f"({fixed})"), harness
+    message = warned[0]["message"]
+    assert "run by 2 harnesses" in message and first in message and fixed in message, message

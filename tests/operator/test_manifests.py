@@ -206,6 +206,8 @@ def test_settings_and_spec_reach_the_pod(pack: Path) -> None:
     runner = pod["spec"]["containers"][0]
     assert runner["image"].startswith("registry.example.com/team/runner@sha256:")
     assert pod["spec"]["initContainers"][0]["image"] == runner["image"]  # the state init container
+    # the runner names its image in every record it writes (records.harness_id)
+    assert {e["name"]: e.get("value") for e in runner["env"]}["MCPFLEET_RUNNER_IMAGE"] == runner["image"]
     assert pod["spec"]["initContainers"][1]["image"] == "registry.example.com/team/mcp-fs:2.0"
     assert runner["resources"] == {
         "requests": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "1Gi"},
@@ -219,6 +221,8 @@ def test_settings_and_spec_reach_the_pod(pack: Path) -> None:
     _, _, _, _, pod = by_variant["defaults"]
     assert "serviceAccountName" not in pod["spec"] and "nodeSelector" not in pod["spec"]
     assert pod["spec"]["containers"][0]["image"] == OperatorSettings().runner_image
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["MCPFLEET_RUNNER_IMAGE"] == OperatorSettings().runner_image
     _, _, _, _, pod = by_variant["scripted-url"]
     env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
     assert env["MCPFLEET_SCRIPTED_URL"]["value"] == SCRIPTED_URL and env["MCP_PORT"]["value"] == "9123"
