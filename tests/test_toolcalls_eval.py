@@ -157,3 +157,58 @@ def test_judge_eval_prints_markup_in_data_as_text_and_writes_its_files(tmp_path:
     done = cli("judge-eval", str(data), "--json", str(out), "--show", "20")
     assert done.returncode == 0, done.stderr[-2000:]
     assert out.exists() and "[/bold]case-" in done.stdout
+
+
+def test_judge_eval_never_prints_or_writes_the_judge_key(tmp_path: Path) -> None:
+    """A judge endpoint whose errors echo the key it was sent (as some proxies do): judge-eval fails or reports
+    per case, but the key named by --api-key-env appears in none of stdout, stderr or the JSON report."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    secret = "sk-judge-eval-secret-0123456789"
+
+    class Echo(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server API
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            body = json.dumps(
+                {"error": {"message": f"bad request from {self.headers.get('authorization')}", "type": "invalid"}}
+            ).encode()
+            self.send_response(400)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    data = tmp_path / "cases.jsonl"
+    data.write_text("".join(line for line in FIXTURE.read_text().splitlines(keepends=True)[:6]))
+    report = tmp_path / "r.json"
+    try:
+        args = [
+            "judge-eval",
+            str(data),
+            "--judge",
+            "openai/echo",
+            "--api-base",
+            f"http://127.0.0.1:{httpd.server_port}/v1",
+        ]
+        out = cli(
+            *args,
+            "--api-key-env",
+            "ECHO_KEY",
+            "--no-cache",
+            "--attempts",
+            "1",
+            "--json",
+            str(report),
+            env={"ECHO_KEY": secret},
+        )
+    finally:
+        httpd.shutdown()
+    seen = out.stdout + out.stderr + (report.read_text() if report.exists() else "")
+    assert "bad request from" in seen or "400" in seen, seen[-2000:]  # the judge's failure is told ...
+    assert secret not in seen and "sk-judge-eval" not in seen  # ... without the key
