@@ -113,8 +113,9 @@ class Reconciler:
         # When the run last failed, if this drive runs it again (an edit): pods it stopped then, still going, and
         # infrastructure failures before then do not count again (rebuild).
         self.refailed_at: str | None = None
-        self.deferred: list[tuple[str, dict[str, Any]]] = []  # pod events whose outcome the store could not take
-        self.store_retry_at = 0.0
+        self.deferred: list[tuple[str, dict[str, Any]]] = []  # pod events not taken yet (store outage, refused call)
+        self.store_retry_at = 0.0  # the results store failed: reading and writing it waits until then
+        self.deferred_until = 0.0  # deferred pod events are taken again from then on
         self.deadlines_at = 0.0  # when check_deadlines runs next (monotonic)
         self.settled: int | None = None  # the generation the run ended at: nothing to do until the spec changes
         self.finished_at: str | None = body.status.get("finishedAt")
@@ -444,7 +445,7 @@ class Reconciler:
             await self.write_status()
             return
         events: list[tuple[str, dict[str, Any]]] = []
-        if self.deferred and time.monotonic() >= self.store_retry_at:
+        if self.deferred and time.monotonic() >= self.deferred_until:
             events, self.deferred = self.deferred, []
         while not self.queue.empty():
             events.append(self.queue.get_nowait())
@@ -553,13 +554,17 @@ class Reconciler:
                 await self.on_pod(kind, pod)
             except STORE_FAILURES as exc:  # nothing was counted: take this event (and the trial's next) later
                 self.store_unavailable(exc)
-                self.deferred.extend(events[i:])
+                self.defer(events[i:])
                 return
             except ApiException as exc:  # a delete the API refused: a Failed pod sends no further event to retry it
                 self.logger.warning("a pod call failed (will try again): %s", exc)
-                self.store_retry_at = time.monotonic() + STORE_RETRY_SECONDS
-                self.deferred.extend(events[i:])
+                self.defer(events[i:])
                 return
+
+    def defer(self, events: list[tuple[str, dict[str, Any]]]) -> None:
+        """Take these pod events again after STORE_RETRY_SECONDS (a store outage, a pod call the API refused)."""
+        self.deferred.extend(events)
+        self.deferred_until = time.monotonic() + STORE_RETRY_SECONDS
 
     def store_unavailable(self, exc: BaseException) -> None:
         self.logger.warning("the results store failed (will try again): %s", exc)

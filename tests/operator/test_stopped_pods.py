@@ -229,7 +229,10 @@ async def test_a_refused_delete_of_an_evicted_pod_is_tried_again(tmp_path: Path)
     rec.queue.put_nowait(("MODIFIED", evicted))
     await rec.step()  # the delete fails: no exception escapes, the event waits
     assert kube.deleted.count(name) == 1 and rec.deferred
-    rec.store_retry_at = 0.0
+    assert rec.store_retry_at == 0.0  # a refused pod call holds back neither the store nor spec edits
+    await rec.step()
+    assert kube.deleted.count(name) == 1  # the event waits its pause
+    rec.deferred_until = 0.0
     await rec.step()
     assert kube.deleted.count(name) == 2
     rec.queue.put_nowait(("DELETED", kube.remove(name)))
