@@ -13,6 +13,7 @@ other than standard), with the meta.json and messages.json the trial wrote (alre
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,32 @@ def _rebuilt_meta(rec: dict[str, Any]) -> dict[str, Any]:
     return mcpmark_meta(result, facts, {})
 
 
+# One folder name of MCPMark's layout (models, services, <category>__<task>): nothing that leaves DEST.
+_SAFE_PART = re.compile(r"[A-Za-z0-9_.@:+=-]{1,255}")
+
+
+def _stored_meta(raw: bytes | None, rec: dict[str, Any]) -> dict[str, Any] | None:
+    """The trial's meta.json when it can be shipped as it is, else None (rebuilt from the record): missing,
+    damaged, or left by a try whose record was replaced (an operator's infra record after the pod's commit
+    failed leaves that pod's ``success: true`` beside a record that scored nothing)."""
+    try:
+        meta = json.loads(raw) if raw else None
+    except (ValueError, RecursionError):
+        return None
+    if (
+        not isinstance(meta, dict)
+        or "time" not in meta
+        or not all(_safe(meta.get(k)) for k in ("task_name", "model_name"))
+    ):
+        return None  # (names that would leave DEST are taken from the record instead)
+    verdict = meta.get("execution_result")
+    return meta if isinstance(verdict, dict) and verdict.get("success") is bool(rec.get("passed")) else None
+
+
+def _safe(part: object) -> bool:
+    return isinstance(part, str) and bool(_SAFE_PART.fullmatch(part)) and part not in (".", "..")
+
+
 def _planned(store: ResultStore) -> tuple[set[str] | None, int | None]:
     """Models and attempts the run plans now (run.json), so records of dropped models are left out."""
     spec = ((store.read_json("run.json") or {}).get("evalrun") or {}).get("spec") or {}
@@ -87,20 +114,23 @@ def export_mcpmark(store: ResultStore, dest: Path, exp_name: str | None = None) 
         raise ExportError(f"{store.location()}: no finished trial to export")
     summary = store.read_json("summary.json") or {}
     exp = exp_name or summary.get("run") or records[0].get("run")
-    if not exp or "/" in exp:
+    if not isinstance(exp, str) or not _safe(exp):
         raise ExportError(f"'{exp}' cannot be an experiment folder name; pass --exp-name")
     out = Exported(root=Path(dest) / exp)
     seen: dict[Path, str] = {}
     for rec in sorted(records, key=lambda r: (r["model"], r["task_id"], int(r["attempt"]))):
         raw_meta = store.read_trial_file(rec["trial_id"], "meta.json")
-        meta = json.loads(raw_meta) if raw_meta else None
-        if not meta or "time" not in meta:
+        meta = _stored_meta(raw_meta, rec)
+        if meta is None:
             meta, raw_meta = _rebuilt_meta(rec), None
             out.rebuilt += 1
         service, difficulty = rec["service"], rec["task_id"].split("/")[1]
         folder = (
             f"{model_folder(meta['model_name'], meta.get('reasoning_effort'))}__{service_folder(service, difficulty)}"
         )
+        for part in (folder, meta["task_name"]):
+            if not _safe(part):
+                raise ExportError(f"{rec['trial_id']}: '{part}' cannot be a folder name in MCPMark's layout")
         task_dir = out.root / folder / f"run-{int(rec['attempt'])}" / meta["task_name"]
         if task_dir in seen:
             raise ExportError(

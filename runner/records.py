@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import mcpmark_protocol as protocol
 
@@ -93,6 +93,31 @@ class TrialResult(BaseModel):
     harness: str | None = Field(
         default=None, description="What ran the trial: 'mcpfleet <version>', plus the runner image in a pod."
     )
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def usable_record(raw: bytes, trial_id: str | None = None) -> dict[str, Any] | None:
+    """A stored result.json as every reader may take it, else None: the trial reads as unfinished (run again on
+    resume, left out of every aggregate), never as a crash or a wrong score in each summary, report and export.
+
+    Refused: no JSON object (damaged, not UTF-8, NaN or Infinity, which no JSON reader downstream accepts); a
+    record that does not validate as a TrialResult with exact types (``"passed": "false"`` is no pass, an
+    ``attempt`` of ``"1"`` no attempt); and, given ``trial_id`` (the folder or key it was read from), a record of
+    another trial: a copied folder (``trials/X.bak``) would otherwise count X twice."""
+    try:
+        rec = json.loads(raw, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(rec, dict) or (trial_id is not None and rec.get("trial_id") != trial_id):
+        return None
+    try:
+        TrialResult.model_validate(rec, strict=True)
+    except ValidationError:
+        return None
+    return rec
 
 
 def harness_id() -> str:

@@ -23,6 +23,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from .outcome import CATEGORIES, is_scored
 from .records import now_iso
 from .scoring import ALL, summarize
@@ -115,9 +117,65 @@ def _slim(rec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class _Row(BaseModel):
+    """What the report reads of a summary row, with exact types: summary.json is a file anyone may edit."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    model: str
+    service: str
+    trials: int
+    attempts: int
+    pass_at_1: float | None
+    pass_at_1_std: float | None
+    pass_at_k: float | None
+    pass_hat_k: float | None
+    pass_at_k_unbiased: float | None = None
+    pass_hat_k_unbiased: float | None = None
+    avg_turns: float | None = None
+    avg_tool_calls: float | None = None
+    avg_tokens: float | None = None
+    cost_usd: float | None = None
+    avg_cost_usd: float | None = None
+    failures: dict[str, int] = {}
+    not_scored: dict[str, int] = {}
+    call_classes: dict[str, int] = {}
+
+
+class _LabelRow(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    cases: int
+    passed: int
+    pass_rate: float | None = None
+
+
+class _ToolcallModel(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    by_label: dict[str, _LabelRow] = {}
+    call_classes: dict[str, int] = {}
+
+
+class _Summary(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    rows: list[_Row]
+    toolcall: dict[str, _ToolcallModel] | None = None
+
+
+def _damaged(summary: dict[str, Any]) -> str | None:
+    """Why summary.json cannot be shown as it is (a field of the wrong type), else None."""
+    try:
+        _Summary.model_validate(summary)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return f"summary.json is damaged ({'.'.join(str(p) for p in first['loc'])}: {first['msg']})"
+    return None
+
+
 def load_run(ref: str, endpoint_url: str | None = None, region: str | None = None) -> RunData:
     store = open_run(ref, endpoint_url, region)
     summary = store.read_json("summary.json")
+    damaged = _damaged(summary) if isinstance(summary, dict) else "summary.json is no JSON object"
+    if summary is not None and damaged:
+        summary = None
     run_json = store.read_json("run.json") or {}
     raw = [
         r
@@ -150,7 +208,7 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
         source = "summary.json"
     else:
         why = (
-            "summary.json is missing"
+            (damaged if damaged and store.read_json("summary.json") is not None else "summary.json is missing")
             if summary is None
             else f"summary.json is incomplete ({summary.get('trials_recorded')}/{summary.get('trials_planned')} trials)"
         )
@@ -925,10 +983,10 @@ def run_header(run: RunData) -> str:
         std = r["pass_at_1_std"]
         rows.append(
             f"<tr{attrs(data_model=r['model'], data_service=r['service'], data_pass_at_1=num(r['pass_at_1']))}>"
-            f'<td>{esc(r["model"])}</td><td>{esc(r["service"])}</td><td class="n">{r["trials"]}</td>'
+            f'<td>{esc(r["model"])}</td><td>{esc(r["service"])}</td><td class="n">{esc(r["trials"])}</td>'
             f'<td class="n">{pct(r["pass_at_1"])}{esc(f" ± {100 * std:.1f}") if std else ""}</td>'
             f'<td class="n">{pct(r["pass_at_k"])}</td><td class="n">{pct(r["pass_hat_k"])}</td>'
-            f'<td class="n">{r["attempts"]}</td><td class="n">{fmt(r["avg_turns"])}</td>'
+            f'<td class="n">{esc(r["attempts"])}</td><td class="n">{fmt(r["avg_turns"])}</td>'
             f'<td class="n">{fmt(r["avg_tool_calls"])}</td><td class="n">{fmt(r["avg_tokens"], "{:,.0f}")}</td>'
             f'<td class="n">{esc(usd(r["cost_usd"]))}</td><td>{esc(fails)}</td>'
             f'<td class="not-scored">{esc(skipped)}</td></tr>'
@@ -997,8 +1055,8 @@ def toolcall_table(by_model: dict[str, Any]) -> str:
         for label, g in (m.get("by_label") or {}).items():
             rows.append(
                 f"<tr{attrs(data_model=model, data_label=label, data_passed=g['passed'], data_cases=g['cases'])}>"
-                f'<td>{esc(model)}</td><td>{esc(label)}</td><td class="n">{g["cases"]}</td>'
-                f'<td class="n">{g["passed"]}</td><td class="n">{pct(g.get("pass_rate"))}</td>'
+                f'<td>{esc(model)}</td><td>{esc(label)}</td><td class="n">{esc(g["cases"])}</td>'
+                f'<td class="n">{esc(g["passed"])}</td><td class="n">{pct(g.get("pass_rate"))}</td>'
                 f"<td>{esc(classes)}</td></tr>"
             )
     return (
@@ -1036,7 +1094,7 @@ def leaderboard(series: list[Series]) -> str:
             f'<td class="n">{pct(o["pass_at_1"])}{esc(f" ± {100 * std:.1f}") if std else ""}</td>'
             f'<td class="n">{pct(o["pass_at_k"])} <span class="k">(k={k})</span></td>'
             f'<td class="n">{pct(o["pass_hat_k"])}</td><td class="n">{esc(usd(o.get("cost_usd")))}</td>'
-            f'<td class="n">{fmt(o.get("avg_turns"))}</td><td class="n">{o["trials"]}</td></tr>'
+            f'<td class="n">{fmt(o.get("avg_turns"))}</td><td class="n">{esc(o["trials"])}</td></tr>'
         )
     return (
         '<section id="leaderboard-section"><h2>Leaderboard</h2><table id="leaderboard" class="summary">'

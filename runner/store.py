@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from .records import usable_record
+
 if TYPE_CHECKING:
     from .spec import Output
 
@@ -83,12 +85,11 @@ class LocalStore:
         _atomic_write(d / RESULT, result)
 
     def read_result(self, trial_id: str) -> dict[str, Any] | None:
-        path = self.trial_dir(trial_id) / RESULT
         try:
-            rec = json.loads(path.read_bytes())
-        except (OSError, ValueError):  # missing; or damaged by hand (not UTF-8, a folder, no JSON): unfinished
+            raw = (self.trial_dir(trial_id) / RESULT).read_bytes()
+        except OSError:  # missing, or a folder: unfinished
             return None
-        return rec if isinstance(rec, dict) else None
+        return usable_record(raw, trial_id)  # damaged or another trial's: unfinished
 
     def read_trial_file(self, trial_id: str, name: str) -> bytes | None:
         """One of a trial's record files (messages.json, meta.json), or None."""
@@ -116,10 +117,10 @@ class LocalStore:
             if len(rel) == 4 and rel[0] == skip:
                 continue
             try:
-                rec = json.loads(path.read_bytes())
-            except (OSError, ValueError):
-                continue  # being written, or garbage: not a finished trial
-            if isinstance(rec, dict):
+                rec = usable_record(path.read_bytes(), rel[-2])
+            except OSError:
+                continue  # being written: not a finished trial
+            if rec is not None:
                 yield rec
 
     def discard_unfinished(self) -> int:
@@ -243,7 +244,8 @@ class S3Store:
         self.client = self._make_client()
 
     def __repr__(self) -> str:
-        return f"S3Store({self.location()!r}, endpoint_url={self.endpoint_url!r})"
+        shown = None if self.endpoint_url is None else self._redact(self.endpoint_url)
+        return f"S3Store({self.location()!r}, endpoint_url={shown!r})"
 
     def _make_client(self) -> Any:
         import boto3
@@ -299,6 +301,10 @@ class S3Store:
         return self.key("trials", trial_id, name)
 
     def _redact(self, text: str) -> str:
+        if self.endpoint_url:  # user-info or a signed query in the endpoint (`report --endpoint-url`), as botocore
+            from .spec import shown_url  # repeats it in its errors too
+
+            text = text.replace(self.endpoint_url.rstrip("/"), shown_url(self.endpoint_url).rstrip("/"))
         for k in ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN"):
             if len(self._env.get(k, "")) >= 4:
                 text = text.replace(self._env[k], "***")
@@ -323,7 +329,7 @@ class S3Store:
             raise StoreError(
                 self._redact(
                     f"could not {what} s3://{self.bucket}/{key}"
-                    f"{' at ' + self.endpoint_url if self.endpoint_url else ''}: "
+                    f"{' at ' + self.endpoint_url if self.endpoint_url else ''}: "  # (shown_url'd by _redact)
                     f"{type(exc).__name__}: {exc}"
                 )
             ) from None
@@ -416,8 +422,12 @@ class S3Store:
         self._put(self._trial_key(trial_id, RESULT), result)
 
     def read_result(self, trial_id: str) -> dict[str, Any] | None:
-        rec = self._get_json(self._trial_key(trial_id, RESULT))
-        return rec if isinstance(rec, dict) else None  # JSON but no object (`42`, `[]`): unfinished, as locally
+        return self._get_record(self._trial_key(trial_id, RESULT))
+
+    def _get_record(self, key: str) -> dict[str, Any] | None:
+        """The record at ``.../trials/<trial id>/result.json`` (records.usable_record), else None: unfinished."""
+        data = self._get(key)
+        return None if data is None else usable_record(data, key.split("/")[-2])
 
     def read_trial_file(self, trial_id: str, name: str) -> bytes | None:
         """One of a trial's record files (messages.json, meta.json), or None."""
@@ -433,8 +443,8 @@ class S3Store:
         if not keys:
             return
         with ThreadPoolExecutor(max(1, min(self.tuning.read_concurrency, len(keys)))) as pool:
-            for rec in pool.map(self._get_json, keys):
-                if isinstance(rec, dict):
+            for rec in pool.map(self._get_record, keys):
+                if rec is not None:
                     yield rec
 
     def iter_results_below(self, skip: str | None = None) -> Iterator[dict[str, Any]]:
@@ -451,8 +461,8 @@ class S3Store:
         if not keys:
             return
         with ThreadPoolExecutor(max(1, min(self.tuning.read_concurrency, len(keys)))) as pool:
-            for rec in pool.map(self._get_json, sorted(keys)):
-                if isinstance(rec, dict):
+            for rec in pool.map(self._get_record, sorted(keys)):
+                if rec is not None:
                     yield rec
 
     def discard_unfinished(self) -> int:

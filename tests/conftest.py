@@ -78,6 +78,26 @@ TINY_ORACLE = {
 }
 
 
+def trial_record(trial_id: str, **fields: object) -> dict[str, object]:
+    """A whole trial record (every field a TrialResult requires), for tests that write records by hand: readers
+    take only records that validate (records.usable_record)."""
+    from mcpfleet.runner.records import TrialResult
+
+    base: dict[str, object] = {
+        "run": "r",
+        "trial_id": trial_id,
+        "spec_hash": "h",
+        "model": "m",
+        "litellm_model": "scripted/oracle",
+        "service": "filesystem",
+        "task_id": "filesystem/standard/t/x",
+        "attempt": 1,
+        "agent": "mcpmark",
+        "passed": True,
+    }
+    return TrialResult.model_validate({**base, **fields}).model_dump(mode="json")
+
+
 def make_tiny_pack(root: Path, tasks: int = 1) -> Path:
     """A pack in MCPMark layout with ``tasks`` copies of one small, real filesystem task."""
     state = root / "filesystem" / "states" / "tiny"

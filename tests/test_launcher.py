@@ -476,19 +476,22 @@ def test_trials_whose_records_cannot_be_stored_make_the_run_fail(tmp_path: Path)
 
 
 def test_a_rerun_takes_damaged_records_as_unfinished_and_ignores_stray_files(tmp_path: Path) -> None:
-    """Hands in the output folder (a note in trials/, a record that is JSON but no object, one that is not UTF-8,
-    a garbage run.json) crashed the rerun with a traceback: the damaged trials run again, the rest are kept."""
+    """Hands in the output folder (a note in trials/, a record of wrong types, one that is not UTF-8, a copied
+    trial folder, a garbage run.json) crashed the rerun or counted a trial twice: the damaged trials run again,
+    the rest are kept, a copy counts for nothing."""
     path = write_run(tmp_path, "damaged", [ORACLE])
     _, root = run_file(path)
     before = results(root)
     first, second, third = sorted(before)
     (root / "trials" / "NOTES.txt").write_text("my notes")
-    (root / "trials" / first / "result.json").write_text("[]")
+    (root / "trials" / first / "result.json").write_text(json.dumps({**before[first], "passed": "false"}))
     (root / "trials" / second / "result.json").write_bytes(b"\xff\xfe{")
     (root / "run.json").write_text("{ not json")
+    shutil.copytree(root / "trials" / third, root / "trials" / f"{third}.bak")  # a copy is no second trial
     summary, root = run_file(path)
     after = results(root)
-    assert summary["complete"] and summary["trials_recorded"] == 3 and all(r["passed"] for r in after.values())
+    assert summary["complete"] and summary["trials_recorded"] == 3 and all(r["passed"] is True for r in after.values())
+    assert (root / "trials" / f"{third}.bak" / "result.json").exists()  # the user's copy is left alone
     assert after[third] == before[third]  # kept, not run again
     assert ts(after[first]["started_at"]) > ts(before[first]["finished_at"])  # run again
     assert ts(after[second]["started_at"]) > ts(before[second]["finished_at"])

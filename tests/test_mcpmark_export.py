@@ -300,3 +300,40 @@ def test_run_then_export_from_the_command_line(tmp_path: Path) -> None:
     aggregated = mcpmark_aggregate(root, {"filesystem": discover_task_names(pack, "filesystem")}, 2)
     assert_same_numbers(summary["rows"], aggregated, 2)
     assert aggregated["filesystem"]["oracle"]["pass^2"] == 1.0 and aggregated["filesystem"]["idle"]["pass@2"] == 0.0
+
+
+def test_export_stays_inside_dest_and_ships_no_stale_or_damaged_meta(tmp_path: Path) -> None:
+    """meta.json is a file anyone (or a failed try) may have left: a task_name or model_name that would leave
+    DEST, a truncated file, or one saying ``success: true`` beside a record that scored nothing (an operator's
+    infra record after the pod's commit failed) is rebuilt from the record; a run name '..' is refused."""
+    import pytest
+
+    from mcpfleet.runner.export import ExportError
+
+    pack, root = tmp_path / "tasks", tmp_path / "runs" / "synthetic"
+    write_run(root, pack)
+    trials = root / "trials"
+    hostile, cut, stale = "flaky.filesystem.standard.cat.a.1", "flaky.filesystem.standard.cat.b.1", ""
+    meta = json.loads((trials / hostile / "meta.json").read_text())
+    (trials / hostile / "meta.json").write_text(json.dumps(meta | {"task_name": "../../../../escaped"}))
+    (trials / cut / "meta.json").write_text((trials / cut / "meta.json").read_text()[:40])
+    for d in sorted(trials.iterdir()):
+        rec = json.loads((d / "result.json").read_text())
+        if rec["passed"] and not stale and d.name not in (hostile, cut):
+            stale = d.name
+            (d / "result.json").write_text(json.dumps(rec | {"passed": False, "failure": "infra_error"}))
+    dest = tmp_path / "dest" / "inner"
+    done = export_mcpmark(LocalStore(root), dest)
+    outside = [
+        p for p in tmp_path.rglob("*") if p.is_file() and not p.is_relative_to(root) and not p.is_relative_to(pack)
+    ]
+    assert outside and all(p.is_relative_to(dest) for p in outside), outside
+    assert done.trials == 24 and done.rebuilt == 3
+    assert (done.root / "flaky__filesystem" / "run-1" / "cat__a" / "meta.json").is_file()
+    _, _, _, _, task, attempt = stale.split(".")
+    folder = "steady-high__filesystem" if stale.startswith("steady") else "flaky__filesystem"
+    shipped = json.loads((done.root / folder / f"run-{attempt}" / f"cat__{task}" / "meta.json").read_text())
+    assert shipped["execution_result"]["success"] is False  # as the record says, not as the failed try wrote
+    (root / "summary.json").write_text(json.dumps({"run": ".."}))
+    with pytest.raises(ExportError, match="cannot be an experiment folder name"):
+        export_mcpmark(LocalStore(root), tmp_path / "dest2")

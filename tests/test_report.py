@@ -581,3 +581,27 @@ def test_a_run_recorded_by_two_harnesses_is_noted(runs: dict[str, Path], tmp_pat
         rec["harness"] = "mcpfleet 0.1.0"
         path.write_text(json.dumps(rec))
     assert not any("harness" in n for n in load_run(str(part)).notes)
+
+
+def test_a_summary_of_wrong_types_is_recomputed_not_trusted(runs: dict[str, Path], tmp_path: Path) -> None:
+    """summary.json is a file anyone may edit: a complete one whose cells are not numbers (markup where a count
+    goes, text where a rate goes) crashed the report or was written into the page raw. It is set aside, the
+    aggregates recomputed from the records, and the page says why."""
+    part = tmp_path / "edited"
+    shutil.copytree(runs["real"], part)
+    summary = json.loads((part / "summary.json").read_text())
+    assert summary["complete"]
+    summary["rows"][0]["trials"] = "<script>alert(1)</script>"
+    summary["toolcall"] = {"m": {"by_label": {"correct": {"cases": "<img src=x onerror=alert(2)>", "passed": 1}}}}
+    (part / "summary.json").write_text(json.dumps(summary))
+    loaded = load_run(str(part))
+    assert loaded.source == "recomputed" and any("summary.json is damaged (rows.0.trials" in n for n in loaded.notes)
+    out = tmp_path / "edited.html"
+    proc = cli("report", str(part), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    assert "<script>alert(1)" not in page and "<img src=x" not in page
+    summary["rows"][0]["trials"], summary["rows"][0]["pass_at_1"] = 12, "high"
+    del summary["toolcall"]
+    (part / "summary.json").write_text(json.dumps(summary))
+    assert load_run(str(part)).source == "recomputed"  # a rate that is no number: the page would crash on it

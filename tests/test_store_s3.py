@@ -19,7 +19,7 @@ import boto3
 import pytest
 import yaml
 from botocore.config import Config
-from conftest import make_tiny_pack
+from conftest import make_tiny_pack, trial_record
 from s3server import FaultProxy, new_bucket
 
 from mcpfleet.runner import store as store_mod
@@ -64,7 +64,7 @@ def keys(s3: Any, bucket: str, prefix: str = "") -> list[str]:
 
 
 def record(trial_id: str, **extra: Any) -> bytes:
-    return json.dumps({"trial_id": trial_id, "passed": True, **extra}).encode()
+    return json.dumps(trial_record(trial_id, **extra)).encode()
 
 
 def write_trial(st: S3Store, trial_id: str) -> None:
@@ -188,6 +188,12 @@ def test_damaged_records_read_as_unfinished_like_the_local_stores(
     st = S3Store(bucket, "dmg", "run", endpoint_url=s3_endpoint)
     st.commit("m.ok.1", record("m.ok.1"))
     damaged = {"m.latin.1": "d\u00e9j\u00e0".encode("latin-1"), "m.num.1": b"42", "m.list.1": b"[]", "m.cut.1": b'{"a'}
+    # ... nor is a record of wrong types, with NaN in it, or of another trial (a copied prefix)
+    good = trial_record("m.str.1")
+    damaged["m.str.1"] = json.dumps({**good, "passed": "false"}).encode()
+    damaged["m.att.1"] = json.dumps({**trial_record("m.att.1"), "attempt": "1"}).encode()
+    damaged["m.nan.1"] = json.dumps(trial_record("m.nan.1", timings={"total": float("nan")})).encode()
+    damaged["m.ok.1.bak"] = record("m.ok.1")
     for tid, body in damaged.items():
         s3.put_object(Bucket=bucket, Key=f"dmg/run/trials/{tid}/result.json", Body=body)
         assert st.read_result(tid) is None, tid
@@ -296,6 +302,21 @@ def test_endpoint_down_raises_store_error_quickly_without_credentials() -> None:
         assert SECRET not in msg and KEY_ID not in msg
         assert info.value.__cause__ is None and info.value.__suppress_context__
     assert "s3://some-bucket/p/run/uid/trials/m.t.1/result.json" in str(pytest.raises(StoreError, ops[0]).value)
+
+
+def test_an_endpoint_with_credentials_in_it_is_never_echoed() -> None:
+    """`mcpfleet report/export --endpoint-url` take any URL; one with a password (or a signed query) in it is
+    shown as shown_url prints it, in the store's own words and in botocore's it repeats."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://minio:pw-{SECRET[:8]}@127.0.0.1:{port}/?X-Amz-Signature=sig{KEY_ID}"
+    st = S3Store("some-bucket", "p", "run", endpoint_url=url, tuning=FAST)
+    with pytest.raises(StoreError) as info:
+        st.read_result("m.t.1")
+    shown = str(info.value) + repr(st)
+    assert f"http://***@127.0.0.1:{port}" in shown and "could not read" in shown
+    assert SECRET[:8] not in shown and "minio" not in shown and KEY_ID not in shown and "sig" not in shown
 
 
 def test_missing_bucket_is_a_store_error_without_retries(s3_endpoint: str) -> None:  # noqa: F811

@@ -11,7 +11,7 @@ import random
 import sys
 from pathlib import Path
 
-from conftest import make_tiny_pack
+from conftest import make_tiny_pack, trial_record
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
@@ -192,7 +192,7 @@ def test_history_reads_every_uid_of_a_named_run_but_the_readers_own(tmp_path: Pa
         times = {} if seconds is None else {"started_at": "2026-11-01T10:00:00Z"}
         if seconds is not None:
             times["finished_at"] = f"2026-11-01T10:{seconds // 60:02d}:{seconds % 60:02d}Z"
-        rec = {"trial_id": tid, "task_id": f"t/{tid}", "model": "old", "failure": failure, **times}
+        rec = trial_record(tid, task_id=f"t/{tid}", model="old", failure=failure, passed=failure is None, **times)
         LocalStore(root).commit(tid, json.dumps(rec).encode())
 
     out = tmp_path / "out"
