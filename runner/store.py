@@ -42,6 +42,25 @@ class ResultStore(Protocol):
     def location(self) -> str: ...
 
 
+def record_unless_finished(
+    store: ResultStore, trial_id: str, spec_hash: str, files: dict[str, bytes], result: Callable[[], bytes]
+) -> dict[str, Any] | None:
+    """Write a try's files, then its result.json (``result()``, made just before); unless a scored record of the
+    same trial and spec is already stored: then nothing is written and that record is returned.
+
+    A pod the operator gave up on (its node partitioned, past its deadline) may still finish after its retry
+    did: its late record must neither replace the retry's nor mix its files with the retry's, since a finished
+    trial is never run twice or overwritten. An unscored record (an infra error, the operator's own) is replaced."""
+    from .outcome import is_scored
+
+    old = store.read_result(trial_id)
+    if old is not None and old.get("spec_hash") == spec_hash and is_scored(old.get("failure")):
+        return old
+    store.write_files(trial_id, files)
+    store.commit(trial_id, result())
+    return None
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

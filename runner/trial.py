@@ -47,7 +47,7 @@ from .records import (
 )
 from .services import SERVICES, TrialEnv, get_service
 from .spec import AgentKind, ModelSpec
-from .store import ResultStore
+from .store import ResultStore, record_unless_finished
 from .tasks import Mutant, OracleStep, Task, find_task
 from .toolcalls.models import SCHEMA_VALID
 from .verifier import run_verifier, verifier_command
@@ -442,13 +442,22 @@ async def run_trial(
             files["trial.log"] = ("\n".join(notes) + "\n").encode("utf-8", errors="replace")
         files = {k: redact(v, secrets) for k, v in files.items()}
 
-        async def write() -> None:
-            await asyncio.to_thread(store.write_files, spec.trial_id, files)
+        def record() -> bytes:
             # result.json carries the record phase's time up to its own (single, small) write.
             timings.record = time.perf_counter() - t
             timings.total = time.perf_counter() - t_total
             result.timings, result.finished_at = timings, now_iso()
-            await asyncio.to_thread(store.commit, spec.trial_id, redact(dumps(result.model_dump(mode="json")), secrets))
+            return redact(dumps(result.model_dump(mode="json")), secrets)
+
+        async def write() -> None:
+            kept = await asyncio.to_thread(record_unless_finished, store, spec.trial_id, spec.spec_hash, files, record)
+            if kept is not None:
+                logger.warning(
+                    "%s: not stored: a scored record of this trial is stored already (started %s, passed %s)",
+                    spec.trial_id,
+                    kept.get("started_at"),
+                    kept.get("passed"),
+                )
 
         # A finished trial is recorded whole: a cancellation arriving now waits for the (short) writes,
         # so no folder is ever left with files but no result.json.

@@ -299,3 +299,36 @@ def test_each_record_names_its_harness_and_a_run_finished_by_another_is_flagged(
     assert json.loads((root / "summary.json").read_text())["harness"] == {mine: 2, other: 1}
     note = flat(second.stderr)
     assert "run by 2 harnesses" in note and f"{mine} (2 trials)" in note and f"{other} (1 trial)" in note
+
+
+def test_a_late_try_never_replaces_a_scored_record_of_its_trial(
+    tmp_path: Path, session_pack: Path, scripted_url: str
+) -> None:
+    """A pod the operator gave up on (a partitioned node) may finish after its retry did: its record must not
+    replace the stored scored one, nor its files mix with it. An unscored record (an infra error) is replaced."""
+    path = evalrun(
+        tmp_path,
+        {
+            "models": [{"name": "oracle", "model": "scripted/oracle"}],
+            "tasks": {"path": str(session_pack)},
+            "output": {"uri": str(tmp_path / "runs")},
+        },
+    )
+    task = "filesystem/standard/tiny/move_todo_1"
+    args = ("trial", str(path), "--model", "oracle", "--task", task, "--scripted-url", scripted_url)
+    assert cli(*args).returncode == 0
+    record = tmp_path / "runs" / "cli" / "trials" / "oracle.filesystem.standard.tiny.move_todo_1.1"
+    stored = json.loads((record / "result.json").read_text())
+    stored.update(passed=False, failure="verifier_failed")  # what the retry recorded
+    (record / "result.json").write_text(json.dumps(stored))
+    (record / "messages.json").write_text("[]")
+    late = cli(*args)
+    assert late.returncode == 0, late.stderr
+    assert json.loads((record / "result.json").read_text()) == stored and (record / "messages.json").read_text() == "[]"
+    assert "not stored: a scored record of this trial is stored already" in flat(late.stderr)
+    stored.update(failure="infra_error")  # an infrastructure error measured nothing: the next try replaces it
+    (record / "result.json").write_text(json.dumps(stored))
+    assert cli(*args).returncode == 0
+    again = json.loads((record / "result.json").read_text())
+    assert again["passed"] is True and again["started_at"] != stored["started_at"]
+    assert (record / "messages.json").read_text() != "[]"

@@ -374,9 +374,17 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
 
     async def write() -> None:
         from ..records import redact
+        from ..store import record_unless_finished
 
-        await asyncio.to_thread(store.write_files, spec.trial_id, {k: redact(v, secrets) for k, v in files.items()})
-        await asyncio.to_thread(store.commit, spec.trial_id, redact(dumps(record), secrets))
+        redacted = {k: redact(v, secrets) for k, v in files.items()}
+        await asyncio.to_thread(
+            record_unless_finished,
+            store,
+            spec.trial_id,
+            spec.spec_hash,
+            redacted,
+            lambda: redact(dumps(record), secrets),
+        )
 
     writing = asyncio.ensure_future(write())
     try:
