@@ -366,9 +366,13 @@ async def test_s3_outage_during_upload(
     are infra errors and retried; in the end every trial has its own real record, and only what a record says
     passed counts as passed."""
     window = {"start": 0.0, "end": 0.0, "lost_reads": 0}
+    uploaded: set[str] = set()  # trial folders a runner tried to put files in
 
     def fault(method: str, path: str) -> str | None:  # called under the proxy's lock
         now = time.monotonic()
+        key = path.split("?", 1)[0]
+        if method == "PUT" and "/trials/" in key:
+            uploaded.add(key.rsplit("/", 1)[0] + "/result.json")
         if not window["start"] and method == "PUT" and "/trials/" in path:
             window["start"] = now
         if not window["start"] or window["end"]:
@@ -376,7 +380,9 @@ async def test_s3_outage_during_upload(
         if now - window["start"] >= 8.0 and window["lost_reads"] >= 15:
             window["end"] = now
             return None
-        if method == "GET" and path.split("?", 1)[0].endswith("/result.json"):  # only the operator reads records
+        # A runner reads its trial's record before it writes its files (never replacing a scored one); the
+        # operator reads it after the pod ended, i.e. after the runner's puts.
+        if method == "GET" and key in uploaded:
             window["lost_reads"] += 1
         return "drop"
 
