@@ -45,7 +45,7 @@ from .records import (
     redact_text,
     to_mcpmark_messages,
 )
-from .services import SERVICES, TrialEnv, get_service
+from .services import SERVICES, Service, TrialEnv, get_service
 from .spec import AgentKind, ModelSpec
 from .store import ResultStore, record_unless_finished
 from .tasks import Mutant, OracleStep, Task, find_task
@@ -173,6 +173,31 @@ class AfterFirstCall:
             hook()
 
 
+class ToolGate:
+    """An MCP session without the service's refused tools and calls (``Service.refused_call``): left out of the
+    list, and a call by name (an agent that calls whatever the model names, as MCPMark's does) answered as a
+    tool error without reaching the server."""
+
+    def __init__(self, session: Any, service: Service) -> None:
+        self._session, self._service = session, service
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    async def list_tools(self, *args: Any, **kwargs: Any) -> Any:
+        listed = await self._session.list_tools(*args, **kwargs)
+        kept = [t for t in listed.tools if t.name not in self._service.refused_tools]
+        return listed.model_copy(update={"tools": kept})
+
+    async def call_tool(self, name: str, arguments: Any = None, *args: Any, **kwargs: Any) -> Any:
+        why = self._service.refused_call(name, arguments)
+        if why is not None:
+            from mcp.types import CallToolResult, TextContent
+
+            return CallToolResult(content=[TextContent(type="text", text=why)], is_error=True)
+        return await self._session.call_tool(name, arguments, *args, **kwargs)
+
+
 async def _run_agent(
     spec: TrialSpec, task: Task, env: TrialEnv, ctx: TrialContext, log: Any, timings: Timings, notes: list[str]
 ) -> agents.AgentRun:
@@ -197,6 +222,9 @@ async def _run_agent(
         else:
             session = await stack.enter_async_context(connect_stdio(env.server, log, cwd=state_dir))
         timings.mcp_start = time.perf_counter() - t
+        service = SERVICES.get(spec.service)
+        if service is not None:
+            session = cast(Any, ToolGate(session, service))
         if ctx.on_first_call is not None:
             hooked = AfterFirstCall(session, ctx.on_first_call)
             stack.callback(hooked.fire)  # an agent that called no tool: at its end

@@ -685,3 +685,88 @@ def test_sites_inherit_no_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     env = playwright._site_env()
     assert "sk-test-secret" not in env.values() and "aws-test-secret" not in env.values()
     assert env["MCPFLEET_SITES_CACHE"] == "/tmp/sites-cache" and env["PATH"] == os.environ["PATH"]
+
+
+@pytest.mark.parametrize("agent", ["mcpmark", "mcpfleet"])
+def test_a_model_can_neither_see_nor_call_code_run_in_the_servers_process(
+    tmp_path: Path, marker: str, agent: str
+) -> None:
+    """playwright-mcp offers browser_run_code_unsafe (JavaScript in its own Node process): a model could read the
+    worker's API keys and write the sites' databases the verifiers grade. It is refused for every agent: left
+    out of the tool list, and a call by name (MCPMark's agent calls whatever the model names) never runs. So is
+    a page that is no web page (view-source:file:// showed a task's verify.py, its answer key)."""
+    from mcpfleet.runner.trial import ToolGate
+
+    script = tmp_path / "script.json"
+    probe = "async (page) => 'RAN-' + (40 + 2)"
+    script.write_text(
+        json.dumps(
+            {
+                "turns": [
+                    {"tool_calls": [{"name": "browser_run_code_unsafe", "arguments": {"code": probe}}]},
+                    {
+                        "tool_calls": [
+                            {"name": "browser_navigate", "arguments": {"url": f"view-source:file://{script}"}}
+                        ]
+                    },
+                    {"content": "Done."},
+                ]
+            }
+        )
+    )
+    doc = {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "refused"},
+        "spec": {
+            "models": [{"name": "probe", "model": f"scripted/script={script}"}],
+            "tasks": {"path": str(TASKS), "services": ["playwright"], "include": ["*wishlist_add_two*"]},
+            "agent": agent,
+            "output": {"uri": str(tmp_path / "runs")},
+        },
+    }
+    path = tmp_path / "refused.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    out = subprocess.run(
+        [str(MCPFLEET), "run", str(path), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=marker,
+        env={**os.environ, "TMPDIR": marker},
+        stdin=subprocess.DEVNULL,
+    )
+    trials = tmp_path / "runs" / "refused" / "trials"
+    [result] = [json.loads(p.read_text()) for p in trials.glob("*/result.json")]
+    # scored as the model's failure: a call to a tool the run does not offer
+    assert result["failure"] in ("malformed_tool_call", "verifier_failed"), (result["error"], out.stderr[-2000:])
+    calls = [c for t in result["turns"] for c in t["tool_calls"]]
+    assert [c["name"] for c in calls] == ["browser_run_code_unsafe", "browser_navigate"] and all(
+        c["is_error"] for c in calls
+    )
+    messages = next(trials.glob("*/messages.json")).read_text()
+    assert "RAN-42" not in messages and "browser_run_code_unsafe" in messages
+    assert "Only http(s) pages can be opened" in messages and "async (page)" not in messages.split("view-source")[-1]
+    if agent == "mcpmark":  # (mcpfleet's own agent answers a call to a tool it did not list itself)
+        assert "not available in this benchmark" in messages
+
+    class Listed:
+        def __init__(self, tools: list[Any]) -> None:
+            self.tools = tools
+
+        def model_copy(self, update: dict[str, Any]) -> Listed:
+            return Listed(update["tools"])
+
+    class Session:
+        async def list_tools(self) -> Listed:
+            return Listed([type("T", (), {"name": n})() for n in ("browser_click", "browser_run_code_unsafe")])
+
+    service = get_service("playwright")
+    listed = asyncio.run(ToolGate(Session(), service).list_tools())
+    assert [t.name for t in listed.tools] == ["browser_click"]
+    for url in ("view-source:file:///etc/hostname", "file:///etc/passwd", " FILE:///x", "chrome://version", "data:,x"):
+        assert service.refused_call("browser_navigate", {"url": url}), url
+    for url in ("http://shop.test/", "HTTPS://forum.test/x", "about:blank"):
+        assert service.refused_call("browser_navigate", {"url": url}) is None, url
+    assert service.refused_call("browser_tabs", {"action": "new", "url": "view-source:http://shop.test/"})
+    assert not settle(marker, grace=3.0)

@@ -623,3 +623,39 @@ def test_credentials_files_match_the_generators() -> None:
         (u.username, u.password) for u in forum_seed.USERS
     ]
     assert forum["default_password"] == forum_seed.DEFAULT_PASSWORD
+
+
+def test_a_mistyped_password_before_the_right_one_fails_no_shop_task(tmp_path: Path, cache: Path) -> None:
+    """A failed sign-in is an audit row (auth.login_failed) but changes nothing: a verifier that holds the audit
+    log to the customer's own actions must not fail a right end state for it (it did, for four shop tasks)."""
+    from mcpfleet.sites.shop.site import make_site
+
+    db = seed("shop", tmp_path / "data", cache=cache)
+    with TestClient(create_app(make_site(), db.parent)) as client:
+        for password in ("bluebird42", "Bluebird42"):  # a typo, then the right one
+            token = CSRF.search(client.get("/login").text).group(1)  # type: ignore[union-attr]
+            client.post("/login", data={"csrf_token": token, "email": "noah.kim@example.net", "password": password})
+        conn = sqlite3.connect(db)
+        for name in ("Trailhead 3-Season Headlamp", "Deskwise Wireless-Charging LED Desk Lamp"):
+            pid = conn.execute("SELECT id FROM products WHERE name = ?", (name,)).fetchone()[0]
+            token = CSRF.search(client.get("/account").text).group(1)  # type: ignore[union-attr]
+            client.post("/wishlist/add", data={"csrf_token": token, "product_id": str(pid)})
+        conn.close()
+    assert [r["action"] for r in _audit(db)][-4:] == ["auth.login_failed", "auth.login", "wishlist.add", "wishlist.add"]
+    verify = (
+        Path(__file__).resolve().parents[1]
+        / "tasks"
+        / "playwright"
+        / "standard"
+        / "shop_account"
+        / "wishlist_add_two"
+        / "verify.py"
+    )
+    done = subprocess.run(
+        [sys.executable, str(verify)],
+        env={**os.environ, "MCPFLEET_SITES_DATA": str(db.parent)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -190,6 +190,13 @@ class Service:
     # Whether the service runs its trials itself (``run_trial``) instead of the engine's state -> MCP server ->
     # agent -> verifier sequence.
     owns_trials: bool = False
+    # Tools its server offers that no agent may list or call: they reach past the task's world (code run in the
+    # server's process, the host's files), so a model could read keys or write the graded state directly.
+    refused_tools: frozenset[str] = frozenset()
+
+    def refused_call(self, name: str, arguments: Any) -> str | None:
+        """Why the agent's call must not reach the server (answered as a tool error instead), or None."""
+        return f'Tool "{name}" is not available in this benchmark.' if name in self.refused_tools else None
 
     def trial_params(self, task: Task) -> dict[str, Any]:
         """What a trial pod of ``task`` needs to know about the task beyond its id (e.g. the sites a browser task

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -226,6 +227,17 @@ def _tail(log: IO[bytes]) -> str:
 class PlaywrightService(Service):
     name = "playwright"
     spare_servers = True  # see BrowserSpare
+    # Runs JavaScript in the server's Node process ("RCE-equivalent", its own description says): the model
+    # could read the worker's environment (API keys) and write the sites' databases the verifiers grade.
+    refused_tools = frozenset({"browser_run_code_unsafe"})
+
+    def refused_call(self, name: str, arguments: Any) -> str | None:
+        """Also a page address that is no web page: ``view-source:file:///.../verify.py`` shows a task's answer
+        key (``file://`` itself Chromium refuses); only http(s) and about: reach the browser."""
+        url = arguments.get("url") if isinstance(arguments, dict) else None
+        if isinstance(url, str) and url.strip() and not re.match(r"(?i)\s*(https?:|about:blank\b)", url):
+            return f"Only http(s) pages can be opened in this benchmark, not '{url[:200]}'."
+        return super().refused_call(name, arguments)
 
     def server_command(self, state_dir: Path, config: Path) -> ServerCommand:
         exe = servers_bin() / EXECUTABLE

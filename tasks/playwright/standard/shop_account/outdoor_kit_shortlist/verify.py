@@ -139,7 +139,8 @@ def main() -> int:
     check(wishlist == set(want_ids.values()), f"Noah's wishlist is exactly the three (got {sorted(wishlist)})")
     cart = dict(conn.execute("SELECT product_id, quantity FROM cart_items WHERE customer_id = ?", (NOAH,)).fetchall())
     check(cart == CART, f"Noah's cart is 2 x the lantern, the cheapest (got {cart})")
-    rows = conn.execute("SELECT * FROM audit_log ORDER BY id").fetchall()
+    # a mistyped password changes nothing: its failed sign-in is no change to the store
+    rows = conn.execute("SELECT * FROM audit_log WHERE action != 'auth.login_failed' ORDER BY id").fetchall()
     check(all(r["site"] == "shop" and r["actor"] == EMAIL for r in rows), "every logged action is Noah's")
     extra = sorted({r["action"] for r in rows} - ALLOWED)
     check(not extra, f"only wishlist and cart actions (unexpected: {extra})")

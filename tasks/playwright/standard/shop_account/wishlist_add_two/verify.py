@@ -44,11 +44,14 @@ def main() -> None:
     cart = db.execute("SELECT COUNT(*) FROM cart_items WHERE customer_id = ?", (customer,)).fetchone()[0]
     if cart:
         fail(f"Noah's cart has {cart} item(s); it must stay empty")
-    log = db.execute("SELECT site, actor, action, target_type, target_id FROM audit_log ORDER BY id").fetchall()
+    log = db.execute(  # a mistyped password changes nothing: its failed sign-in is no change to the store
+        "SELECT site, actor, action, target_type, target_id FROM audit_log"
+        " WHERE action != 'auth.login_failed' ORDER BY id"
+    ).fetchall()
     others = [r for r in log if r[2] not in ALLOWED or r[1] != EMAIL or r[0] != "shop"]
     if others:
         fail(f"other changes were made: {others[:5]}")
-    if not any(r[2] == "auth.login" for r in log):
+    if not any(r[2] == "auth.login" and r[1] == EMAIL for r in log):
         fail("no sign-in as Noah through the shop")
     added = sorted(r[4] for r in log if r[2] == "wishlist.add")
     if added != sorted(str(ids[n]) for n in WANTED) or any(r[3] != "product" for r in log if r[2] == "wishlist.add"):
