@@ -46,6 +46,7 @@ from .records import (
     to_mcpmark_messages,
 )
 from .services import SERVICES, Service, TrialEnv, get_service
+from .services.base import EnvironmentLost
 from .spec import AgentKind, ModelSpec
 from .store import ResultStore, record_unless_finished
 from .tasks import Mutant, OracleStep, Task, find_task
@@ -383,6 +384,8 @@ async def run_trial(
                 v = await run_verifier(
                     task.verifier, verifier_env, env.verifier_args, spec.limits.verifier_timeout_seconds
                 )
+            except EnvironmentLost as exc:  # a site died or hung under the agent: not the model's failure
+                infra, infra_type = str(exc), type(exc).__name__
             except OSError as exc:
                 infra, infra_type = f"verifier could not start: {exc}", type(exc).__name__
             else:

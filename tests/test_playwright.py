@@ -770,3 +770,49 @@ def test_a_model_can_neither_see_nor_call_code_run_in_the_servers_process(
         assert service.refused_call("browser_navigate", {"url": url}) is None, url
     assert service.refused_call("browser_tabs", {"action": "new", "url": "view-source:http://shop.test/"})
     assert not settle(marker, grace=3.0)
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGSTOP])
+def test_a_site_that_dies_or_hangs_under_the_agent_is_an_infrastructure_error(
+    tmp_path: Path, marker: str, how: signal.Signals
+) -> None:
+    """The model saw connection errors or timeouts the task never set it: before, the trial was scored as the
+    model's failure (verifier_failed). Now the first try is an infra error, run again, and its retry passes."""
+    doc = yaml.safe_load((REPO / "examples" / "playwright.yaml").read_text())
+    doc["metadata"]["name"] = "sitelost"
+    doc["spec"]["models"] = [{"name": "oracle", "model": "scripted/oracle?latency=1.5"}]
+    doc["spec"]["tasks"] = {"path": str(TASKS), "services": ["playwright"], "include": ["*wishlist_add_two*"]}
+    doc["spec"]["output"] = {"uri": str(tmp_path / "runs")}
+    doc["spec"]["retries"] = {"limit": 2, "backoffSeconds": 0}
+    doc["spec"]["concurrency"] = {"total": 1}
+    path = tmp_path / "sitelost.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    proc = subprocess.Popen(
+        [str(MCPFLEET), "run", str(path), "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=marker,
+        env={**os.environ, "TMPDIR": marker},
+        stdin=subprocess.DEVNULL,
+    )
+    hit: list[int] = []
+    deadline = time.monotonic() + 120
+    while not hit and time.monotonic() < deadline and proc.poll() is None:
+        sites = [pid for pid, cmd in ours(marker) if "mcpfleet.sites.shop" in cmd]
+        if sites:
+            time.sleep(3.0)  # the agent is under way
+            os.kill(sites[0], how)
+            hit.append(sites[0])
+        time.sleep(0.2)
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if how == signal.SIGSTOP and hit:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(hit[0], signal.SIGCONT)
+    assert hit, "the site never started"
+    assert proc.returncode == 0, err[-2000:]
+    [record] = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "sitelost" / "trials").glob("*/result.json")]
+    assert record["passed"] and record["infra_attempts"] == 2, record
+    assert not settle(marker, grace=5.0)

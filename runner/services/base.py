@@ -39,6 +39,12 @@ def servers_bin() -> Path:
 SAFE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "NODE_PATH", "SYSTEMROOT")
 
 
+class EnvironmentLost(RuntimeError):
+    """Part of the trial's environment broke under the agent (a site died or stopped answering): the trial
+    measured the harness, not the model, so it is an infrastructure error (retried), never a scored failure.
+    Raised by ``TrialEnv.quiesce``."""
+
+
 @dataclass(frozen=True)
 class Prefork:
     """How a Python stdio MCP server can be forked from a zygote instead of started (see prefork.py): its own

@@ -34,7 +34,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .base import SAFE_ENV, SERVERS_ENV, PodContext, ServerCommand, Service, Spare, TrialEnv, servers_bin
+from .base import (
+    SAFE_ENV,
+    SERVERS_ENV,
+    EnvironmentLost,
+    PodContext,
+    ServerCommand,
+    Service,
+    Spare,
+    TrialEnv,
+    servers_bin,
+)
 
 if TYPE_CHECKING:
     from ..tasks import Task
@@ -47,6 +57,7 @@ HOST_SUFFIX = ".test"  # a reserved TLD: http://shop.test/ is the shop, whatever
 SETTLE_MS = 50  # wait after an action for triggered work: 500 ms by default, ~0.4 s per click saved
 SITE_START_TIMEOUT_S = 60.0  # ~0.4 s idle; seconds under heavy load
 SITE_STOP_TIMEOUT_S = 3.0
+HEALTH_TIMEOUT_S = 5.0  # a site idle since the agent ended answers in milliseconds
 READY = " serving http://"
 # Where Playwright would fetch a browser from: a closed port, so an attempted download fails at once and
 # nothing reaches the network (PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD already says not to; this makes it certain).
@@ -196,6 +207,30 @@ class Sites:
         while self.running:
             await self.running.pop().stop()
 
+    async def quiesce(self) -> None:
+        """Before the verifier: stop them all, raising EnvironmentLost if one had died or stopped answering under
+        the agent (the model then saw connection errors or timeouts the task never set it)."""
+        lost = [why for why in await asyncio.gather(*(_lost(s) for s in self.running)) if why]
+        await self.stop()
+        if lost:
+            raise EnvironmentLost("; ".join(lost))
+
+
+async def _lost(site: SiteProcess) -> str | None:
+    """Why a site is no longer serving, or None."""
+    if site.proc.returncode is not None:
+        return f"site '{site.name}' exited (code {site.proc.returncode}) during the trial: {_tail(site.log)[-300:]}"
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=HEALTH_TIMEOUT_S) as client:
+            reply = await client.get(f"http://127.0.0.1:{site.port}/healthz", headers={"host": site_host(site.name)})
+        if reply.status_code == 200:
+            return None
+        return f"site '{site.name}' answered /healthz with HTTP {reply.status_code}"
+    except httpx.HTTPError as exc:
+        return f"site '{site.name}' did not answer /healthz within {HEALTH_TIMEOUT_S:g} s ({type(exc).__name__})"
+
 
 def reserve_port() -> socket.socket:
     """A loopback port held for a site that starts later: bound, not listening, so a connection to it is refused.
@@ -304,7 +339,7 @@ class PlaywrightService(Service):
             await sites.start(names, state_dir, self.log_dir(state_dir))
             config = self.write_config(state_dir, sites.ports())
             yield TrialEnv(
-                state_dir, self.server_command(state_dir, config), self.verifier_env(state_dir), quiesce=sites.stop
+                state_dir, self.server_command(state_dir, config), self.verifier_env(state_dir), quiesce=sites.quiesce
             )
         finally:
             await sites.stop()
@@ -403,7 +438,7 @@ class BrowserSpare(Spare):
         try:
             await sites.start(task_sites(task), self.state_dir, self.service.log_dir(self.state_dir), self.sockets)
             env = self.service.verifier_env(self.state_dir)
-            yield TrialEnv(self.state_dir, self.server, env, quiesce=sites.stop)
+            yield TrialEnv(self.state_dir, self.server, env, quiesce=sites.quiesce)
         finally:
             await sites.stop()
 
