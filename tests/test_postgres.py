@@ -629,3 +629,43 @@ async def test_an_open_transaction_of_another_trial_cannot_fail_salary_period_co
     finally:
         holder.rollback()
         holder.close()
+
+
+def test_a_crashed_backend_resets_the_cluster_and_its_trials_run_again(
+    pack: Path, tmp_path: Path, run_dir: Path
+) -> None:
+    """A backend killed mid-trial (the OOM killer) makes PostgreSQL reset every session of the cluster: the
+    agents read "server closed the connection" errors their tasks never set them. Before, those trials were
+    scored as the model's; now each is an infrastructure error, run again, and its retry passes."""
+    doc = evalrun(pack, tmp_path / "runs", 2.0, 1, 1)
+    doc["spec"]["models"] = doc["spec"]["models"][:1]  # the oracle
+    doc["spec"]["tasks"]["include"] = ["*/add_total"]
+    doc["spec"]["retries"] = {"limit": 2, "backoffSeconds": 0}
+    spec = tmp_path / "run.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    env = {**os.environ, pgcluster.PG_DIR_ENV: str(run_dir)}
+    proc = subprocess.Popen(
+        [str(MCPFLEET), "run", str(spec), "--no-progress"],
+        env=env,
+        cwd="/",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    killed = 0
+    deadline = time.monotonic() + 240
+    while not killed and time.monotonic() < deadline and proc.poll() is None:
+        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()[1:]
+        backends = [int(line.split(None, 1)[0]) for line in ps if "postgres: agent_" in line and "trial_" in line]
+        if backends:
+            time.sleep(3.0)  # the agent is under way (a tool call every 2 s)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(backends[0], signal.SIGKILL)
+                killed = backends[0]
+        time.sleep(0.2)
+    _, err = proc.communicate(timeout=300)
+    assert killed, err
+    assert proc.returncode == 0, err
+    [record] = [json.loads(f.read_text()) for f in (tmp_path / "runs/pg/trials").glob("*/result.json")]
+    assert record["passed"] and record["infra_attempts"] == 2, (record["error"], record["verifier"])
+    assert not list(run_dir.iterdir())

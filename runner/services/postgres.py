@@ -46,7 +46,17 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from . import pgcluster
-from .base import PodContext, Prefork, ServerCommand, Service, Spare, TrialEnv, servers_root, stdio_server_sidecar
+from .base import (
+    EnvironmentLost,
+    PodContext,
+    Prefork,
+    ServerCommand,
+    Service,
+    Spare,
+    TrialEnv,
+    servers_root,
+    stdio_server_sidecar,
+)
 from .pgcluster import SETTINGS, SUPERUSER, TEMPLATE_ROLE, ClusterHandle
 from .prefork import console_script, route, run_zygote
 
@@ -236,6 +246,48 @@ def ensure_template(h: ClusterHandle, src: StateSource) -> str:
 # --- trials ------------------------------------------------------------------------------------------------
 
 
+def server_started(login: Login) -> str:
+    """When the trial's PostgreSQL server started, and last re-initialised after a crash (as the trial's role)."""
+    import psycopg2
+
+    conn = psycopg2.connect(
+        host=login.host,
+        port=login.port,
+        dbname=login.database,
+        user=login.user,
+        password=login.password,
+        connect_timeout=10,
+        application_name="mcpfleet",
+    )
+    try:
+        with conn.cursor() as cur:
+            # A crashed backend makes the server reset every session and re-initialise, which keeps its start
+            # time but discards its statistics: the shared ones' reset time moves then (measured on PG 15).
+            cur.execute(
+                "SELECT pg_postmaster_start_time()::text || ' / ' || coalesce(stats_reset::text, '')"
+                " FROM pg_stat_bgwriter"
+            )
+            row = cur.fetchone()
+            return str(row[0] if row else "")
+    finally:
+        conn.close()
+
+
+async def same_server(login: Login, started: str) -> None:
+    """The trial's quiesce, before its verifier: EnvironmentLost if its server died or restarted under the agent
+    (killed, or a crashed backend resetting every session of a shared cluster): the model then read
+    "server closed the connection" errors the task never set it, and the verifier would read a database it
+    may never have reached. Not the model's failure: an infrastructure error, run again."""
+    try:
+        now = await asyncio.to_thread(server_started, login)
+    except Exception as exc:  # noqa: BLE001 - any failure to reach it is the server's
+        raise EnvironmentLost(f"the trial's PostgreSQL server is gone: {type(exc).__name__}: {exc}".strip()) from None
+    if now != started:
+        raise EnvironmentLost(
+            f"the trial's PostgreSQL server restarted under the agent (up since {started}, now {now})"
+        )
+
+
 def create_role(h: ClusterHandle, login: Login) -> None:
     """The trial's login role: no superuser, no CREATEROLE/CREATEDB; it will own its database only."""
     from psycopg2 import sql
@@ -361,7 +413,11 @@ class PostgresService(Service):
             login = pod_login(state_dir)
             if state_source(task) is None and (task.path / PREPARE).is_file():
                 await run_prepare(task, login)
-            yield TrialEnv(state_dir, self.server_command(login, check=False), login.env(), [login.database])
+            started = await asyncio.to_thread(server_started, login)
+            quiesce = functools.partial(same_server, login, started)
+            yield TrialEnv(
+                state_dir, self.server_command(login, check=False), login.env(), [login.database], quiesce=quiesce
+            )
             return
         resource = _cluster(resource)
         tag = secrets.token_hex(4)
@@ -398,7 +454,11 @@ class PostgresService(Service):
         await asyncio.to_thread(create_database, h, template, login, shared)
         if src is None and (task.path / PREPARE).is_file():
             await run_prepare(task, login)
-        return TrialEnv(state_dir, self.server_command(login, zygote=zygote), login.env(), [login.database])
+        started = await asyncio.to_thread(server_started, login)
+        quiesce = functools.partial(same_server, login, started)
+        return TrialEnv(
+            state_dir, self.server_command(login, zygote=zygote), login.env(), [login.database], quiesce=quiesce
+        )
 
     @asynccontextmanager
     async def spare(self, state_dir: Path, resource: Any) -> AsyncIterator[Spare]:
