@@ -117,17 +117,20 @@ def test_tasks_list_prints_whole_task_ids_off_a_terminal() -> None:
     assert not missing, out.stdout
 
 
+def oracle_run(tmp_path: Path, pack: Path) -> Path:
+    """The scripted oracle over ``pack``, recorded under tmp_path/runs/cli."""
+    spec = {
+        "models": [{"name": "oracle", "model": "scripted/oracle"}],
+        "tasks": {"path": str(pack)},
+        "output": {"uri": str(tmp_path / "runs")},
+    }
+    return evalrun(tmp_path, spec)
+
+
 def test_trial_prints_one_json_line_and_writes_the_record(
     tmp_path: Path, session_pack: Path, scripted_url: str
 ) -> None:
-    path = evalrun(
-        tmp_path,
-        {
-            "models": [{"name": "oracle", "model": "scripted/oracle"}],
-            "tasks": {"path": str(session_pack)},
-            "output": {"uri": str(tmp_path / "runs")},
-        },
-    )
+    path = oracle_run(tmp_path, session_pack)
     task = "filesystem/standard/tiny/move_todo_1"
     out = cli("trial", str(path), "--model", "oracle", "--task", task, "--scripted-url", scripted_url)
     assert out.returncode == 0, out.stderr
@@ -144,14 +147,7 @@ def test_trial_prints_one_json_line_and_writes_the_record(
 
 
 def test_trial_not_in_the_plan_exits_2(tmp_path: Path, session_pack: Path) -> None:
-    path = evalrun(
-        tmp_path,
-        {
-            "models": [{"name": "oracle", "model": "scripted/oracle"}],
-            "tasks": {"path": str(session_pack)},
-            "output": {"uri": str(tmp_path / "runs")},
-        },
-    )
+    path = oracle_run(tmp_path, session_pack)
     out = cli("trial", str(path), "--model", "other", "--task", "filesystem/standard/tiny/move_todo_0")
     assert out.returncode == 2
     assert "no trial (model=other, task=filesystem/standard/tiny/move_todo_0, attempt=1)" in flat(out.stderr)
@@ -272,14 +268,7 @@ def test_each_record_names_its_harness_and_a_run_finished_by_another_is_flagged(
     score: each record says what ran it, summary.json counts them, and the run's output says so."""
     from importlib.metadata import version
 
-    path = evalrun(
-        tmp_path,
-        {
-            "models": [{"name": "oracle", "model": "scripted/oracle"}],
-            "tasks": {"path": str(session_pack)},
-            "output": {"uri": str(tmp_path / "runs")},
-        },
-    )
+    path = oracle_run(tmp_path, session_pack)
     monkeypatch.delenv("MCPFLEET_RUNNER_IMAGE", raising=False)
     first = cli("run", str(path), "--no-progress", timeout=300)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -306,14 +295,7 @@ def test_a_late_try_never_replaces_a_scored_record_of_its_trial(
 ) -> None:
     """A pod the operator gave up on (a partitioned node) may finish after its retry did: its record must not
     replace the stored scored one, nor its files mix with it. An unscored record (an infra error) is replaced."""
-    path = evalrun(
-        tmp_path,
-        {
-            "models": [{"name": "oracle", "model": "scripted/oracle"}],
-            "tasks": {"path": str(session_pack)},
-            "output": {"uri": str(tmp_path / "runs")},
-        },
-    )
+    path = oracle_run(tmp_path, session_pack)
     task = "filesystem/standard/tiny/move_todo_1"
     args = ("trial", str(path), "--model", "oracle", "--task", task, "--scripted-url", scripted_url)
     assert cli(*args).returncode == 0

@@ -647,6 +647,19 @@ def test_pod_sidecars_are_valid_kubernetes(tmp_path: Path) -> None:
     assert names.index("SITE_PORT_FORUM") < names.index("MCPFLEET_BROWSER_CONFIG") and env["SITE_PORT_SHOP"] == "8101"
 
 
+def run_in(marker: str, path: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`mcpfleet run path` with the test's private TMPDIR, which every process a trial starts carries."""
+    return subprocess.run(
+        [str(MCPFLEET), "run", str(path), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=marker,
+        env={**os.environ, "TMPDIR": marker},
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def test_example_run_scripted_oracle_passes_and_noop_fails(tmp_path: Path, marker: str) -> None:
     """examples/playwright.yaml through `mcpfleet run`: the scripted oracle model (an LLM agent over HTTP,
     reading snapshots from the conversation to resolve its element refs) passes every task, the no-op fails."""
@@ -655,15 +668,7 @@ def test_example_run_scripted_oracle_passes_and_noop_fails(tmp_path: Path, marke
     doc["spec"]["output"]["uri"] = str(tmp_path / "runs")
     path = tmp_path / "playwright.yaml"
     path.write_text(yaml.safe_dump(doc))
-    out = subprocess.run(
-        [str(MCPFLEET), "run", str(path), "--no-progress"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=marker,
-        env={**os.environ, "TMPDIR": marker},
-        stdin=subprocess.DEVNULL,
-    )
+    out = run_in(marker, path, timeout=600)
     assert out.returncode == 0, out.stderr
     results = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "playwright" / "trials").glob("*/result.json")]
     n = len([t for t in discover(TASKS) if t.service == "playwright"])
@@ -727,15 +732,7 @@ def test_a_model_can_neither_see_nor_call_code_run_in_the_servers_process(
     }
     path = tmp_path / "refused.yaml"
     path.write_text(yaml.safe_dump(doc))
-    out = subprocess.run(
-        [str(MCPFLEET), "run", str(path), "--no-progress"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=marker,
-        env={**os.environ, "TMPDIR": marker},
-        stdin=subprocess.DEVNULL,
-    )
+    out = run_in(marker, path, timeout=300)
     trials = tmp_path / "runs" / "refused" / "trials"
     [result] = [json.loads(p.read_text()) for p in trials.glob("*/result.json")]
     # scored as the model's failure: a call to a tool the run does not offer

@@ -452,11 +452,12 @@ def test_mcpfleet_run_postgres_suite(pack: Path, tmp_path: Path, run_dir: Path) 
     assert len(logs) == 4 and not any("zygote" in log for log in logs) and "zygote" not in p.stderr
 
 
-def test_sigterm_stops_the_run_and_removes_its_cluster(pack: Path, tmp_path: Path, run_dir: Path) -> None:
+def start_run(doc: dict[str, Any], tmp_path: Path, run_dir: Path) -> subprocess.Popen[str]:
+    """`mcpfleet run` of ``doc`` in the background, its clusters under ``run_dir``; stderr kept."""
     spec = tmp_path / "run.yaml"
-    spec.write_text(yaml.safe_dump(evalrun(pack, tmp_path / "runs", 30.0, 1, 2)))
+    spec.write_text(yaml.safe_dump(doc))
     env = {**os.environ, pgcluster.PG_DIR_ENV: str(run_dir)}
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [str(MCPFLEET), "run", str(spec), "--no-progress"],
         env=env,
         cwd="/",
@@ -464,6 +465,10 @@ def test_sigterm_stops_the_run_and_removes_its_cluster(pack: Path, tmp_path: Pat
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def test_sigterm_stops_the_run_and_removes_its_cluster(pack: Path, tmp_path: Path, run_dir: Path) -> None:
+    proc = start_run(evalrun(pack, tmp_path / "runs", 30.0, 1, 2), tmp_path, run_dir)
     assert proc.stderr is not None
     deadline = time.monotonic() + 240
     pid = 0
@@ -641,17 +646,7 @@ def test_a_crashed_backend_resets_the_cluster_and_its_trials_run_again(
     doc["spec"]["models"] = doc["spec"]["models"][:1]  # the oracle
     doc["spec"]["tasks"]["include"] = ["*/add_total"]
     doc["spec"]["retries"] = {"limit": 2, "backoffSeconds": 0}
-    spec = tmp_path / "run.yaml"
-    spec.write_text(yaml.safe_dump(doc))
-    env = {**os.environ, pgcluster.PG_DIR_ENV: str(run_dir)}
-    proc = subprocess.Popen(
-        [str(MCPFLEET), "run", str(spec), "--no-progress"],
-        env=env,
-        cwd="/",
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = start_run(doc, tmp_path, run_dir)
     killed = 0
     deadline = time.monotonic() + 240
     while not killed and time.monotonic() < deadline and proc.poll() is None:
