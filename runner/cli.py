@@ -81,9 +81,6 @@ def run(
         )
     except (SpecError, TaskError, RunRefused, StoreError) as exc:
         _fail(str(exc))
-    except KeyboardInterrupt:
-        err.print("[yellow]interrupted:[/] finished trials are recorded; run the same command again to resume.")
-        raise typer.Exit(130) from None
     console.print(summary_table(summary))
     if mixed := mixed_harness(summary):
         err.print(f"[yellow]note:[/] {escape(mixed)}", highlight=False, soft_wrap=True)

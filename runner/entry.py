@@ -17,14 +17,38 @@ def interrupted_line(argv: list[str]) -> str:
     return "interrupted."
 
 
+def _from_interrupt(exc: SystemExit) -> bool:
+    """Typer turns a KeyboardInterrupt raised inside a command into a silent exit 130 (``Exit(130) from`` it)."""
+    if exc.code != INTERRUPTED:
+        return False
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        if isinstance(link, KeyboardInterrupt):
+            return True
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return False
+
+
+def _say_interrupted() -> None:
+    try:
+        sys.stderr.write(interrupted_line(sys.argv) + "\n")
+        sys.stderr.flush()
+    finally:
+        sys.exit(INTERRUPTED)
+
+
 def main() -> None:
+    """The CLI, with this module the only place that words a Ctrl-C: during the imports, inside a command (a
+    run's own clean-up re-raises it) or in typer's parsing."""
     try:
         from .cli import main as cli_main
 
         cli_main()
     except KeyboardInterrupt:
-        try:
-            sys.stderr.write(interrupted_line(sys.argv) + "\n")
-            sys.stderr.flush()
-        finally:
-            sys.exit(INTERRUPTED)
+        _say_interrupted()
+    except SystemExit as exc:
+        if _from_interrupt(exc):
+            _say_interrupted()
+        raise

@@ -71,6 +71,9 @@ def init_worker(gate: Any = None, models: tuple[str, ...] = ()) -> None:
     global _loop, _gate
     _gate = gate
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C
+    # Ignored, and no longer blocked (the forkserver was started with it blocked): what a trial starts inherits
+    # "ignored", which a server that installs its own handler overrides, rather than a mask it may never clear.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGTERM, _on_sigterm)
     # The forkserver (our parent) dies with the run, even a SIGKILLed one; we then stop too (see _watch_parent).
     threading.Thread(target=_watch_parent, args=(os.getppid(),), name="watch-parent", daemon=True).start()
@@ -209,13 +212,17 @@ def make_context() -> multiprocessing.context.BaseContext:
 def start_forkserver() -> None:
     """Start the forkserver's imports now, in the background, so they overlap the run's own set-up."""
     import multiprocessing.forkserver
+    import multiprocessing.resource_tracker
 
     make_context()
-    # Started with SIGINT ignored, which it keeps (Python installs its Ctrl-C handler only over the default),
-    # and so do the workers it forks: a terminal's Ctrl-C reaches the whole process group, and the parent
-    # alone decides what it means. Without this a Ctrl-C during the preload printed the forkserver's traceback.
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Started with SIGINT blocked, which it keeps across exec, and so do the workers it forks: a terminal's
+    # Ctrl-C reaches the whole process group, and the parent alone decides what it means. Without this a Ctrl-C
+    # during the preload printed the forkserver's traceback. Blocked, not ignored: a Ctrl-C that lands in this
+    # window stays pending here and is raised when the mask is restored (ignoring it lost it: the run went on).
+    # The resource tracker first: starting it unblocks SIGINT in this thread (multiprocessing's own mask dance).
+    multiprocessing.resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         multiprocessing.forkserver.ensure_running()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -192,3 +192,57 @@ def test_ctrl_c_at_any_moment_exits_130_with_one_line(tmp_path: Path, delay: flo
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+PYTHON = REPO / ".venv" / "bin" / "python"
+
+
+def test_ctrl_c_inside_a_command_before_its_own_handler_prints_the_line(tmp_path: Path) -> None:
+    """Typer turns a KeyboardInterrupt raised in a command into a silent exit 130. Before, a Ctrl-C during the
+    `run` command's first imports (before its try) exited 130 with nothing said (seen in CI under load)."""
+    script = (
+        "import sys, typer\n"
+        "from mcpfleet.runner import cli, entry\n"
+        "app = typer.Typer()\n"
+        "@app.command()\n"
+        "def run(path: str) -> None:\n"
+        "    raise KeyboardInterrupt\n"
+        "@app.command()\n"
+        "def other() -> None:\n"
+        "    pass\n"
+        "cli.main = app\n"
+        "sys.argv = ['mcpfleet', 'run', 'x.yaml']\n"
+        "entry.main()\n"
+    )
+    done = subprocess.run([str(PYTHON), "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130, done
+    assert done.stderr.strip() == "interrupted: finished trials are recorded; run the same command again to resume."
+
+
+def test_ctrl_c_while_the_forkserver_starts_is_kept_and_never_reaches_the_forkserver(tmp_path: Path) -> None:
+    """Before, SIGINT was ignored while the forkserver was spawned (so that it inherited "ignored"): a Ctrl-C in
+    that window was lost and the run went on to the end with exit 0. Now it is held pending and raised after,
+    and the forkserver still never sees it (no traceback from its preload)."""
+    script = (
+        "import os, signal, sys, time, multiprocessing.forkserver as fs\n"
+        "from mcpfleet.runner import worker\n"
+        "real = fs.ensure_running\n"
+        "def interrupted_spawn():\n"
+        "    os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C landing in the window\n"
+        "    real()\n"
+        "    os.killpg(0, signal.SIGINT)  # and one to the whole group while the preload runs\n"
+        "fs.ensure_running = interrupted_spawn\n"
+        "try:\n"
+        "    worker.start_forkserver()\n"
+        "except KeyboardInterrupt:\n"
+        "    pid = fs._forkserver._forkserver_pid\n"
+        "    time.sleep(3)\n"
+        "    print('raised', os.waitpid(pid, os.WNOHANG)[0] == 0, flush=True)\n"
+        "    sys.exit(0)\n"
+        "print('lost')\n"
+    )
+    done = subprocess.run(
+        [str(PYTHON), "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120, start_new_session=True
+    )
+    assert done.stdout.strip() == "raised True", done
+    assert "Traceback" not in done.stderr, done.stderr
