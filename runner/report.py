@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import math
 import statistics
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from html import escape
@@ -27,9 +27,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .outcome import CATEGORIES, is_scored
 from .records import now_iso
-from .scoring import ALL, summarize
+from .scoring import ALL, ScoreRow, summarize
 from .store import LocalStore, ResultStore, S3Store, parse_s3_uri
-from .summary import mixed_harness
+from .summary import harness_counts, mixed_harness
 from .toolcalls.case_records import breakdown, expand
 
 PLOT_IDS = ("plot-pass-at-1", "plot-pass-at-k", "plot-cost", "plot-turns", "plot-failures")
@@ -117,30 +117,6 @@ def _slim(rec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class _Row(BaseModel):
-    """What the report reads of a summary row, with exact types: summary.json is a file anyone may edit."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-    model: str
-    service: str
-    trials: int
-    attempts: int
-    pass_at_1: float | None
-    pass_at_1_std: float | None
-    pass_at_k: float | None
-    pass_hat_k: float | None
-    pass_at_k_unbiased: float | None = None
-    pass_hat_k_unbiased: float | None = None
-    avg_turns: float | None = None
-    avg_tool_calls: float | None = None
-    avg_tokens: float | None = None
-    cost_usd: float | None = None
-    avg_cost_usd: float | None = None
-    failures: dict[str, int] = {}
-    not_scored: dict[str, int] = {}
-    call_classes: dict[str, int] = {}
-
-
 class _LabelRow(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
     cases: int
@@ -156,7 +132,7 @@ class _ToolcallModel(BaseModel):
 
 class _Summary(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
-    rows: list[_Row]
+    rows: list[ScoreRow]
     toolcall: dict[str, _ToolcallModel] | None = None
 
 
@@ -173,6 +149,7 @@ def _damaged(summary: dict[str, Any]) -> str | None:
 def load_run(ref: str, endpoint_url: str | None = None, region: str | None = None) -> RunData:
     store = open_run(ref, endpoint_url, region)
     summary = store.read_json("summary.json")
+    on_file = summary is not None
     damaged = _damaged(summary) if isinstance(summary, dict) else "summary.json is no JSON object"
     if summary is not None and damaged:
         summary = None
@@ -208,7 +185,7 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
         source = "summary.json"
     else:
         why = (
-            (damaged if damaged and store.read_json("summary.json") is not None else "summary.json is missing")
+            (damaged if damaged and on_file else "summary.json is missing")
             if summary is None
             else f"summary.json is incomplete ({summary.get('trials_recorded')}/{summary.get('trials_planned')} trials)"
         )
@@ -227,7 +204,7 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
             "trials_recorded": len(raw),
             "complete": planned is not None and len(raw) == planned,
             "rows": summarize(records, attempts),
-            "harness": dict(Counter(r["harness"] for r in raw if isinstance(r.get("harness"), str))),
+            "harness": harness_counts(raw),
         }
         if toolcall := breakdown(records):
             summary["toolcall"] = toolcall

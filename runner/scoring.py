@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from math import comb
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from .outcome import is_scored
 
 ALL = "all"
@@ -38,6 +40,42 @@ def pass_hat_k_unbiased(n: int, c: int, k: int) -> float:
     if k > n:
         raise ValueError(f"k={k} exceeds the {n} attempts recorded")
     return comb(c, k) / comb(n, k)
+
+
+class ScoreRow(BaseModel):
+    """One row of ``summarize``: the shape summary.json's rows are written in, and checked against when read back
+    (the report: summary.json is a file anyone may edit). Fields older summaries lack have defaults."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    model: str
+    service: str
+    trials: int
+    scored: int | None = None
+    not_scored: dict[str, int] = {}
+    tasks: int | None = None
+    attempts: int
+    passed: int | None = None
+    pass_at_1: float | None
+    pass_at_1_std: float | None
+    pass_at_k: float | None
+    pass_hat_k: float | None
+    pass_at_k_unbiased: float | None = None
+    pass_hat_k_unbiased: float | None = None
+    pass_at_k_curve: dict[str, float] = {}
+    pass_hat_k_curve: dict[str, float] = {}
+    tasks_with_all_attempts: int | None = None
+    avg_turns: float | None = None
+    avg_tool_calls: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    avg_tokens: float | None = None
+    cost_usd: float | None = None
+    avg_cost_usd: float | None = None
+    avg_agent_seconds: float | None = None
+    failures: dict[str, int] = {}
+    call_classes: dict[str, int] = {}
+    call_class_rates: dict[str, float] = {}
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -134,5 +172,6 @@ def summarize(results: Iterable[dict[str, Any]], attempts: int) -> list[dict[str
         services = sorted(s for m, s in groups if m == model and s != ALL)
         keys = [(model, s) for s in services] + ([(model, ALL)] if len(services) > 1 else [])
         for key in keys:
-            rows.append({"model": key[0], "service": key[1], **score_group(groups[key], attempts)})
+            row = ScoreRow.model_validate({"model": key[0], "service": key[1], **score_group(groups[key], attempts)})
+            rows.append(row.model_dump())
     return rows

@@ -35,12 +35,16 @@ def build_summary(
         "not_scored": dict(sorted(not_scored.items())),  # infra, provider and config errors: re-run on resume
         "stopped": dict(sorted((stopped or {}).items())),
         "rows": summarize(scored, run.spec.attempts),
-        # what ran the recorded trials (records.harness_id); more than one: see mixed_harness
-        "harness": dict(sorted(Counter(r["harness"] for r in results if isinstance(r.get("harness"), str)).items())),
+        "harness": harness_counts(results),
     }
     if toolcall := breakdown(scored):
         out["toolcall"] = toolcall
     return out
+
+
+def harness_counts(records: list[dict[str, Any]]) -> dict[str, int]:
+    """What ran the records (records.harness_id), with how many each; more than one: see mixed_harness."""
+    return dict(sorted(Counter(r["harness"] for r in records if isinstance(r.get("harness"), str)).items()))
 
 
 def mixed_harness(summary: dict[str, Any]) -> str | None:
