@@ -24,7 +24,7 @@ from mcpfleet.runner.plan import TrialSpec, plan
 from mcpfleet.runner.records import TrialResult, dumps, epoch_seconds, now_iso
 from mcpfleet.runner.spec import RESULT_FIELDS, EvalRun, SpecError, parse_evalrun
 from mcpfleet.runner.store import ResultStore, StoreError, open_store, store_config
-from mcpfleet.runner.summary import build_summary, mixed_harness
+from mcpfleet.runner.summary import PLAN_FILE, build_summary, mixed_harness, plan_file
 from mcpfleet.runner.tasks import TaskError, bundled_root
 
 from . import metrics
@@ -890,6 +890,7 @@ class Reconciler:
         trials = list(self.state.trials.values())
         stopped = dict(self.state.stopped)
         summary = await asyncio.to_thread(build_summary, self.run, trials, self.store, stopped)
+        await asyncio.to_thread(self.store.write_json, PLAN_FILE, plan_file(self.run, trials))
         await asyncio.to_thread(self.store.write_json, "summary.json", summary)
         if mixed := mixed_harness(summary):
             kopf.warn(self.body, reason="MixedHarness", message=mixed)

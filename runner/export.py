@@ -21,6 +21,7 @@ from typing import Any
 from .outcome import is_scored
 from .records import MCPMarkFacts, TrialResult, dumps_mcpmark, epoch_seconds, mcpmark_meta
 from .store import ResultStore
+from .summary import still_planned
 
 
 class ExportError(ValueError):
@@ -95,21 +96,9 @@ def _safe(part: object) -> bool:
     return isinstance(part, str) and bool(_SAFE_PART.fullmatch(part)) and part not in (".", "..")
 
 
-def _planned(store: ResultStore) -> tuple[set[str] | None, int | None]:
-    """Models and attempts the run plans now (run.json), so records of dropped models are left out."""
-    spec = ((store.read_json("run.json") or {}).get("evalrun") or {}).get("spec") or {}
-    models = {m.get("name") for m in spec.get("models") or []} or None
-    return models, spec.get("attempts")
-
-
 def export_mcpmark(store: ResultStore, dest: Path, exp_name: str | None = None) -> Exported:
     """Write the run's finished trials under ``dest/<exp>`` in MCPMark's layout."""
-    models, attempts = _planned(store)
-    records = [
-        r
-        for r in store.iter_results()
-        if (models is None or r.get("model") in models) and (attempts is None or int(r.get("attempt", 0)) <= attempts)
-    ]
+    records = list(filter(still_planned(store), store.iter_results()))
     if not records:
         raise ExportError(f"{store.location()}: no finished trial to export")
     summary = store.read_json("summary.json") or {}

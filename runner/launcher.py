@@ -30,7 +30,7 @@ from .records import now_iso
 from .services import run_resources, sweep_leftovers
 from .spec import EvalRun, SpecError, retry_wait, spec_hash
 from .store import LocalStore, ResultStore, StoreConfig, store_config
-from .summary import build_summary
+from .summary import PLAN_FILE, build_summary, plan_file
 from .worker import TrialCancelled, WorkItem, init_worker, make_context, run_item, start_forkserver
 from .workerpool import WorkerSlots
 
@@ -320,6 +320,7 @@ def _execute(
             "evalrun": run.model_dump(mode="json", by_alias=True),
         },
     )
+    store.write_json(PLAN_FILE, plan_file(run, trials))
     progress = Progress(total=len(trials), already=state.skipped, enabled=show_progress)
     if state.todo:
         start_forkserver()  # its seconds of imports overlap the scripted server's start and the pool's set-up

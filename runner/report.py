@@ -29,7 +29,7 @@ from .outcome import CATEGORIES, is_scored
 from .records import now_iso
 from .scoring import ALL, ScoreRow, summarize
 from .store import LocalStore, ResultStore, S3Store, parse_s3_uri
-from .summary import harness_counts, mixed_harness
+from .summary import harness_counts, mixed_harness, still_planned
 from .toolcalls.case_records import breakdown, expand
 
 PLOT_IDS = ("plot-pass-at-1", "plot-pass-at-k", "plot-cost", "plot-turns", "plot-failures")
@@ -154,32 +154,24 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
     if summary is not None and damaged:
         summary = None
     run_json = store.read_json("run.json") or {}
-    raw = [
-        r
-        for r in store.iter_results()
-        if isinstance(r, dict) and all(k in r for k in ("model", "service", "task_id", "attempt", "passed"))
-    ]
-    records = [_slim(r) for r in expand(raw)]  # a shard's cases count one by one, as in summary.json
-    if summary is None and not records:
+    found = list(store.iter_results())
+    if summary is None and not found:
         raise ReportError(f"{ref}: no summary.json and no trial records at {store.location()}")
     notes: list[str] = []
 
-    # Which trials the run plans now: run.json (the launcher's) names models and attempts; else the summary.
+    # The trials the run plans now, as summary.json counts them (plan.json; else run.json's models and
+    # attempts, else the summary's models): records of dropped tasks, models, attempts or specs are left out.
     spec = (run_json.get("evalrun") or {}).get("spec") or {}
-    models = {m.get("name") for m in spec.get("models") or []} or (
-        {r["model"] for r in summary["rows"]} if summary else None
-    )
     attempts = (
         spec.get("attempts")
         or (max((r["attempts"] for r in summary["rows"]), default=None) if summary else None)
-        or max((int(r["attempt"]) for r in records), default=1)
+        or max((int(r["attempt"]) for r in found), default=1)
     )
-    kept = [r for r in records if (models is None or r["model"] in models) and int(r["attempt"]) <= attempts]
-    if len(kept) < len(records):
-        notes.append(
-            f"{len(records) - len(kept)} record(s) of trials no longer planned (other models or attempts) are left out"
-        )
-    records = kept
+    keep = still_planned(store, {r["model"] for r in summary["rows"]} if summary else None)
+    raw = [r for r in found if keep(r) and int(r["attempt"]) <= attempts]
+    if len(raw) < len(found):
+        notes.append(f"{len(found) - len(raw)} record(s) of trials no longer planned are left out")
+    records = [_slim(r) for r in expand(raw)]  # a shard's cases count one by one, as in summary.json
 
     if summary is not None and summary.get("complete"):
         source = "summary.json"

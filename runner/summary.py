@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from .outcome import is_scored
@@ -12,6 +13,39 @@ from .scoring import summarize
 from .spec import EvalRun, spec_hash
 from .store import ResultStore
 from .toolcalls.case_records import breakdown, expand
+
+PLAN_FILE = "plan.json"  # the planned trials' ids and spec hashes, for readers without the task pack
+
+
+def plan_file(run: EvalRun, trials: list[TrialSpec]) -> dict[str, Any]:
+    """What ``planned`` reads back: written by the launcher when it plans and by the operator when it
+    summarises, so that an export or report counts the records summary.json counts, and no other."""
+    return {"run": run.name, "spec_hash": spec_hash(run), "trials": {t.trial_id: t.spec_hash for t in trials}}
+
+
+def planned(store: ResultStore) -> dict[str, str] | None:
+    """The run's planned trials (trial id -> spec hash), or None when plan.json is missing or damaged (older
+    runs; an operator run before its first summary): readers then fall back to the models and attempts."""
+    raw = store.read_json(PLAN_FILE)
+    trials = raw.get("trials") if isinstance(raw, dict) else None
+    if not isinstance(trials, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in trials.items()):
+        return None
+    return trials
+
+
+def still_planned(store: ResultStore, models: set[str] | None = None) -> Callable[[dict[str, Any]], bool]:
+    """Which records the run plans now, as summary.json counts them: its planned trials (plan.json) at their
+    spec; without plan.json, its models and attempts (run.json). Records of dropped tasks, models or attempts,
+    and of an earlier spec, are left out. ``models``: the ones to keep when neither file names them."""
+    plan = planned(store)
+    if plan is not None:
+        return lambda r: plan.get(r["trial_id"]) == r.get("spec_hash")
+    spec = ((store.read_json("run.json") or {}).get("evalrun") or {}).get("spec") or {}
+    models = {m.get("name") for m in spec.get("models") or []} or models
+    attempts = spec.get("attempts")
+    return lambda r: (
+        (models is None or r.get("model") in models) and (attempts is None or int(r.get("attempt", 0)) <= attempts)
+    )
 
 
 def build_summary(

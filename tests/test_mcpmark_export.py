@@ -337,3 +337,40 @@ def test_export_stays_inside_dest_and_ships_no_stale_or_damaged_meta(tmp_path: P
     (root / "summary.json").write_text(json.dumps({"run": ".."}))
     with pytest.raises(ExportError, match="cannot be an experiment folder name"):
         export_mcpmark(LocalStore(root), tmp_path / "dest2")
+
+
+def test_a_narrowed_run_exports_and_reports_only_the_trials_its_summary_counts(tmp_path: Path) -> None:
+    """After `tasks.include` is narrowed and the run resumed, the dropped task's records stay in the folder (a
+    run's records are never deleted) but summary.json no longer counts them, so neither may the export (MCPMark's
+    aggregator would count them) nor the report. Before, both filtered by model and attempt only."""
+    pack = make_tiny_pack(tmp_path / "pack", tasks=2)
+    spec_path = tmp_path / "narrow.yaml"
+
+    def run(include: list[str]) -> None:
+        spec = {"models": [{"name": "oracle", "model": "scripted/oracle"}], "tasks": {"path": str(pack)}}
+        spec["tasks"]["include"] = include  # type: ignore[index]
+        body = {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "narrow"}, "spec": spec}
+        spec_path.write_text(yaml.safe_dump(body))
+        done = subprocess.run(
+            [str(MCPFLEET), "run", str(spec_path), "--no-progress"], capture_output=True, text=True, cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+
+    run([])
+    run(["*/move_todo_0"])
+    root = tmp_path / "runs" / "narrow"
+    assert len(list(root.glob("trials/*/result.json"))) == 2
+    summary = json.loads((root / "summary.json").read_text())
+    assert (summary["trials_planned"], summary["rows"][0]["trials"]) == (1, 1)
+
+    done = export_mcpmark(LocalStore(root), tmp_path / "results")
+    assert done.trials == 1
+    assert [p.name for p in (done.root / "oracle__filesystem" / "run-1").iterdir()] == ["tiny__move_todo_0"]
+    report = subprocess.run(
+        [str(MCPFLEET), "report", str(root), "--output", str(tmp_path / "r.html")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert report.returncode == 0, report.stderr
+    assert "1 record(s) of trials no longer planned are left out" in " ".join(report.stdout.split())

@@ -64,6 +64,9 @@ async def test_evalrun_end_to_end(
     client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
     summary = json.loads(client.get_object(Bucket=bucket, Key=f"runs/e2e/{uid}/summary.json")["Body"].read())
     assert summary["complete"] and {r["model"]: r["pass_at_1"] for r in summary["rows"]} == {"idle": 0.0, "oracle": 1.0}
+    # plan.json names the trials the summary counts, for an export or report without the task pack.
+    plan = json.loads(client.get_object(Bucket=bucket, Key=f"runs/e2e/{uid}/plan.json")["Body"].read())
+    assert sorted(plan["trials"]) == sorted(k.split("/")[-2] for k in results)
     # Secrets never leak into what the run leaves behind.
     for key in keys:
         body = client.get_object(Bucket=bucket, Key=key)["Body"].read().decode("utf-8", "replace")
