@@ -29,7 +29,7 @@ from .plan import TrialSpec, plan
 from .records import now_iso
 from .services import run_resources, sweep_leftovers
 from .spec import EvalRun, SpecError, retry_wait, spec_hash
-from .store import LocalStore, ResultStore, StoreConfig, store_config
+from .store import LocalStore, ResultStore, S3Store, StoreConfig, store_config
 from .summary import PLAN_FILE, build_summary, plan_file
 from .worker import TrialCancelled, WorkItem, init_worker, make_context, run_item, start_forkserver
 from .workerpool import WorkerSlots
@@ -47,7 +47,19 @@ def run_lock(store: ResultStore) -> Iterator[None]:
     """One ``mcpfleet run`` of a local run folder at a time: a second one would run every unfinished trial again
     beside the first, over its concurrency, and could remove trial folders the first is writing. The lock is the
     kernel's (flock on a file in the run folder): it goes with its process, SIGKILL included. An s3:// run root
-    has none."""
+    gets a lease object instead (s3lease.py), which a killed run leaves behind for its time to live."""
+    if isinstance(store, S3Store):
+        from .s3lease import LeaseHeld, S3Lease
+
+        try:
+            lease = S3Lease(store).__enter__()
+        except LeaseHeld as exc:
+            raise RunRefused(str(exc)) from None
+        try:
+            yield
+        finally:
+            lease.__exit__()
+        return
     if not isinstance(store, LocalStore):
         yield
         return

@@ -462,3 +462,59 @@ def test_a_failed_commit_is_never_counted_as_passed(
         and after["oracle.filesystem.standard.tiny.move_todo_1.1"]
         == heads["oracle.filesystem.standard.tiny.move_todo_1.1"]
     )
+
+
+# ------------------------------------------------------------------------------------------- the run lease
+
+
+def lease_store(endpoint: str, bucket: str) -> S3Store:
+    return S3Store(bucket, "team/evals", "leased", endpoint_url=endpoint, tuning=FAST)
+
+
+def test_a_second_run_on_an_s3_root_is_refused_while_the_first_holds_it(
+    s3_endpoint: str,  # noqa: F811
+    s3: Any,
+    bucket: str,
+    tmp_path: Path,
+) -> None:
+    """Before, an s3:// run had no lock: a second `mcpfleet run` of the same root deleted the first one's
+    in-flight trial files as leftovers and ran its unfinished trials again beside it."""
+    from mcpfleet.runner.launcher import RunRefused
+    from mcpfleet.runner.s3lease import LEASE_NAME, LeaseHeld, S3Lease
+
+    root = "team/evals/leased"
+    in_flight = f"{root}/trials/oracle.filesystem.standard.tiny.move_todo_0.1/messages.json"
+    with S3Lease(lease_store(s3_endpoint, bucket), owner="host-a pid 1"):
+        s3.put_object(Bucket=bucket, Key=in_flight, Body=b"[]")  # the first run's trial, not yet committed
+        with pytest.raises(LeaseHeld, match="host-a pid 1"):
+            S3Lease(lease_store(s3_endpoint, bucket), owner="host-b pid 2").acquire()
+        path = write_run(tmp_path, "leased", f"s3://{bucket}/team/evals", s3_endpoint)
+        with pytest.raises(RunRefused, match=r"another `mcpfleet run` \(host-a pid 1\) is running this run"):
+            execute(load_evalrun(path), tmp_path, show_progress=False)
+        assert in_flight in keys(s3, bucket)  # nothing of the first run was touched
+        assert not [k for k in keys(s3, bucket) if k.endswith("result.json")]
+    assert f"{root}/{LEASE_NAME}" not in keys(s3, bucket)  # released at exit
+    summary, _ = execute(load_evalrun(path), tmp_path, show_progress=False)  # now it runs, and releases too
+    assert summary["complete"] and f"{root}/{LEASE_NAME}" not in keys(s3, bucket)
+
+
+def test_a_dead_runs_lease_is_taken_over_after_its_ttl_and_a_renewed_one_is_not(
+    s3_endpoint: str,  # noqa: F811
+    s3: Any,
+    bucket: str,
+) -> None:
+    from mcpfleet.runner.s3lease import LEASE_NAME, LeaseHeld, S3Lease
+
+    dead = S3Lease(lease_store(s3_endpoint, bucket), ttl_s=2, owner="dead")
+    dead.acquire()  # and never renewed, as by a SIGKILLed run
+    with pytest.raises(LeaseHeld, match="dead"):
+        S3Lease(lease_store(s3_endpoint, bucket), ttl_s=2, owner="next").acquire()
+    time.sleep(3.5)
+    with S3Lease(lease_store(s3_endpoint, bucket), ttl_s=2, owner="next") as taker:
+        assert not dead.renew()  # the dead run's lease is gone: were it alive, it would learn so
+        dead.release()  # and its release leaves the new holder's lease alone
+        assert f"team/evals/leased/{LEASE_NAME}" in keys(s3, bucket)
+        time.sleep(3.5)  # renewed every ttl/4, so still live after its ttl
+        with pytest.raises(LeaseHeld, match="next"):
+            S3Lease(lease_store(s3_endpoint, bucket), ttl_s=2, owner="third").acquire()
+        assert not taker.lost
