@@ -103,7 +103,8 @@ def state_problems(run: EvalRun, base_dir: Path) -> list[str]:
         return []
     more = [f"... and {len(problems) - 10} more"] if len(problems) > 10 else []
     head = f"spec.tasks: {len(problems)} selected task(s) have no initial state; set tasks.statesPath to the folder"
-    return ["\n  ".join([head + " holding them, or narrow the selection", *problems[:10], *more])]
+    fix = " holding them (or replace a broken state file named below), or narrow the selection"
+    return ["\n  ".join([head + fix, *problems[:10], *more])]
 
 
 def preflight(run: EvalRun, base_dir: Path, env: Mapping[str, str], *, local: bool = True) -> None:

@@ -664,3 +664,177 @@ def test_a_crashed_backend_resets_the_cluster_and_its_trials_run_again(
     [record] = [json.loads(f.read_text()) for f in (tmp_path / "runs/pg/trials").glob("*/result.json")]
     assert record["passed"] and record["infra_attempts"] == 2, (record["error"], record["verifier"])
     assert not list(run_dir.iterdir())
+
+
+async def test_a_trials_runaway_temp_file_query_is_cut_off(
+    cluster: pgcluster.ClusterHandle, pack: Path, tmp_path: Path
+) -> None:
+    """The shared cluster lives in RAM (/dev/shm): one trial's sort or hash over a huge set (a reviewer's wrote
+    1.5 GB in 16 s) must end with PostgreSQL's own error, not grow until the machine's memory is gone. The query
+    below writes ~1.3 GB of temp files unbounded (measured: 668 MB for half the rows); the trial's role stops it
+    at 512 MB, may not lift that limit, and a cluster trial's superuser has the same defaults."""
+    async with (
+        PG.environment(task(pack, "add_total"), tmp_path / "a", cluster) as a,
+        PG.environment(task(pack, "audit_role"), tmp_path / "b", cluster) as b,
+    ):
+        v = a.verifier_env
+        conn = cluster.connect(v["POSTGRES_DATABASE"], v["POSTGRES_USERNAME"], v["POSTGRES_PASSWORD"])
+        try:
+            with conn.cursor() as cur:
+                started = time.monotonic()
+                with pytest.raises(psycopg2.errors.ConfigurationLimitExceeded, match="exceeds temp_file_limit"):
+                    cur.execute("SELECT g FROM generate_series(1, 100000000) g ORDER BY g DESC LIMIT 1")
+                assert time.monotonic() - started < 30
+                with pytest.raises(psycopg2.errors.InsufficientPrivilege, match="temp_file_limit"):
+                    cur.execute("SET temp_file_limit = -1")
+                cur.execute("SHOW statement_timeout")
+                assert cur.fetchone() == ("5min",)
+        finally:
+            conn.close()
+        assert not list((Path(cluster.base) / "main/base/pgsql_tmp").glob("*"))  # its temp files are gone
+        w = b.verifier_env
+        assert w["POSTGRES_USERNAME"] == pgcluster.SUPERUSER
+        h = pgcluster.ClusterHandle(int(w["POSTGRES_PORT"]), cluster.base, cluster.bin_dir, w["POSTGRES_PASSWORD"], "")
+        assert one(h, "SELECT current_setting('temp_file_limit'), current_setting('statement_timeout')") == [
+            ("512MB", "5min")
+        ]
+
+
+def test_a_broken_backup_state_refuses_the_run_up_front(
+    cluster: pgcluster.ClusterHandle, tmp_path: Path, run_dir: Path
+) -> None:
+    """A corrupt ``.backup`` was found only by each trial of its state (restore failed, exit 5 after its set-up:
+    an infra_error, retried). Now `tasks validate` (check_task) and the run's preflight name the file and the fix,
+    before any cluster starts. A dump cut short in its data passes ``pg_restore --list`` (measured): the check
+    reads it through."""
+    root = tmp_path / "pack"
+    states = tmp_path / "postgres_state"
+    states.mkdir()
+    one(cluster, "CREATE DATABASE dumpsrc2")
+    one(
+        cluster,
+        "CREATE TABLE items (sku text, stock int);"
+        " INSERT INTO items SELECT md5(g::text), g FROM generate_series(1, 50000) g",
+        "dumpsrc2",
+    )
+    env = {"PGPASSWORD": cluster.password, "PATH": os.environ["PATH"]}
+    good = tmp_path / "good.backup"
+    subprocess.run(
+        [str(Path(cluster.bin_dir) / "pg_dump"), "-Fc", "-h", cluster.host, "-p", str(cluster.port), "-U", "postgres"]
+        + ["-d", "dumpsrc2", "-f", str(good)],
+        check=True,
+        env=env,
+    )
+    one(cluster, "DROP DATABASE dumpsrc2")
+    make_backup_task(root)
+    t = find_task(root, "postgres/standard/warehouse/sell_out", states)
+    shutil.copyfile(good, states / "warehouse.backup")
+    assert check_task(t) == []
+    data = good.read_bytes()
+    for broken, why in (
+        (data[: len(data) // 2], "end of file"),
+        (b"garbage" * 100, "not appear to be a valid archive"),
+    ):
+        (states / "warehouse.backup").write_bytes(broken)
+        [problem] = check_task(t)
+        assert problem.startswith(f"{t.id}: state {states / 'warehouse.backup'} is not a readable pg_dump archive (")
+        assert why in problem and "put the state as warehouse.sql in its place" in problem, problem
+    doc = evalrun(root, tmp_path / "runs", 0.0, 1, 1)
+    doc["spec"]["tasks"].update({"statesPath": str(states), "include": ["*/sell_out"]})
+    spec = tmp_path / "run.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    started = time.monotonic()
+    p = subprocess.run(
+        [str(MCPFLEET), "run", str(spec), "--no-progress"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, pgcluster.PG_DIR_ENV: str(run_dir)},
+        cwd="/",
+        timeout=120,
+    )
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "replace a broken state file named below" in p.stderr and "warehouse.backup is not a readable" in p.stderr
+    assert time.monotonic() - started < 30 and not (tmp_path / "runs/pg").exists() and not list(run_dir.iterdir())
+
+
+def test_a_killed_run_cluster_is_restarted_and_later_trials_pass(pack: Path, tmp_path: Path, run_dir: Path) -> None:
+    """The run's postmaster SIGKILLed mid-trial: nothing restarted it, so every later trial ended as an
+    infra_error on a server that was not there. Now it comes back on the same port (the workers' handles hold
+    it) with the same data; the trial under which it died is an infrastructure error run again, as before."""
+    doc = evalrun(pack, tmp_path / "runs", 2.0, 2, 1)
+    doc["spec"]["models"] = doc["spec"]["models"][:1]  # the oracle
+    doc["spec"]["retries"] = {"limit": 2, "backoffSeconds": 0}
+    proc = start_run(doc, tmp_path, run_dir)
+    killed = 0
+    deadline = time.monotonic() + 240
+    while not killed and time.monotonic() < deadline and proc.poll() is None:
+        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()[1:]
+        if any("postgres: agent_" in line and "trial_" in line for line in ps):
+            time.sleep(3.0)  # the agent is under way (a tool call every 2 s)
+            [main] = [b / "main" for b in run_dir.iterdir() if (b / "main/postmaster.pid").exists()]
+            killed = postmaster_pid(main)
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.2)
+    _, err = proc.communicate(timeout=400)
+    assert killed, err
+    assert proc.returncode == 0, err
+    assert "PostgreSQL server exited (-9); restarting it on port" in err
+    records = [json.loads(f.read_text()) for f in (tmp_path / "runs/pg/trials").glob("*/result.json")]
+    assert len(records) == 4
+    for r in records:
+        assert r["passed"], (r["trial_id"], r["error"], r["verifier"])
+    # The one the kill hit ran again (a third time when its retry claimed the worker's spare that was starting
+    # as the server died: a spare that failed to start fails its trial, an infrastructure error too).
+    assert max(r["infra_attempts"] for r in records) in (2, 3)
+    assert not alive(killed) and not list(run_dir.iterdir())
+
+
+def test_a_run_cluster_that_keeps_dying_stops_the_run_with_the_reason(pg_dir: Path) -> None:
+    """Restarts are for a server killed now and then; one that dies again and again has a cause a restart does
+    not remove, so after ``RESTARTS`` the run is told why (by default it stops, as on Ctrl-C) rather than burning
+    every remaining trial. Each restart keeps the data and the port."""
+    lost: list[str] = []
+    with pgcluster.run_cluster(on_lost=lost.append) as h:
+        one(h, "CREATE DATABASE kept")
+        for n in range(pgcluster.RESTARTS + 1):
+            pid = postmaster_pid(Path(h.base) / "main")
+            os.kill(pid, signal.SIGKILL)
+            back, deadline = False, time.monotonic() + 30
+            while not back and time.monotonic() < deadline and not lost:
+                with contextlib.suppress(psycopg2.OperationalError):
+                    kept = one(h, "SELECT count(*) FROM pg_database WHERE datname = 'kept'")
+                    back = kept == [(1,)] and postmaster_pid(Path(h.base) / "main") != pid
+                time.sleep(0.05)
+            assert (back, bool(lost)) == ((False, True) if n == pgcluster.RESTARTS else (True, False)), (n, lost)
+        base = Path(h.base)
+    assert lost == [
+        f"the run's PostgreSQL server exited (-9) for the {pgcluster.RESTARTS + 1}th time (log: {base}/main.log)"
+    ]
+    assert not base.exists()
+
+
+def test_a_run_whose_cluster_keeps_dying_stops_early_with_the_reason(pack: Path, tmp_path: Path, run_dir: Path) -> None:
+    """`mcpfleet run` after the run's server died ``RESTARTS + 1`` times: stopped as on Ctrl-C (exit 130, the
+    trials so far recorded, its cluster removed) within seconds, saying why, instead of every remaining trial
+    ending as an infra_error."""
+    doc = evalrun(pack, tmp_path / "runs", 2.0, 3, 1)
+    doc["spec"]["models"] = doc["spec"]["models"][:1]
+    proc = start_run(doc, tmp_path, run_dir)
+    kills: list[int] = []
+    deadline = time.monotonic() + 240
+    while len(kills) <= pgcluster.RESTARTS and time.monotonic() < deadline and proc.poll() is None:
+        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+        mains = [b / "main" for b in run_dir.iterdir() if (b / "main/postmaster.pid").exists()]
+        if mains and (kills or "postgres: agent_" in ps):
+            with contextlib.suppress(OSError, ValueError):
+                pid = postmaster_pid(mains[0])
+                if pid not in kills:
+                    os.kill(pid, signal.SIGKILL)
+                    kills.append(pid)
+        time.sleep(0.2)
+    last = time.monotonic()
+    _, err = proc.communicate(timeout=120)
+    assert len(kills) == pgcluster.RESTARTS + 1, err
+    assert proc.returncode == 130 and time.monotonic() - last < 30, err
+    assert f"exited (-9) for the {pgcluster.RESTARTS + 1}th time" in err and "stopping the run" in err
+    assert "interrupted" in err and not list(run_dir.iterdir())

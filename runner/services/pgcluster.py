@@ -14,7 +14,9 @@ import contextlib
 import ctypes
 import dataclasses
 import functools
+import grp
 import json
+import logging
 import os
 import pwd
 import secrets
@@ -22,9 +24,11 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +50,17 @@ SETTINGS = {
     "max_connections": "300",
     "shared_buffers": "64MB",
     "dynamic_shared_memory_type": "mmap",  # in the data directory: nothing left in /dev/shm if killed
+}
+# Set on every login a trial gets (ALTER ROLE ... SET): one runaway statement must not fill the RAM-backed cluster
+# folder (a review's wrote 1.5 GB of temp files in 16 s) nor run unbounded. MCPMark's largest state is ~100 MB on
+# disk, so 512 MB of temp files per session is several times any legitimate sort or hash of it; 300 s is the
+# verifier's own limit (and 5x the slowest verifier query seen, 56 s before ANALYZE). temp_file_limit is
+# superuser-only (a trial's role cannot raise it); the timeouts are user-settable: they stop accidents, not intent.
+# Table data is not bounded by any of these.
+ROLE_LIMITS = {
+    "temp_file_limit": "512MB",
+    "statement_timeout": "300s",
+    "idle_in_transaction_session_timeout": "300s",
 }
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -222,6 +237,7 @@ def kill_postmasters(base: Path, wait_s: float = 10.0) -> int:
         if Path(f"/proc/{pid}").exists():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+    kill_trial_uids(base)
     return len(pids)
 
 
@@ -278,12 +294,13 @@ class Postmaster:
     log: Path
 
     def ready(self) -> bool:
-        """postmaster.pid's status line says 'ready' once the server accepts connections."""
+        """postmaster.pid's status line says 'ready' once the server accepts connections. Its own file: one a
+        killed postmaster left behind says 'ready' too, until a restart on the data directory replaces it."""
         try:
             lines = (self.data / "postmaster.pid").read_text().split("\n")
         except OSError:
             return False
-        return len(lines) > 7 and lines[7].strip() == "ready"
+        return len(lines) > 7 and lines[0].strip() == str(self.proc.pid) and lines[7].strip() == "ready"
 
     def failure(self) -> str | None:
         if self.proc.poll() is None:
@@ -315,6 +332,7 @@ def spawn(data: Path, socket_dir: Path, user: tuple[int, int] | None, bin_dir: P
     for k, v in SETTINGS.items():
         cmd += ["-c", f"{k}={v}"]
     with open(log, "ab") as out:
+        os.fchmod(out.fileno(), 0o600)  # other trials' failed SQL: a trial cluster's OS user can reach the run's
         _chown(log, user)
         proc = subprocess.Popen(
             cmd,
@@ -384,9 +402,19 @@ async def start_async(
     raise AssertionError("unreachable")
 
 
+def limit_role(cur: Any, role: str) -> None:
+    """``ROLE_LIMITS`` as the role's defaults (its next sessions): for the logins trials get, never the template
+    role (a pack's large restore may need more)."""
+    from psycopg2 import sql
+
+    for name, value in ROLE_LIMITS.items():
+        cur.execute(sql.SQL("ALTER ROLE {} SET {} = %s").format(sql.Identifier(role), sql.Identifier(name)), (value,))
+
+
 def bootstrap(handle: ClusterHandle, shared: bool = True) -> None:
     """The template role (restores run as it); on a shared cluster, no database open to PUBLIC (each trial opens
-    its own). A trial's private cluster keeps PostgreSQL's defaults."""
+    its own). A trial's private cluster keeps PostgreSQL's defaults, except ``ROLE_LIMITS`` on its superuser
+    (a ``cluster`` trial's login)."""
     from psycopg2 import sql
 
     with contextlib.closing(handle.connect()) as conn, conn.cursor() as cur:
@@ -400,11 +428,15 @@ def bootstrap(handle: ClusterHandle, shared: bool = True) -> None:
         )
         for db in ("postgres", "template1") if shared else ():
             cur.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(sql.Identifier(db)))
+        if not shared:
+            limit_role(cur, SUPERUSER)
 
 
 @contextlib.contextmanager
-def run_cluster() -> Iterator[ClusterHandle]:
+def run_cluster(on_lost: Callable[[str], None] | None = None) -> Iterator[ClusterHandle]:
     """The run's cluster: started once, stopped and removed at exit (exceptions, Ctrl-C and SIGTERM included).
+    Restarted when its server dies under the run (``Keeper``); ``on_lost`` is told why when that fails (by
+    default the run stops, as on Ctrl-C).
 
     ``blank/`` (a stopped, freshly initialised data directory) stays beside it for trials that need a cluster
     of their own: copying it is much faster than another initdb."""
@@ -412,6 +444,7 @@ def run_cluster() -> Iterator[ClusterHandle]:
     bin_dir, user = pg_bin(), os_user()
     base = new_run_folder(user)
     pm: Postmaster | None = None
+    keeper: Keeper | None = None
     try:
         password, tmpl_password = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
         initdb(base / "blank", password, user, bin_dir)
@@ -419,27 +452,239 @@ def run_cluster() -> Iterator[ClusterHandle]:
         pm = start(base / "main", base, user, bin_dir)
         handle = ClusterHandle(pm.port, str(base), str(bin_dir), password, tmpl_password, *(user or (None, None)))
         bootstrap(handle)
+        keeper = Keeper(pm, base, user, bin_dir, on_lost or _stop_run)
         yield handle
     finally:
-        if pm is not None:
+        if keeper is not None:
+            keeper.stop()
+        elif pm is not None:
             pm.stop()
         kill_postmasters(base)  # trial clusters a killed worker left behind
         shutil.rmtree(base, ignore_errors=True)
 
 
+RESTARTS = 3  # per run: a server that dies more often has a cause a restart does not remove
+
+
+def _stop_run(why: str) -> None:
+    """Stop the run as Ctrl-C does (finished trials are kept; the same command resumes): every trial left would
+    otherwise end as an infrastructure error, retried, on a server that is not there."""
+    print(f"mcpfleet: {why}; stopping the run", file=sys.stderr, flush=True)
+    # A real SIGINT to the main thread: it wakes a blocked event loop at once (_thread.interrupt_main's flag was
+    # seen only when the next trial ended, 35 s later here).
+    main = threading.main_thread().ident
+    if main is not None:
+        signal.pthread_kill(main, signal.SIGINT)
+
+
+class Keeper:
+    """Restarts the run's postmaster when it dies under the run (killed, the OOM killer), on the same data
+    directory and port: the port is in the ClusterHandle every worker was given by value, so a new one would
+    not reach them. Measured: the killed postmaster's backends are gone at once, and the restart (crash recovery
+    of the same data, roles and templates kept) accepts connections ~0.3 s after the kill. The trials that were
+    on it still end as EnvironmentLost (their fingerprint, the start time, moved) and run again. A thread of
+    its own: it forks the new postmaster, whose parent-death signal follows that thread, which lives as long."""
+
+    def __init__(
+        self, pm: Postmaster, base: Path, user: tuple[int, int] | None, bin_dir: Path, on_lost: Callable[[str], None]
+    ) -> None:
+        self.pm, self.base, self.user, self.bin_dir, self.on_lost = pm, base, user, bin_dir, on_lost
+        self.restarts = 0
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._watch, name="mcpfleet-pg-keeper", daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while True:
+            code = self.pm.proc.wait()
+            if self.stopping.is_set():
+                return
+            self.restarts += 1
+            what = f"the run's PostgreSQL server exited ({code})"
+            if self.restarts > RESTARTS:
+                self.on_lost(f"{what} for the {self.restarts}th time (log: {self.pm.log})")
+                return
+            print(f"mcpfleet: {what}; restarting it on port {self.pm.port}", file=sys.stderr, flush=True)
+            try:
+                pm = self._restart()
+            except ClusterError as exc:
+                if not self.stopping.is_set():
+                    self.on_lost(f"{what} and could not be restarted: {exc}")
+                return
+            with self.lock:
+                if self.stopping.is_set():
+                    pm.stop()
+                    return
+                self.pm = pm
+
+    def _restart(self) -> Postmaster:
+        """Until it accepts connections: the old postmaster's backends may hold its shared memory a moment."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            pm = spawn(self.pm.data, self.base, self.user, self.bin_dir, self.pm.port)
+            try:
+                wait_ready(pm, max(1.0, deadline - time.monotonic()))
+                return pm
+            except ClusterError:
+                if self.stopping.is_set() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        """The run is over: stop the current postmaster, and no restart after that."""
+        with self.lock:
+            self.stopping.set()
+            pm = self.pm
+        pm.stop()
+        self.thread.join(START_TIMEOUT_S + 15)
+
+
+# --- trials' own clusters ----------------------------------------------------------------------------------
+
+# A trial's own cluster makes its agent superuser, and ``COPY ... PROGRAM`` a shell as the server's OS user. As
+# root, each one runs as a throwaway uid/gid of its own, drawn from this range: above systemd's container range
+# (524288-1879048191), below its foreign range (from 2147352576) and 2**31. No passwd or group entry is made.
+TRIAL_IDS = range(1_900_000_000, 1_900_000_000 + (1 << 24))
+_log = logging.getLogger(__name__)
+
+
+def _proc_ids() -> Iterator[tuple[int, set[int], set[int]]]:
+    """(pid, uids, gids) of every live process (real, effective, saved, filesystem); zombies left out."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except (OSError, ValueError):
+            continue
+        if fields.get("State", "").split()[:1] == ["Z"]:
+            continue
+        uids = {int(x) for x in fields.get("Uid", "").split()}
+        gids = {int(x) for x in fields.get("Gid", "").split()}
+        yield int(entry.name), uids, gids
+
+
+def _mapped(ident: int) -> bool:
+    """Whether our user namespace maps ``ident`` as a uid and a gid (in a container it may not: chown fails)."""
+    for which in ("uid_map", "gid_map"):
+        try:
+            rows = [line.split() for line in Path(f"/proc/self/{which}").read_text().splitlines()]
+        except OSError:
+            return True  # no /proc: the initial namespace
+        if not any(int(inside) <= ident < int(inside) + int(count) for inside, _, count in rows):
+            return False
+    return True
+
+
+def _unnamed(ident: int) -> bool:
+    for lookup in (pwd.getpwuid, grp.getgrgid):
+        try:
+            lookup(ident)
+            return False
+        except KeyError:
+            pass
+    return True
+
+
+def trial_user(run_user: tuple[int, int] | None) -> tuple[int, int] | None:
+    """A throwaway (uid, gid) for a trial's own cluster: random in ``TRIAL_IDS``, named in no passwd or group
+    entry, used by no running process (so neither another trial nor another run has it). None when we are not
+    root (nothing can switch uid: the cluster runs as ``run_user``, as the run's does) or the ids are not mapped."""
+    if run_user is None or os.geteuid() != 0:
+        return None
+    if not (_mapped(TRIAL_IDS[0]) and _mapped(TRIAL_IDS[-1])):
+        _log.warning(
+            "uids %d-%d are not mapped in this user namespace: trials' own clusters run as the run cluster's "
+            "OS user, whose files their superusers can then reach",
+            TRIAL_IDS[0],
+            TRIAL_IDS[-1],
+        )
+        return None
+    busy: set[int] = set()
+    for _, uids, gids in _proc_ids():
+        busy |= uids | gids
+    for _ in range(64):
+        ident = TRIAL_IDS[secrets.randbelow(len(TRIAL_IDS))]
+        if ident not in busy and _unnamed(ident):
+            return ident, ident
+    raise ClusterError(f"no unused uid in {TRIAL_IDS[0]}-{TRIAL_IDS[-1]} after 64 tries")
+
+
+def kill_uid(uid: int, wait_s: float = 5.0) -> int:
+    """SIGKILL every process of ``uid`` (a trial's throwaway one: all of them are its agent's and its server's,
+    including daemons started through ``COPY ... PROGRAM``) until none is left. Returns how many were sent."""
+    sent = 0
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        pids = [pid for pid, uids, _ in _proc_ids() if uid in uids]
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                sent += 1
+        time.sleep(0.01)
+    return sent
+
+
+def kill_trial_uids(base: Path) -> None:
+    """``kill_uid`` for each trial folder under ``base`` (a run's folder or a runs root) owned by a throwaway
+    uid: what the agents of a killed worker's trials left running, which no trial's own cleanup reached. Only
+    root makes such uids (a plain user's own uid may fall in the range: never this)."""
+    if os.geteuid() != 0:
+        return
+    for folder in [*base.glob("trials/*"), *base.glob("*/trials/*")]:
+        with contextlib.suppress(OSError):
+            if (uid := folder.stat().st_uid) in TRIAL_IDS:
+                kill_uid(uid)
+
+
+def _copy_as(src: Path, dest: Path, user: tuple[int, int] | None) -> None:
+    """``copy_data``, then every file handed to ``user`` (blank/ is ~1000 files, ~40 MB: about 6 ms here)."""
+    copy_data(src, dest)
+    if user is None:
+        return
+    os.lchown(dest, *user)
+    for parent, dirs, files in os.walk(dest):
+        for n in dirs + files:
+            os.lchown(os.path.join(parent, n), *user)
+
+
+def _open_to_trials(base: Path) -> Path:
+    """The run's folder and its trials/ traversable by trials' own OS users, listable by neither (their own
+    folders inside stay 0700): root's trials/, the folder 0711. The shared cluster's main/ and blank/ stay its
+    OS user's own, 0700."""
+    trials = base / "trials"
+    trials.mkdir(mode=0o711, exist_ok=True)
+    trials.chmod(0o711)
+    base.chmod(0o711)
+    return trials
+
+
 @contextlib.asynccontextmanager
 async def private_cluster(run: ClusterHandle, name: str) -> AsyncIterator[ClusterHandle]:
     """A cluster of one's own, copied from the run's blank data directory, with a fresh superuser password.
-    Enter it from a long-lived event loop's thread (see ``spawn``)."""
-    folder = Path(run.base) / "trials" / name
+    Enter it from a long-lived event loop's thread (see ``spawn``).
+
+    As root it runs as a throwaway uid/gid (``trial_user``), so its superuser's ``COPY ... PROGRAM`` reaches
+    neither the run's cluster nor other trials'; whatever runs as that uid is killed when the trial ends."""
+    base = Path(run.base)
+    throwaway = trial_user(run.user)
+    user = throwaway or run.user
+    folder = (_open_to_trials(base) if throwaway else base / "trials") / name
     folder.mkdir(parents=True, mode=0o700)
-    _chown(folder.parent, run.user)
-    _chown(folder, run.user)
     pm: Postmaster | None = None
     try:
-        await asyncio.to_thread(copy_data, Path(run.base) / "blank", folder / "data")
-        pm = await start_async(folder / "data", folder, run.user, Path(run.bin_dir))
-        first = ClusterHandle(pm.port, str(folder), run.bin_dir, run.password, run.tmpl_password, run.uid, run.gid)
+        if throwaway is None:
+            _chown(folder.parent, run.user)
+        _chown(folder, user)
+        await asyncio.to_thread(_copy_as, base / "blank", folder / "data", throwaway)
+        pm = await start_async(folder / "data", folder, user, Path(run.bin_dir))
+        first = ClusterHandle(
+            pm.port, str(folder), run.bin_dir, run.password, run.tmpl_password, *(user or (None, None))
+        )
         own = dataclasses.replace(first, password=secrets.token_urlsafe(24))
         await asyncio.to_thread(_set_superuser_password, first, own.password)
         await asyncio.to_thread(bootstrap, own, False)
@@ -447,6 +692,8 @@ async def private_cluster(run: ClusterHandle, name: str) -> AsyncIterator[Cluste
     finally:
         if pm is not None:
             await asyncio.to_thread(pm.stop)
+        if throwaway is not None:
+            await asyncio.to_thread(kill_uid, throwaway[0])
         await asyncio.to_thread(shutil.rmtree, folder, True)
 
 

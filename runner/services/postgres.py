@@ -205,6 +205,58 @@ def restore(h: ClusterHandle, db: str, src: StateSource) -> None:
         _run(cmd, f"restoring {src.path}", RESTORE_TIMEOUT_S, env=_client_env(h), cwd=tmp)
 
 
+BACKUP_CHECK_TIMEOUT_S = 120.0
+
+
+def _pg_restore() -> str | None:
+    """This machine's pg_restore (the one trials restore with), or None where PostgreSQL is not installed."""
+    with contextlib.suppress(pgcluster.ClusterError):
+        if (local := pgcluster.pg_bin() / "pg_restore").exists():
+            return str(local)
+    return shutil.which("pg_restore")
+
+
+def backup_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be restored (None when it can, or when there is no pg_restore here to tell): found by
+    preflight and ``tasks validate`` instead of by every trial of the state, each failing after its set-up."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        return f"state {path} cannot be read ({exc.strerror or exc})"
+    return _backup_problem(str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _backup_problem(path: str, size: int, mtime_ns: int) -> str | None:
+    """Reads the whole archive without a server (its SQL script to /dev/null), once per file version: ``--list``
+    reads only the table of contents, so it passed a dump cut short after it (measured: 0.1 s for 6.6 MB)."""
+    exe = _pg_restore()
+    if exe is None:
+        return None
+    try:
+        p = subprocess.run(
+            [exe, "-f", os.devnull, path],
+            capture_output=True,
+            text=True,
+            timeout=BACKUP_CHECK_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return f"state {path}: pg_restore could not read it through in {BACKUP_CHECK_TIMEOUT_S:g} s"
+    if p.returncode == 0:
+        return None
+    why = (p.stderr or p.stdout).strip().replace("\n", "; ")[-400:] or f"exit status {p.returncode}"
+    sql_name = Path(path).with_suffix(".sql").name
+    if "unsupported version" in why:  # e.g. MCPMark's dumps, written by PostgreSQL 17's pg_dump
+        fix = (
+            f"it was written by a newer pg_dump: convert it with that version's client (pg_restore --no-owner "
+            f"-f {sql_name} {Path(path).name}) and put {sql_name} in its place"
+        )
+    else:
+        fix = f"replace it with a complete pg_dump -Fc archive, or put the state as {sql_name} in its place"
+    return f"state {path} is not a readable pg_dump archive ({why}); {fix}"
+
+
 def ensure_template(h: ClusterHandle, src: StateSource) -> str:
     """The state's template database, built once per cluster (workers race for it: an advisory lock decides).
 
@@ -289,7 +341,9 @@ async def same_server(login: Login, started: str) -> None:
 
 
 def create_role(h: ClusterHandle, login: Login) -> None:
-    """The trial's login role: no superuser, no CREATEROLE/CREATEDB; it will own its database only."""
+    """The trial's login role: no superuser, no CREATEROLE/CREATEDB; it will own its database only. With
+    ``ROLE_LIMITS`` (temp files, statement time): a runaway query of one trial must not fill the RAM-backed
+    cluster every trial shares."""
     from psycopg2 import sql
 
     with contextlib.closing(h.connect()) as conn, conn.cursor() as cur:
@@ -299,6 +353,7 @@ def create_role(h: ClusterHandle, login: Login) -> None:
             ),
             (login.password,),
         )
+        pgcluster.limit_role(cur, login.user)
 
 
 def create_database(h: ClusterHandle, template: str | None, login: Login, shared: bool = True) -> None:
@@ -518,9 +573,13 @@ class PostgresService(Service):
         return [f"{category}.{ext}" for ext, _ in STATE_KINDS]
 
     def check_state(self, task: Task) -> list[str]:
-        if state_source(task) is None and not (task.path / PREPARE).is_file():
+        """A missing state, or a ``.backup`` pg_restore cannot read through (else every trial of it fails)."""
+        src = state_source(task)
+        if src is None and not (task.path / PREPARE).is_file():
             names = "/".join(f"{task.category}.{ext}" for ext, _ in STATE_KINDS)
             return [f"{task.id}: no initial state ({names} in {task.states_folder}) and no {PREPARE}"]
+        if src is not None and src.kind == "backup" and (why := backup_problem(src.path)):
+            return [f"{task.id}: {why}"]
         return []
 
 
