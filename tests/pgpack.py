@@ -3,9 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
+import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+from mcpfleet.runner.services import pgcluster, run_resources
 
 ROWS = 2000
 SEED = 7
@@ -234,3 +241,28 @@ def make_mcpmark_pack(root: Path, states: Path) -> tuple[Path, Path]:
     )
     (d / "prepare_environment.py").write_text(PREPARE)
     return root, states
+
+
+@contextlib.contextmanager
+def scratch_runs_root(prefix: str) -> Iterator[Path]:
+    """A PostgreSQL runs root of a test's own, where the real one is (RAM), 0711 like it (the servers' OS users
+    must reach their folders: no 0700 pytest folder above); its servers killed and its files removed after."""
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir=pgcluster._scratch()))
+    d.chmod(0o711)
+    try:
+        yield d
+    finally:
+        pgcluster.kill_postmasters(d)
+        subprocess.run(["rm", "-rf", str(d)], check=False)
+
+
+@contextlib.contextmanager
+def run_cluster_in(pg_dir: Path, services: list[str]) -> Iterator[pgcluster.ClusterHandle]:
+    """The run's cluster (``run_resources``, as a run starts it) under ``pg_dir``."""
+    os.environ[pgcluster.PG_DIR_ENV] = str(pg_dir)
+    try:
+        with run_resources(services) as res:
+            assert set(res) == {"postgres"}  # no other service needs a run-scoped resource
+            yield res["postgres"]
+    finally:
+        os.environ.pop(pgcluster.PG_DIR_ENV, None)

@@ -21,9 +21,9 @@ from typing import Any
 import psycopg2
 import pytest
 import yaml
-from pgpack import CONNECT, make_pg_pack, sql, write_task
+from pgpack import CONNECT, make_pg_pack, run_cluster_in, scratch_runs_root, sql, write_task
 
-from mcpfleet.runner.services import pgcluster, run_resources
+from mcpfleet.runner.services import pgcluster
 from mcpfleet.runner.services.postgres import PostgresService, isolation
 from mcpfleet.runner.tasks import find_task
 
@@ -33,22 +33,14 @@ PG = PostgresService()
 
 @pytest.fixture(scope="module")
 def pg_dir() -> Iterator[Path]:
-    """A runs root of the module's own (0711 like the real one: no 0700 pytest folder above)."""
-    d = Path(tempfile.mkdtemp(prefix="mcpfleet-pg-iso-", dir=pgcluster._scratch()))
-    d.chmod(0o711)
-    yield d
-    pgcluster.kill_postmasters(d)
-    subprocess.run(["rm", "-rf", str(d)], check=False)
+    with scratch_runs_root("mcpfleet-pg-iso-") as d:
+        yield d
 
 
 @pytest.fixture(scope="module")
 def cluster(pg_dir: Path) -> Iterator[pgcluster.ClusterHandle]:
-    os.environ[pgcluster.PG_DIR_ENV] = str(pg_dir)
-    try:
-        with run_resources(["postgres"]) as res:
-            yield res["postgres"]
-    finally:
-        os.environ.pop(pgcluster.PG_DIR_ENV, None)
+    with run_cluster_in(pg_dir, ["postgres"]) as handle:
+        yield handle
 
 
 @pytest.fixture(scope="module")

@@ -157,7 +157,8 @@ def test_sites_behind_stable_origins_other_origins_refused_no_download(
     env = seen["env"]
     assert env.verifier_env[playwright.DATA_ENV] == str(state) and (state / "store.db").is_file()
     assert len(seen["ports"]) == 2 and seen["stopped"]
-    assert "--executable-path" in env.server.args and playwright.CHROMIUM in env.server.args
+    launcher = Path(env.server.args[env.server.args.index("--executable-path") + 1])
+    assert launcher.parent == state / ".browser" and f"\n{playwright.CHROMIUM} " in launcher.read_text()
     assert env.server.env["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] == "1"
 
 
@@ -193,7 +194,12 @@ def test_malformed_site_lists_are_refused_and_a_foreign_task_runs_unconfined(tmp
 
 def _browsers(marker: str) -> list[int]:
     """Main Chromium processes (not their helpers) started under ``marker``."""
-    return [pid for pid, cmd in ours(marker) if "chromium --" in cmd and "--type=" not in cmd]
+    return [pid for pid, cmd in ours(marker) if _browser_main(cmd)]
+
+
+def _browser_main(cmd: str) -> bool:
+    """A main Chromium process: not a helper (--type=), not the shell that launched it (the trial's launcher)."""
+    return "chromium --" in cmd and "--type=" not in cmd and not cmd.startswith("/bin/sh ")
 
 
 async def _first_view(session: Any) -> list[str]:
@@ -378,7 +384,7 @@ def kill_all(marker: str) -> None:
 @pytest.fixture
 def marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A private TMPDIR that every trial folder, and so every process a trial starts, carries."""
-    d = tempfile.mkdtemp(prefix="mcpf-pw-")
+    d = tempfile.mkdtemp(prefix="pw-")  # short: Chromium's socket lies under it (see playwright.SUN_PATH_MAX)
     monkeypatch.setenv("TMPDIR", d)
     monkeypatch.setattr(tempfile, "tempdir", d)
     yield d
@@ -482,7 +488,7 @@ def _cli_run(tmp_path: Path, marker: str, name: str) -> tuple[subprocess.Popen[b
 
 def _wait_for_browsers(proc: subprocess.Popen[bytes], marker: str, err: Path, count: int = 2) -> None:
     deadline = time.monotonic() + 90
-    while len([c for _, c in ours(marker) if "chromium --" in c and "--type=" not in c]) < count:
+    while len([c for _, c in ours(marker) if _browser_main(c)]) < count:
         assert proc.poll() is None, err.read_text()
         assert time.monotonic() < deadline, "the run's browsers did not start within 90 s"
         time.sleep(0.2)
@@ -647,15 +653,16 @@ def test_pod_sidecars_are_valid_kubernetes(tmp_path: Path) -> None:
     assert names.index("SITE_PORT_FORUM") < names.index("MCPFLEET_BROWSER_CONFIG") and env["SITE_PORT_SHOP"] == "8101"
 
 
-def run_in(marker: str, path: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    """`mcpfleet run path` with the test's private TMPDIR, which every process a trial starts carries."""
+def run_in(marker: str, path: Path, timeout: float, **env: str) -> subprocess.CompletedProcess[str]:
+    """`mcpfleet run path` with the test's private TMPDIR, which every process a trial starts carries (and
+    ``env``)."""
     return subprocess.run(
         [str(MCPFLEET), "run", str(path), "--no-progress"],
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=marker,
-        env={**os.environ, "TMPDIR": marker},
+        env={**os.environ, "TMPDIR": marker, **env},
         stdin=subprocess.DEVNULL,
     )
 
@@ -775,24 +782,7 @@ def test_a_site_that_dies_or_hangs_under_the_agent_is_an_infrastructure_error(
 ) -> None:
     """The model saw connection errors or timeouts the task never set it: before, the trial was scored as the
     model's failure (verifier_failed). Now the first try is an infra error, run again, and its retry passes."""
-    doc = yaml.safe_load((REPO / "examples" / "playwright.yaml").read_text())
-    doc["metadata"]["name"] = "sitelost"
-    doc["spec"]["models"] = [{"name": "oracle", "model": "scripted/oracle?latency=1.5"}]
-    doc["spec"]["tasks"] = {"path": str(TASKS), "services": ["playwright"], "include": ["*wishlist_add_two*"]}
-    doc["spec"]["output"] = {"uri": str(tmp_path / "runs")}
-    doc["spec"]["retries"] = {"limit": 2, "backoffSeconds": 0}
-    doc["spec"]["concurrency"] = {"total": 1}
-    path = tmp_path / "sitelost.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    proc = subprocess.Popen(
-        [str(MCPFLEET), "run", str(path), "--no-progress"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=marker,
-        env={**os.environ, "TMPDIR": marker},
-        stdin=subprocess.DEVNULL,
-    )
+    proc = _start_in(marker, _one_task_run(tmp_path, "sitelost", "scripted/oracle?latency=1.5"))
     hit: list[int] = []
     deadline = time.monotonic() + 120
     while not hit and time.monotonic() < deadline and proc.poll() is None:
@@ -813,3 +803,153 @@ def test_a_site_that_dies_or_hangs_under_the_agent_is_an_infrastructure_error(
     [record] = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "sitelost" / "trials").glob("*/result.json")]
     assert record["passed"] and record["infra_attempts"] == 2, record
     assert not settle(marker, grace=5.0)
+
+
+# ------------------------------------------------------------------------------ the browser's own folders and end
+
+CHROMIUM_TEMP = ("org.chromium.Chromium.*", "playwright_chromiumdev_profile-*", "pw-*")
+
+
+def _browser_leftovers(marker: str) -> list[str]:
+    """Chromium's and Playwright's temp folders in the run's TMPDIR: each trial's belong in its own folder."""
+    return sorted(p.name for pattern in CHROMIUM_TEMP for p in Path(marker).glob(pattern))
+
+
+def _one_task_run(tmp_path: Path, name: str, model: str) -> Path:
+    """A run file: ``model`` on the bundled wishlist task, one worker, retries on infrastructure errors."""
+    doc = yaml.safe_load((REPO / "examples" / "playwright.yaml").read_text())
+    doc["metadata"]["name"] = name
+    doc["spec"]["models"] = [{"name": "m", "model": model}]
+    doc["spec"]["tasks"] = {"path": str(TASKS), "services": ["playwright"], "include": ["*wishlist_add_two*"]}
+    doc["spec"]["output"] = {"uri": str(tmp_path / "runs")}
+    doc["spec"]["retries"] = {"limit": 2, "backoffSeconds": 0}
+    doc["spec"]["concurrency"] = {"total": 1}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _start_in(marker: str, path: Path) -> subprocess.Popen[str]:
+    """`mcpfleet run` of ``path`` with the marker folder as its TMPDIR (so its processes and folders are found)."""
+    return subprocess.Popen(
+        [str(MCPFLEET), "run", str(path), "--no-progress"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=marker,
+        env={**os.environ, "TMPDIR": marker},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _trial_browser(marker: str, deadline: float) -> tuple[Path, int]:
+    """The first trial's state folder (from its shop's --data) and its Chromium main process (working in that
+    folder, as its server does), once the agent has used the browser (the trial's output folder holds two
+    action results); not a spare's browser."""
+    while time.monotonic() < deadline:
+        shops = [cmd.split("--data ", 1)[1].split()[0] for _, cmd in ours(marker) if "mcpfleet.sites.shop" in cmd]
+        if shops:
+            state = Path(shops[0])
+            output = state / ".browser" / "output"
+            mains = [p for p in _browsers(marker) if _cwd(p) == state]  # the server's cwd, the browser's too
+            if mains and output.is_dir() and len(list(output.iterdir())) >= 2:
+                return state, mains[0]
+        time.sleep(0.1)
+    raise AssertionError("the trial's browser was not seen in use")
+
+
+def _cwd(pid: int) -> Path | None:
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return None
+
+
+def test_a_browser_killed_under_the_agent_is_an_infrastructure_error_and_leaves_no_temp_folder(
+    tmp_path: Path, marker: str
+) -> None:
+    """Chromium's main process SIGKILLed mid-trial (as the OOM killer does): playwright-mcp starts a fresh,
+    signed-out browser on the next call and the model carries on in it. Before, that was the model's
+    verifier_failed; now the first try is an infra error (the browser's launcher recorded the kill) and its
+    retry passes. The killed browser's profile and Chromium's socket folder stayed in the trial's folder, which
+    is gone with it: the run's TMPDIR holds none of them."""
+    path = _one_task_run(tmp_path, "browserlost", "scripted/oracle?latency=1.0")
+    proc = _start_in(marker, path)
+    try:
+        state, browser = _trial_browser(marker, time.monotonic() + 120)
+        os.kill(browser, signal.SIGKILL)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err[-2000:]
+    trials = tmp_path / "runs" / "browserlost" / "trials"
+    [record] = [json.loads(p.read_text()) for p in trials.glob("*/result.json")]
+    assert record["passed"] and record["infra_attempts"] == 2, record
+    assert not settle(marker, grace=5.0)
+    assert not state.exists() and _browser_leftovers(marker) == []
+
+
+def test_a_model_that_closes_its_browser_and_goes_on_is_scored_and_leaves_no_temp_folder(
+    tmp_path: Path, marker: str
+) -> None:
+    """browser_close is the model's own action (the browser exits cleanly): the next navigation opens a new browser
+    and the trial is scored as usual (here the verifier fails: nothing was added), never an infra error. Nothing
+    of either browser is left in the run's TMPDIR."""
+    script = tmp_path / "script.json"
+    calls = [
+        ("browser_navigate", {"url": "http://shop.test/"}),
+        ("browser_close", {}),
+        ("browser_navigate", {"url": "http://shop.test/login"}),
+    ]
+    turns: list[dict[str, Any]] = [{"tool_calls": [{"name": n, "arguments": a}]} for n, a in calls]
+    script.write_text(json.dumps({"turns": [*turns, {"content": "Done."}]}))
+    out = run_in(marker, _one_task_run(tmp_path, "closed", f"scripted/script={script}"), timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    [record] = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "closed" / "trials").glob("*/result.json")]
+    assert record["failure"] == "verifier_failed" and record["infra_attempts"] == 1, record
+    calls_made = [c for t in record["turns"] for c in t["tool_calls"]]
+    assert [c["name"] for c in calls_made] == [n for n, _ in calls] and not any(c["is_error"] for c in calls_made)
+    assert not settle(marker, grace=5.0)
+    assert _browser_leftovers(marker) == []
+
+
+def test_a_browser_that_cannot_start_is_an_infrastructure_error_not_the_models_failure(
+    tmp_path: Path, marker: str
+) -> None:
+    """A Chromium that exits at once (here: /bin/false, code 1) fails every browser call; before, each model was
+    scored verifier_failed (0.00 for all). Now every try is an infra error naming the browser's exit, so the run
+    measured nothing instead."""
+    out = run_in(marker, _one_task_run(tmp_path, "nobrowser", "scripted/oracle"), 300, MCPFLEET_CHROMIUM="/bin/false")
+    [record] = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "nobrowser" / "trials").glob("*/result.json")]
+    assert record["failure"] == "infra_error" and record["infra_attempts"] == 3, (record, out.stderr[-2000:])
+    assert record["error_type"] == "EnvironmentLost" and "exited with code 1" in record["error"]
+    assert not settle(marker, grace=5.0)
+
+
+def test_the_browser_temp_folder_is_the_trials_unless_chromium_could_not_bind_its_socket_there() -> None:
+    """Chromium aborts at start (SIGABRT) if $TMPDIR/org.chromium.Chromium.XXXXXX/SingletonSocket is 108
+    characters or more: then the browser keeps the run's TMPDIR rather than failing every trial."""
+    short = Path(tempfile.mkdtemp(prefix="mcpf-sock-"))
+    try:
+        assert playwright.browser_env_tmp(short / "state") == {"TMPDIR": str(short / "state" / ".tmp")}
+        assert (short / "state" / ".tmp").is_dir()
+        deep = short / ("x" * (playwright.SUN_PATH_MAX - len(str(short)) - len(playwright.SOCKET_SUFFIX)))
+        assert playwright.browser_env_tmp(deep) == {} and not deep.exists()
+    finally:
+        shutil.rmtree(short)
+
+
+def test_only_a_browser_that_ended_other_than_cleanly_is_a_lost_environment(tmp_path: Path) -> None:
+    """The launcher's record: clean exits (the model's browser_close, the server's stop) and no record at all
+    (nothing launched, or the launcher killed with its group) are the model's trial; a signal or an exit code is
+    not."""
+    exits = playwright.exits_file(tmp_path)
+    assert playwright.browser_lost(tmp_path) is None
+    exits.write_text("0\n0\n")
+    assert playwright.browser_lost(tmp_path) is None
+    exits.write_text("0\n137\n1\n")
+    assert playwright.browser_lost(tmp_path) == (
+        "the browser (Chromium) was killed by SIGKILL, then exited with code 1 during the trial"
+    )

@@ -11,9 +11,8 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import psycopg2
 import pytest
 import yaml
 from mcp.types import TextContent
-from pgpack import big_orders, make_mcpmark_pack, make_pg_pack
+from pgpack import big_orders, make_mcpmark_pack, make_pg_pack, run_cluster_in, scratch_runs_root
 
 from mcpfleet.runner.mcp_client import connect_stdio
 from mcpfleet.runner.services import get_service, pgcluster, run_resources
@@ -36,22 +35,15 @@ PG = PostgresService()
 
 @pytest.fixture(scope="module")
 def pg_dir() -> Iterator[Path]:
-    """A runs root of the module's own (the server's OS user must reach it: no 0700 pytest folder above)."""
-    d = Path(tempfile.mkdtemp(prefix="mcpfleet-pg-test-", dir=pgcluster._scratch()))
-    d.chmod(0o711)
-    yield d
-    pgcluster.kill_postmasters(d)
-    subprocess.run(["rm", "-rf", str(d)], check=False)
+    with scratch_runs_root("mcpfleet-pg-test-") as d:
+        yield d
 
 
 @pytest.fixture
 def run_dir() -> Iterator[Path]:
     """A runs root for one `mcpfleet run` (empty again once the run is over)."""
-    d = Path(tempfile.mkdtemp(prefix="mcpfleet-pg-run-", dir=pgcluster._scratch()))
-    d.chmod(0o711)
-    yield d
-    pgcluster.kill_postmasters(d)
-    subprocess.run(["rm", "-rf", str(d)], check=False)
+    with scratch_runs_root("mcpfleet-pg-run-") as d:
+        yield d
 
 
 @pytest.fixture(autouse=True)
@@ -61,13 +53,8 @@ def _pg_dir_env(pg_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def cluster(pg_dir: Path) -> Iterator[pgcluster.ClusterHandle]:
-    os.environ[pgcluster.PG_DIR_ENV] = str(pg_dir)
-    try:
-        with run_resources(["postgres", "filesystem"]) as res:
-            assert set(res) == {"postgres"}  # the filesystem needs no run-scoped resource
-            yield res["postgres"]
-    finally:
-        os.environ.pop(pgcluster.PG_DIR_ENV, None)
+    with run_cluster_in(pg_dir, ["postgres", "filesystem"]) as handle:
+        yield handle
 
 
 @pytest.fixture(scope="module")
@@ -636,6 +623,23 @@ async def test_an_open_transaction_of_another_trial_cannot_fail_salary_period_co
         holder.close()
 
 
+def kill_once_an_agent_works(proc: subprocess.Popen[str], victim: Callable[[list[int]], int]) -> int:
+    """SIGKILL ``victim(trial backends)`` once a trial's agent is under way (3 s after its backend shows up: a tool
+    call every 2 s), as the OOM killer would; the pid killed, 0 if no agent came within 240 s."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()[1:]
+        backends = [int(line.split(None, 1)[0]) for line in ps if "postgres: agent_" in line and "trial_" in line]
+        if backends:
+            time.sleep(3.0)
+            pid = victim(backends)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                return pid
+        time.sleep(0.2)
+    return 0
+
+
 def test_a_crashed_backend_resets_the_cluster_and_its_trials_run_again(
     pack: Path, tmp_path: Path, run_dir: Path
 ) -> None:
@@ -647,17 +651,7 @@ def test_a_crashed_backend_resets_the_cluster_and_its_trials_run_again(
     doc["spec"]["tasks"]["include"] = ["*/add_total"]
     doc["spec"]["retries"] = {"limit": 2, "backoffSeconds": 0}
     proc = start_run(doc, tmp_path, run_dir)
-    killed = 0
-    deadline = time.monotonic() + 240
-    while not killed and time.monotonic() < deadline and proc.poll() is None:
-        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()[1:]
-        backends = [int(line.split(None, 1)[0]) for line in ps if "postgres: agent_" in line and "trial_" in line]
-        if backends:
-            time.sleep(3.0)  # the agent is under way (a tool call every 2 s)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(backends[0], signal.SIGKILL)
-                killed = backends[0]
-        time.sleep(0.2)
+    killed = kill_once_an_agent_works(proc, lambda backends: backends[0])
     _, err = proc.communicate(timeout=300)
     assert killed, err
     assert proc.returncode == 0, err
@@ -765,16 +759,12 @@ def test_a_killed_run_cluster_is_restarted_and_later_trials_pass(pack: Path, tmp
     doc["spec"]["models"] = doc["spec"]["models"][:1]  # the oracle
     doc["spec"]["retries"] = {"limit": 2, "backoffSeconds": 0}
     proc = start_run(doc, tmp_path, run_dir)
-    killed = 0
-    deadline = time.monotonic() + 240
-    while not killed and time.monotonic() < deadline and proc.poll() is None:
-        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout.splitlines()[1:]
-        if any("postgres: agent_" in line and "trial_" in line for line in ps):
-            time.sleep(3.0)  # the agent is under way (a tool call every 2 s)
-            [main] = [b / "main" for b in run_dir.iterdir() if (b / "main/postmaster.pid").exists()]
-            killed = postmaster_pid(main)
-            os.kill(killed, signal.SIGKILL)
-        time.sleep(0.2)
+
+    def postmaster(_: list[int]) -> int:
+        [main] = [b / "main" for b in run_dir.iterdir() if (b / "main/postmaster.pid").exists()]
+        return postmaster_pid(main)
+
+    killed = kill_once_an_agent_works(proc, postmaster)
     _, err = proc.communicate(timeout=400)
     assert killed, err
     assert proc.returncode == 0, err

@@ -12,6 +12,10 @@ A task that names no sites (MCPMark's own browser tasks, written for the public 
 starts none and its browser is not confined: it runs wherever those sites are reachable.
 In a pod (``materialised``) the sites and the MCP server are sidecars; the trial only verifies.
 
+The server's TMPDIR is in the trial's folder, and it launches Chromium through a shell that records each browser's
+exit status there: a browser killed or failing to start under the agent makes the trial an infrastructure error
+(``EnvironmentLost``), as does a site that died.
+
 A worker's spare (``BrowserSpare``) starts the next trial's playwright-mcp and Chromium before that trial is
 known: it reserves one loopback port per bundled site (bound, not listening: refused, and no other process can
 take it), configures the browser with all of them, and at claim seeds the task's data and starts the task's
@@ -22,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import sys
@@ -91,6 +97,77 @@ def task_sites(task: Task) -> list[str]:
 
 def chromium() -> str:
     return os.environ.get(CHROMIUM_ENV) or CHROMIUM
+
+
+LAUNCHER = """#!/bin/sh
+# mcpfleet's Chromium for playwright-mcp (runner/services/playwright.py): runs the real one and appends how it
+# ended to a file in the trial's folder, so that a browser killed under the agent is not scored as the model's.
+{browser} "$@"
+status=$?
+echo "$status" >> {exits}
+exit "$status"
+"""
+
+
+# Chromium binds a Unix socket at $TMPDIR/org.chromium.Chromium.XXXXXX/SingletonSocket and aborts at start if
+# that path has 108 characters or more (sun_path), so the browser's temp folder has a short name.
+SOCKET_SUFFIX = "/org.chromium.Chromium.XXXXXX/SingletonSocket"
+SUN_PATH_MAX = 107
+
+
+def browser_env_tmp(state_dir: Path) -> dict[str, str]:
+    """TMPDIR for the server and its browser: ``<state>/.tmp``, removed with the trial's folder (Chromium's
+    ``org.chromium.Chromium.*``, and Playwright's ``playwright_chromiumdev_profile-*`` that a killed browser
+    leaves). Nothing (the run's own TMPDIR, where those leak) if the run's temp path is too long for Chromium's
+    socket there."""
+    tmp = state_dir / ".tmp"
+    if len(str(tmp)) + len(SOCKET_SUFFIX) > SUN_PATH_MAX:
+        return {}
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {"TMPDIR": str(tmp)}
+
+
+def browser_home(state_dir: Path) -> Path:
+    """The trial's browser folder: the server's HOME, config, logs, launcher and browser exits."""
+    return state_dir / ".browser"
+
+
+def exits_file(home: Path) -> Path:
+    """One line per browser the trial's server launched and saw end: its exit status (128 + N: signal N)."""
+    return home / "browser-exits"
+
+
+def browser_lost(home: Path) -> str | None:
+    """Why the trial's browser is no longer the one the agent was using, or None: a browser that ended other than
+    by a clean exit (0: the model's own ``browser_close``, or the server's stop) was killed (OOM killer, a crash)
+    or could not start at all; either way the model's score would measure the machine."""
+    try:
+        statuses = exits_file(home).read_text().split()
+    except OSError:  # no browser ended (none was launched, or the server's stop took it with its launcher)
+        return None
+    bad = [int(code) for code in statuses if code.isdigit() and code != "0"]
+    if not bad:
+        return None
+    how = [f"was killed by {_signal_name(c - 128)}" if c > 128 else f"exited with code {c}" for c in bad]
+    return f"the browser (Chromium) {', then '.join(how)} during the trial"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def write_launcher(home: Path, browser: str) -> Path:
+    """The executable playwright-mcp launches instead of ``browser``: the real Chromium as its child (not exec'd),
+    then the exit status appended to ``exits_file``. Playwright force-kills a browser by its process group, which
+    takes this shell too, so such a kill (the server's own stop) records nothing."""
+    home.mkdir(parents=True, exist_ok=True)
+    launcher = home / "chromium"
+    launcher.write_text(LAUNCHER.format(browser=shlex.quote(browser), exits=shlex.quote(str(exits_file(home)))))
+    launcher.chmod(0o755)
+    return launcher
 
 
 def resolver_rules(ports: dict[str, int] | dict[str, str]) -> str:
@@ -207,10 +284,13 @@ class Sites:
         while self.running:
             await self.running.pop().stop()
 
-    async def quiesce(self) -> None:
+    async def quiesce(self, browser: Path | None = None) -> None:
         """Before the verifier: stop them all, raising EnvironmentLost if one had died or stopped answering under
-        the agent (the model then saw connection errors or timeouts the task never set it)."""
+        the agent (the model then saw connection errors or timeouts the task never set it), or if the browser
+        launched from the folder ``browser`` had (the model then got a fresh, signed-out browser or none)."""
         lost = [why for why in await asyncio.gather(*(_lost(s) for s in self.running)) if why]
+        if browser is not None and (why := browser_lost(browser)):
+            lost.append(why)
         await self.stop()
         if lost:
             raise EnvironmentLost("; ".join(lost))
@@ -284,7 +364,7 @@ class PlaywrightService(Service):
         browser = chromium()
         if not os.access(browser, os.X_OK):
             raise FileNotFoundError(f"Chromium not found at {browser}: apt-get install chromium, or set {CHROMIUM_ENV}")
-        home = state_dir / ".browser"
+        home = browser_home(state_dir)
         args = [
             "--config",
             str(config),
@@ -292,7 +372,7 @@ class PlaywrightService(Service):
             "--browser",
             "chromium",
             "--executable-path",
-            browser,
+            str(write_launcher(home, browser)),
             "--no-sandbox",
             "--isolated",
             "--timeout-settle",
@@ -305,18 +385,19 @@ class PlaywrightService(Service):
             "PLAYWRIGHT_BROWSERS_PATH": str(home / "no-downloaded-browsers"),
             "PLAYWRIGHT_DOWNLOAD_HOST": DOWNLOAD_GUARD,
             "HOME": str(home),  # Chromium's and Node's caches stay in the trial's folder
+            **browser_env_tmp(state_dir),  # and its temp folders
             "TZ": "UTC",
         }
         return ServerCommand(str(exe), args, env)
 
     def write_config(self, state_dir: Path, ports: dict[str, int]) -> Path:
-        config = state_dir / ".browser" / "config.json"
+        config = browser_home(state_dir) / "config.json"
         config.write_text(json.dumps(browser_config(ports)), encoding="utf-8")
         return config
 
     @staticmethod
     def log_dir(state_dir: Path) -> Path:
-        logs = state_dir / ".browser" / "logs"
+        logs = browser_home(state_dir) / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         return logs
 
@@ -338,9 +419,9 @@ class PlaywrightService(Service):
         try:
             await sites.start(names, state_dir, self.log_dir(state_dir))
             config = self.write_config(state_dir, sites.ports())
-            yield TrialEnv(
-                state_dir, self.server_command(state_dir, config), self.verifier_env(state_dir), quiesce=sites.quiesce
-            )
+            server = self.server_command(state_dir, config)
+            quiesce = functools.partial(sites.quiesce, browser_home(state_dir))
+            yield TrialEnv(state_dir, server, self.verifier_env(state_dir), quiesce=quiesce)
         finally:
             await sites.stop()
 
@@ -438,7 +519,8 @@ class BrowserSpare(Spare):
         try:
             await sites.start(task_sites(task), self.state_dir, self.service.log_dir(self.state_dir), self.sockets)
             env = self.service.verifier_env(self.state_dir)
-            yield TrialEnv(self.state_dir, self.server, env, quiesce=sites.quiesce)
+            quiesce = functools.partial(sites.quiesce, browser_home(self.state_dir))
+            yield TrialEnv(self.state_dir, self.server, env, quiesce=quiesce)
         finally:
             await sites.stop()
 
