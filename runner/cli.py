@@ -34,6 +34,7 @@ DEFAULT_TASKS = Path(__file__).resolve().parents[1] / "tasks"
 STOPPED_EXIT = 3  # `mcpfleet run`: some model's launches were stopped (configuration error, retry budget)
 UNRECORDED_EXIT = 4  # `mcpfleet run`: some trials ran but their records could not be stored
 UNSCORED_EXIT = 5  # `mcpfleet run`: every trial ended unscored (infra, provider, config errors): nothing measured
+LOST_EXIT = 6  # `mcpfleet run`: stopped early, a run-scoped resource (the PostgreSQL server) was lost for good
 
 
 def shown_path(location: Path | str) -> str:
@@ -63,7 +64,7 @@ def run(
     """Run an EvalRun on this machine (resumes if it was run before)."""
     import signal
 
-    from .launcher import RunRefused, execute
+    from .launcher import RunLost, RunRefused, execute
     from .store import StoreError
     from .summary import mixed_harness
     from .summary_table import summary_table
@@ -81,6 +82,12 @@ def run(
         )
     except (SpecError, TaskError, RunRefused, StoreError) as exc:
         _fail(str(exc))
+    except RunLost as exc:
+        _fail(
+            f"{exc}: the run stopped early. Finished trials are kept; the ones in flight run again. Fix the cause "
+            "and run the same command again.",
+            LOST_EXIT,
+        )
     console.print(summary_table(summary))
     if mixed := mixed_harness(summary):
         err.print(f"[yellow]note:[/] {escape(mixed)}", highlight=False, soft_wrap=True)

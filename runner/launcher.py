@@ -15,8 +15,9 @@ import collections
 import contextlib
 import fcntl
 import os
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -33,6 +34,35 @@ from .store import LocalStore, ResultStore, S3Store, StoreConfig, store_config
 from .summary import PLAN_FILE, build_summary, plan_file
 from .worker import TrialCancelled, WorkItem, init_worker, make_context, run_item, start_forkserver
 from .workerpool import WorkerSlots
+
+
+class RunLost(RuntimeError):
+    """A run-scoped resource is gone for good (e.g. the run's PostgreSQL server kept dying): the run stops at
+    once, its finished trials kept, instead of ending every trial left as an infrastructure error."""
+
+
+class LostWatch:
+    """Where a resource's own thread says why the run cannot go on; wakes the scheduler's loop (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.why: str | None = None
+        self._wake: Callable[[], None] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, why: str) -> None:
+        with self._lock:
+            if self.why is None:
+                self.why = why
+            wake = self._wake
+        if wake is not None:
+            wake()
+
+    def attach(self, wake: Callable[[], None]) -> None:
+        with self._lock:
+            self._wake = wake
+            pending = self.why is not None
+        if pending:
+            wake()
 
 
 class RunRefused(RuntimeError):
@@ -52,13 +82,10 @@ def run_lock(store: ResultStore) -> Iterator[None]:
         from .s3lease import LeaseHeld, S3Lease
 
         try:
-            lease = S3Lease(store).__enter__()
-        except LeaseHeld as exc:
+            with S3Lease(store):
+                yield
+        except LeaseHeld as exc:  # (only taking the lease raises it)
             raise RunRefused(str(exc)) from None
-        try:
-            yield
-        finally:
-            lease.__exit__()
         return
     if not isinstance(store, LocalStore):
         yield
@@ -160,8 +187,10 @@ class Scheduler:
         on_done: Any,
         env: dict[str, str] | None = None,
         resources: dict[str, Any] | None = None,
+        lost: LostWatch | None = None,
     ):
         self.run, self.state, self.pool = run, state, pool
+        self.lost = lost or LostWatch()
         self.store, self.scripted_url, self.on_done = store, scripted_url, on_done
         self.env = env or {}
         self.resources = resources or {}
@@ -183,9 +212,25 @@ class Scheduler:
         return None
 
     async def run_all(self) -> None:
+        """Raises RunLost when a run-scoped resource is lost for good (the trials in flight are left to close)."""
         loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def wake() -> None:  # from the resource's thread
+            loop.call_soon_threadsafe(woken.set)
+
+        self.lost.attach(wake)
+        waker = asyncio.ensure_future(woken.wait())
+        try:
+            await self._run_all(loop, waker)
+        finally:
+            waker.cancel()
+
+    async def _run_all(self, loop: asyncio.AbstractEventLoop, waker: asyncio.Future[Any]) -> None:
         running: dict[asyncio.Future[Any], tuple[TrialSpec, int]] = {}
         while self.queue or self.delayed or running:
+            if self.lost.why is not None:
+                raise RunLost(self.lost.why)
             now = time.monotonic()
             for item in [d for d in self.delayed if d[0] <= now]:
                 self.delayed.remove(item)
@@ -206,10 +251,14 @@ class Scheduler:
                 self.in_flight[t.model.name] += 1
             wait_for = min((d[0] for d in self.delayed), default=now + 3600) - now
             if not running:
-                await asyncio.sleep(max(0.0, wait_for))
+                await asyncio.wait({waker}, timeout=max(0.0, wait_for))
                 continue
-            finished, _ = await asyncio.wait(running, timeout=max(0.05, wait_for), return_when=asyncio.FIRST_COMPLETED)
+            finished, _ = await asyncio.wait(
+                {*running, waker}, timeout=max(0.05, wait_for), return_when=asyncio.FIRST_COMPLETED
+            )
             for fut in finished:
+                if fut is waker:
+                    continue
                 t, n = running.pop(fut)
                 self.in_flight[t.model.name] -= 1
                 try:
@@ -286,7 +335,7 @@ def execute(
 ) -> tuple[dict[str, Any], Path | str]:
     """Run (or resume) an EvalRun locally; returns (summary, run folder or s3:// URI of the run root).
 
-    Raises KeyboardInterrupt on Ctrl-C."""
+    Raises KeyboardInterrupt on Ctrl-C, RunLost when a run-scoped resource is lost for good."""
 
     if concurrency:
         run = run.model_copy(
@@ -363,19 +412,20 @@ def _execute(
             # Run-scoped resources (the PostgreSQL cluster, its server's zygote), only for the services this run's
             # trials use; started here, in the main thread, and stopped when the stack closes (Ctrl-C and SIGTERM
             # included).
-            resources = stack.enter_context(run_resources({t.service for t in state.todo}, prefork=True))
+            lost = LostWatch()
+            resources = stack.enter_context(run_resources({t.service for t in state.todo}, True, lost))
             stack.enter_context(progress)
             pool = WorkerSlots(workers, one_worker)  # a dead worker costs its own trial only
-            scheduler = Scheduler(run, state, pool, config, scripted_url, progress.advance, keys, resources)
+            scheduler = Scheduler(run, state, pool, config, scripted_url, progress.advance, keys, resources, lost)
             try:
                 asyncio.run(scheduler.run_all())
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, RunLost):
                 scheduler.close(interrupted=True)
                 _summary_on_interrupt(run, trials, store, state.stopped)
                 raise
             scheduler.close()
     summary = write_summary(run, trials, store, state.stopped)
     if summary["trials_recorded"] < summary["trials_planned"]:  # say why, for `mcpfleet run`'s exit (not stored)
-        lost = [(tid, o) for tid, o in sorted(state.done.items()) if store.read_result(tid) is None]
-        summary["unrecorded"] = {tid: str(o.get("error") or "no record") for tid, o in lost}
+        unrecorded = [(tid, o) for tid, o in sorted(state.done.items()) if store.read_result(tid) is None]
+        summary["unrecorded"] = {tid: str(o.get("error") or "no record") for tid, o in unrecorded}
     return summary, store.root if isinstance(store, LocalStore) else store.location()

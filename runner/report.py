@@ -167,8 +167,8 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
         or (max((r["attempts"] for r in summary["rows"]), default=None) if summary else None)
         or max((int(r["attempt"]) for r in found), default=1)
     )
-    keep = still_planned(store, {r["model"] for r in summary["rows"]} if summary else None)
-    raw = [r for r in found if keep(r) and int(r["attempt"]) <= attempts]
+    keep = still_planned(store, {r["model"] for r in summary["rows"]} if summary else None, attempts)
+    raw = [r for r in found if keep(r)]
     if len(raw) < len(found):
         notes.append(f"{len(found) - len(raw)} record(s) of trials no longer planned are left out")
     records = [_slim(r) for r in expand(raw)]  # a shard's cases count one by one, as in summary.json

@@ -33,16 +33,18 @@ def planned(store: ResultStore) -> dict[str, str] | None:
     return trials
 
 
-def still_planned(store: ResultStore, models: set[str] | None = None) -> Callable[[dict[str, Any]], bool]:
+def still_planned(
+    store: ResultStore, models: set[str] | None = None, attempts: int | None = None
+) -> Callable[[dict[str, Any]], bool]:
     """Which records the run plans now, as summary.json counts them: its planned trials (plan.json) at their
     spec; without plan.json, its models and attempts (run.json). Records of dropped tasks, models or attempts,
-    and of an earlier spec, are left out. ``models``: the ones to keep when neither file names them."""
+    and of an earlier spec, are left out. ``models``, ``attempts``: what to keep when neither file says."""
     plan = planned(store)
     if plan is not None:
         return lambda r: plan.get(r["trial_id"]) == r.get("spec_hash")
     spec = ((store.read_json("run.json") or {}).get("evalrun") or {}).get("spec") or {}
     models = {m.get("name") for m in spec.get("models") or []} or models
-    attempts = spec.get("attempts")
+    attempts = spec.get("attempts") or attempts
     return lambda r: (
         (models is None or r.get("model") in models) and (attempts is None or int(r.get("attempt", 0)) <= attempts)
     )

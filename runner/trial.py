@@ -384,6 +384,8 @@ async def run_trial(
                 v = await run_verifier(
                     task.verifier, verifier_env, env.verifier_args, spec.limits.verifier_timeout_seconds
                 )
+                if v.exit_code != 0 and env.recheck is not None:
+                    await env.recheck()  # a verifier that failed because its server died under it measured nothing
             except EnvironmentLost as exc:  # a site died or hung under the agent: not the model's failure
                 infra, infra_type = str(exc), type(exc).__name__
             except OSError as exc:

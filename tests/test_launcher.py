@@ -5,6 +5,7 @@ Ctrl-C, SIGTERM and credentials.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import multiprocessing.forkserver
 import os
@@ -880,3 +881,49 @@ def test_a_spent_model_retry_budget_stops_its_launches(tmp_path: Path) -> None:
     assert all(r["failure"] == "provider_error" for r in down_recs)
     assert len([r for r in recs.values() if r["model"] == "noop"]) == 3
     assert "modelRetryBudget" in summary["stopped"]["down"] and not summary["complete"]
+
+
+class _HangingPool:
+    """Workers that never answer: trials stay in flight until the run stops."""
+
+    def __init__(self) -> None:
+        self.submitted = 0
+
+    def submit(self, fn: Any, item: Any) -> Any:
+        from concurrent.futures import Future
+
+        self.submitted += 1
+        return Future()
+
+
+@pytest.mark.parametrize("when", ["before", "during"])
+def test_a_lost_run_resource_stops_the_scheduler_at_once(tmp_path: Path, when: str) -> None:
+    """A run-scoped resource lost for good (said from its own thread, as the PostgreSQL keeper does) stops the
+    run's loop at once with RunLost, trials still in flight, instead of waiting for them or being seen only when
+    the next trial ends (nothing ends here)."""
+    from mcpfleet.runner.launcher import LostWatch, RunLost, RunState, Scheduler
+    from mcpfleet.runner.store import store_config
+    from mcpfleet.runner.workerpool import WorkerSlots
+
+    run = load_evalrun(write_run(tmp_path, "lost", [ORACLE], concurrency={"total": 2}))
+    trials = plan(run, tmp_path)
+    lost = LostWatch()
+    pool = _HangingPool()
+    scheduler = Scheduler(
+        run,
+        RunState(todo=trials, skipped=0),
+        cast(WorkerSlots, pool),
+        store_config(run.spec.output, run.name, tmp_path),
+        None,
+        lambda out: None,
+        lost=lost,
+    )
+    if when == "before":
+        lost("the run's server is gone")
+    else:
+        threading.Timer(0.5, lost, ["the run's server is gone"]).start()
+    start = time.monotonic()
+    with pytest.raises(RunLost, match="the run's server is gone"):
+        asyncio.run(asyncio.wait_for(scheduler.run_all(), 10))
+    assert time.monotonic() - start < 3
+    assert pool.submitted == (0 if when == "before" else 2)

@@ -359,3 +359,26 @@ def test_a_superuser_pod_takes_its_own_prebuilt_directory(scratch: Path, dump: P
             cur.execute("SELECT rolname FROM pg_authid WHERE rolpassword IS NOT NULL")
             assert cur.fetchall() == [(SUPERUSER,)]
     assert got == want
+
+
+def test_a_pods_login_gets_the_role_limits_a_local_trials_login_gets(scratch: Path, dump: Path, prebuilt: Path) -> None:
+    """A local trial's login (the agent's role, or a cluster trial's superuser) has ``pgcluster.ROLE_LIMITS`` as its
+    defaults: a runaway query ends with PostgreSQL's own error. A pod's login had none (pg-init never set them):
+    the same query there ran unbounded. Now pg-init sets the same values, given by the pod spec from that one
+    definition, on the login of either path (a copied prebuilt directory, a restored dump)."""
+    want = {f"{name}={value}" for name, value in pgcluster.ROLE_LIMITS.items()}
+    agent = pod_init(scratch, "limits", dump, POD_ROLE, prebuilt)
+    superuser = pod_init(scratch, "su-limits", dump, SUPERUSER, scratch / "no-prebuilt")
+    assert "prebuilt" in agent.log and "restoring the dump" in superuser.log
+    for pod in (agent, superuser):
+        with served(pod), contextlib.closing(pod.connect()) as conn, conn.cursor() as cur:
+            cur.execute("SELECT setconfig FROM pg_db_role_setting WHERE setrole = current_user::regrole")
+            assert {s for row in cur.fetchall() for s in row[0]} == want, pod.login()["user"]
+            cur.execute(
+                "SELECT name FROM pg_settings WHERE name = ANY(%s) AND source = 'user'",
+                (list(pgcluster.ROLE_LIMITS),),
+            )
+            assert sorted(r[0] for r in cur.fetchall()) == sorted(pgcluster.ROLE_LIMITS)  # in force in its sessions
+            if pod is agent:
+                with pytest.raises(psycopg2.errors.InsufficientPrivilege, match="temp_file_limit"):
+                    cur.execute("SET temp_file_limit = -1")  # the agent's role cannot lift it

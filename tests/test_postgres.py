@@ -804,9 +804,9 @@ def test_a_run_cluster_that_keeps_dying_stops_the_run_with_the_reason(pg_dir: Pa
 
 
 def test_a_run_whose_cluster_keeps_dying_stops_early_with_the_reason(pack: Path, tmp_path: Path, run_dir: Path) -> None:
-    """`mcpfleet run` after the run's server died ``RESTARTS + 1`` times: stopped as on Ctrl-C (exit 130, the
-    trials so far recorded, its cluster removed) within seconds, saying why, instead of every remaining trial
-    ending as an infra_error."""
+    """`mcpfleet run` after the run's server died ``RESTARTS + 1`` times: stopped at once with its own exit code
+    (6, not Ctrl-C's 130: nobody interrupted it; the trials so far recorded, its cluster removed) within seconds,
+    saying why, instead of every remaining trial ending as an infra_error."""
     doc = evalrun(pack, tmp_path / "runs", 2.0, 3, 1)
     doc["spec"]["models"] = doc["spec"]["models"][:1]
     proc = start_run(doc, tmp_path, run_dir)
@@ -825,6 +825,47 @@ def test_a_run_whose_cluster_keeps_dying_stops_early_with_the_reason(pack: Path,
     last = time.monotonic()
     _, err = proc.communicate(timeout=120)
     assert len(kills) == pgcluster.RESTARTS + 1, err
-    assert proc.returncode == 130 and time.monotonic() - last < 30, err
-    assert f"exited (-9) for the {pgcluster.RESTARTS + 1}th time" in err and "stopping the run" in err
-    assert "interrupted" in err and not list(run_dir.iterdir())
+    assert proc.returncode == 6 and time.monotonic() - last < 30, err
+    assert f"exited (-9) for the {pgcluster.RESTARTS + 1}th time" in err and "the run stopped early" in err
+    assert "interrupted" not in err and "Traceback" not in err and not list(run_dir.iterdir())
+    summary = json.loads((tmp_path / "runs" / doc["metadata"]["name"] / "summary.json").read_text())
+    assert summary["complete"] is False
+
+
+def test_a_server_killed_under_the_verifier_is_an_infra_error_run_again(tmp_path: Path, run_dir: Path) -> None:
+    """The run's postmaster SIGKILLed while the task's verifier runs (connected, before its queries): the verifier
+    fails on a dead connection, which measured nothing of the model. Before, that failure was scored as the
+    model's (``verifier_failed``); now the trial rechecks its server after a failing verifier, so it is an
+    infrastructure error, run again on the restarted server, and its retry passes."""
+    from pgpack import ADD_TOTAL_VERIFY, CONNECT
+
+    root = make_pg_pack(tmp_path / "pack")
+    marker = tmp_path / "verifying"
+    # Connected to the trial's database: say so, then wait for the kill before the first query.
+    wait = f"open({str(marker)!r}, 'a').write('connected\\n')\nimport time\ntime.sleep(3)\n"
+    verify = root / "postgres/standard/shop/add_total/verify.py"
+    verify.write_text(ADD_TOTAL_VERIFY.replace(CONNECT, CONNECT + wait, 1))
+    doc = evalrun(root, tmp_path / "runs", 0.0, 1, 1)
+    doc["spec"]["models"] = doc["spec"]["models"][:1]  # the oracle
+    doc["spec"]["tasks"]["include"] = ["*/add_total"]
+    doc["spec"]["retries"] = {"limit": 2, "backoffSeconds": 0}
+    proc = start_run(doc, tmp_path, run_dir)
+    killed, deadline = 0, time.monotonic() + 240
+    while not killed and time.monotonic() < deadline and proc.poll() is None:
+        if marker.exists():
+            [main] = [b / "main" for b in run_dir.iterdir() if (b / "main/postmaster.pid").exists()]
+            killed = postmaster_pid(main)
+            os.kill(killed, signal.SIGKILL)
+        time.sleep(0.1)
+    _, err = proc.communicate(timeout=300)
+    assert killed, err
+    assert proc.returncode == 0, err
+    assert "PostgreSQL server exited (-9); restarting it on port" in err
+    [record] = [json.loads(f.read_text()) for f in (tmp_path / "runs/pg/trials").glob("*/result.json")]
+    assert (record["passed"], record["failure"], record["infra_attempts"]) == (True, None, 2), (
+        record["failure"],
+        record["error"],
+        record["verifier"],
+    )
+    assert marker.read_text() == "connected\n" * 2  # the killed verifier's run, then the retry's
+    assert not alive(killed) and not list(run_dir.iterdir())

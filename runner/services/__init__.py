@@ -8,7 +8,7 @@ module and a line in ``SERVICES``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -51,14 +51,17 @@ def sweep_leftovers() -> None:
 
 
 @contextmanager
-def run_resources(services: Iterable[str], prefork: bool = False) -> Iterator[dict[str, Any]]:
+def run_resources(
+    services: Iterable[str], prefork: bool = False, on_lost: Callable[[str], None] | None = None
+) -> Iterator[dict[str, Any]]:
     """Start the run-scoped resources of these services once (in the calling thread: the main thread, whose
     life bounds theirs) and stop them when the block ends, however it ends. Yields {service: handle}.
-    ``prefork``: with zygotes for Python servers (``mcpfleet run``, see prefork.py)."""
+    ``prefork``: with zygotes for Python servers (``mcpfleet run``, see prefork.py). ``on_lost``: told why (from
+    any thread) when a resource is gone for good and the run cannot go on; by default the run is interrupted."""
     with ExitStack() as stack:
         handles: dict[str, Any] = {}
         for name in sorted(set(services)):
-            handle = stack.enter_context(get_service(name).run_resource(prefork))
+            handle = stack.enter_context(get_service(name).run_resource(prefork, on_lost))
             if handle is not None:
                 handles[name] = handle
         yield handles

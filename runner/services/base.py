@@ -86,6 +86,9 @@ class TrialEnv:
     verifier_args: list[str] = field(default_factory=list)
     # Called after the agent, before the verifier: stops what still writes the state (a browser task's sites).
     quiesce: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
+    # Called after a verifier that failed: EnvironmentLost if the environment died under the verifier (a server
+    # killed mid-check), which makes the failure the infrastructure's, not the model's.
+    recheck: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
 
 
 class Spare:
@@ -238,11 +241,12 @@ class Service:
         run. Must not touch what live runs own."""
 
     @contextmanager
-    def run_resource(self, prefork: bool = False) -> Iterator[Any]:
+    def run_resource(self, prefork: bool = False, on_lost: Callable[[str], None] | None = None) -> Iterator[Any]:
         """Started once per run (by the launcher, in its main thread) and stopped when the run ends, however
         it ends. Yields a picklable handle passed by value to every trial, or None if the service needs none.
         ``prefork``: the run may start a zygote for the service's Python server (prefork.py); only ``mcpfleet
-        run`` asks, other commands start their few servers directly."""
+        run`` asks, other commands start their few servers directly. ``on_lost``: to call (from any thread) with
+        why, when the resource is gone for good; None: interrupt the run as Ctrl-C does."""
         yield None
 
     @asynccontextmanager

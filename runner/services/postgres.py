@@ -38,7 +38,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,9 +171,14 @@ def _prefork(exe: Path) -> Prefork | None:
 # --- templates ---------------------------------------------------------------------------------------------
 
 
+def client_path(bin_dir: Path, name: str) -> str | None:
+    """A PostgreSQL client program: the cluster's own version's when installed there, else the one on PATH."""
+    local = bin_dir / name
+    return str(local) if local.exists() else shutil.which(name)
+
+
 def _client(h: ClusterHandle, name: str) -> str:
-    local = Path(h.bin_dir) / name
-    return str(local) if local.exists() else name
+    return client_path(Path(h.bin_dir), name) or name
 
 
 def _client_env(h: ClusterHandle) -> dict[str, str]:
@@ -210,10 +215,10 @@ BACKUP_CHECK_TIMEOUT_S = 120.0
 
 def _pg_restore() -> str | None:
     """This machine's pg_restore (the one trials restore with), or None where PostgreSQL is not installed."""
-    with contextlib.suppress(pgcluster.ClusterError):
-        if (local := pgcluster.pg_bin() / "pg_restore").exists():
-            return str(local)
-    return shutil.which("pg_restore")
+    try:
+        return client_path(pgcluster.pg_bin(), "pg_restore")
+    except pgcluster.ClusterError:
+        return shutil.which("pg_restore")
 
 
 def backup_problem(path: Path) -> str | None:
@@ -326,10 +331,11 @@ def server_started(login: Login) -> str:
 
 
 async def same_server(login: Login, started: str) -> None:
-    """The trial's quiesce, before its verifier: EnvironmentLost if its server died or restarted under the agent
-    (killed, or a crashed backend resetting every session of a shared cluster): the model then read
-    "server closed the connection" errors the task never set it, and the verifier would read a database it
-    may never have reached. Not the model's failure: an infrastructure error, run again."""
+    """The trial's quiesce, before its verifier, and its recheck after a failing one: EnvironmentLost if its
+    server died or restarted under the agent or the verifier (killed, or a crashed backend resetting every
+    session of a shared cluster): the model then read "server closed the connection" errors the task never set
+    it, or the verifier read a database that was not there. Not the model's failure: an infrastructure error,
+    run again."""
     try:
         now = await asyncio.to_thread(server_started, login)
     except Exception as exc:  # noqa: BLE001 - any failure to reach it is the server's
@@ -437,10 +443,12 @@ class PostgresService(Service):
         pgcluster.sweep_stale(pgcluster.runs_root(create=False))
 
     @contextlib.contextmanager
-    def run_resource(self, prefork: bool = False) -> Iterator[ClusterHandle]:
+    def run_resource(
+        self, prefork: bool = False, on_lost: Callable[[str], None] | None = None
+    ) -> Iterator[ClusterHandle]:
         """The run's cluster; with ``prefork``, also a zygote that forks postgres-mcp per trial (importing it
         costs ~2.3 s of CPU per start), its socket in the cluster's folder and handle."""
-        with pgcluster.run_cluster() as handle:
+        with pgcluster.run_cluster(on_lost) as handle:
             if not prefork:
                 yield handle
                 return
@@ -471,7 +479,12 @@ class PostgresService(Service):
             started = await asyncio.to_thread(server_started, login)
             quiesce = functools.partial(same_server, login, started)
             yield TrialEnv(
-                state_dir, self.server_command(login, check=False), login.env(), [login.database], quiesce=quiesce
+                state_dir,
+                self.server_command(login, check=False),
+                login.env(),
+                [login.database],
+                quiesce=quiesce,
+                recheck=quiesce,
             )
             return
         resource = _cluster(resource)
@@ -512,7 +525,12 @@ class PostgresService(Service):
         started = await asyncio.to_thread(server_started, login)
         quiesce = functools.partial(same_server, login, started)
         return TrialEnv(
-            state_dir, self.server_command(login, zygote=zygote), login.env(), [login.database], quiesce=quiesce
+            state_dir,
+            self.server_command(login, zygote=zygote),
+            login.env(),
+            [login.database],
+            quiesce=quiesce,
+            recheck=quiesce,  # the same question after the verifier: is it still the server the agent had?
         )
 
     @asynccontextmanager
@@ -645,6 +663,7 @@ def pod_containers(params: dict[str, Any], pod: PodContext) -> list[dict[str, An
                 {"name": "DB_NAME", "value": POD_DATABASE},
                 {"name": "DB_USER", "value": user},
                 {"name": "LOGIN_DIR", "value": login_dir},
+                {"name": "DB_ROLE_LIMITS", "value": " ".join(f"{k}={v}" for k, v in pgcluster.ROLE_LIMITS.items())},
             ],
             "volumeMounts": pg_mounts,
             "terminationMessagePolicy": "FallbackToLogsOnError",
