@@ -404,6 +404,8 @@ async def run_trial(
             await ctx.warm.stop()  # released when the agent ended: this waits only for what is left of its exit
         await _close(environment)
         timings.teardown += time.perf_counter() - t
+        if env is not None:
+            notes.extend(env.notes)
         if run is not None and spec.judge is not None:
             await _judge_calls(spec, run, ctx, notes, secrets)
         run = run or agents.AgentRun(messages=[])

@@ -869,3 +869,54 @@ def test_a_server_killed_under_the_verifier_is_an_infra_error_run_again(tmp_path
     )
     assert marker.read_text() == "connected\n" * 2  # the killed verifier's run, then the retry's
     assert not alive(killed) and not list(run_dir.iterdir())
+
+
+@pytest.mark.parametrize("isolation", ["database", "cluster"])
+def test_an_agent_writing_past_the_data_limit_is_cut_off_and_scored_as_its_failure(
+    tmp_path: Path, run_dir: Path, isolation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's clusters live in RAM: an agent whose statement writes without end (3 GB here) is cut off once its
+    database passes the trial's data limit (32 MB here): its statement is ended mid-way, its later calls cannot
+    connect, and the trial goes on to the verifier and is scored as the model's failure (not an infrastructure
+    error, which would run it again), saying why in trial.log. A role loses its connections; a superuser agent of
+    a cluster of its own loses that cluster's server. Another trial of the run is not touched."""
+    from pgpack import ADD_TOTAL_VERIFY, sql, write_task
+
+    root = make_pg_pack(tmp_path / "pack")
+    runaway = "CREATE TABLE junk AS SELECT g, repeat('x', 1500) AS pad FROM generate_series(1, 2000000) g"
+    write_task(
+        root,
+        "shop",
+        "runaway",
+        "Add a column total numeric(10,2) to orders holding qty * price for every row (a second copy).\n",
+        ADD_TOTAL_VERIFY,
+        {"steps": [sql(runaway)]},
+        **({"mcpfleet": {"isolation": "cluster"}} if isolation == "cluster" else {}),
+    )
+    monkeypatch.setenv("MCPFLEET_PG_DATA_LIMIT_MB", "32")
+    doc = evalrun(root, tmp_path / "runs", 0.0, 1, 2)
+    doc["spec"]["models"] = doc["spec"]["models"][:1]  # the oracle
+    doc["spec"]["tasks"]["include"] = ["*/runaway", "*/add_total"]
+    proc = start_run(doc, tmp_path, run_dir)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    trials = tmp_path / "runs/pg/trials"
+    records = {
+        r["task_id"].rsplit("/", 1)[-1]: r for r in map(json.loads, map(Path.read_text, trials.glob("*/result.json")))
+    }
+    assert records["add_total"]["passed"], records["add_total"]["verifier"]
+    runaway_rec = records["runaway"]
+    assert (runaway_rec["passed"], runaway_rec["failure"], runaway_rec["infra_attempts"]) == (
+        False,
+        "verifier_failed",
+        1,
+    ), runaway_rec["error"]
+    [folder] = [d for d in trials.iterdir() if "runaway" in d.name]
+    log = (folder / "trial.log").read_text()
+    assert "the agent was cut off" in log and "over the 32 MB a trial may write" in log, log
+    messages = json.loads((folder / "messages.json").read_text())
+    outputs = [m.get("output", "") for m in messages if m.get("type") == "function_call_output"]
+    assert len(outputs) == 1 and '\\"text\\": \\"Error: ' in str(outputs[0]), outputs  # ended mid-way
+    refused = "too many connections for role" if isolation == "database" else "Connection refused"
+    assert refused in runaway_rec["verifier"]["stderr"], runaway_rec["verifier"]
+    assert not list(run_dir.iterdir())

@@ -89,6 +89,8 @@ class TrialEnv:
     # Called after a verifier that failed: EnvironmentLost if the environment died under the verifier (a server
     # killed mid-check), which makes the failure the infrastructure's, not the model's.
     recheck: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
+    # What the environment saw that the trial's log (trial.log) should say, e.g. an agent cut off at a limit.
+    notes: list[str] = field(default_factory=list, repr=False)
 
 
 class Spare:

@@ -35,6 +35,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -330,12 +331,97 @@ def server_started(login: Login) -> str:
         conn.close()
 
 
-async def same_server(login: Login, started: str) -> None:
+# What one trial may write: its cluster lives in RAM (/dev/shm), and one agent's INSERT loop wrote 886 MB in 8 s.
+DATA_LIMIT_ENV = "MCPFLEET_PG_DATA_LIMIT_MB"
+DATA_LIMIT_MB = 2048  # ~100x MCPMark's largest state
+DATA_WATCH_PERIOD_S = 1.0
+
+
+def data_limit_bytes() -> int:
+    raw = os.environ.get(DATA_LIMIT_ENV, "").strip()
+    return (int(raw) if raw.isdigit() and int(raw) > 0 else DATA_LIMIT_MB) << 20
+
+
+def data_size(h: ClusterHandle, database: str, whole_cluster: bool) -> int:
+    """Bytes on disk of the trial's database, or of every database of a trial's own cluster (its superuser agent
+    may create more)."""
+    with contextlib.closing(h.connect()) as conn, conn.cursor() as cur:
+        if whole_cluster:
+            cur.execute("SELECT coalesce(sum(pg_database_size(oid)), 0) FROM pg_database")
+        else:
+            cur.execute("SELECT pg_database_size(%s)", (database,))
+        row = cur.fetchone()
+        return int(row[0]) if row else 0
+
+
+def cut_off(h: ClusterHandle, login: Login, whole_cluster: bool) -> None:
+    """Stop the agent's writing for good: a role gets no more connections and its sessions end (its statement in
+    flight is rolled back); a superuser agent, whom no limit binds, loses its own cluster's server."""
+    from psycopg2 import sql
+
+    with contextlib.closing(h.connect()) as conn:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            if whole_cluster or login.user == SUPERUSER:
+                cur.execute("SELECT pg_read_file('postmaster.pid')")
+                row = cur.fetchone()
+                pid = int(str(row[0]).split()[0]) if row else 0
+                if pid > 0:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGQUIT)  # immediate shutdown: its backends exit at once
+                return
+            cur.execute(sql.SQL("ALTER ROLE {} CONNECTION LIMIT 0").format(sql.Identifier(login.user)))
+            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (login.user,))
+
+
+class DataWatch:
+    """Bounds what one trial writes (``data_limit_bytes``, polled every second): past it the agent is cut off
+    (``cut_off``), its trial goes on to the verifier and is scored as the model's; trial.log says why. The
+    server's own checks (``same_server``) then know the server did not fail: the agent was stopped."""
+
+    def __init__(self, h: ClusterHandle, login: Login, whole_cluster: bool, notes: list[str]) -> None:
+        self.h, self.login, self.whole_cluster, self.notes = h, login, whole_cluster, notes
+        self.limit = data_limit_bytes()
+        self.tripped = False
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._watch())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(DATA_WATCH_PERIOD_S)
+            try:
+                size = await asyncio.to_thread(data_size, self.h, self.login.database, self.whole_cluster)
+            except Exception:  # noqa: BLE001 - a server that is gone is for same_server to report
+                continue
+            if size <= self.limit:
+                continue
+            self.tripped = True
+            what = "its cluster's databases" if self.whole_cluster else "its database"
+            self.notes.append(
+                f"the agent was cut off: {what} reached {size >> 20} MB, over the {self.limit >> 20} MB a trial may "
+                f"write ({DATA_LIMIT_ENV}); its later calls and the verifier could not connect"
+            )
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(cut_off, self.h, self.login, self.whole_cluster)
+            return
+
+
+async def same_server(login: Login, started: str, watch: DataWatch | None = None) -> None:
     """The trial's quiesce, before its verifier, and its recheck after a failing one: EnvironmentLost if its
     server died or restarted under the agent or the verifier (killed, or a crashed backend resetting every
     session of a shared cluster): the model then read "server closed the connection" errors the task never set
     it, or the verifier read a database that was not there. Not the model's failure: an infrastructure error,
     run again."""
+    if watch is not None and watch.tripped:
+        return  # the agent was cut off on purpose (DataWatch): the server did not fail
     try:
         now = await asyncio.to_thread(server_started, login)
     except Exception as exc:  # noqa: BLE001 - any failure to reach it is the server's
@@ -504,9 +590,10 @@ class PostgresService(Service):
             else:
                 login = Login(h.host, h.port, database, f"agent_{tag}", secrets.token_urlsafe(18))
                 await asyncio.to_thread(create_role, h, login)
-            yield await self._fill(task, h, login, state_dir, shared, resource.zygote)
+            yield await stack.enter_async_context(self._filled(task, h, login, state_dir, shared, resource.zygote))
 
-    async def _fill(
+    @asynccontextmanager
+    async def _filled(
         self,
         task: Task,
         h: ClusterHandle,
@@ -514,24 +601,32 @@ class PostgresService(Service):
         state_dir: Path,
         shared: bool = True,
         zygote: str | None = None,
-    ) -> TrialEnv:
+    ) -> AsyncIterator[TrialEnv]:
         """Create the trial's database from its state (or empty, then prepare_environment.py); its server is
-        forked by the run's ``zygote`` if there is one (a trial's own cluster included)."""
+        forked by the run's ``zygote`` if there is one (a trial's own cluster included). What the agent writes
+        is bounded (``DataWatch``) while the block runs."""
         src = state_source(task)
         template = await asyncio.to_thread(ensure_template, h, src) if src else None
         await asyncio.to_thread(create_database, h, template, login, shared)
         if src is None and (task.path / PREPARE).is_file():
             await run_prepare(task, login)
         started = await asyncio.to_thread(server_started, login)
-        quiesce = functools.partial(same_server, login, started)
-        return TrialEnv(
-            state_dir,
-            self.server_command(login, zygote=zygote),
-            login.env(),
-            [login.database],
-            quiesce=quiesce,
-            recheck=quiesce,  # the same question after the verifier: is it still the server the agent had?
-        )
+        notes: list[str] = []
+        watch = DataWatch(h, login, not shared, notes)
+        quiesce = functools.partial(same_server, login, started, watch)
+        watch.start()
+        try:
+            yield TrialEnv(
+                state_dir,
+                self.server_command(login, zygote=zygote),
+                login.env(),
+                [login.database],
+                quiesce=quiesce,
+                recheck=quiesce,  # the same question after the verifier: is it still the server the agent had?
+                notes=notes,
+            )
+        finally:
+            await watch.stop()
 
     @asynccontextmanager
     async def spare(self, state_dir: Path, resource: Any) -> AsyncIterator[Spare]:
@@ -725,6 +820,7 @@ class DatabaseSpare(Spare):
     @asynccontextmanager
     async def claim(self, task: Task) -> AsyncIterator[TrialEnv]:
         try:
-            yield await self.service._fill(task, self.h, self.login, self.state_dir, zygote=self.h.zygote)
+            async with self.service._filled(task, self.h, self.login, self.state_dir, zygote=self.h.zygote) as env:
+                yield env
         finally:
             await asyncio.to_thread(drop_trial, self.h, self.login.database, self.login.user)
