@@ -342,10 +342,10 @@ def data_limit_bytes() -> int:
     return (int(raw) if raw.isdigit() and int(raw) > 0 else DATA_LIMIT_MB) << 20
 
 
-def data_size(h: ClusterHandle, database: str, whole_cluster: bool) -> int:
+def data_size(conn: Any, database: str, whole_cluster: bool) -> int:
     """Bytes on disk of the trial's database, or of every database of a trial's own cluster (its superuser agent
     may create more)."""
-    with contextlib.closing(h.connect()) as conn, conn.cursor() as cur:
+    with conn.cursor() as cur:
         if whole_cluster:
             cur.execute("SELECT coalesce(sum(pg_database_size(oid)), 0) FROM pg_database")
         else:
@@ -384,6 +384,23 @@ class DataWatch:
         self.limit = data_limit_bytes()
         self.tripped = False
         self._task: asyncio.Task[None] | None = None
+        self._conn: Any = None  # one session for the trial's polls, not a connection a second
+
+    def _size(self) -> int:
+        try:
+            if self._conn is None:
+                self._conn = self.h.connect()
+                self._conn.autocommit = True
+            return data_size(self._conn, self.login.database, self.whole_cluster)
+        except Exception:
+            self._close()
+            raise
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._watch())
@@ -393,17 +410,19 @@ class DataWatch:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+        await asyncio.to_thread(self._close)
 
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(DATA_WATCH_PERIOD_S)
             try:
-                size = await asyncio.to_thread(data_size, self.h, self.login.database, self.whole_cluster)
+                size = await asyncio.to_thread(self._size)
             except Exception:  # noqa: BLE001 - a server that is gone is for same_server to report
                 continue
             if size <= self.limit:
                 continue
             self.tripped = True
+            await asyncio.to_thread(self._close)
             what = "its cluster's databases" if self.whole_cluster else "its database"
             self.notes.append(
                 f"the agent was cut off: {what} reached {size >> 20} MB, over the {self.limit >> 20} MB a trial may "
