@@ -14,6 +14,7 @@ from .spec import (
     Limits,
     ModelSpec,
     ProviderPolicy,
+    SpecError,
     ToolCallSettings,
     canonical_hash,
 )
@@ -111,6 +112,26 @@ def task_weight(task: Task) -> int:
         return 0
 
 
+MAX_TRIALS = 100_000  # a sweep is a few thousand trials; past this the plan alone costs minutes and gigabytes
+
+
+def check_plan_size(run: EvalRun, tasks: int, slices: int) -> None:
+    """Refuse a plan of more than MAX_TRIALS trials (models x tasks' slices x attempts), naming the factors,
+    before any of it is built: a 200 KB spec could ask for millions, held in memory, in plan.json and in the
+    operator's status."""
+    models, attempts = len(run.spec.models), run.spec.attempts
+    total = models * slices * attempts
+    if total > MAX_TRIALS:
+        shards = f" in {slices:,} shard(s)" if slices != tasks else ""
+        raise SpecError(
+            [
+                f"spec: {models:,} model(s) x {tasks:,} task(s){shards} x {attempts} attempt(s) = {total:,} trials; "
+                f"at most {MAX_TRIALS:,} are allowed in one run: select fewer models or tasks (tasks.include, "
+                "tasks.categories), lower attempts (or raise toolcalls.shardSize), or split the sweep into runs"
+            ]
+        )
+
+
 def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path | None = None) -> list[TrialSpec]:
     """models x tasks x attempts in launch order.
 
@@ -120,9 +141,11 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
     rate limits spread out.
     """
     ordered = sorted(tasks, key=lambda t: (-task_weight(t), t.id))
+    cuts = {task.id: shards_of(run, task) for task in ordered}
+    check_plan_size(run, len(ordered), sum(len(c) for c in cuts.values()))
     out = []
     for task in ordered:
-        shards = shards_of(run, task)
+        shards = cuts[task.id]
         params = service_params(task)
         settings = (run.spec.toolcalls or ToolCallSettings()) if shards != [None] else None
         for shard in shards:

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -302,19 +303,36 @@ def dumps_mcpmark(obj: Any) -> bytes:
     return json.dumps(obj, indent=2, ensure_ascii=False).encode("utf-8")
 
 
+MIN_SECRET_CHARS = 6
+
+
+def secret_forms(secrets: list[str]) -> list[str]:
+    """Every form in which a secret may be written: as is, JSON-escaped (``"`` and ``\\`` escaped, non-ASCII as
+    is or as ``\\uXXXX``; once, or twice for JSON inside a JSON string) and URL-encoded (``%XX``, ``+`` for a
+    space). Longest first, so a form is replaced before a shorter one inside it. Keys from MIN_SECRET_CHARS
+    characters: shorter ones are local servers' dummies (``x``, vLLM's ``EMPTY``), no provider issues one, and
+    replacing every ``text`` or ``EMPTY`` would break the records' JSON (a key name replaced)."""
+    forms: set[str] = set()
+    for s in secrets:
+        if not s or len(s) < MIN_SECRET_CHARS:
+            continue
+        escaped = [json.dumps(s, ensure_ascii=a)[1:-1] for a in (False, True)]
+        twice = [json.dumps(e, ensure_ascii=a)[1:-1] for e in escaped for a in (False, True)]
+        forms.update([s, *escaped, *twice, quote(s, safe=""), quote_plus(s, safe=""), quote(s)])
+    return sorted(forms, key=lambda f: (-len(f), f))
+
+
 def redact_text(text: str | None, secrets: list[str]) -> str | None:
     """``redact`` for a string kept in memory (an error message shown by the launcher)."""
     if text is None:
         return None
-    for s in secrets:
-        if s and len(s) >= 6:
-            text = text.replace(s, "[REDACTED]")
+    for s in secret_forms(secrets):
+        text = text.replace(s, "[REDACTED]")
     return text
 
 
 def redact(data: bytes, secrets: list[str]) -> bytes:
     """Last line of defence: a secret value that slipped into any text never reaches storage."""
-    for s in secrets:
-        if s and len(s) >= 6:
-            data = data.replace(s.encode(), b"[REDACTED]")
+    for s in secret_forms(secrets):
+        data = data.replace(s.encode(), b"[REDACTED]")
     return data

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -25,6 +26,10 @@ KIND = "EvalRun"
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 ENV_VAR_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# The largest integer a field takes when nothing smaller is meaningful: the API server (and every JSON parser
+# that reads numbers as doubles) keeps integers exactly only up to 2**53 - 1, and the operator sums timeouts into
+# a pod's int64 activeDeadlineSeconds, which three of these cannot overflow.
+INT_MAX = 2**53 - 1
 
 
 class SpecModel(BaseModel):
@@ -58,9 +63,9 @@ class ModelParams(SpecModel):
 
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
-    max_tokens: int | None = Field(default=None, ge=1, description="Max output tokens per LLM call.")
+    max_tokens: int | None = Field(default=None, ge=1, le=INT_MAX, description="Max output tokens per LLM call.")
     reasoning_effort: ReasoningEffort | None = None
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=-INT_MAX, le=INT_MAX)
 
     def litellm_kwargs(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump(by_alias=False).items() if v is not None}
@@ -88,7 +93,7 @@ class ModelSpec(SpecModel):
     )
     params: ModelParams = Field(default_factory=ModelParams)
     concurrency: int | None = Field(
-        default=None, ge=1, description="Max trials of this model in flight; overrides concurrency.perModel."
+        default=None, ge=1, le=10_000, description="Max trials of this model in flight; overrides concurrency.perModel."
     )
 
     @model_validator(mode="before")
@@ -107,6 +112,11 @@ class ModelSpec(SpecModel):
     @classmethod
     def _api_base(cls, v: str | None) -> str | None:
         return check_no_credentials(v)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        return check_no_secret_text(v)
 
     @model_validator(mode="after")
     def _one_key_source(self) -> ModelSpec:
@@ -197,9 +207,9 @@ class Limits(SpecModel):
     """Per-trial limits; defaults are MCPMark's."""
 
     max_turns: int = Field(default=100, ge=1, le=10_000)
-    timeout_seconds: int = Field(default=3600, ge=1, description="Whole agent run.")
-    tool_call_timeout_seconds: int = Field(default=60, ge=1)
-    verifier_timeout_seconds: int = Field(default=300, ge=1)
+    timeout_seconds: int = Field(default=3600, ge=1, le=INT_MAX, description="Whole agent run.")
+    tool_call_timeout_seconds: int = Field(default=60, ge=1, le=INT_MAX)
+    verifier_timeout_seconds: int = Field(default=300, ge=1, le=INT_MAX)
     llm_retries: int = Field(
         default=5,
         ge=0,
@@ -213,6 +223,7 @@ class Limits(SpecModel):
     llm_timeout_seconds: int | None = Field(
         default=None,
         ge=1,
+        le=INT_MAX,
         description=(
             "One LLM call: no reply within it is a provider hang, retried. Default: half of timeoutSeconds, as "
             "MCPMark's agent waits (1800 s of its 3600 s), so a reasoning model's long call is no hang. Must be "
@@ -271,6 +282,7 @@ class ProviderPolicy(SpecModel):
     model_retry_budget: int | None = Field(
         default=1000,
         ge=0,
+        le=INT_MAX,
         description=(
             "LLM retries the trials of one model may spend, counted from when its launches (re)started (a "
             "`mcpfleet run`, an operator start, a spec edit). When exceeded, no more of its trials are launched: "
@@ -281,7 +293,7 @@ class ProviderPolicy(SpecModel):
 
 class Concurrency(SpecModel):
     total: int = Field(default=4, ge=1, le=10_000, description="Max trials in flight for the run.")
-    per_model: int | None = Field(default=None, ge=1, description="Max trials in flight per model.")
+    per_model: int | None = Field(default=None, ge=1, le=10_000, description="Max trials in flight per model.")
 
 
 RETRY_WAIT_MAX_SECONDS = 3600.0  # the longest wait before a trial's retry (the doubling stops there)
@@ -306,6 +318,7 @@ class Retries(SpecModel):
     backoff_limit: int | None = Field(
         default=None,
         ge=0,
+        le=INT_MAX,
         description=(
             "Operator: infrastructure failures in a row (no trial recorded in between) after which the run "
             "stops as Failed (BackoffLimitExceeded), like a Job's backoffLimit: a bad image or a missing Secret "
@@ -357,6 +370,26 @@ class Output(SpecModel):
 
 
 SECRET_QUERY = re.compile(r"(key|token|secret|password|passwd|signature|credential|auth)", re.IGNORECASE)
+# What an API key looks like where no key belongs (a model string, a URL's path): a parameter named like one
+# (api_key=..., token:...), or a part starting as providers' keys do (sk-..., AKIA..., ghp_..., AIza..., hf_...).
+SECRET_TEXT = re.compile(
+    r"(?<![a-z0-9])(api[-_]?key|key|token|secret|password|passwd|signature|credential|auth)[^/=:&;?#]{0,20}[=:]"
+    r"|(^|[/=:?&;#@,])(?-i:sk-|sk_|rk_|AKIA[0-9A-Z]{12}|ASIA[0-9A-Z]{12}|ghp_|gho_|github_pat_|glpat-|xox[abpr]-"
+    r"|AIza|hf_|gsk_)",
+    re.IGNORECASE,
+)
+
+
+def check_no_secret_text(text: str) -> str:
+    """Refuse a model string that carries what looks like a key: it is copied into run.json, every record, the
+    EvalRun and its pods. A scripted model's options (``scripted/oracle?key=...&fault=auth``) are test settings
+    of mcpfleet's own server, no credential."""
+    if not text.startswith("scripted/") and SECRET_TEXT.search(text):
+        raise ValueError(
+            "looks like it carries a credential (a key=value or a key such as sk-...); give the bare model string "
+            "and put the key in the environment variable named by apiKeyEnv (or apiKeySecretRef in a cluster)"
+        )
+    return text
 
 
 def shown_url(url: str) -> str:
@@ -379,7 +412,7 @@ def check_no_credentials(url: str | None) -> str | None:
     every trial pod. Secrets go through apiKeyEnv or a Secret reference."""
     if url is None:
         return None
-    from urllib.parse import parse_qsl, urlsplit
+    from urllib.parse import parse_qsl, unquote, urlsplit
 
     try:
         parts = urlsplit(url)
@@ -392,7 +425,22 @@ def check_no_credentials(url: str | None) -> str | None:
             f"'{shown_url(url)}' embeds credentials (user-info before '@'); put the key in the environment "
             "variable named by apiKeyEnv (or apiKeySecretRef in a cluster) and give the URL without it"
         )
-    named = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if SECRET_QUERY.search(k)})
+    try:
+        parts.port  # noqa: B018 - reading it checks it: every call would fail on a port out of 0..65535
+    except ValueError:
+        raise ValueError(
+            f"'{parts.scheme}://{parts.hostname}:...' has no valid port (a number 1-65535); fix the port"
+        ) from None
+    bare = f"{parts.scheme}://{parts.netloc}"
+    if parts.fragment:  # never sent to the server: no use but to hide a key
+        raise ValueError(f"'{bare}/...#***' has a #fragment, which is never sent; give the URL without it")
+    if SECRET_TEXT.search(unquote(parts.path)):
+        raise ValueError(
+            f"'{bare}/***' looks like it carries credentials in its path; use apiKeyEnv or apiKeySecretRef for "
+            "keys, and credentialsSecretRef or the environment for S3"
+        )
+    query = parts.query.replace(";", "&")  # servers that split parameters at ';' too would read a key there
+    named = sorted({k for k, _ in parse_qsl(query, keep_blank_values=True) if SECRET_QUERY.search(k)})
     if named:
         raise ValueError(
             f"'{shown_url(url)}' carries credentials in its query ({', '.join(named)}); use apiKeyEnv or "
@@ -408,7 +456,27 @@ def _check_s3_uri(v: str) -> None:
         raise ValueError("s3 URI must be s3://<bucket>/<prefix> with a valid bucket name")
 
 
-QUANTITY = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
+# Kubernetes' quantity grammar (k8s.io/apimachinery resource.Quantity), without the sign a resource may not have:
+# a number, then a binary suffix (Ki..Ei), a decimal one (n, u, m, k, M..E) or an exponent (e3, E-2).
+QUANTITY = r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"
+_QUANTITY_SCALE = {
+    **{s: 1024**i for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)},
+    **{s: 1000**i for i, s in enumerate(("k", "M", "G", "T", "P", "E"), 1)},
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+}
+
+
+def quantity_value(q: str) -> Decimal:
+    """The value of a Kubernetes quantity (matching QUANTITY): '500m' -> 0.5, '1Gi' -> 1073741824."""
+    m = re.fullmatch(QUANTITY, q)
+    if m is None:
+        raise ValueError(f"'{q[:40]}' is not a Kubernetes quantity (e.g. 500m, 2, 1Gi)")
+    number, suffix = Decimal(m.group(1)), m.group(3) or ""
+    if suffix[1:] and suffix[:1] in ("e", "E") and suffix != "Ei":  # an exponent; "E" alone is exa, "Ei" exbi
+        return number.scaleb(int(suffix[1:]))
+    return number * _QUANTITY_SCALE.get(suffix, 1)
 
 
 class Resources(SpecModel):
@@ -421,9 +489,23 @@ class Resources(SpecModel):
     @classmethod
     def _quantities(cls, v: dict[str, str]) -> dict[str, str]:
         for key, q in v.items():
-            if not re.match(QUANTITY, str(q)):
-                raise ValueError(f"{key}: '{q}' is not a Kubernetes quantity (e.g. 500m, 2, 1Gi)")
+            try:
+                quantity_value(str(q))
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from None
         return v
+
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> Resources:
+        # The API server refuses such a pod at creation: every trial of the run would fail the same way.
+        for key, limit in self.limits.items():
+            request = self.requests.get(key)
+            if request is not None and quantity_value(request) > quantity_value(limit):
+                raise ValueError(
+                    f"requests.{key} ({request}) is more than limits.{key} ({limit}); the API server refuses such "
+                    f"a pod: lower the request or raise the limit"
+                )
+        return self
 
 
 class PodSettings(SpecModel):
@@ -459,16 +541,50 @@ class PodSettings(SpecModel):
         description="sizeLimit of each scratch emptyDir (state, /tmp, task): a trial filling it is evicted.",
     )
     service_account_name: str | None = Field(default=None, pattern=DNS_LABEL)
-    node_selector: dict[str, str] = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels a trial pod must run on (label keys and values)."
+    )
     pending_timeout_seconds: int = Field(
         default=600,
         ge=10,
+        le=INT_MAX,
         description=(
             "A trial pod still Pending after this long (unschedulable, image pull failure) is an infrastructure "
             "error and is retried. Pending, as Kubernetes counts it, includes pulling images and the init "
             "containers (materialising the state, fetching an s3:// pack's task), so leave room for them."
         ),
     )
+
+    @field_validator("node_selector")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        # The API server refuses a pod whose nodeSelector is no label: every trial of the run would fail alike.
+        for key, value in v.items():
+            if problem := label_key_problem(key):
+                raise ValueError(f"key '{key[:80]}': {problem}")
+            if value and not (len(value) <= 63 and re.fullmatch(LABEL_NAME, value)):
+                raise ValueError(
+                    f"{key}: value '{value[:80]}' is not a label value: at most 63 letters, digits, '-', '_' or '.', "
+                    "starting and ending with a letter or digit (or empty)"
+                )
+        return v
+
+
+LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why ``key`` is no Kubernetes label key ([prefix/]name), or None."""
+    prefix, _, name = key.rpartition("/")
+    if not (len(name) <= 63 and re.fullmatch(LABEL_NAME, name)):
+        return (
+            "not a label key: [prefix/]name, the name at most 63 letters, digits, '-', '_' or '.', starting and "
+            "ending with a letter or digit"
+        )
+    if "/" in key and not (len(prefix) <= 253 and re.fullmatch(DNS_SUBDOMAIN, prefix)):
+        return "not a label key: its prefix (before '/') must be a DNS subdomain (e.g. node.kubernetes.io)"
+    return None
 
 
 class JudgeSettings(SpecModel):
@@ -489,6 +605,11 @@ class JudgeSettings(SpecModel):
     @classmethod
     def _api_base(cls, v: str | None) -> str | None:
         return check_no_credentials(v)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        return check_no_secret_text(v)
 
     @model_validator(mode="after")
     def _one_key_source(self) -> JudgeSettings:
@@ -523,8 +644,11 @@ RESULT_FIELDS = ("models", "tasks", "attempts", "agent", "limits", "toolcalls") 
 FROZEN_OUTPUT = ("uri", "endpoint_url")
 
 
+MAX_MODELS = 1000  # models in one run; the plan's size (models x tasks x attempts) is capped as well
+
+
 class EvalRunSpec(SpecModel):
-    models: list[ModelSpec] = Field(min_length=1)
+    models: list[ModelSpec] = Field(min_length=1, max_length=MAX_MODELS)
     tasks: TaskSelection = Field(default_factory=TaskSelection)
     attempts: int = Field(default=1, ge=1, le=100, description="k: independent attempts per (model, task).")
     agent: AgentKind = Field(
@@ -551,6 +675,7 @@ class EvalRunSpec(SpecModel):
     ttl_seconds_after_finished: int | None = Field(
         default=None,
         ge=0,
+        le=INT_MAX,
         description=(
             "Operator: delete the EvalRun (and so its pods) this long after it finished, Succeeded or Failed, "
             "like a Job's; its records and summary.json stay in spec.output. Unset: kept."
@@ -559,6 +684,7 @@ class EvalRunSpec(SpecModel):
     active_deadline_seconds: int | None = Field(
         default=None,
         gt=0,
+        le=INT_MAX,
         description=(
             "Operator: like a Job's, the longest the run may be active, counted from status.startedAt (which a "
             "resume from suspend resets, so suspended time does not count); past it the run's pods are deleted "
@@ -683,6 +809,7 @@ def _explain(err: ErrorDetails) -> str:
         "less_than_equal": "must be <= {le}",
         "less_than": "must be < {lt}",
         "too_short": "must have at least {min_length} item(s)",
+        "too_long": "must have at most {max_length} item(s)",
         "string_too_short": "must not be empty",
         "string_too_long": "must be at most {max_length} characters",
         "string_pattern_mismatch": "must match {pattern}",
@@ -696,6 +823,8 @@ def _explain(err: ErrorDetails) -> str:
             text = msg
         if kind == "string_pattern_mismatch" and ctx.get("pattern") == DNS_LABEL:
             text = "must be a DNS label: lowercase letters, digits and '-', starting and ending alphanumeric"
+        elif kind == "string_pattern_mismatch" and ctx.get("pattern") == QUANTITY:
+            text = "must be a Kubernetes quantity, e.g. 500m, 2, 1Gi (no sign, no other suffix)"
         return text
     if kind == "value_error":
         return str(ctx.get("error", msg)).removeprefix("Value error, ")
@@ -733,7 +862,10 @@ def _size_problems(data: dict[str, Any]) -> list[str]:
         expanded_nodes(data)
     except YAMLLimitError as exc:
         return [f"(root): refused: {exc}"]
-    spec_size = len(json.dumps(data.get("spec"), default=str))
+    try:
+        spec_size = len(json.dumps(data.get("spec"), default=str))
+    except (ValueError, OverflowError):  # an int of more than 4,300 digits cannot be written as text
+        return ["(root): refused: a number with more than 4,300 digits; no field takes one"]
     if spec_size > MAX_SPEC_BYTES:
         problems.append(f"spec: {spec_size:,} bytes as JSON; at most {MAX_SPEC_BYTES:,} are allowed")
     meta = data.get("metadata")
@@ -757,7 +889,11 @@ def parse_evalrun(data: Any, source: str | None = None) -> EvalRun:
         # Strict, as the API server's schema is: `attempts: true`, `attempts: "3"` or `suspend: "yes"` is refused
         # by kubectl apply, so it is refused here too instead of running 1 attempt. JSON mode: enums are their
         # values; anything YAML decodes beyond JSON (an unquoted date) arrives as its text, as kubectl sends it.
-        return EvalRun.model_validate_json(json.dumps(data, default=str), strict=True)
+        text = json.dumps(data, default=str)
+    except (ValueError, OverflowError):  # an int of more than 4,300 digits (in metadata: spec was sized above)
+        raise SpecError(["(root): refused: a number with more than 4,300 digits; no field takes one"], source) from None
+    try:
+        return EvalRun.model_validate_json(text, strict=True)
     except ValidationError as exc:
         raise SpecError(format_validation_error(exc), source) from None
 

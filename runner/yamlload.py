@@ -14,6 +14,8 @@ import yaml
 
 MAX_FILE_BYTES = 1024 * 1024  # the Kubernetes API server refuses objects much above this anyway
 MAX_NODES = 100_000  # an EvalRun with 1,000 models and include patterns stays well below
+MAX_INT_DIGITS = 4_300  # Python's int <-> text conversion limit (sys.get_int_max_str_digits())
+MAX_INT = 10**MAX_INT_DIGITS
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -40,9 +42,44 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """An int, refused (naming its line) past 4,300 digits: Python cannot turn such an int into text (it
+        raises a ValueError from json.dumps or str()), and no field of an EvalRun takes one. Hex and base-60
+        forms are parsed without that limit, so the size is checked on the value, not the text."""
+        try:
+            value: int = super().construct_yaml_int(node)
+        except ValueError:
+            value = MAX_INT  # a decimal of too many digits: int() refuses it
+        if abs(value) >= MAX_INT:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a number with more than {MAX_INT_DIGITS:,} digits; no field takes one", node.start_mark
+            )
+        return value
+
+    def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
+        """A date or time, refused (naming its line) when it is no real one (``2024-13-45``): the base loader
+        raises a plain ValueError."""
+        try:
+            return super().construct_yaml_timestamp(node)
+        except (ValueError, OverflowError) as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"not a valid date or time ({exc}); quote it to give it as text", node.start_mark
+            ) from None
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:timestamp", _UniqueKeyLoader.construct_yaml_timestamp)
+
 
 class YAMLLimitError(ValueError):
     """The document is too large (in bytes or once its aliases are expanded) or too deeply nested."""
+
+
+def _expanded_message(limit: int) -> str:
+    return (
+        f"the document expands to more than {limit:,} values (nested aliases, a 'billion laughs'?); "
+        "write it without YAML anchors/aliases"
+    )
 
 
 def expanded_nodes(value: Any, budget: int = MAX_NODES) -> int:
@@ -54,10 +91,7 @@ def expanded_nodes(value: Any, budget: int = MAX_NODES) -> int:
         item = stack.pop()
         count += 1
         if count > budget:
-            raise YAMLLimitError(
-                f"the document expands to more than {budget:,} values (nested aliases, a 'billion laughs'?); "
-                "write it without YAML anchors/aliases"
-            )
+            raise YAMLLimitError(_expanded_message(budget))
         if isinstance(item, dict):
             stack.extend(item.keys())
             stack.extend(item.values())
@@ -75,9 +109,14 @@ def load_all(text: str, max_bytes: int = MAX_FILE_BYTES, max_nodes: int = MAX_NO
         docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]  # noqa: S506 - safe
     except RecursionError:
         raise YAMLLimitError("the document is nested too deeply") from None
+    except (ValueError, OverflowError) as exc:  # a value the loader cannot build (its constructors above name most)
+        raise YAMLLimitError(f"a value YAML cannot convert: {str(exc)[:200]}") from None
     budget = max_nodes
     for doc in docs:
-        budget -= expanded_nodes(doc, budget)
+        try:
+            budget -= expanded_nodes(doc, budget)
+        except YAMLLimitError:  # say the whole limit, not what the documents before this one left of it
+            raise YAMLLimitError(_expanded_message(max_nodes)) from None
     return docs
 
 
