@@ -49,6 +49,19 @@ def shown_path(location: Path | str) -> str:
         return str(path)
 
 
+SCRIPTED_FAILED = "scripted model server "  # how ScriptedServerProcess's start failure begins
+
+
+def scripted_failure(text: str) -> str:
+    """The scripted model server's start failure (its message, then its stderr: a traceback) in one line: what
+    happened and the error it ended with (a task file it could not read)."""
+    head, _, stderr = text.partition("\n")
+    lines = [line.strip() for line in stderr.splitlines() if line.strip() and line.strip() != "stderr:"]
+    cause = lines[-1] if lines else ""
+    said = f": {cause}" if cause and cause != "(empty)" else ""
+    return f"{head.removesuffix('; stderr:')}{said}; check the pack with: mcpfleet tasks validate <pack>"
+
+
 def _fail(message: str, code: int = 2) -> NoReturn:
     err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
@@ -88,6 +101,10 @@ def run(
             "and run the same command again.",
             LOST_EXIT,
         )
+    except RuntimeError as exc:
+        if not str(exc).startswith(SCRIPTED_FAILED):
+            raise
+        _fail(scripted_failure(str(exc)))
     console.print(summary_table(summary))
     if mixed := mixed_harness(summary):
         err.print(f"[yellow]note:[/] {escape(mixed)}", highlight=False, soft_wrap=True)
@@ -156,22 +173,35 @@ def trial(
     Exit code 0 means the record was stored (whatever the outcome); non-zero means it was not."""
     import os
 
+    from pydantic import ValidationError
+
     from .plan import TrialSpec, plan
     from .services import run_resources
     from .spec import Output
-    from .store import open_store
+    from .store import StoreError, open_store
     from .trial import TrialContext, run_trial
 
     if evalrun is None:
         raw = os.environ.get("MCPFLEET_TRIAL")
         if not raw:
             _fail("give an EvalRun file with --model/--task/--attempt, or set MCPFLEET_TRIAL (pods)")
-        chosen = TrialSpec.model_validate_json(raw)
+        try:
+            chosen = TrialSpec.model_validate_json(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first.get("loc", ())) or "(root)"
+            _fail(
+                f"MCPFLEET_TRIAL: not a trial the operator wrote ({exc.error_count()} problem(s); first, at {where}: "
+                f"{first.get('msg', '')}); unset it and give an EvalRun file with --model/--task/--attempt"
+            )
         output = Output(
             uri=os.environ.get("MCPFLEET_OUTPUT_URI", "runs"),
             endpoint_url=os.environ.get("MCPFLEET_OUTPUT_ENDPOINT_URL") or None,
         )
-        store = open_store(output, chosen.run, Path.cwd(), run_uid=os.environ.get("MCPFLEET_RUN_UID") or None)
+        try:
+            store = open_store(output, chosen.run, Path.cwd(), run_uid=os.environ.get("MCPFLEET_RUN_UID") or None)
+        except (SpecError, StoreError) as exc:
+            _fail(str(exc))
     else:
         if not model or not task:
             _fail("--model and --task are required with an EvalRun file")
@@ -182,12 +212,15 @@ def trial(
                 for t in plan(spec, evalrun.resolve().parent)
                 if t.model.name == model and t.task_id == task and t.attempt == attempt and (t.shard or 0) == shard
             ]
-        except (SpecError, TaskError) as exc:
+        except (SpecError, TaskError, StoreError) as exc:
             _fail(str(exc))
         if not trials:
             _fail(f"no trial (model={model}, task={task}, attempt={attempt}) in the plan of {evalrun}")
         chosen = trials[0]
-        store = open_store(spec.spec.output, spec.name, evalrun.resolve().parent)
+        try:
+            store = open_store(spec.spec.output, spec.name, evalrun.resolve().parent)
+        except (SpecError, StoreError) as exc:
+            _fail(str(exc))
     if tasks_root is not None:
         chosen = chosen.model_copy(update={"tasks_root": str(tasks_root), "states_path": None})
     infra_attempt = int(os.environ.get("MCPFLEET_INFRA_ATTEMPT", "1"))
@@ -344,12 +377,13 @@ def validate(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")]
     """Validate an EvalRun and print its plan size, without running anything."""
     from .plan import plan
     from .preflight import credential_problems, preflight
+    from .store import StoreError
 
     try:
         spec = load_evalrun(evalrun)
         preflight(spec, evalrun.resolve().parent, os.environ, local=False)
         trials = plan(spec, evalrun.resolve().parent)
-    except (SpecError, TaskError) as exc:
+    except (SpecError, TaskError, StoreError) as exc:
         _fail(str(exc))
     tasks = len({t.task_id for t in trials})
     console.print(
@@ -478,18 +512,26 @@ def tasks_list(path: Annotated[Path, typer.Argument(help="Task pack root.")] = D
     table = Table(title=f"{len(found)} tasks in {path}")
     for col in ("id", "difficulty", "oracle", "words"):
         table.add_column(col)
+    broken = []
     for t in found:
-        table.add_row(
-            t.id, str(t.meta.get("difficulty", "")), "yes" if t.has_oracle else "no", str(len(t.description.split()))
-        )
+        try:
+            difficulty, words = str(t.meta.get("difficulty", "")), str(len(t.description.split()))
+        except (TaskError, OSError) as exc:  # listed all the same; the reason is printed below the table
+            difficulty = words = "?"
+            broken.append(str(exc) if isinstance(exc, TaskError) else f"{t.id}: unreadable: {exc}")
+        table.add_row(t.id, difficulty, "yes" if t.has_oracle else "no", words)
     console.print(table)
+    for problem in broken:
+        err.print(f"[yellow]warning:[/] {escape(problem)}", highlight=False, soft_wrap=True)
+    if broken:
+        err.print(f"check with: mcpfleet tasks validate {escape(str(path))}", highlight=False, soft_wrap=True)
 
 
 @tasks_app.command("validate")
 def tasks_validate(
     path: Annotated[Path, typer.Argument(help="Task pack root or one task folder.")] = DEFAULT_TASKS,
     states: Annotated[Path | None, typer.Option(help="States folder for foreign packs.")] = None,
-    concurrency: int = 2,
+    concurrency: Annotated[int, typer.Option(min=1, help="Trials (oracle, no-op, mutants) run at once.")] = 2,
 ) -> None:
     """Check files, meta.json and mutants.json, then that the oracle passes and that the no-op agent and every
     mutant (a plausible wrong end state) fail."""

@@ -104,6 +104,9 @@ def state_problems(run: EvalRun, base_dir: Path) -> list[str]:
     more = [f"... and {len(problems) - 10} more"] if len(problems) > 10 else []
     head = f"spec.tasks: {len(problems)} selected task(s) have no initial state; set tasks.statesPath to the folder"
     fix = " holding them (or replace a broken state file named below), or narrow the selection"
+    if not all("not found" in p for p in problems):  # a state that is there but cannot be used (a device, a link out)
+        head = f"spec.tasks: {len(problems)} selected task(s) have an initial state that cannot be used"
+        fix = "; fix each state as named below (nothing was run), or narrow the selection"
     return ["\n  ".join([head + fix, *problems[:10], *more])]
 
 

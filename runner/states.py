@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,9 +22,16 @@ from .tasks import Task, TaskError
 DEFAULT_TIME = datetime(2025, 1, 1, tzinfo=UTC).timestamp()
 ROOT_KEY = "."
 DEFAULT_KEY = "*"
+# A state is copied whole into every trial: its apparent size (a sparse file counts at its full length) and its
+# entry count (links followed, as the copy follows them) are capped so a small pack cannot fill a disk.
+MAX_STATE_BYTES = 1024**3
+MAX_STATE_ENTRIES = 100_000
+MAX_TIMES_BYTES = 16 * 1024**2
 
 
-def _parse_time(value: str, where: str) -> float:
+def _parse_time(value: object, where: str) -> float:
+    if not isinstance(value, str):
+        raise TaskError(f"{where}: {value!r:.80} is not a time; write an ISO-8601 UTC string like 2025-01-01T00:00:00Z")
     try:
         dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -34,9 +42,21 @@ def _parse_time(value: str, where: str) -> float:
 
 
 def load_times(path: Path) -> dict[str, float]:
+    """A ``<category>.times.json``: a JSON object of relative path -> ISO-8601 UTC time; TaskError naming the file
+    when it is anything else."""
     if not path.is_file():
         return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
+    if path.stat().st_size > MAX_TIMES_BYTES:
+        raise TaskError(f"{path}: larger than {MAX_TIMES_BYTES // 1024**2} MiB; list only the paths whose time matters")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:  # not UTF-8, not JSON, an integer of more than 4,300 digits
+        raise TaskError(f"{path}: not valid JSON ({exc}); it maps relative paths to ISO-8601 UTC times") from None
+    if not isinstance(data, dict):
+        raise TaskError(
+            f'{path}: must hold a JSON object of relative path -> time ({{"notes/a.txt": "2025-01-01T00:00:00Z"}}), '
+            f"not {type(data).__name__}"
+        )
     return {rel: _parse_time(ts, f"{path}:{rel}") for rel, ts in data.items()}
 
 
@@ -52,29 +72,93 @@ def contained(path: Path, within: Path, what: str = "initial state") -> Path:
     return real
 
 
-def check_links(source: Path) -> None:
-    """Refuse a state holding a symbolic link that leads out of it, or a folder link looping back into its
-    own ancestors (copying would never end). Links within the state are copied as what they point to."""
-    contained(source, source.parent)
-    for root, dirnames, filenames in os.walk(source):
-        for name in [*dirnames, *filenames]:
-            p = Path(root, name)
-            if not p.is_symlink():
-                continue
-            real = contained(p, source)
-            if real.is_dir() and (real == Path(root).resolve() or real in Path(root).resolve().parents):
-                raise TaskError(f"initial state {p}: folder link to its own ancestor {real} (a loop)")
+def _kind(mode: int) -> str:
+    kinds = [
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ]
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
-def copy_state(source: Path, dest: Path, times_file: Path | None = None) -> int:
+def check_links(source: Path, bound: Path | None = None) -> tuple[int, int]:
+    """Walk ``source`` as the copy will (following links) and refuse, with a TaskError naming the path, what
+    cannot be copied faithfully and finitely: ``source`` resolving outside ``bound`` (the pack root or
+    ``tasks.statesPath``; by default its parent folder), a symbolic link leading out of the state, dangling or
+    looping back into its own ancestors, anything that is not a regular file or folder (a device such as
+    /dev/zero, a named pipe or a socket would make the copy read for ever or block), and a state larger than
+    ``MAX_STATE_BYTES`` (apparent size) or ``MAX_STATE_ENTRIES`` entries. Returns (entries, bytes)."""
+    real_source = contained(source, source.parent if bound is None else bound)
+    entries = size = 0
+    largest: tuple[int, Path] = (0, source)
+
+    def walk(folder: Path, real: Path, ancestors: tuple[Path, ...]) -> None:
+        nonlocal entries, size, largest
+        try:
+            children = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            raise TaskError(f"initial state {folder}: cannot be listed ({exc.strerror or exc})") from None
+        for entry in children:
+            p = Path(entry.path)
+            entries += 1
+            if entries > MAX_STATE_ENTRIES:
+                raise TaskError(
+                    f"initial state {source}: more than {MAX_STATE_ENTRIES:,} files and folders (links counted as "
+                    "copied); a trial copies the whole state, so trim it"
+                )
+            target = p
+            if entry.is_symlink():
+                target = contained(p, real_source)
+                if not target.exists():
+                    raise TaskError(f"initial state {p}: dangling symbolic link to {target}; remove it")
+            try:
+                st = target.stat()
+            except OSError as exc:
+                raise TaskError(f"initial state {p}: cannot be read ({exc.strerror or exc})") from None
+            if stat.S_ISDIR(st.st_mode):
+                real_dir = target.resolve()
+                if real_dir in ancestors:
+                    raise TaskError(f"initial state {p}: folder link to its own ancestor {real_dir} (a loop)")
+                walk(p, real_dir, (*ancestors, real_dir))
+            elif stat.S_ISREG(st.st_mode):
+                size += st.st_size
+                largest = max(largest, (st.st_size, p))
+                if size > MAX_STATE_BYTES:
+                    raise TaskError(
+                        f"initial state {source}: larger than {MAX_STATE_BYTES // 1024**3} GiB (apparent size, sparse "
+                        f"files counted in full; the largest file is {largest[1]}, {largest[0]:,} bytes); a trial "
+                        "copies the whole state, so trim it"
+                    )
+            else:
+                raise TaskError(
+                    f"initial state {p}: {_kind(st.st_mode)}, not a regular file or folder; a state is copied into "
+                    "every trial, so remove it (or replace it with a regular file)"
+                )
+
+    walk(source, real_source, (real_source,))
+    return entries, size
+
+
+def _copy_file(src: str, dst: str) -> str:
+    """copytree's copy function: only a regular file (the state may have changed since ``check_links``)."""
+    mode = os.stat(src).st_mode
+    if not stat.S_ISREG(mode):
+        raise TaskError(f"initial state {src}: {_kind(mode)}, not a regular file; remove it from the state")
+    return str(shutil.copy2(src, dst))
+
+
+def copy_state(source: Path, dest: Path, times_file: Path | None = None, bound: Path | None = None) -> int:
     """Copy ``source`` into the (empty or missing) ``dest`` with its times, then apply the times file's
-    overrides. Returns the file count."""
+    overrides. Returns the file count. ``bound``: what the state must resolve within (see ``check_links``)."""
     if not source.is_dir():
         raise TaskError(f"initial state {source} not found")
-    check_links(source)
-    # copy2 for files and copystat for folders (after their contents): times and modes as in the source.
-    shutil.copytree(source, dest, dirs_exist_ok=True)
+    check_links(source, bound)
+    if times_file is not None and (times_file.exists() or times_file.is_symlink()):
+        contained(times_file, source.parent if bound is None else bound, "file times")
     times = load_times(times_file) if times_file else {}
+    # copy2 for files and copystat for folders (after their contents): times and modes as in the source.
+    shutil.copytree(source, dest, dirs_exist_ok=True, copy_function=_copy_file)
     default = times.pop(DEFAULT_KEY, None)
     files = 0
     dirs: list[Path] = []

@@ -37,6 +37,10 @@ META_FIELDS = (
     "meta_data",
 )
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+# Each name becomes part of a trial id (<model>.<service>.<difficulty>.<category>.<task>[-sNNNN].<attempt>), a folder
+# name, which a file system caps at 255 bytes: with a 40-character model name these bounds leave room to spare.
+MAX_NAME_LENGTH = 64
+MAX_TASK_ID_LENGTH = 160
 ROOT_TOKEN = "{root}"
 MUTANT_KEYS = {"name", "why", "after_oracle", "steps", "answer"}
 NON_TASK_DIRS = {"states", "__pycache__"}
@@ -105,8 +109,18 @@ class Mutant:
 def _load_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+    except ValueError as exc:  # a JSONDecodeError, or an integer of more than 4,300 digits
         raise TaskError(f"{path}: not valid JSON: {exc}") from None
+
+
+def json_kind(value: Any) -> str:
+    """A JSON value's kind as JSON names it, for messages."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    kinds = {list: "an array", str: "a string", int: "a number", float: "a number", dict: "an object"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _parse_steps(path: Path, where: str, steps: list[Any]) -> list[OracleStep]:
@@ -172,6 +186,23 @@ class Task:
     name: str
     path: Path
     state_dir: Path = field(compare=False)  # initial state of the category (may not exist for a foreign pack)
+    states_path: Path | None = field(default=None, compare=False)  # the spec's tasks.statesPath, if any
+
+    @property
+    def pack_root(self) -> Path:
+        """The pack the task was found in (``<root>/<service>/<difficulty>/<category>/<task>``)."""
+        parents = self.path.parents
+        return parents[3] if len(parents) > 3 else self.path
+
+    @property
+    def state_bound(self) -> Path:
+        """What the initial state must resolve within: ``tasks.statesPath`` when given, else the pack root (so a
+        ``states`` folder that is itself a link out of the pack is refused). A task built by hand with a state
+        elsewhere is bounded by its states folder."""
+        if self.states_path is not None:
+            return self.states_path
+        root = self.pack_root
+        return root if self.state_dir.is_relative_to(root) else self.states_folder
 
     @property
     def id(self) -> str:
@@ -179,14 +210,25 @@ class Task:
 
     @cached_property
     def description(self) -> str:
-        return (self.path / "description.md").read_text(encoding="utf-8")
+        path = self.path / "description.md"
+        try:
+            return path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise TaskError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
 
     @cached_property
     def meta(self) -> dict[str, Any]:
-        try:
-            return json.loads((self.path / "meta.json").read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise TaskError(f"{self.path / 'meta.json'}: not valid JSON: {exc}") from None
+        """meta.json, a JSON object; TaskError (naming the file) when it is not one, or when its ``"mcpfleet"``
+        entry (mcpfleet's own settings) is not an object."""
+        path = self.path / "meta.json"
+        data = _load_json(path)
+        if not isinstance(data, dict):
+            raise TaskError(f"{path}: must hold a JSON object ({{...}}), not {json_kind(data)}")
+        if not isinstance(data.get("mcpfleet") or {}, dict):
+            raise TaskError(
+                f'{path}: "mcpfleet" must be an object ({{"key": value, ...}}), not {data["mcpfleet"]!r:.80}'
+            )
+        return data
 
     @property
     def mcpmark_name(self) -> str:
@@ -241,7 +283,7 @@ class Task:
         path = self.path / "oracle.json"
         try:
             data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON, not UTF-8: the oracle's own parse (``oracle``) reports it
             return None
         answer = data.get("answer") if isinstance(data, dict) else None
         return answer if isinstance(answer, str) else None
@@ -257,10 +299,17 @@ class Task:
             if base.is_dir():
                 for f in sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
                     h.update(str(f.relative_to(base)).encode())
-                    h.update(f.read_bytes())
+                    _hash_file(h, f)
             elif base.is_file():
-                h.update(base.read_bytes())
+                _hash_file(h, base)
         return h.hexdigest()[:16]
+
+
+def _hash_file(h: Any, path: Path) -> None:
+    """Feed a file to ``h`` in chunks: a sparse file's apparent size is never held in memory."""
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
 
 
 def discover(root: Path, states_path: Path | None = None) -> list[Task]:
@@ -271,13 +320,19 @@ def discover(root: Path, states_path: Path | None = None) -> list[Task]:
     if not root.is_dir():
         raise TaskError(f"task pack {root} does not exist; set spec.tasks.path to a folder in MCPMark layout")
     tasks = []
-    for desc in sorted(root.glob("*/*/*/*/description.md")):
+    try:
+        found = sorted(root.glob("*/*/*/*/description.md"))
+    except OSError as exc:  # a folder that cannot be listed (`tasks.path: /` reaches /proc)
+        raise TaskError(
+            f"task pack {root}: cannot be read ({exc}); set spec.tasks.path to the pack's root folder (MCPMark layout)"
+        ) from None
+    for desc in found:
         task_dir = desc.parent
         service, difficulty, category, name = task_dir.relative_to(root).parts
         if service in NON_TASK_DIRS or difficulty in NON_TASK_DIRS:
             continue
         state = locate_state(root, states_path, service, category)
-        tasks.append(Task(service, difficulty, category, name, task_dir, state))
+        tasks.append(Task(service, difficulty, category, name, task_dir, state, states_path))
     return tasks
 
 
@@ -382,12 +437,15 @@ def check_selected(tasks: list[Task]) -> None:
     problems = []
     for task in tasks:
         found = check_task_files(task)
-        if not found:
+        for name in ("meta.json", "description.md"):
+            if found:
+                break
             try:
-                if not isinstance(task.meta, dict):
-                    found.append(f"{task.id}: meta.json must hold a JSON object")
-            except (TaskError, OSError, UnicodeDecodeError) as exc:
-                found.append(str(exc) if isinstance(exc, TaskError) else f"{task.id}: meta.json unreadable: {exc}")
+                _ = task.meta if name == "meta.json" else task.description
+            except TaskError as exc:
+                found.append(str(exc))
+            except OSError as exc:
+                found.append(f"{task.id}: {name} unreadable: {exc}")
         problems += found
     if problems:
         head = f"task pack: {len(problems)} problem(s) in the selected tasks; nothing was run"
@@ -409,10 +467,16 @@ def find_task(root: Path, task_id: str, states_path: Path | None = None) -> Task
     parts = task_id.split("/")
     if len(parts) != 4:
         raise TaskError(f"task id '{task_id}' must be <service>/<difficulty>/<category>/<task>")
+    if any(part in ("", ".", "..") for part in parts):
+        raise TaskError(
+            f"task id '{task_id}': an empty, '.' or '..' part would leave the pack; name the task's folders"
+        )
     service, difficulty, category, name = parts
     path = Path(root, *parts)
     if not (path / "description.md").is_file():
         raise TaskError(f"task '{task_id}' not found under {root}")
+    if problem := _outside_pack(path, Path(root), task_id):
+        raise TaskError(problem)
     return Task(
         service,
         difficulty,
@@ -420,6 +484,19 @@ def find_task(root: Path, task_id: str, states_path: Path | None = None) -> Task
         name,
         path=path,
         state_dir=locate_state(Path(root), states_path, service, category),
+        states_path=states_path,
+    )
+
+
+def _outside_pack(path: Path, root: Path, task_id: str) -> str | None:
+    """Why ``path`` (a task folder or file) is not usable: it resolves outside the pack (a symbolic link to a
+    host file: a description sent to the model, a verifier run)."""
+    real, bound = path.resolve(), root.resolve()
+    if real == bound or bound in real.parents:
+        return None
+    return (
+        f"{task_id}: {path} is a symbolic link to {real}, outside the pack {root}; a task pack must be "
+        "self-contained (replace the link with the file it points to)"
     )
 
 
@@ -428,13 +505,29 @@ def check_task_files(task: Task) -> list[str]:
     from .services import SERVICES
 
     problems = []
-    known = SERVICES.get(task.service)
-    for f in known.required_files if known is not None else REQUIRED_FILES:
-        if not (task.path / f).is_file():
-            problems.append(f"{task.id}: missing {f}")
     for part in (task.service, task.difficulty, task.category, task.name):
         if not NAME_RE.match(part):
             problems.append(f"{task.id}: '{part}' must match {NAME_RE.pattern} (it becomes part of trial ids)")
+        elif len(part) > MAX_NAME_LENGTH:
+            problems.append(
+                f"{task.id}: folder name '{part[:20]}...' has {len(part)} characters; rename it to at most "
+                f"{MAX_NAME_LENGTH} (it becomes part of trial ids, which are file names)"
+            )
+    if not problems and len(task.id) > MAX_TASK_ID_LENGTH:
+        problems.append(
+            f"{task.id}: the task id has {len(task.id)} characters; shorten the category or task folder name so it "
+            f"has at most {MAX_TASK_ID_LENGTH} (it becomes part of trial ids, which are file names)"
+        )
+    if problem := _outside_pack(task.path, task.pack_root, task.id):
+        return [*problems, problem]
+    known = SERVICES.get(task.service)
+    files = known.required_files if known is not None else REQUIRED_FILES
+    for f in dict.fromkeys([*files, "oracle.json", "mutants.json"]):
+        path = task.path / f
+        if f in files and not path.is_file():
+            problems.append(f"{task.id}: missing {f}" + (" (it is not a regular file)" if path.exists() else ""))
+        elif (path.exists() or path.is_symlink()) and (problem := _outside_pack(path, task.pack_root, task.id)):
+            problems.append(problem)
     return problems
 
 
@@ -446,9 +539,11 @@ def check_task(task: Task) -> list[str]:
     if problems:
         return problems
     try:
-        meta = task.meta
+        meta, description = task.meta, task.description
     except TaskError as exc:
         return [str(exc)]
+    except OSError as exc:
+        return [f"{task.id}: unreadable: {exc}"]
     missing = [k for k in META_FIELDS if k not in meta]
     if missing:
         problems.append(f"{task.id}: meta.json lacks {', '.join(missing)}")
@@ -458,9 +553,10 @@ def check_task(task: Task) -> list[str]:
         problems.append(
             f"{task.id}: meta.json category_id '{meta.get('category_id')}' differs from folder '{task.category}'"
         )
-    if "mcp" in meta and task.service not in (meta.get("mcp") or []):
+    mcp = meta.get("mcp") or []
+    if "mcp" in meta and (not isinstance(mcp, list) or task.service not in mcp):
         problems.append(f"{task.id}: meta.json mcp {meta.get('mcp')} does not list '{task.service}'")
-    if not task.description.strip():
+    if not description.strip():
         problems.append(f"{task.id}: description.md is empty")
     service = SERVICES.get(task.service)
     if service is None:

@@ -747,7 +747,7 @@ def test_a_broken_backup_state_refuses_the_run_up_front(
         timeout=120,
     )
     assert p.returncode == 2, (p.returncode, p.stderr)
-    assert "replace a broken state file named below" in p.stderr and "warehouse.backup is not a readable" in p.stderr
+    assert "fix each state as named below" in p.stderr and "warehouse.backup is not a readable" in p.stderr
     assert time.monotonic() - started < 30 and not (tmp_path / "runs/pg").exists() and not list(run_dir.iterdir())
 
 

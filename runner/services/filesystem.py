@@ -53,7 +53,7 @@ class FilesystemService(Service):
     def materialise(self, task: Task, dest: Path) -> int:
         from ..states import copy_state
 
-        return copy_state(task.state_dir, dest, task.state_times)
+        return copy_state(task.state_dir, dest, task.state_times, bound=task.state_bound)
 
     def state_files(self, task: Task) -> list[Path]:
         return [task.state_dir, task.state_times]
@@ -62,8 +62,24 @@ class FilesystemService(Service):
         return [category, f"{category}.times.json"]
 
     def check_state(self, task: Task) -> list[str]:
+        """What ``materialise`` would refuse, found before any trial (``validate``, the run's preflight, ``tasks
+        validate``): a missing state, links out of it or looping, a device, pipe or socket in it, a state too
+        large to copy into every trial, and a malformed ``<category>.times.json``."""
+        from ..states import check_links, contained, load_times
+        from ..tasks import TaskError
+
         if not task.state_dir.is_dir():
             return [f"{task.id}: initial state {task.state_dir} not found"]
+        try:
+            check_links(task.state_dir, task.state_bound)
+            times = task.state_times
+            if times.exists() or times.is_symlink():
+                contained(times, task.state_bound, "file times")
+                load_times(times)
+        except TaskError as exc:
+            return [f"{task.id}: {exc}"]
+        except OSError as exc:
+            return [f"{task.id}: initial state {task.state_dir} cannot be read ({exc})"]
         return []
 
 

@@ -690,7 +690,7 @@ class PostgresService(Service):
         else:
             from ..states import contained
 
-            shutil.copyfile(contained(src.path, src.path.parent), dest / src.path.name)
+            shutil.copyfile(contained(src.path, task.state_bound), dest / src.path.name)
         return 1
 
     def state_files(self, task: Task) -> list[Path]:
@@ -710,6 +710,14 @@ class PostgresService(Service):
         if src is None and not (task.path / PREPARE).is_file():
             names = "/".join(f"{task.category}.{ext}" for ext, _ in STATE_KINDS)
             return [f"{task.id}: no initial state ({names} in {task.states_folder}) and no {PREPARE}"]
+        if src is not None:
+            from ..states import contained
+            from ..tasks import TaskError
+
+            try:
+                contained(src.path, task.state_bound)
+            except TaskError as exc:  # a states folder or state file that links out of the pack
+                return [f"{task.id}: {exc}"]
         if src is not None and src.kind == "backup" and (why := backup_problem(src.path)):
             return [f"{task.id}: {why}"]
         return []

@@ -1,0 +1,435 @@
+"""Hostile task packs (review findings 1-3, 5, 7-9, 14): a state holding a device, pipe or socket, a sparse file,
+a state or task file leading out of the pack, broken meta.json / description.md / times.json and odd CLI input
+are refused up front, by `validate`, the run's preflight and `tasks validate`, with one line naming the file:
+never a traceback, never an infra_error on every trial."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, make_tiny_pack
+
+from mcpfleet.runner import states
+from mcpfleet.runner.services import get_service
+from mcpfleet.runner.states import copy_state, load_times
+from mcpfleet.runner.tasks import PackCheckError, Task, TaskError, check_selected, discover, find_task
+
+MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
+SCRIPTED = {"name": "oracle", "model": "scripted/oracle"}
+
+
+def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    return subprocess.run(
+        [str(MCPFLEET), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={**base, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def write_run(folder: Path, spec: dict, name: str = "hostile") -> Path:
+    path = folder / f"{name}.yaml"
+    body = {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": name}, "spec": spec}
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def assert_clean_error(out: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
+    assert "Traceback" not in out.stdout + out.stderr
+    for needle in needles:
+        assert needle in flat(out.stderr), out.stderr
+
+
+def tiny(tmp_path: Path) -> Task:
+    return discover(make_tiny_pack(tmp_path / "pack"))[0]
+
+
+def state_problems(task: Task) -> list[str]:
+    return get_service("filesystem").check_state(task)
+
+
+# --- finding 1: devices, pipes and sockets in a state ------------------------------------------------------
+
+
+def make_special(path: Path, kind: str) -> None:
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(path))
+        s.close()
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("mknod needs root")
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 5))  # /dev/zero: a copy never ends
+
+
+@pytest.mark.parametrize(("kind", "said"), [("fifo", "named pipe"), ("socket", "socket"), ("chardev", "character")])
+def test_a_special_file_in_a_state_is_refused_by_the_state_check(tmp_path: Path, kind: str, said: str) -> None:
+    """Before: check_state looked only at is_dir(): `validate` said valid, and the copy read /dev/zero for ever
+    (filling the disk) or failed every trial on a pipe."""
+    task = tiny(tmp_path)
+    make_special(task.state_dir / "notes" / "odd", kind)
+    problems = state_problems(task)
+    assert len(problems) == 1 and said in problems[0] and "notes/odd" in problems[0], problems
+    assert "not a regular file or folder" in problems[0]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket"])
+def test_copy_state_refuses_a_special_file_with_a_task_error(tmp_path: Path, kind: str) -> None:
+    """Before: shutil's SpecialFileError (an infra error on every try). (No device here: the old copy never ended.)"""
+    task = tiny(tmp_path)
+    make_special(task.state_dir / "odd", kind)
+    with pytest.raises(TaskError, match="not a regular file"):
+        copy_state(task.state_dir, tmp_path / "trial", task.state_times)
+
+
+def test_validate_and_run_refuse_a_fifo_state_before_any_trial(tmp_path: Path) -> None:
+    make_tiny_pack(tmp_path / "pack")
+    os.mkfifo(tmp_path / "pack" / "filesystem" / "states" / "tiny" / "pipe")
+    path = write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}})
+    for command in ("validate", "run"):
+        out = cli(command, str(path), cwd=tmp_path)
+        assert_clean_error(out, "tiny/pipe: a named pipe", "cannot be used")
+    assert not (tmp_path / "runs").exists()
+
+
+# --- finding 2: sparse files, size and entry caps, chunked digest ---------------------------------------------
+
+
+def test_a_state_over_the_size_cap_is_refused_naming_its_largest_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = tiny(tmp_path)
+    monkeypatch.setattr(states, "MAX_STATE_BYTES", 4096)
+    with open(task.state_dir / "big.img", "wb") as f:
+        f.truncate(8192)  # sparse: no block on disk, 8 KiB apparent
+    problems = state_problems(task)
+    assert len(problems) == 1 and "larger than" in problems[0] and "big.img" in problems[0], problems
+    with pytest.raises(TaskError, match="larger than"):
+        copy_state(task.state_dir, tmp_path / "trial")
+    assert not (tmp_path / "trial" / "big.img").exists()
+
+
+def test_a_state_with_too_many_entries_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    task = tiny(tmp_path)
+    monkeypatch.setattr(states, "MAX_STATE_ENTRIES", 10)
+    for i in range(12):
+        (task.state_dir / f"f{i}.txt").write_text("x")
+    problems = state_problems(task)
+    assert problems and "more than 10 files and folders" in problems[0]
+
+
+def test_links_multiplying_a_folder_count_against_the_caps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-state folder links are copied as folders: two sibling folders linking to each other never end."""
+    task = tiny(tmp_path)
+    (task.state_dir / "a").mkdir()
+    (task.state_dir / "b").mkdir()
+    (task.state_dir / "a" / "to_b").symlink_to("../b")
+    (task.state_dir / "b" / "to_a").symlink_to("../a")
+    problems = state_problems(task)
+    assert problems and "loop" in problems[0], problems
+
+
+def test_the_digest_reads_files_in_chunks_and_is_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: read_bytes() held a sparse file's whole apparent size in memory (2 GB of RSS for a 48 KB pack)."""
+    task = tiny(tmp_path)
+    with open(task.state_dir / "sparse.img", "wb") as f:
+        f.truncate(3 * 1024 * 1024 + 17)
+    expected = hashlib.sha256()
+    for base in (task.path, task.state_dir):
+        for p in sorted(p for p in base.rglob("*") if p.is_file()):
+            expected.update(str(p.relative_to(base)).encode())
+            expected.update(p.read_bytes())
+    expected.update(task.state_times.read_bytes())
+
+    def no_whole_reads(self: Path) -> bytes:
+        raise AssertionError(f"read whole: {self}")
+
+    monkeypatch.setattr(Path, "read_bytes", no_whole_reads)
+    assert task.digest == expected.hexdigest()[:16]
+
+
+# --- finding 3: paths leading out of the pack --------------------------------------------------------------
+
+
+def test_a_states_folder_that_is_a_link_out_of_the_pack_is_refused(tmp_path: Path) -> None:
+    """Before: the state was bounded by its own resolved parent, so `states -> /host` passed and host files were
+    copied into the agent's state."""
+    root = make_tiny_pack(tmp_path / "pack")
+    host = tmp_path / "host"
+    (root / "filesystem" / "states").rename(host)
+    (host / "tiny" / "secret.txt").write_text("host secret\n")
+    (root / "filesystem" / "states").symlink_to(host)
+    task = discover(root)[0]
+    problems = state_problems(task)
+    assert problems and "outside" in problems[0] and "self-contained" in problems[0], problems
+    with pytest.raises(TaskError, match="outside"):
+        get_service("filesystem").materialise(task, tmp_path / "trial")
+    assert not (tmp_path / "trial" / "secret.txt").exists()
+
+
+def test_a_states_path_bounds_a_foreign_state(tmp_path: Path) -> None:
+    """With tasks.statesPath the state may live outside the pack (MCPMark's test_environments/), but not leave it."""
+    root = make_tiny_pack(tmp_path / "pack")
+    env = tmp_path / "test_environments"
+    (root / "filesystem" / "states").rename(env)
+    task = discover(root, env)[0]
+    assert state_problems(task) == []
+    assert get_service("filesystem").materialise(task, tmp_path / "trial") == 2
+    (env / "tiny").rename(tmp_path / "elsewhere")
+    (env / "tiny").symlink_to(tmp_path / "elsewhere")
+    problems = state_problems(discover(root, env)[0])
+    assert problems and "outside" in problems[0]
+
+
+@pytest.mark.parametrize("name", ["description.md", "verify.py", "meta.json", "oracle.json"])
+def test_a_task_file_linking_out_of_the_pack_is_refused(tmp_path: Path, name: str) -> None:
+    """Before: a description.md -> host file was sent to the model; verify.py -> /etc/passwd was run."""
+    task = tiny(tmp_path)
+    host = tmp_path / f"host-{name}"
+    host.write_bytes((task.path / name).read_bytes())
+    (task.path / name).unlink()
+    (task.path / name).symlink_to(host)
+    with pytest.raises(PackCheckError, match=f"{name} is a symbolic link to .*outside the pack"):
+        check_selected([task])
+
+
+def test_a_link_within_the_pack_is_fine(tmp_path: Path) -> None:
+    task = tiny(tmp_path)
+    shared = tmp_path / "pack" / "shared_verify.py"
+    shared.write_bytes(task.verifier.read_bytes())
+    task.verifier.unlink()
+    task.verifier.symlink_to(shared)
+    check_selected([task])
+
+
+def test_a_task_folder_linking_out_of_the_pack_is_refused(tmp_path: Path) -> None:
+    root = make_tiny_pack(tmp_path / "pack")
+    task_dir = root / "filesystem" / "standard" / "tiny" / "move_todo_0"
+    task_dir.rename(tmp_path / "ext")
+    task_dir.symlink_to(tmp_path / "ext")
+    with pytest.raises(PackCheckError, match="outside the pack"):
+        check_selected(discover(root))
+    with pytest.raises(TaskError, match="outside the pack"):
+        find_task(root, "filesystem/standard/tiny/move_todo_0")
+
+
+@pytest.mark.parametrize("task_id", ["filesystem/../../evil", "filesystem/./tiny/move_todo_0", "filesystem//tiny/x"])
+def test_find_task_refuses_dot_parts(tmp_path: Path, task_id: str) -> None:
+    """Before: 'filesystem/../../evil' found a task outside the pack."""
+    root = make_tiny_pack(tmp_path / "packs" / "good")
+    evil = tmp_path / "packs" / "evil"
+    evil.mkdir()
+    (evil / "description.md").write_text("evil\n")
+    (tmp_path / "packs" / "filesystem" / "tiny" / "move_todo_0").mkdir(parents=True)
+    (tmp_path / "packs" / "filesystem" / "tiny" / "move_todo_0" / "description.md").write_text("x\n")
+    with pytest.raises(TaskError, match=r"'\.' or '\.\.' part"):
+        find_task(root, task_id)
+
+
+# --- finding 5 (first half) and 8: meta.json and description.md ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"[]", "not an array"),
+        (b"null", "not null"),
+        (b'{"task_id": "\xff"}', "not UTF-8"),
+        (b'{"task_id": ' + b"1" * 5000 + b"}", "not valid JSON"),
+        (b'{"mcpfleet": "sites-please"}', '"mcpfleet" must be an object'),
+        (b'{"mcpfleet": ["sites"]}', '"mcpfleet" must be an object'),
+    ],
+)
+def test_a_broken_meta_json_is_a_task_error(tmp_path: Path, content: bytes, said: str) -> None:
+    """Before: a list or null meta.json raised AttributeError/TypeError in `tasks list` and `tasks validate`, a
+    string "mcpfleet" value a TypeError in the playwright service (and a crash loop in the operator)."""
+    task = tiny(tmp_path)
+    (task.path / "meta.json").write_bytes(content)
+    with pytest.raises(TaskError, match=said):
+        _ = task.meta
+    with pytest.raises(PackCheckError, match=said):
+        check_selected([task])
+
+
+def test_a_mcpfleet_object_in_meta_json_is_kept(tmp_path: Path) -> None:
+    task = tiny(tmp_path)
+    meta = json.loads((task.path / "meta.json").read_text())
+    (task.path / "meta.json").write_text(json.dumps({**meta, "mcpfleet": {"isolation": "cluster"}}))
+    assert task.meta["mcpfleet"] == {"isolation": "cluster"}
+    check_selected([task])
+
+
+def test_a_description_that_is_not_utf8_is_refused_before_the_run(tmp_path: Path) -> None:
+    """Before: `validate` said valid; the run died in the scripted model server with a traceback."""
+    task = tiny(tmp_path)
+    (task.path / "description.md").write_bytes(b"Move the \xff file.\n")
+    with pytest.raises(TaskError, match="description.md: not UTF-8"):
+        _ = task.description
+    with pytest.raises(PackCheckError, match="description.md: not UTF-8"):
+        check_selected([task])
+
+
+def test_tasks_list_and_validate_report_broken_task_files_without_a_traceback(tmp_path: Path) -> None:
+    root = make_tiny_pack(tmp_path / "pack", tasks=3)
+    d = root / "filesystem" / "standard" / "tiny"
+    (d / "move_todo_1" / "meta.json").write_text("[]")
+    (d / "move_todo_2" / "description.md").write_bytes(b"\xff\xfe bad\n")
+    listed = cli("tasks", "list", str(root), cwd=tmp_path)
+    assert listed.returncode == 0 and "Traceback" not in listed.stdout + listed.stderr, listed.stderr
+    assert "move_todo_1/meta.json: must hold a JSON object" in flat(listed.stderr)
+    assert "move_todo_2/description.md: not UTF-8" in flat(listed.stderr)
+    assert "move_todo_0" in listed.stdout
+    checked = cli("tasks", "validate", str(d / "move_todo_1"), cwd=tmp_path)
+    assert checked.returncode == 1 and "Traceback" not in checked.stdout + checked.stderr
+    assert "must hold a JSON object" in flat(checked.stdout)
+    checked = cli("tasks", "validate", str(d / "move_todo_2"), cwd=tmp_path)
+    assert checked.returncode == 1 and "Traceback" not in checked.stdout + checked.stderr
+    assert "not UTF-8" in flat(checked.stdout)
+
+
+def test_an_unselected_broken_description_stops_the_scripted_server_in_one_line(tmp_path: Path) -> None:
+    """The scripted model server reads every task of the pack: its start failure is one line, not a traceback."""
+    root = make_tiny_pack(tmp_path / "pack", tasks=2)
+    bad = root / "filesystem" / "standard" / "tiny" / "move_todo_1" / "description.md"
+    bad.write_bytes(b"\xff\xfe bad\n")
+    spec = {"models": [SCRIPTED], "tasks": {"path": "pack", "include": ["*/move_todo_0"]}, "retries": {"limit": 0}}
+    out = cli("run", str(write_run(tmp_path, spec)), "--no-progress", cwd=tmp_path)
+    assert_clean_error(out, "scripted model server", "move_todo_1/description.md: not UTF-8", "tasks validate")
+    assert len(out.stderr.strip().splitlines()) <= 3, out.stderr
+
+
+# --- finding 7 and 7b: concurrency, long names ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_tasks_validate_refuses_a_concurrency_below_one(tmp_path: Path, value: str) -> None:
+    """Before: 0 hung for ever (Semaphore(0)); -1 was a ValueError traceback."""
+    root = make_tiny_pack(tmp_path / "pack")
+    start = time.monotonic()
+    out = cli("tasks", "validate", str(root), "--concurrency", value, cwd=tmp_path)
+    assert time.monotonic() - start < 60
+    assert out.returncode == 2 and "Traceback" not in out.stderr and "--concurrency" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("difficulty", "category", "name", "said"),
+    [
+        ("standard", "c" * 120, "t", "has 120 characters"),
+        ("standard", "c", "t" * 130, "has 130 characters"),
+        ("d" * 64, "c" * 64, "t" * 40, "the task id has 181 characters"),
+    ],
+)
+def test_names_too_long_for_a_trial_id_are_refused(
+    tmp_path: Path, difficulty: str, category: str, name: str, said: str
+) -> None:
+    """Before: validate said valid, and no trial folder could be made (File name too long) on every try."""
+    root = make_tiny_pack(tmp_path / "pack")
+    src = root / "filesystem" / "standard" / "tiny" / "move_todo_0"
+    dest = root / "filesystem" / difficulty / category / name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    src.rename(dest)
+    with pytest.raises(PackCheckError, match=f"{said}.*trial ids, which are file names"):
+        check_selected(discover(root))
+
+
+def test_names_of_ordinary_length_are_fine(tmp_path: Path) -> None:
+    root = make_tiny_pack(tmp_path / "pack")
+    src = root / "filesystem" / "standard" / "tiny" / "move_todo_0"
+    dest = root / "filesystem" / "standard" / ("c" * 64) / ("t" * 64)
+    dest.parent.mkdir(parents=True)
+    src.rename(dest)
+    check_selected(discover(root))
+
+
+# --- finding 9: state links and times files found by the state check --------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda t: (t.state_dir / "passwd").symlink_to("/etc/passwd"), "outside"),
+        (lambda t: (t.state_dir / "v.py").symlink_to(t.verifier), "outside"),
+        (lambda t: (t.state_dir / "loop").symlink_to("."), "loop"),
+        (lambda t: (t.state_dir / "gone").symlink_to("missing.txt"), "dangling"),
+        (lambda t: t.state_times.write_text("{bad"), "not valid JSON"),
+        (lambda t: t.state_times.write_text("[]"), "must hold a JSON object"),
+        (lambda t: t.state_times.write_text('{"keep.txt": 5}'), "is not a time"),
+        (lambda t: t.state_times.write_text('{"keep.txt": "2024-01-01T00:00:00"}'), "no timezone"),
+        (lambda t: t.state_times.write_bytes(b'{"keep.txt": "\xff"}'), "not valid JSON"),
+    ],
+)
+def test_the_state_check_finds_what_materialise_would_refuse(tmp_path: Path, make: object, said: str) -> None:
+    """Before: these passed `validate` and the preflight, then every trial was an unscored infra_error."""
+    task = tiny(tmp_path)
+    make(task)  # type: ignore[operator]
+    problems = state_problems(task)
+    assert len(problems) == 1 and said in problems[0] and problems[0].startswith(task.id), problems
+    with pytest.raises(TaskError, match=said):
+        get_service("filesystem").materialise(task, tmp_path / "trial")
+
+
+def test_load_times_is_type_checked(tmp_path: Path) -> None:
+    path = tmp_path / "c.times.json"
+    path.write_text('{"a": ["2024-01-01T00:00:00Z"]}')
+    with pytest.raises(TaskError, match="is not a time"):
+        load_times(path)
+
+
+def test_validate_refuses_a_state_link_out_of_the_state(tmp_path: Path) -> None:
+    make_tiny_pack(tmp_path / "pack")
+    (tmp_path / "pack" / "filesystem" / "states" / "tiny" / "passwd").symlink_to("/etc/passwd")
+    out = cli("validate", str(write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}})), cwd=tmp_path)
+    assert_clean_error(out, "tiny/passwd: symbolic link to /etc/passwd", "self-contained")
+
+
+def test_the_bundled_suite_states_pass_the_state_check() -> None:
+    tasks = [t for t in discover(REPO / "tasks") if t.service == "filesystem"]
+    assert tasks
+    assert [p for t in tasks for p in state_problems(t)] == []
+    check_selected(discover(REPO / "tasks"))
+
+
+# --- finding 14: CLI input ------------------------------------------------------------------------------------
+
+
+def test_a_malformed_mcpfleet_trial_is_one_line(tmp_path: Path) -> None:
+    out = cli("trial", cwd=tmp_path, env={"MCPFLEET_TRIAL": "{bad"})
+    assert_clean_error(out, "MCPFLEET_TRIAL: not a trial")
+
+
+def test_validate_reports_an_unreachable_s3_pack_in_one_line(tmp_path: Path) -> None:
+    spec = {"models": [SCRIPTED], "tasks": {"path": "s3://bucket/pack", "endpointUrl": "http://127.0.0.1:9"}}
+    env = {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_MAX_ATTEMPTS": "1"}
+    out = cli("validate", str(write_run(tmp_path, spec)), cwd=tmp_path, env=env)
+    assert_clean_error(out, "s3://bucket/pack")
+
+
+def test_discover_turns_an_unreadable_folder_into_a_task_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = make_tiny_pack(tmp_path / "pack")
+
+    def broken_glob(self: Path, pattern: str) -> object:
+        raise FileNotFoundError(2, "No such file or directory", "/proc/123/task")
+
+    monkeypatch.setattr(Path, "glob", broken_glob)
+    with pytest.raises(TaskError, match="cannot be read"):
+        discover(root)
