@@ -5,6 +5,7 @@ at 10,000 pods (and tolerates servers that omit fields the generated models insi
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Protocol, cast
 
@@ -60,6 +61,38 @@ class ForeignPod(Exception):
     """The pod's name is taken by a pod of another run."""
 
 
+# A 4xx for the pod itself: the API server found the manifest invalid (a field's value, a type, a quantity) and
+# will refuse it every time. Other 4xx (403 a quota or RBAC, 404 no namespace, 429 throttled) may pass later.
+REFUSED_FOR_GOOD = (400, 413, 422)
+
+
+class PodRefused(ApiException):
+    """The API server refused to create a pod with a 4xx other than 409: ``message`` is what it said."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(status=status, reason=message)
+        self.message = message
+
+    @property
+    def for_good(self) -> bool:
+        return self.status in REFUSED_FOR_GOOD
+
+    def __str__(self) -> str:
+        return f"{self.status}: {self.message}"
+
+
+def _api_message(status: int, body: bytes | str | None) -> str:
+    """The message of a Kubernetes Status body (one line, clipped), or the body itself, or the status code."""
+    raw = body.decode("utf-8", "replace") if isinstance(body, bytes) else (body or "")
+    try:
+        parsed = json.loads(raw)
+        message = parsed.get("message") if isinstance(parsed, dict) else None
+    except ValueError:
+        message = None
+    text = " ".join(str(message or raw).split())
+    return text[:800] or f"HTTP {status}"
+
+
 class _RawCoreApi(Protocol):
     """The CoreV1Api calls the operator makes, as the client runs them: plain dict bodies and, with
     ``_preload_content=False``, the raw aiohttp response (the package's stubs declare models for both)."""
@@ -112,15 +145,20 @@ class Kube:
         """Create; False if it already exists (deterministic names make a repeat harmless). A pod of that name
         left by another run (a deleted and re-created EvalRun of the same name, its old pod still terminating)
         is not ours to count: ForeignPod, so the caller tries again once it is gone."""
+        body: bytes | str | None = None
         try:  # without preloading, the client returns an error response instead of raising: check both ways
             resp = await self.core.create_namespaced_pod(namespace, pod, _preload_content=False)
             code = resp.status
+            if 400 <= code < 500 and code != 409:
+                body = await resp.read()
             resp.release()
         except ApiException as exc:
-            code = exc.status
+            code, body = exc.status, exc.body
         _count("create", "pods", code)
         if code < 300:
             return True
+        if 400 <= code < 500 and code != 409:
+            raise PodRefused(code, _api_message(code, body))
         if code != 409:
             raise ApiException(status=code, reason="pod creation failed")
         name, ours = pod["metadata"]["name"], pod["metadata"]["labels"].get(LABEL_RUN_UID)

@@ -28,7 +28,7 @@ from mcpfleet.runner.summary import PLAN_FILE, build_summary, mixed_harness, pla
 from mcpfleet.runner.tasks import TaskError, bundled_root
 
 from . import metrics
-from .kube import ForeignPod, Kube
+from .kube import ForeignPod, Kube, PodRefused
 from .manifests import ANN_TRIAL, LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, trial_pod
 from .runstate import DISRUPTION_LIMIT, InFlight, RunState, plan_hash
 from .settings import OperatorSettings
@@ -81,6 +81,17 @@ def _ts(value: str | None) -> float:
     return t if t is not None else time.time()
 
 
+def spec_problems(exc: BaseException) -> list[str]:
+    """What an exception from validating or planning an EvalRun says, for its InvalidSpec condition: the spec's
+    problems, a pack's error as it is, anything else (a bug, a pack the checks missed) named with its type."""
+    if isinstance(exc, SpecError):
+        return list(exc.problems)
+    if isinstance(exc, (TaskError, ValueError)):
+        return [str(exc)]
+    text = " ".join(str(exc).split())[:500]
+    return [f"the run could not be planned: {type(exc).__name__}{': ' + text if text else ''}"]
+
+
 def condition(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
     """A new condition, stamped now; ``Reconciler.set_condition`` keeps the stamp of one whose status is unchanged."""
     return {
@@ -122,6 +133,7 @@ class Reconciler:
         # What status last showed of a run whose state was dropped (it failed): its counts stay, none running.
         self.snapshot: dict[str, Any] | None = None
         self.stopped: kopf.DaemonStopped | None = None  # set when the operator exits or pauses (a peer acts)
+        self.pod_refusal: str | None = None  # the last pod create the API server refused for a while (warned once)
 
     def set_condition(self, type_: str, ok: bool, reason: str, message: str) -> None:
         """Set a condition; its lastTransitionTime changes only when its status does (the Kubernetes convention)."""
@@ -223,8 +235,10 @@ class Reconciler:
             trials = await asyncio.to_thread(plan, run, bundled_root())  # an s3:// pack is fetched first
             self.check_pods(run, trials)
             store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
-        except (SpecError, TaskError, ValueError) as exc:
-            problems = exc.problems if isinstance(exc, SpecError) else [str(exc)]
+        except STORE_FAILURES:
+            raise  # an s3:// pack that cannot be read yet: drive() waits and tries again
+        except Exception as exc:  # noqa: BLE001 - any other failure to plan is the spec's or its pack's: never a crash loop
+            problems = spec_problems(exc)
             await self.fail("InvalidSpec", "; ".join(problems))  # also stops pods of a run planned before (a restart)
             kopf.warn(self.body, reason="InvalidSpec", message="; ".join(problems)[:1000])
             return False
@@ -471,6 +485,8 @@ class Reconciler:
         if not self.run.spec.suspend and not self.stopping():
             self.mark_started()
             await self.launch()
+        if self.state is None:  # the launch failed the run (the API server refuses its pods for good)
+            return
         if self.state.complete and self.phase not in ("Succeeded", "Failed"):
             try:
                 await self.finish()
@@ -585,9 +601,10 @@ class Reconciler:
             self.generation = seen
             self.store_unavailable(exc)
             return
-        except (SpecError, TaskError, ValueError) as exc:
-            problems = exc.problems if isinstance(exc, SpecError) else [str(exc)]
+        except Exception as exc:  # noqa: BLE001 - as in load(): an edit that cannot be planned fails the run
+            problems = spec_problems(exc)
             await self.fail("InvalidSpec", "; ".join(problems))
+            kopf.warn(self.body, reason="InvalidSpec", message="; ".join(problems)[:1000])
             return
         before = self.run.spec.frozen_view() if self.run is not None else {}
         fields = [f for f, v in run.spec.frozen_view().items() if v != before.get(f)]
@@ -645,14 +662,26 @@ class Reconciler:
         results = await asyncio.gather(
             *(self.shared.kube.create_pod(self.ns, pod) for pod in pods), return_exceptions=True
         )
+        refused: list[tuple[str, PodRefused]] = []
         for (trial, _), res in zip(picks, results, strict=True):
             if isinstance(res, BaseException):
                 self.logger.warning("creating the pod of %s failed: %s", trial.trial_id, res)
                 self.state.unlaunch(trial.trial_id)
                 self.shared.inflight -= 1
-                if isinstance(res, ForeignPod):  # wait for the other run's pod to go, without spinning
+                if isinstance(res, (ForeignPod, PodRefused)):  # wait (for the other run's pod to go), no spinning
                     self.state.delayed[trial.trial_id] = time.time() + STORE_RETRY_SECONDS
+                if isinstance(res, PodRefused):
+                    refused.append((trial.trial_id, res))
         self.dirty = True
+        for tid, exc in refused:
+            message = f"the API server refused the pod of trial {tid} ({exc}); fix spec.pod or spec.limits"
+            if exc.for_good:  # the same manifest is refused every time: an invalid spec, not a retry for ever
+                await self.fail("InvalidSpec", message)
+                kopf.warn(self.body, reason="InvalidSpec", message=message[:1000])
+                return
+            if message != self.pod_refusal:  # say it once (not each retry), until it changes
+                kopf.warn(self.body, reason="PodCreateRefused", message=message[:1000])
+            self.pod_refusal = message
 
     # -- outcomes ---------------------------------------------------------------------------------
     async def on_pod(self, kind: str, pod: dict[str, Any]) -> None:

@@ -92,16 +92,35 @@ def _stored_meta(raw: bytes | None, rec: dict[str, Any]) -> dict[str, Any] | Non
     return meta if isinstance(verdict, dict) and verdict.get("success") is bool(rec.get("passed")) else None
 
 
+def _record_problem(rec: dict[str, Any]) -> str | None:
+    """Why a stored record cannot be exported (a field of the wrong shape), else None."""
+    task_id, attempt = rec.get("task_id"), rec.get("attempt")
+    if not isinstance(task_id, str) or len(task_id.split("/")) != 4:
+        return f"task_id {str(task_id)[:80]!r} is not <service>/<difficulty>/<category>/<task>"
+    if isinstance(attempt, bool) or not isinstance(attempt, (int, str)) or not str(attempt).isdigit():
+        return f"attempt {str(attempt)[:80]!r} is not a whole number"
+    if not all(isinstance(rec.get(k), str) for k in ("trial_id", "model", "service")):
+        return "trial_id, model and service must be strings"
+    return None
+
+
 def _safe(part: object) -> bool:
     return isinstance(part, str) and bool(_SAFE_PART.fullmatch(part)) and part not in (".", "..")
 
 
 def export_mcpmark(store: ResultStore, dest: Path, exp_name: str | None = None) -> Exported:
     """Write the run's finished trials under ``dest/<exp>`` in MCPMark's layout."""
+    dest = Path(dest)
+    if dest.exists() and not dest.is_dir():
+        raise ExportError(f"DEST {dest}: is a file; give a folder to export into (it is created if missing)")
     records = list(filter(still_planned(store), store.iter_results()))
     if not records:
         raise ExportError(f"{store.location()}: no finished trial to export")
-    summary = store.read_json("summary.json") or {}
+    for rec in records:  # a damaged record is named, not a traceback half-way through the export
+        if problem := _record_problem(rec):
+            raise ExportError(f"{store.location()}: trial record {rec.get('trial_id')!r}: {problem}")
+    summary = store.read_json("summary.json")  # rewritten from the records: a damaged one is ignored
+    summary = summary if isinstance(summary, dict) else {}
     exp = exp_name or summary.get("run") or records[0].get("run")
     if not isinstance(exp, str) or not _safe(exp):
         raise ExportError(f"'{exp}' cannot be an experiment folder name; pass --exp-name")
@@ -127,10 +146,13 @@ def export_mcpmark(store: ResultStore, dest: Path, exp_name: str | None = None) 
                 "<category_id>__<task_id> from meta.json, and these two share those ids"
             )
         seen[task_dir] = rec["trial_id"]
-        task_dir.mkdir(parents=True, exist_ok=True)
-        (task_dir / "meta.json").write_bytes(raw_meta or dumps_mcpmark(meta))
         messages = store.read_trial_file(rec["trial_id"], "messages.json")
-        (task_dir / "messages.json").write_bytes(messages if messages is not None else dumps_mcpmark([]))
+        try:
+            task_dir.mkdir(parents=True, exist_ok=True)
+            (task_dir / "meta.json").write_bytes(raw_meta or dumps_mcpmark(meta))
+            (task_dir / "messages.json").write_bytes(messages if messages is not None else dumps_mcpmark([]))
+        except OSError as exc:
+            raise ExportError(f"DEST {dest}: cannot write {task_dir} ({exc.strerror or exc})") from None
         out.trials += 1
         if not is_scored(rec.get("failure")):
             out.unscored[rec["failure"]] = out.unscored.get(rec["failure"], 0) + 1

@@ -133,6 +133,11 @@ class _ToolcallModel(BaseModel):
 class _Summary(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
     rows: list[ScoreRow]
+    run: str | None = None
+    spec_hash: str | None = None
+    complete: bool | None = None
+    trials_planned: int | None = None
+    trials_recorded: int | None = None
     toolcall: dict[str, _ToolcallModel] | None = None
 
 
@@ -146,6 +151,30 @@ def _damaged(summary: dict[str, Any]) -> str | None:
     return None
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int | None:
+    """A positive whole number from a file mcpfleet wrote, else None (a damaged field is not trusted)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _run_name(
+    summary: dict[str, Any] | None, run_json: dict[str, Any], records: list[dict[str, Any]], store: ResultStore
+) -> str:
+    return (
+        _text((summary or {}).get("run"))
+        or _text(run_json.get("run"))
+        or (_text(records[0].get("run")) if records else None)
+        or Path(store.location().rstrip("/")).name
+    )
+
+
 def load_run(ref: str, endpoint_url: str | None = None, region: str | None = None) -> RunData:
     store = open_run(ref, endpoint_url, region)
     summary = store.read_json("summary.json")
@@ -153,17 +182,21 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
     damaged = _damaged(summary) if isinstance(summary, dict) else "summary.json is no JSON object"
     if summary is not None and damaged:
         summary = None
-    run_json = store.read_json("run.json") or {}
+    run_json = store.read_json("run.json")
     found = list(store.iter_results())
     if summary is None and not found:
         raise ReportError(f"{ref}: no summary.json and no trial records at {store.location()}")
     notes: list[str] = []
+    if run_json is not None and not isinstance(run_json, dict):
+        notes.append("run.json is no JSON object: set aside")
+    run_json = _mapping(run_json)
 
     # The trials the run plans now, as summary.json counts them (plan.json; else run.json's models and
     # attempts, else the summary's models): records of dropped tasks, models, attempts or specs are left out.
-    spec = (run_json.get("evalrun") or {}).get("spec") or {}
+    # run.json is rewritten from the records: a field of the wrong type in it is ignored, never trusted.
+    spec = _mapping(_mapping(run_json.get("evalrun")).get("spec"))
     attempts = (
-        spec.get("attempts")
+        _count(spec.get("attempts"))
         or (max((r["attempts"] for r in summary["rows"]), default=None) if summary else None)
         or max((int(r["attempt"]) for r in found), default=1)
     )
@@ -181,16 +214,10 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
             if summary is None
             else f"summary.json is incomplete ({summary.get('trials_recorded')}/{summary.get('trials_planned')} trials)"
         )
-        planned = (summary or {}).get("trials_planned") or run_json.get("trials")
-        name = (
-            (summary or {}).get("run")
-            or run_json.get("run")
-            or (records[0].get("run") if records else None)
-            or Path(store.location().rstrip("/")).name
-        )
+        planned = (summary or {}).get("trials_planned") or _count(run_json.get("trials"))
         summary = {
-            "run": name,
-            "spec_hash": (summary or {}).get("spec_hash") or run_json.get("spec_hash") or "?",
+            "run": _run_name(summary, run_json, records, store),
+            "spec_hash": (summary or {}).get("spec_hash") or _text(run_json.get("spec_hash")) or "?",
             "generated_at": now_iso(),
             "trials_planned": planned,
             "trials_recorded": len(raw),
@@ -202,6 +229,15 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
             summary["toolcall"] = toolcall
         source = "recomputed"
         notes.append(f"{why}: aggregates recomputed from {len(records)} trial record(s)")
+
+    if not all(summary.get(k) for k in ("run", "spec_hash")) or "trials_recorded" not in summary:
+        summary = {  # a summary.json short of what is shown: filled in from the records and run.json
+            "trials_planned": None,
+            "trials_recorded": len(raw),
+            **summary,
+            "run": summary.get("run") or _run_name(None, run_json, records, store),
+            "spec_hash": summary.get("spec_hash") or _text(run_json.get("spec_hash")) or "?",
+        }
 
     # Per model, the records behind the summary's counts (the distributions are drawn from them).
     counted: dict[str, int] = {}
@@ -1128,10 +1164,17 @@ def write_report(
     refs: list[str], output: Path, endpoint_url: str | None = None, region: str | None = None, title: str | None = None
 ) -> list[RunData]:
     """Read the runs, write the HTML report; returns the runs (their summaries for the terminal tables)."""
+    if output.is_dir():
+        raise ReportError(f"--output {output}: is a folder; name the HTML file to write, e.g. {output / 'report.html'}")
+    if not output.parent.is_dir():
+        raise ReportError(f"--output {output}: no folder {output.parent}; create it, or write the report elsewhere")
     runs = load_runs(refs, endpoint_url, region)
     html = render_html(runs, title)
-    output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.name}.tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(output)
+    try:
+        tmp.write_text(html, encoding="utf-8")
+        tmp.replace(output)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ReportError(f"--output {output}: cannot be written ({exc.strerror or exc}); choose another") from None
     return runs

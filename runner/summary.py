@@ -42,9 +42,19 @@ def still_planned(
     plan = planned(store)
     if plan is not None:
         return lambda r: plan.get(r["trial_id"]) == r.get("spec_hash")
-    spec = ((store.read_json("run.json") or {}).get("evalrun") or {}).get("spec") or {}
-    models = {m.get("name") for m in spec.get("models") or []} or models
-    attempts = spec.get("attempts") or attempts
+    run_json = store.read_json("run.json")  # damaged or foreign: its fields are ignored, never trusted
+    evalrun = run_json.get("evalrun") if isinstance(run_json, dict) else None
+    spec = evalrun.get("spec") if isinstance(evalrun, dict) else None
+    spec = spec if isinstance(spec, dict) else {}
+    listed = spec.get("models")
+    named = (
+        {m["name"] for m in listed if isinstance(m, dict) and isinstance(m.get("name"), str)}
+        if isinstance(listed, list)
+        else set()
+    )
+    models = named or models
+    given = spec.get("attempts")
+    attempts = given if isinstance(given, int) and not isinstance(given, bool) and given > 0 else attempts
     return lambda r: (
         (models is None or r.get("model") in models) and (attempts is None or int(r.get("attempt", 0)) <= attempts)
     )

@@ -54,6 +54,83 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+# The verifier's runner: a child subreaper (prctl PR_SET_CHILD_SUBREAPER, no privilege needed), so whatever the
+# verifier leaves behind, even a daemon that called setsid() and so left the process group, is re-parented to it
+# and not to init. When the verifier exits, or on SIGTERM (the runner's timeout or cancellation, or the runner's
+# death through the parent-death signal), it SIGKILLs and reaps every descendant until none is left, then exits
+# as the verifier did. argv: the runner's pid, then the verifier's own argv. Stdlib only, no site (-I -S).
+_REAPER = r"""
+import ctypes, os, signal, sys
+class Stop(BaseException):
+    pass
+armed = True
+def stop(*_):
+    global armed
+    if armed:
+        armed = False
+        raise Stop
+signal.signal(signal.SIGTERM, stop)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(36, 1, 0, 0, 0)
+libc.prctl(1, signal.SIGTERM, 0, 0, 0)
+me = os.getpid()
+def children():
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        pass
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                        out.append(int(d))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+code = -signal.SIGKILL
+try:
+    if os.getppid() != int(sys.argv[1]):
+        raise Stop
+    pid = os.fork()
+    if pid == 0:
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.execv(sys.argv[2], sys.argv[2:])
+        finally:
+            os._exit(127)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    armed = False
+except Stop:
+    pass
+while True:
+    kids = children()
+    for k in kids:
+        try:
+            os.kill(k, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        if os.waitpid(-1, 0 if kids else os.WNOHANG)[0] == 0:
+            continue
+    except ChildProcessError:
+        break
+sys.stdout.flush()
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(me, -code)
+os._exit(code & 0xFF)
+"""
+REAPER_GRACE_S = 5.0  # after SIGTERM, the reaper's time to kill and reap everything before it is SIGKILLed itself
+
+
+def reaped_command(command: list[str]) -> list[str]:
+    """``command`` under the reaper: it and every process it starts die when it exits or is stopped."""
+    return [sys.executable, "-I", "-S", "-c", _REAPER, str(os.getpid()), *command]
+
+
 def verifier_env(extra: dict[str, str]) -> dict[str, str]:
     """A clean environment: the service's variables, UTC, and nothing secret from the runner's."""
     env = {k: os.environ[k] for k in ("PATH", "HOME", "TMPDIR", "PYTHONPATH") if k in os.environ}
@@ -67,6 +144,17 @@ def verifier_command(script: Path, args: list[str] | None = None) -> list[str]:
     return [sys.executable, str(script), *(args or [])]
 
 
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """Stop the reaper (it kills and reaps every descendant first); SIGKILL its group if it takes too long."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), REAPER_GRACE_S)
+    except TimeoutError:
+        _kill_group(proc.pid)
+        await proc.wait()
+
+
 async def run_verifier(script: Path, env: dict[str, str], args: list[str], timeout_s: float) -> VerifierResult:
     """Run verify.py in its own session and process group, with a clean environment, its output to files.
 
@@ -74,10 +162,14 @@ async def run_verifier(script: Path, env: dict[str, str], args: list[str], timeo
     its stdout open forever, and reading a pipe to its end would then never end. When the verifier exits, times
     out or the trial is cancelled, its whole process group is killed."""
     start = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.TemporaryDirectory(prefix="mcpfleet-verify-", ignore_cleanup_errors=True) as scratch,
+    ):
         proc = await asyncio.create_subprocess_exec(
-            *verifier_command(script, args),
-            cwd=str(script.parent),
+            *reaped_command(verifier_command(script, args)),
+            cwd=scratch,  # not the task folder: a verifier writing to its cwd must not change the pack
             env=verifier_env(env),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=out,
@@ -89,10 +181,13 @@ async def run_verifier(script: Path, env: dict[str, str], args: list[str], timeo
             await asyncio.wait_for(proc.wait(), timeout_s)
         except TimeoutError:
             timed_out = True
+            await _stop(proc)
         finally:
-            _kill_group(proc.pid)
-        if timed_out:
-            await proc.wait()
+            if proc.returncode is None:  # cancelled: the reaper clears up on its own once told to
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+            else:
+                _kill_group(proc.pid)
         code = None if timed_out else proc.returncode
         stdout, stderr = _read_clipped(out), _read_clipped(err)
     stderr += f"\n[mcpfleet: verifier killed after {timeout_s:g} s]" if timed_out else ""
