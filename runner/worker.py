@@ -10,6 +10,7 @@ being cancelled, writes no record.
 from __future__ import annotations
 
 import asyncio
+import functools
 import multiprocessing
 import multiprocessing.util
 import os
@@ -175,6 +176,21 @@ def _states(spec: Any) -> Path | None:
     return Path(spec.states_path) if spec.states_path else None
 
 
+_hidden: set[str] = set()
+
+
+def _hide_from_servers(*folders: str | Path | None) -> None:
+    """The run's output and its task packs, hidden from every sandboxed server this worker starts (sandbox.py): a
+    trial's agent must not read other trials' transcripts, verifiers or oracle solutions through its server."""
+    from . import sandbox
+
+    for folder in folders:
+        if folder is None or str(folder) in _hidden:
+            continue
+        _hidden.add(str(folder))
+        sandbox.register_root(functools.partial(Path, folder))
+
+
 def run_item(item: WorkItem) -> dict[str, Any]:
     """Run one trial in this worker; returns the small part of the result the parent needs."""
     global _current, _store
@@ -186,6 +202,7 @@ def run_item(item: WorkItem) -> dict[str, Any]:
     spec = TrialSpec.model_validate_json(item.spec_json)
     if _store is None or _store[0] != item.store:
         _store = (item.store, item.store.open())
+    _hide_from_servers(getattr(_store[1], "root", None), spec.tasks_root, spec.states_path)
     _current = _loop.create_task(_run(spec, _store[1], item))
     try:
         result = _loop.run_until_complete(_current)

@@ -28,10 +28,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from ..sandbox import Plan
 
 PG_BIN_ENV = "MCPFLEET_PG_BIN"
 PG_DIR_ENV = "MCPFLEET_PG_DIR"
@@ -324,13 +327,26 @@ class Postmaster:
                 self.proc.wait()
 
 
-def spawn(data: Path, socket_dir: Path, user: tuple[int, int] | None, bin_dir: Path, port: int) -> Postmaster:
+def spawn(
+    data: Path,
+    socket_dir: Path,
+    user: tuple[int, int] | None,
+    bin_dir: Path,
+    port: int,
+    hidden: Plan | None = None,
+) -> Postmaster:
     """Start the server without waiting. Must run in a thread that outlives it (the death signal follows the
-    thread that forked): the main thread, or a worker's event-loop thread."""
+    thread that forked): the main thread, or a worker's event-loop thread. With ``hidden``, in a mount namespace
+    of its own where that plan's folders are covered (the switch to ``user`` then follows the mounts)."""
     log = data.parent / f"{data.name}.log"
     cmd = [str(bin_dir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(socket_dir)]
     for k, v in SETTINGS.items():
         cmd += ["-c", f"{k}={v}"]
+    die = functools.partial(_die_with_parent, os.getpid())
+    as_user, preexec = _as_user(user), cast(Callable[[], object], die)
+    if hidden is not None:
+        as_user, enter = {}, hidden.preexec(user)
+        preexec = lambda: (enter(), die())  # noqa: E731
     with open(log, "ab") as out:
         os.fchmod(out.fileno(), 0o600)  # other trials' failed SQL: a trial cluster's OS user can reach the run's
         _chown(log, user)
@@ -342,8 +358,8 @@ def spawn(data: Path, socket_dir: Path, user: tuple[int, int] | None, bin_dir: P
             env=_env(),
             cwd="/",
             start_new_session=True,
-            preexec_fn=functools.partial(_die_with_parent, os.getpid()),  # noqa: PLW1509 - only prctl runs there
-            **_as_user(user),
+            preexec_fn=preexec,  # noqa: PLW1509 - prctl, and the sandbox's mounts and user switch
+            **as_user,
         )
     return Postmaster(proc, data, port, log)
 
@@ -388,11 +404,16 @@ def start(data: Path, socket_dir: Path, user: tuple[int, int] | None, bin_dir: P
 
 
 async def start_async(
-    data: Path, socket_dir: Path, user: tuple[int, int] | None, bin_dir: Path, tries: int = 5
+    data: Path,
+    socket_dir: Path,
+    user: tuple[int, int] | None,
+    bin_dir: Path,
+    tries: int = 5,
+    hidden: Plan | None = None,
 ) -> Postmaster:
     """``start`` for an event loop: spawns in the loop's thread (see ``spawn``), waits without blocking it."""
     for attempt in range(tries):
-        pm = spawn(data, socket_dir, user, bin_dir, free_port())
+        pm = spawn(data, socket_dir, user, bin_dir, free_port(), hidden)
         try:
             await wait_ready_async(pm)
             return pm
@@ -663,13 +684,22 @@ def _open_to_trials(base: Path) -> Path:
     return trials
 
 
+with contextlib.suppress(ImportError):  # not when this file is loaded on its own (standard library only)
+    from .. import sandbox
+
+    sandbox.register_root(lambda: runs_root(create=False))  # every run's clusters: hidden in every trial's sandbox
+
+
 @contextlib.asynccontextmanager
-async def private_cluster(run: ClusterHandle, name: str) -> AsyncIterator[ClusterHandle]:
+async def private_cluster(run: ClusterHandle, name: str, hide: Sequence[Path] = ()) -> AsyncIterator[ClusterHandle]:
     """A cluster of one's own, copied from the run's blank data directory, with a fresh superuser password.
     Enter it from a long-lived event loop's thread (see ``spawn``).
 
     As root it runs as a throwaway uid/gid (``trial_user``), so its superuser's ``COPY ... PROGRAM`` reaches
-    neither the run's cluster nor other trials'; whatever runs as that uid is killed when the trial ends."""
+    neither the run's cluster nor other trials'; whatever runs as that uid is killed when the trial ends. Its
+    postmaster (and so that shell, and ``pg_read_file``) runs in a sandbox (``runner/sandbox.py``) where the task
+    packs, the run's output, the packs cache, other trials' folders and ``hide`` are empty: only its own folder
+    and the system are there."""
     base = Path(run.base)
     throwaway = trial_user(run.user)
     user = throwaway or run.user
@@ -681,7 +711,12 @@ async def private_cluster(run: ClusterHandle, name: str) -> AsyncIterator[Cluste
             _chown(folder.parent, run.user)
         _chown(folder, user)
         await asyncio.to_thread(_copy_as, base / "blank", folder / "data", throwaway)
-        pm = await start_async(folder / "data", folder, user, Path(run.bin_dir))
+        # The run's folder stays (its modes and the throwaway uids keep other trials' folders out, as without a
+        # sandbox): the rest of the runs root, the temp folder, the packs and the run's output go.
+        from .. import sandbox
+
+        hidden = await asyncio.to_thread(sandbox.plan, [base, Path(run.bin_dir)], hide)
+        pm = await start_async(folder / "data", folder, user, Path(run.bin_dir), hidden=hidden)
         first = ClusterHandle(
             pm.port, str(folder), run.bin_dir, run.password, run.tmpl_password, *(user or (None, None))
         )

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from .. import sandbox
 from .base import (
     SAFE_ENV,
     SERVERS_ENV,
@@ -93,6 +94,12 @@ def task_sites(task: Task) -> list[str]:
     if unknown:
         raise ValueError(f"{task.id}: unknown site(s) {', '.join(unknown)} (known: {', '.join(SITES)})")
     return list(dict.fromkeys(declared))
+
+
+def pack_root(task: Task) -> Path:
+    """The task's pack (``<root>/<service>/<difficulty>/<category>/<task>``): every task's verifier is in it."""
+    parents = task.path.parents
+    return parents[3] if len(parents) > 3 else task.path
 
 
 def chromium() -> str:
@@ -166,6 +173,23 @@ def write_launcher(home: Path, browser: str) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     launcher = home / "chromium"
     launcher.write_text(LAUNCHER.format(browser=shlex.quote(browser), exits=shlex.quote(str(exits_file(home)))))
+    launcher.chmod(0o755)
+    return launcher
+
+
+SERVER_LAUNCHER = """#!/bin/sh
+# mcpfleet's playwright-mcp (runner/services/playwright.py): the server, and so its browser, in a sandbox of its own
+# (runner/sandbox.py) where the task packs, the run's output and other trials' folders are empty.
+exec {command} "$@"
+"""
+
+
+def write_server_launcher(home: Path, command: list[str]) -> Path:
+    """The executable the trial's MCP client starts instead of playwright-mcp (same arguments): ``command``, which
+    runs it in a sandbox. A file, so the server's command line keeps playwright-mcp's own arguments."""
+    home.mkdir(parents=True, exist_ok=True)
+    launcher = home / "server"
+    launcher.write_text(SERVER_LAUNCHER.format(command=shlex.join(command)))
     launcher.chmod(0o755)
     return launcher
 
@@ -354,7 +378,10 @@ class PlaywrightService(Service):
             return f"Only http(s) pages can be opened in this benchmark, not '{url[:200]}'."
         return super().refused_call(name, arguments)
 
-    def server_command(self, state_dir: Path, config: Path) -> ServerCommand:
+    def server_command(self, state_dir: Path, config: Path, hide: Sequence[Path] = ()) -> ServerCommand:
+        """playwright-mcp on the trial's Chromium; as root, through ``write_server_launcher`` (a sandbox where
+        the task packs, the run's output and other trials' folders are not there: a ``view-source:file://``
+        would read the verifiers), with ``hide`` (the task's pack) covered too."""
         exe = servers_bin() / EXECUTABLE
         if not exe.exists():
             raise FileNotFoundError(
@@ -388,7 +415,11 @@ class PlaywrightService(Service):
             **browser_env_tmp(state_dir),  # and its temp folders
             "TZ": "UTC",
         }
-        return ServerCommand(str(exe), args, env)
+        keep = [state_dir, servers_bin().parent, Path(browser), Path(os.path.realpath(browser)).parent]
+        hidden = sandbox.plan(keep, hide)
+        if hidden is None:
+            return ServerCommand(str(exe), args, env)
+        return ServerCommand(str(write_server_launcher(home, sandbox.command([str(exe)], hidden))), args, env)
 
     def write_config(self, state_dir: Path, ports: dict[str, int]) -> Path:
         config = browser_home(state_dir) / "config.json"
@@ -419,7 +450,7 @@ class PlaywrightService(Service):
         try:
             await sites.start(names, state_dir, self.log_dir(state_dir))
             config = self.write_config(state_dir, sites.ports())
-            server = self.server_command(state_dir, config)
+            server = await asyncio.to_thread(self.server_command, state_dir, config, [pack_root(task)])
             quiesce = functools.partial(sites.quiesce, browser_home(state_dir))
             yield TrialEnv(state_dir, server, self.verifier_env(state_dir), quiesce=quiesce)
         finally:
