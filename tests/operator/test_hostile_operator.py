@@ -93,7 +93,7 @@ async def test_a_pod_the_api_server_refuses_for_good_fails_the_run(
         return validate(res, obj, old)
 
     def refuse() -> None:
-        emulator._validate_object = strict
+        emulator._validate_object = strict  # type: ignore[method-assign]
 
     kube.call(refuse)
     with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
