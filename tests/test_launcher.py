@@ -68,17 +68,17 @@ def write_run(
     return path
 
 
-def leaky_states(tmp_path: Path) -> list[Path]:
-    """The tiny pack's states copied to tmp_path/states, each category holding a link out of it: a state that
-    exists (the run starts) but is refused when a trial copies it in, an infra_error. Returns the links."""
-    pack = tmp_path / "pack"
-    if not pack.exists():
-        make_tiny_pack(pack, tasks=3)
-    shutil.copytree(pack / "filesystem" / "states", tmp_path / "states" / "filesystem")
-    links = [p / "leak" for p in sorted((tmp_path / "states" / "filesystem").iterdir()) if p.is_dir()]
-    for link in links:
-        link.symlink_to("/etc/hostname")
-    return links
+# The MCP server cannot start in any trial (its folder is wrong): an infrastructure error that preflight does not
+# see (a broken state, this test's cause before, is now refused up front), fixed by dropping the variable.
+NO_SERVERS = {"MCPFLEET_SERVERS_DIR": "/nonexistent"}
+
+
+def run_broken(path: Path, broken: bool = True) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], Path]:
+    """`mcpfleet run` of ``path`` (its output in tmp_path/runs), with every MCP server start failing when
+    ``broken``; returns the process, summary.json and the run folder."""
+    out = cli("run", str(path), "--no-progress", env={**os.environ, **(NO_SERVERS if broken else {})}, timeout=300)
+    root = path.parent / "runs" / yaml.safe_load(path.read_text())["metadata"]["name"]
+    return out, json.loads((root / "summary.json").read_text()), root
 
 
 def run_file(path: Path, **kw: Any) -> tuple[dict[str, Any], Path]:
@@ -396,23 +396,22 @@ def test_edited_task_refusal_does_not_claim_a_spec_change(tmp_path: Path) -> Non
 
 
 def test_infra_errors_are_retried_up_to_the_limit_and_again_on_rerun(tmp_path: Path) -> None:
-    leaky_states(tmp_path)
-    tasks = {"statesPath": str(tmp_path / "states"), "include": ["*/move_todo_0"]}
+    tasks = {"include": ["*/move_todo_0"]}
     retried = write_run(tmp_path, "retried", [ORACLE], tasks=tasks, retries={"limit": 2, "backoffSeconds": 0})
-    summary, root = run_file(retried)
+    _, summary, root = run_broken(retried)
     (rec,) = results(root).values()
     assert (rec["passed"], rec["failure"], rec["infra_attempts"]) == (False, "infra_error", 3)
-    assert "initial state" in rec["error"] and "outside" in rec["error"]
+    assert "MCP server" in rec["error"] and "not found" in rec["error"]
     assert row(summary, "oracle")["failures"] == {}  # measured nothing of the model: not a failure of it
     assert row(summary, "oracle")["not_scored"] == {"infra_error": 1} and row(summary, "oracle")["pass_at_1"] is None
 
     once = write_run(tmp_path, "once", [ORACLE], tasks=tasks, retries={"limit": 0, "backoffSeconds": 0})
-    _, root = run_file(once)
+    _, _, root = run_broken(once)
     (rec,) = results(root).values()
     assert (rec["failure"], rec["infra_attempts"]) == ("infra_error", 1)
 
     # An infra error is not an outcome: a rerun of the same file tries the trial again.
-    _, root = run_file(once)
+    _, _, root = run_broken(once)
     (again,) = results(root).values()
     assert again["failure"] == "infra_error"
     assert ts(again["started_at"]) > ts(rec["finished_at"])
@@ -450,18 +449,16 @@ def test_a_second_run_of_a_folder_in_use_is_refused_naming_the_first(tmp_path: P
 
 
 def test_a_run_that_scored_no_trial_exits_5_naming_the_kinds(tmp_path: Path) -> None:
-    """Every trial an infra_error (here a state with a link out of it) exited 0 with `complete: true`, as if it
+    """Every trial an infra_error (here an MCP server that cannot start) exited 0 with `complete: true`, as if it
     had measured something."""
-    links = leaky_states(tmp_path)
-    tasks = {"statesPath": str(tmp_path / "states"), "include": ["*/move_todo_[01]"]}
+    tasks = {"include": ["*/move_todo_[01]"]}
     path = write_run(tmp_path, "unscored", [ORACLE], tasks=tasks, retries={"limit": 0})
-    out = cli("run", str(path), "--no-progress")
+    out, _, _ = run_broken(path)
     assert out.returncode == 5, (out.stdout, out.stderr)
     assert "no trial was scored (2 infra_error): the run measured nothing" in flat(out.stderr)
 
-    for link in links:
-        link.unlink()
-    assert cli("run", str(path), "--no-progress").returncode == 0  # the unscored trials ran again, and scored
+    out, summary, _ = run_broken(path, broken=False)
+    assert out.returncode == 0 and summary["complete"], out.stderr  # the unscored trials ran again, and scored
 
 
 def test_trials_whose_records_cannot_be_stored_make_the_run_fail(tmp_path: Path) -> None:
@@ -510,20 +507,20 @@ def test_retry_waits_double_up_to_an_hour_and_an_endless_backoff_is_refused(tmp_
 
 
 def test_rerun_after_fixing_the_infra_cause_retries_instead_of_refusing(tmp_path: Path) -> None:
-    """Mending the state changes the task digest; an infra_error record measured nothing, so it must be
-    rerun, not reported as a conflicting outcome (which refused the run before 5204db7)."""
-    links = leaky_states(tmp_path)
-    tasks = {"statesPath": str(tmp_path / "states"), "include": ["*/move_todo_0"]}
-    path = write_run(tmp_path, "fixlater", [ORACLE], tasks=tasks, retries={"limit": 0, "backoffSeconds": 0})
-    _, root = run_file(path)
+    """Mending the task changes its digest; an infra_error record measured nothing, so it must be rerun, not
+    reported as a conflicting outcome (which refused the run before 5204db7)."""
+    path = write_run(tmp_path, "fixlater", [ORACLE], tasks={"include": ["*/move_todo_0"]}, retries={"limit": 0})
+    _, _, root = run_broken(path)
     (rec,) = results(root).values()
-    assert rec["failure"] == "infra_error" and "outside" in rec["error"]
+    assert rec["failure"] == "infra_error" and "not found" in rec["error"]
+    before = rec["spec_hash"]
 
-    for link in links:  # the fix
-        link.unlink()
-    summary, _ = run_file(path)
+    state = next((tmp_path / "pack" / "filesystem" / "states").iterdir())  # the fix touches the task's state
+    (state / "mended.txt").write_text("mended\n")
+    out, summary, _ = run_broken(path, broken=False)
     (rec,) = results(root).values()
-    assert rec["passed"] is True and summary["complete"]
+    assert rec["passed"] is True and summary["complete"], out.stderr
+    assert rec["spec_hash"] != before  # the task changed: its old record would conflict, were it scored
 
 
 def test_missing_states_refuse_the_run_before_any_trial_and_validate_names_them(tmp_path: Path) -> None:
