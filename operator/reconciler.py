@@ -21,6 +21,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from mcpfleet.runner.history import read_history
 from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.plan import TrialSpec, plan
+from mcpfleet.runner.preflight import scripted_problems
 from mcpfleet.runner.records import TrialResult, dumps, epoch_seconds, now_iso
 from mcpfleet.runner.spec import RESULT_FIELDS, EvalRun, SpecError, parse_evalrun
 from mcpfleet.runner.store import ResultStore, StoreError, open_store, store_config
@@ -79,6 +80,30 @@ def _ts(value: str | None) -> float:
     must not stop the run's reconciling)."""
     t = epoch_seconds(value)
     return t if t is not None else time.time()
+
+
+def planned(run: EvalRun) -> list[TrialSpec]:
+    """The run's trials; SpecError for a scripted model string the scripted server would refuse (every trial's
+    first call would fail on it)."""
+    if problems := scripted_problems(run):
+        raise SpecError(problems)
+    return plan(run, bundled_root())
+
+
+def unused_images(images: dict[str, str], selected: set[str]) -> list[str]:
+    """spec.pod.sidecarImages keys no pod would use: a typo (``filesytem``) would otherwise run every trial on
+    the default image, silently. A key may name any service this build knows (a spec written for several
+    suites), an image such a service's pods need besides its server's (``postgres-db``), or a service of a
+    selected task (a service this build does not know: its image serves ``mcp-server-<service>``)."""
+    from mcpfleet.runner.services import SERVICES
+
+    known = {*SERVICES, *selected, *(key for s in SERVICES.values() for key in s.pod_images)}
+    return [
+        f"spec.pod.sidecarImages.{key}: no service or pod image is named '{key}' (known: {', '.join(sorted(known))}); "
+        "correct the key or remove it"
+        for key in sorted(images)
+        if key not in known
+    ]
 
 
 def spec_problems(exc: BaseException) -> list[str]:
@@ -232,7 +257,7 @@ class Reconciler:
         self.generation = self.body.metadata.get("generation")
         try:
             run = parse_evalrun(raw, f"EvalRun {self.ns}/{self.name}")
-            trials = await asyncio.to_thread(plan, run, bundled_root())  # an s3:// pack is fetched first
+            trials = await asyncio.to_thread(planned, run)  # an s3:// pack is fetched first
             self.check_pods(run, trials)
             store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
         except STORE_FAILURES:
@@ -284,6 +309,8 @@ class Reconciler:
         for trial in {t.service: t for t in trials}.values():
             trial_pod(run, trial, self.shared.settings)  # raises ValueError naming spec.pod.sidecarImages.<svc>
         pod = run.spec.pod
+        if unused := unused_images(pod.sidecar_images, {t.service for t in trials}):
+            raise ValueError("; ".join(unused))
         refused = self.shared.settings.refusals(pod.runner_image, pod.sidecar_images, pod.service_account_name)
         if refused:
             raise ValueError("; ".join(refused))
@@ -595,7 +622,7 @@ class Reconciler:
         raw = {k: v for k, v in dict(self.body).items() if k in ("apiVersion", "kind", "metadata", "spec")}
         try:
             run = parse_evalrun(raw)
-            trials = await asyncio.to_thread(plan, run, bundled_root())
+            trials = await asyncio.to_thread(planned, run)
             self.check_pods(run, trials)
         except STORE_FAILURES as exc:  # the pack cannot be read right now: take the edit on a later step
             self.generation = seen

@@ -381,8 +381,8 @@ def validate(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")]
 
     try:
         spec = load_evalrun(evalrun)
-        preflight(spec, evalrun.resolve().parent, os.environ, local=False)
-        trials = plan(spec, evalrun.resolve().parent)
+        selected = preflight(spec, evalrun.resolve().parent, os.environ, local=False)
+        trials = plan(spec, evalrun.resolve().parent, selected)
     except (SpecError, TaskError, StoreError) as exc:
         _fail(str(exc))
     tasks = len({t.task_id for t in trials})

@@ -348,17 +348,17 @@ def execute(
     from . import tmpdirs
     from .preflight import preflight
 
-    preflight(run, base_dir, os.environ)
+    tasks = preflight(run, base_dir, os.environ)
     tmpdirs.sweep()  # trial folders left by runs that were killed
     sweep_leftovers()  # and their services' run-scoped leftovers (a PostgreSQL cluster's folder in /dev/shm)
-    trials = plan(run, base_dir)
+    trials = plan(run, base_dir, tasks)
     config = store_config(run.spec.output, run.name, base_dir)  # what workers reopen: picklable
     store = config.open()
     if new_run and store.exists():
         run = run.model_copy(
             update={"metadata": run.metadata.model_copy(update={"name": fresh_name(run.name, config)})}
         )
-        trials = plan(run, base_dir)
+        trials = plan(run, base_dir, tasks)
         config = config.with_name(run.name)
         store = config.open()
     with run_lock(store):

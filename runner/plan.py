@@ -174,6 +174,7 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
     return out
 
 
-def plan(run: EvalRun, base_dir: Path) -> list[TrialSpec]:
+def plan(run: EvalRun, base_dir: Path, tasks: list[Task] | None = None) -> list[TrialSpec]:
+    """The run's trials; ``tasks``: its selection when already loaded (``preflight`` returns it)."""
     root, states = resolve_pack(run.spec.tasks, base_dir)
-    return expand(run, load_selection(run.spec.tasks, base_dir), root, states)
+    return expand(run, load_selection(run.spec.tasks, base_dir) if tasks is None else tasks, root, states)

@@ -7,8 +7,12 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .spec import EvalRun, SpecError
+from .spec import AgentKind, EvalRun, SpecError
+
+if TYPE_CHECKING:
+    from .tasks import Task
 
 
 def output_problem(uri: str, base_dir: Path) -> str | None:
@@ -65,6 +69,7 @@ def credential_problems(run: EvalRun, env: Mapping[str, str], *, local: bool = T
 def model_problems(run: EvalRun) -> list[str]:
     """Model strings LiteLLM cannot place (a mistyped provider prefix, a blank name): every trial would fail
     before any request, and be recorded as the model's llm_api_error."""
+    problems = scripted_problems(run)
     named = [
         (f"spec.models[{i}].model", m.model, m.api_base) for i, m in enumerate(run.spec.models) if not m.is_scripted
     ]
@@ -72,10 +77,9 @@ def model_problems(run: EvalRun) -> list[str]:
     if judge is not None:
         named.append(("spec.toolcalls.judge.model", judge.model, judge.api_base))
     if not named:
-        return []
+        return problems
     from .llm import litellm  # only for real models (seconds of import), configured as the trials configure it
 
-    problems = []
     for field, model, api_base in named:
         try:
             litellm.get_llm_provider(model=model.strip(), api_base=api_base)
@@ -88,15 +92,73 @@ def model_problems(run: EvalRun) -> list[str]:
     return problems
 
 
-def state_problems(run: EvalRun, base_dir: Path) -> list[str]:
+def scripted_problems(run: EvalRun) -> list[str]:
+    """Scripted model strings the scripted model server would refuse (an unknown policy or option): every
+    trial's first call would fail, and the model be scored 0 on a typo."""
+    from .scripted_model import ModelError, parse_model
+
+    problems = []
+    for i, m in enumerate(run.spec.models):
+        if m.is_scripted:
+            try:
+                parse_model(m.model.removeprefix("scripted/"), 0.0)
+            except ModelError as exc:
+                problems.append(f"spec.models[{i}].model: {exc.message}")
+    return problems
+
+
+def replays_oracle(run: EvalRun) -> bool:
+    """Whether the run's trials replay oracle.json: the oracle agent, or the scripted oracle model."""
+    from .scripted_model import ModelError, parse_model
+
+    if run.spec.agent == AgentKind.oracle:
+        return True
+    for m in run.spec.models:
+        try:
+            if m.is_scripted and parse_model(m.model.removeprefix("scripted/"), 0.0).policy == "oracle":
+                return True
+        except ModelError:
+            continue  # scripted_problems names it
+    return False
+
+
+def oracle_problems(run: EvalRun, tasks: list[Task]) -> list[str]:
+    """A run that replays oracles (the oracle agent, the scripted oracle model) over tasks whose oracle.json is
+    missing or broken: each of those trials would fail, and the pack's fault would read as a failed task."""
+    if not replays_oracle(run):
+        return []
+    from .services import SERVICES
+    from .tasks import TaskError
+
+    problems = []
+    for task in tasks:
+        service = SERVICES.get(task.service)
+        if service is None or not service.oracle_json:
+            continue
+        try:
+            _ = task.oracle
+        except TaskError as exc:
+            problems.append(str(exc))
+        except OSError as exc:
+            problems.append(f"{task.id}: oracle.json unreadable: {exc}")
+    if not problems:
+        return []
+    more = [f"... and {len(problems) - 10} more"] if len(problems) > 10 else []
+    head = (
+        f"spec: the run replays oracle solutions, and {len(problems)} selected task(s) have none that can be "
+        "replayed; fix oracle.json (check with: mcpfleet tasks validate <pack>), or narrow the selection"
+    )
+    return ["\n  ".join([head, *problems[:10], *more])]
+
+
+def state_problems(tasks: list[Task]) -> list[str]:
     """Selected tasks whose initial state is missing (a wrong ``tasks.statesPath``, a pack without its
     states): each of their trials would fail, be retried and end as an unscored infra_error, so the run
     would measure nothing of them after minutes of work. Each service says what its state is."""
     from .services import SERVICES
-    from .tasks import load_selection
 
     problems = []
-    for task in load_selection(run.spec.tasks, base_dir):
+    for task in tasks:
         service = SERVICES.get(task.service)
         problems += service.check_state(task) if service is not None else []
     if not problems:
@@ -110,12 +172,17 @@ def state_problems(run: EvalRun, base_dir: Path) -> list[str]:
     return ["\n  ".join([head + fix, *problems[:10], *more])]
 
 
-def preflight(run: EvalRun, base_dir: Path, env: Mapping[str, str], *, local: bool = True) -> None:
-    """Raise SpecError naming every field this machine cannot honour."""
+def preflight(run: EvalRun, base_dir: Path, env: Mapping[str, str], *, local: bool = True) -> list[Task]:
+    """Raise SpecError naming every field this machine cannot honour; else the selected tasks (for ``plan``:
+    the pack is read, and its tasks hashed, once)."""
+    from .tasks import load_selection
+
     problems = credential_problems(run, env, local=local) + model_problems(run)
     if bad := output_problem(run.spec.output.uri, base_dir):
         problems.append(bad)
-    if not problems:  # (the pack is read only for a spec that is otherwise fine)
-        problems = state_problems(run, base_dir)
-    if problems:
+    if problems:  # (the pack is read only for a spec that is otherwise fine)
         raise SpecError(problems)
+    tasks = load_selection(run.spec.tasks, base_dir)
+    if problems := state_problems(tasks) + oracle_problems(run, tasks):
+        raise SpecError(problems)
+    return tasks

@@ -30,6 +30,38 @@ ENV_VAR_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # that reads numbers as doubles) keeps integers exactly only up to 2**53 - 1, and the operator sums timeouts into
 # a pod's int64 activeDeadlineSeconds, which three of these cannot overflow.
 INT_MAX = 2**53 - 1
+# The results store's S3 credentials, in every runner's environment: named as a model's (or the judge's) key,
+# they would be sent to that model's provider, whose URL the spec's author chooses.
+STORE_CREDENTIALS = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"})
+# A container image reference as the container runtimes parse it: [registry[:port]/]path[:tag][@digest], the path
+# in lowercase. Anything else gives pods that never start (InvalidImageName), each trial an infra error.
+_IMAGE_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REGISTRY = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]{1,5})?"
+IMAGE_REF = re.compile(
+    rf"(?:{_REGISTRY}/)?{_IMAGE_PART}(?:/{_IMAGE_PART})*(?::\w[\w.-]{{0,127}})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
+    re.ASCII,
+)
+
+
+def check_key_env(name: str | None) -> str | None:
+    """Refuse an apiKeyEnv naming the results store's credentials (see STORE_CREDENTIALS)."""
+    if name is not None and name.upper() in STORE_CREDENTIALS:
+        raise ValueError(
+            f"'{name}' holds the results store's S3 credentials, which would be sent to the model's provider as "
+            "its API key; put the model's key in a variable of its own and name that"
+        )
+    return name
+
+
+def check_image(image: str | None) -> str | None:
+    """Refuse what no container runtime can pull (see IMAGE_REF), naming the expected shape; empty: the default."""
+    if image and (len(image) > 512 or not IMAGE_REF.fullmatch(image)):
+        raise ValueError(
+            f"'{image[:80]}' is not a container image reference: [registry[:port]/]repository[:tag][@sha256:<digest>], "
+            "the repository in lowercase (e.g. ghcr.io/mcpfleet/runner:0.1.0); a pod with it would never start"
+        )
+    return image
 
 
 class SpecModel(BaseModel):
@@ -112,6 +144,11 @@ class ModelSpec(SpecModel):
     @classmethod
     def _api_base(cls, v: str | None) -> str | None:
         return check_no_credentials(v)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env(cls, v: str | None) -> str | None:
+        return check_key_env(v)
 
     @field_validator("model")
     @classmethod
@@ -555,6 +592,21 @@ class PodSettings(SpecModel):
         ),
     )
 
+    @field_validator("runner_image")
+    @classmethod
+    def _runner_image(cls, v: str | None) -> str | None:
+        return check_image(v)
+
+    @field_validator("sidecar_images")
+    @classmethod
+    def _sidecar_images(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, image in v.items():
+            try:
+                check_image(image)
+            except ValueError as exc:
+                raise ValueError(f"{key[:80]}: {exc}") from None
+        return v
+
     @field_validator("node_selector")
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
@@ -605,6 +657,11 @@ class JudgeSettings(SpecModel):
     @classmethod
     def _api_base(cls, v: str | None) -> str | None:
         return check_no_credentials(v)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env(cls, v: str | None) -> str | None:
+        return check_key_env(v)
 
     @field_validator("model")
     @classmethod

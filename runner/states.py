@@ -60,14 +60,15 @@ def load_times(path: Path) -> dict[str, float]:
     return {rel: _parse_time(ts, f"{path}:{rel}") for rel, ts in data.items()}
 
 
-def contained(path: Path, within: Path, what: str = "initial state") -> Path:
+def contained(path: Path, within: Path, what: str = "initial state", within_what: str = "") -> Path:
     """``path`` resolved, refused (TaskError) when it is a symbolic link leading outside ``within``: a hostile
-    pack must not copy host files (``/etc``, the runner's credentials) into a trial."""
+    pack must not copy host files (``/etc``, the runner's credentials) into a trial, send one to the model as a
+    description or run one as a verifier."""
     real, bound = path.resolve(), within.resolve()
     if real != bound and bound not in real.parents:
         raise TaskError(
-            f"{what} {path}: symbolic link to {real}, outside {within}; a task pack must be self-contained "
-            "(replace the link with the file it points to)"
+            f"{what} {path}: symbolic link to {real}, outside {within_what}{within}; a task pack must be "
+            "self-contained (replace the link with the file it points to)"
         )
     return real
 
@@ -82,7 +83,7 @@ def _kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
-def check_links(source: Path, bound: Path | None = None) -> tuple[int, int]:
+def check_copyable(source: Path, bound: Path | None = None) -> tuple[int, int]:
     """Walk ``source`` as the copy will (following links) and refuse, with a TaskError naming the path, what
     cannot be copied faithfully and finitely: ``source`` resolving outside ``bound`` (the pack root or
     ``tasks.statesPath``; by default its parent folder), a symbolic link leading out of the state, dangling or
@@ -141,7 +142,7 @@ def check_links(source: Path, bound: Path | None = None) -> tuple[int, int]:
 
 
 def _copy_file(src: str, dst: str) -> str:
-    """copytree's copy function: only a regular file (the state may have changed since ``check_links``)."""
+    """copytree's copy function: only a regular file (the state may have changed since ``check_copyable``)."""
     mode = os.stat(src).st_mode
     if not stat.S_ISREG(mode):
         raise TaskError(f"initial state {src}: {_kind(mode)}, not a regular file; remove it from the state")
@@ -150,10 +151,10 @@ def _copy_file(src: str, dst: str) -> str:
 
 def copy_state(source: Path, dest: Path, times_file: Path | None = None, bound: Path | None = None) -> int:
     """Copy ``source`` into the (empty or missing) ``dest`` with its times, then apply the times file's
-    overrides. Returns the file count. ``bound``: what the state must resolve within (see ``check_links``)."""
+    overrides. Returns the file count. ``bound``: what the state must resolve within (see ``check_copyable``)."""
     if not source.is_dir():
         raise TaskError(f"initial state {source} not found")
-    check_links(source, bound)
+    check_copyable(source, bound)
     if times_file is not None and (times_file.exists() or times_file.is_symlink()):
         contained(times_file, source.parent if bound is None else bound, "file times")
     times = load_times(times_file) if times_file else {}

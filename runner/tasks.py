@@ -41,6 +41,11 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 # name, which a file system caps at 255 bytes: with a 40-character model name these bounds leave room to spare.
 MAX_NAME_LENGTH = 64
 MAX_TASK_ID_LENGTH = 160
+# A task's text files are read whole, per trial and by the scripted model: a description is sent to the model
+# with every call (256 KiB is ~64k tokens, past most context windows after a few turns; MCPMark's average is
+# ~2 KB), and a JSON file of an oracle or mutants larger than 16 MiB is a mistake, not a task.
+MAX_DESCRIPTION_BYTES = 256 * 1024
+MAX_JSON_BYTES = 16 * 1024 * 1024
 ROOT_TOKEN = "{root}"
 MUTANT_KEYS = {"name", "why", "after_oracle", "steps", "answer"}
 NON_TASK_DIRS = {"states", "__pycache__"}
@@ -106,11 +111,28 @@ class Mutant:
     answer: str | None = None
 
 
-def _load_json(path: Path) -> Any:
+def read_text(path: Path, limit: int) -> str:
+    """A task file's text; TaskError naming the file when it is larger than ``limit`` bytes or not UTF-8.
+
+    Reads at most ``limit`` + 1 bytes: a huge (or sparse) file never reaches memory whole."""
+    with path.open("rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise TaskError(
+            f"{path}: larger than {limit // 1024:,} KiB, the most a task's {path.name} may hold; shorten it (or "
+            "move bulk data into the task's initial state)"
+        )
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TaskError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(read_text(path, MAX_JSON_BYTES))
+    except TaskError:
+        raise
     except ValueError as exc:  # a JSONDecodeError, or an integer of more than 4,300 digits
         raise TaskError(f"{path}: not valid JSON: {exc}") from None
 
@@ -210,11 +232,7 @@ class Task:
 
     @cached_property
     def description(self) -> str:
-        path = self.path / "description.md"
-        try:
-            return path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise TaskError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
+        return read_text(self.path / "description.md", MAX_DESCRIPTION_BYTES)
 
     @cached_property
     def meta(self) -> dict[str, Any]:
@@ -282,8 +300,8 @@ class Task:
         """The final answer an answer task's oracle gives (oracle.json "answer"), read by the verifier."""
         path = self.path / "oracle.json"
         try:
-            data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        except ValueError:  # not JSON, not UTF-8: the oracle's own parse (``oracle``) reports it
+            data = _load_json(path) if path.is_file() else {}
+        except (TaskError, OSError):  # not JSON, not UTF-8, too large: the oracle's own parse (``oracle``) reports it
             return None
         answer = data.get("answer") if isinstance(data, dict) else None
         return answer if isinstance(answer, str) else None
@@ -489,15 +507,14 @@ def find_task(root: Path, task_id: str, states_path: Path | None = None) -> Task
 
 
 def _outside_pack(path: Path, root: Path, task_id: str) -> str | None:
-    """Why ``path`` (a task folder or file) is not usable: it resolves outside the pack (a symbolic link to a
-    host file: a description sent to the model, a verifier run)."""
-    real, bound = path.resolve(), root.resolve()
-    if real == bound or bound in real.parents:
-        return None
-    return (
-        f"{task_id}: {path} is a symbolic link to {real}, outside the pack {root}; a task pack must be "
-        "self-contained (replace the link with the file it points to)"
-    )
+    """Why ``path`` (a task folder or file) is not usable: it resolves outside the pack (``states.contained``)."""
+    from .states import contained
+
+    try:
+        contained(path, root, f"{task_id}:", "the pack ")
+    except TaskError as exc:
+        return str(exc)
+    return None
 
 
 def check_task_files(task: Task) -> list[str]:

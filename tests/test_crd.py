@@ -384,8 +384,8 @@ def test_converter_rules() -> None:
         "type": "object",
         "description": "outer",
         "nullable": True,
-        "properties": {"x": {"type": "integer", "minimum": 1}},
-    }  # invalid default 0 dropped
+        "properties": {"x": {"type": "integer", "minimum": 1, "format": "int64"}},
+    }  # invalid default 0 dropped; integers are int64
     assert to_structural({"type": "string", "const": "v"}, {}) == {"type": "string", "enum": ["v"]}
     assert to_structural({"type": "object", "additionalProperties": True}, {}) == {
         "type": "object",

@@ -174,7 +174,7 @@ def test_a_task_file_linking_out_of_the_pack_is_refused(tmp_path: Path, name: st
     host.write_bytes((task.path / name).read_bytes())
     (task.path / name).unlink()
     (task.path / name).symlink_to(host)
-    with pytest.raises(PackCheckError, match=f"{name} is a symbolic link to .*outside the pack"):
+    with pytest.raises(PackCheckError, match=f"{name}: symbolic link to .*outside the pack"):
         check_selected([task])
 
 
@@ -398,3 +398,78 @@ def test_discover_turns_an_unreadable_folder_into_a_task_error(tmp_path: Path, m
     monkeypatch.setattr(Path, "glob", broken_glob)
     with pytest.raises(TaskError, match="cannot be read"):
         discover(root)
+
+
+# --- review leftovers: task files' sizes, oracles a run replays, scripted typos -------------------------------
+
+
+def test_a_description_over_the_cap_is_refused_before_the_run(tmp_path: Path) -> None:
+    """Before: any size was read whole and sent to the model with every call (a 300 KB one: ~75k tokens a call)."""
+    task = tiny(tmp_path)
+    (task.path / "description.md").write_text("Move the todo file. " * 16_000)  # 320 KB
+    with pytest.raises(PackCheckError, match=r"description.md: larger than 256 KiB"):
+        check_selected([task])
+
+
+def test_a_sparse_meta_json_is_refused_without_being_read_whole(tmp_path: Path) -> None:
+    task = tiny(tmp_path)
+    with open(task.path / "meta.json", "r+b") as f:
+        f.truncate(1 << 30)  # 1 GiB apparent, no blocks
+    with pytest.raises(PackCheckError, match=r"meta.json: larger than 16,384 KiB"):
+        check_selected([task])
+
+
+def broken_oracle_run(tmp_path: Path, **spec: object) -> Path:
+    root = make_tiny_pack(tmp_path / "pack", tasks=3)
+    tiny_dir = root / "filesystem" / "standard" / "tiny"
+    (tiny_dir / "move_todo_1" / "oracle.json").write_text('{"steps": "move it"}')
+    (tiny_dir / "move_todo_2" / "oracle.json").unlink()
+    return write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}, **spec})
+
+
+def test_a_run_replaying_oracles_refuses_tasks_without_a_usable_one(tmp_path: Path) -> None:
+    """Before: `validate` said valid; each such trial failed and read as the task failing, not the pack."""
+    out = cli("validate", str(broken_oracle_run(tmp_path)), cwd=tmp_path)
+    assert_clean_error(out, "replays oracle solutions, and 2 selected task(s) have none", "move_todo_1/oracle.json")
+    assert "move_todo_2: no oracle.json" in flat(out.stderr), out.stderr
+    out = cli("run", str(broken_oracle_run(tmp_path / "run")), "--no-progress", cwd=tmp_path / "run")
+    assert_clean_error(out, "replays oracle solutions")
+    assert not (tmp_path / "run" / "runs").exists(), "a trial ran"
+
+
+def test_the_oracle_agent_needs_them_too_and_other_models_do_not(tmp_path: Path) -> None:
+    noop = {"name": "idle", "model": "scripted/noop"}
+    out = cli("validate", str(broken_oracle_run(tmp_path, models=[noop], agent="oracle")), cwd=tmp_path)
+    assert_clean_error(out, "replays oracle solutions")
+    out = cli("validate", str(broken_oracle_run(tmp_path / "noop", models=[noop])), cwd=tmp_path / "noop")
+    assert out.returncode == 0, out.stderr
+    assert "valid; 1 model(s) x 3 task(s)" in flat(out.stdout), out.stdout
+
+
+def test_a_scripted_model_the_server_would_refuse_is_refused_up_front(tmp_path: Path) -> None:
+    """Before: valid; every trial's first call got a 404 and the run scored the model 0 on llm_api_error."""
+    make_tiny_pack(tmp_path / "pack")
+    models = [{"name": "o", "model": "scripted/orcale"}, {"name": "n", "model": "scripted/noop?latnecy=1"}]
+    out = cli("validate", str(write_run(tmp_path, {"models": models, "tasks": {"path": "pack"}})), cwd=tmp_path)
+    assert_clean_error(out, "spec.models[0].model: unknown scripted model 'orcale'", "spec.models[1].model: ")
+    assert "unknown option 'latnecy=1'" in flat(out.stderr), out.stderr
+
+
+def test_plan_uses_the_selection_preflight_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pack is read and its tasks hashed once per run (before: twice, by preflight and by plan)."""
+    from mcpfleet.runner import plan as plan_module
+    from mcpfleet.runner.preflight import preflight
+    from mcpfleet.runner.spec import load_evalrun
+
+    make_tiny_pack(tmp_path / "pack", tasks=2)
+    path = write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}})
+    run = load_evalrun(path)
+    tasks = preflight(run, tmp_path, {})
+    assert [t.name for t in tasks] == ["move_todo_0", "move_todo_1"]
+
+    def no_second_read(*_: object) -> None:
+        raise AssertionError("the pack was read again")
+
+    monkeypatch.setattr(plan_module, "load_selection", no_second_read)
+    trials = plan_module.plan(run, tmp_path, tasks)
+    assert sorted(t.task_id.rsplit("/", 1)[1] for t in trials) == ["move_todo_0", "move_todo_1"]

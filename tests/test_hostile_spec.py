@@ -328,3 +328,79 @@ def test_a_run_redacts_escaped_and_short_keys_everywhere(tmp_path: Path) -> None
     for key in keys.values():
         for form in (key, json.dumps(key)[1:-1]):
             assert not [w for w in written if form in w], form
+
+
+# --- review leftovers: the store's credentials as a model's key, image references --------------------------------
+
+
+@pytest.mark.parametrize("name", ["AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN"])
+def test_the_stores_credentials_are_refused_as_a_models_key(name: str) -> None:
+    """Before: valid; every trial sent the S3 store's secret to the model's provider (any apiBase) as its key."""
+    text = refused({"models": [model(apiKeyEnv=name)]})
+    assert "spec.models[0].apiKeyEnv: " in text and "results store's S3 credentials" in text, text
+    judge = {"model": "openai/gpt-5-mini", "apiKeyEnv": name}
+    text = refused({"models": [model()], "toolcalls": {"judge": judge}})
+    assert "spec.toolcalls.judge.apiKeyEnv: " in text and "results store's S3 credentials" in text, text
+
+
+def test_a_bedrock_api_key_variable_stays_a_valid_key() -> None:
+    run = parse_evalrun(body({"models": [model(model="bedrock/m", apiKeyEnv="AWS_BEARER_TOKEN_BEDROCK")]}))
+    assert run.spec.models[0].api_key_env == "AWS_BEARER_TOKEN_BEDROCK"
+
+
+BAD_IMAGES = [
+    "ghcr.io/MCPFleet/runner:1",  # a repository in capitals
+    "runner image",
+    "ghcr.io/x/y:",
+    "ghcr.io/x/y@sha256:abc",  # a digest too short
+    "x:tag:again",
+    "ghcr.io/x/y:" + "t" * 200,  # a tag past 128 characters
+    "ghcr.io/x/" + "y" * 600,
+    "ghcr.io/x/y:ünï",
+]
+
+
+@pytest.mark.parametrize("image", BAD_IMAGES)
+def test_an_image_no_runtime_can_pull_is_refused(image: str) -> None:
+    """Before: valid; every trial pod sat in InvalidImageName until its pending timeout, then an infra error."""
+    text = refused({"models": [model()], "pod": {"runnerImage": image}})
+    assert "spec.pod.runnerImage: " in text and "is not a container image reference" in text, text
+    text = refused({"models": [model()], "pod": {"sidecarImages": {"filesystem": image}}})
+    assert "spec.pod.sidecarImages: " in text and "filesystem: " in text, text
+    assert "is not a container image reference" in text, text
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "ghcr.io/mcpfleet/runner:0.1.0",
+        "busybox",
+        "localhost:5000/team/runner:dev_1.2-rc",
+        "registry.k8s.io/pause:3.9",
+        "docker.io/library/python@sha256:" + "a" * 64,
+        "my-registry.example:443/a__b/c-d.e:latest@sha256:" + "0" * 64,
+        "",  # empty: the operator's default
+    ],
+)
+def test_ordinary_image_references_stay_valid(image: str) -> None:
+    pod = {"runnerImage": image, "sidecarImages": {"filesystem": image, "postgres-db": image}}
+    run = parse_evalrun(body({"models": [model()], "pod": pod}))
+    assert run.spec.pod.runner_image == image
+
+
+def test_every_integer_of_the_crd_is_declared_int64() -> None:
+    """As Kubernetes' own types declare theirs (kubectl explain and client generators read the format)."""
+    found = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "integer":
+                found.append(node.get("format"))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"])
+    assert len(found) > 10 and set(found) == {"int64"}, found

@@ -196,6 +196,11 @@ class Service:
     # Whether trials talk to an MCP server of this service (a pod gets its sidecar); False for suites whose
     # tools come with each case (toolcall).
     mcp_server: bool = True
+    # Images its pods need besides its MCP server's, by their key in spec.pod.sidecarImages (postgres-db).
+    pod_images: tuple[str, ...] = ()
+    # Whether its oracle agent (and the scripted oracle model) replays the task's oracle.json; False when the
+    # oracle's answers come from elsewhere (toolcall: each case's labelled call).
+    oracle_json: bool = True
     # Files every task folder of this service must have (``mcpfleet tasks validate``).
     required_files: tuple[str, ...] = ("description.md", "verify.py", "meta.json")
     # Whether the service runs its trials itself (``run_trial``) instead of the engine's state -> MCP server ->

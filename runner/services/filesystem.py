@@ -65,13 +65,13 @@ class FilesystemService(Service):
         """What ``materialise`` would refuse, found before any trial (``validate``, the run's preflight, ``tasks
         validate``): a missing state, links out of it or looping, a device, pipe or socket in it, a state too
         large to copy into every trial, and a malformed ``<category>.times.json``."""
-        from ..states import check_links, contained, load_times
+        from ..states import check_copyable, contained, load_times
         from ..tasks import TaskError
 
         if not task.state_dir.is_dir():
             return [f"{task.id}: initial state {task.state_dir} not found"]
         try:
-            check_links(task.state_dir, task.state_bound)
+            check_copyable(task.state_dir, task.state_bound)
             times = task.state_times
             if times.exists() or times.is_symlink():
                 contained(times, task.state_bound, "file times")

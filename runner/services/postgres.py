@@ -542,6 +542,7 @@ def _cluster(resource: Any) -> ClusterHandle:
 class PostgresService(Service):
     name = "postgres"
     spare_servers = True  # see DatabaseSpare
+    pod_images = ("postgres-db",)  # the database sidecar (pod_sidecars)
 
     def sweep_leftovers(self) -> None:
         """Clusters of SIGKILLed runs (~200 MB of RAM in /dev/shm each) went only with the next PostgreSQL run."""

@@ -24,6 +24,7 @@ class ToolCallService(Service):
     name = "toolcall"
     mcp_server = False
     owns_trials = True
+    oracle_json = False
     required_files = ("description.md", "meta.json")
 
     def shards(self, task: Task, spec: EvalRunSpec) -> int | None:

@@ -110,3 +110,42 @@ async def test_a_pod_the_api_server_refuses_for_good_fails_the_run(
         await asyncio.sleep(3)
         assert pod_creates(kube) == creates == 1, "the refused pod was created again and again"
         assert status_of(kube, "refused")["phase"] == "Failed"
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        (
+            {"models": ONE["models"], "pod": {"sidecarImages": {"filesytem": "ghcr.io/me/mcp-fs:1"}}},
+            "spec.pod.sidecarImages.filesytem: no service or pod image is named 'filesytem'",
+        ),
+        ({"models": [{"name": "o", "model": "scripted/orcale"}]}, "spec.models[0].model: unknown scripted model"),
+    ],
+    ids=["sidecar-image-typo", "scripted-typo"],
+)
+async def test_a_typo_no_trial_could_survive_fails_the_run_before_any_pod(
+    kube: RunningEmulator,
+    operator_env: None,
+    s3: str,
+    bucket: str,
+    image_pack: Path,
+    spec: dict[str, Any],
+    said: str,
+) -> None:
+    """Before: a misspelt sidecarImages key was ignored (every trial ran on the default image, silently), and a
+    misspelt scripted policy failed every trial's first call, scored as the model's llm_api_error."""
+    with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
+        kube.create(evalrun("typo", image_pack, s3, bucket, attempts=1, **spec))
+        status = await wait_until(lambda: failed(kube, "typo"), 30, "the run to fail")
+        valid = next(c for c in status["conditions"] if c["type"] == "Valid")
+        assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec"), valid
+        assert said in valid["message"], valid
+    assert pod_creates(kube) == 0
+
+
+def test_sidecar_image_keys_may_name_any_known_service_its_pod_images_or_a_selected_service() -> None:
+    images = dict.fromkeys(["filesystem", "playwright", "postgres", "postgres-db", "mysite", "postgress"], "x")
+    assert reconciler.unused_images(images, {"filesystem", "mysite"}) == [
+        "spec.pod.sidecarImages.postgress: no service or pod image is named 'postgress' (known: filesystem, mysite, "
+        "playwright, postgres, postgres-db, toolcall); correct the key or remove it"
+    ]
