@@ -11,7 +11,11 @@ folders modules register with ``register_root``, and ``$MCPFLEET_SANDBOX_HIDE``)
 user), ``command`` for a command line someone else spawns (``unshare`` with a new pid namespace and /proc too: a
 process running as root could otherwise reach every file through ``/proc/<pid>/root`` of a process outside).
 
-Only root can do this; otherwise (or when ``unshare`` fails here) nothing is hidden, as before, with one warning.
+As root, both ways work. Not root, only ``command`` does: its namespaces live in a user namespace of their own,
+mapping the run's user to root there (``unshare`` can then mount), the mounts locked so the server cannot lift
+them; the kernel must allow unprivileged user namespaces. ``preexec`` has no pid namespace, and without one a
+process of the run's own uid reaches every file around the mounts through ``/proc/<pid>/root`` of the run's
+processes: a plan for it is None when not root. Where nothing can be hidden, nothing is, with one warning.
 This module is also the ``command`` entry point (``python -I -S sandbox.py --hide P ... -- argv``): few imports.
 """
 
@@ -125,15 +129,17 @@ def _probe() -> bool:
     if os.environ.get(OFF_ENV, "").lower() in ("off", "0", "no", "false"):
         return False
     why = None
-    if os.geteuid() != 0:
-        why = "not running as root"
-    elif not shutil.which("unshare"):
+    if not shutil.which("unshare"):
         why = "no unshare command"
     else:
-        probe = ["unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--mount-proc"]
-        p = subprocess.run([*probe, "true"], capture_output=True, text=True, timeout=30)
+        # What ``command`` runs, and (not root) a user namespace in which a tmpfs can be mounted: ``preexec``'s way.
+        probe = [*_unshare_flags(), "true"]
+        if os.geteuid() != 0:
+            probe = [*_unshare_flags(), "mount", "-t", "tmpfs", "mcpfleet-probe", "/mnt"]
+        p = subprocess.run(probe, capture_output=True, text=True, timeout=30)
         if p.returncode != 0:
-            why = f"unshare failed: {p.stderr.strip()[:200]}"
+            user = "" if os.geteuid() == 0 else " (not root: unprivileged user namespaces may be disabled here)"
+            why = f"unshare failed{user}: {p.stderr.strip()[:200]}"
     if why is not None:
         logging.getLogger(__name__).warning(
             "trial servers are not sandboxed (%s): an agent that can read files through its server (a trial "
@@ -144,9 +150,10 @@ def _probe() -> bool:
     return True
 
 
-def plan(keep: Iterable[Path], hide: Iterable[Path] = ()) -> Plan | None:
-    """What a sandbox for a process that needs ``keep`` covers, or None when nothing can be (``available``)."""
-    if not available():
+def plan(keep: Iterable[Path], hide: Iterable[Path] = (), *, own_pids: bool = False) -> Plan | None:
+    """What a sandbox for a process that needs ``keep`` covers, or None when nothing can be (``available``).
+    ``own_pids``: the caller enters it with ``command`` (a pid namespace of its own), the only way when not root."""
+    if not available() or (os.geteuid() != 0 and not own_pids):
         return None
     own: list[str | Path] = [__file__, sys.executable, sys.base_prefix]  # ``command`` runs this file with this Python
     keeps = sorted({os.path.realpath(p) for p in [*keep, *own] if os.path.exists(p)})
@@ -175,13 +182,24 @@ def _check(result: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+def _in_user_namespace() -> bool:
+    """Whether this process's ids are a mapped subset (a user namespace below the machine's): then a tmpfs cannot
+    be given an owner the namespace does not map, and a folder cannot be handed to one."""
+    try:
+        with open("/proc/self/uid_map") as f:
+            return f.read().split() != ["0", "0", "4294967295"]
+    except OSError:
+        return False
+
+
 def apply(p: Plan, unshare: bool = True) -> None:
     """In the process about to exec the server (a child): a new mount namespace unless already in one, then the
-    plan's mounts. As root; nothing here reaches the caller's namespace (every mount is private)."""
+    plan's mounts. Nothing here reaches the caller's namespace (every mount is private)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
     if unshare:
         _check(libc.unshare(_CLONE_NEWNS), "unshare")
+    owners = not _in_user_namespace()
     _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
     fds = {k: os.open(k, os.O_PATH) for k in p.keep}  # still reachable once their parents are covered
     covered = [*p.hide, *p.scratch]
@@ -191,13 +209,15 @@ def apply(p: Plan, unshare: bool = True) -> None:
     try:
         for path in covered:
             st = os.stat(path)
-            opts = f"mode={st.st_mode & 0o7777:o},uid={st.st_uid},gid={st.st_gid}".encode()
+            owner = f",uid={st.st_uid},gid={st.st_gid}" if owners else ""  # (else the mounting user's)
+            opts = f"mode={st.st_mode & 0o7777:o}{owner}".encode()
             _check(libc.mount(b"mcpfleet-hidden", path.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts), path)
         for k, fd in fds.items():
             for d in _between(k, covered):
                 if not os.path.lexists(d):
                     os.mkdir(d)
-                    os.chown(d, like[d].st_uid, like[d].st_gid)
+                    if owners:
+                        os.chown(d, like[d].st_uid, like[d].st_gid)
                     os.chmod(d, like[d].st_mode & 0o7777)
             if os.path.isdir(f"/proc/self/fd/{fd}"):
                 if not os.path.lexists(k):
@@ -227,12 +247,18 @@ def preexec(p: Plan, user: tuple[int, int] | None = None) -> Callable[[], None]:
     return enter
 
 
+def _unshare_flags() -> list[str]:
+    flags = ["unshare", "--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--mount-proc"]
+    if os.geteuid() != 0:  # root in a user namespace of its own (the run's user outside): it may mount there
+        flags[1:1] = ["--user", "--map-root-user"]
+    return flags
+
+
 def command(argv: list[str], p: Plan) -> list[str]:
     """``argv`` run in a sandbox of its own, pid namespace and /proc included: ``unshare`` forks it as pid 1 of the
     new namespace (when it ends, whatever it started there is killed), and kills it if ``unshare`` is killed."""
-    flags = ["--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--mount-proc"]
     me = os.path.realpath(__file__)
-    return ["unshare", *flags, "--", sys.executable, "-I", "-S", me, *p.args(), "--", *argv]
+    return [*_unshare_flags(), "--", sys.executable, "-I", "-S", me, *p.args(), "--", *argv]
 
 
 def main(args: list[str]) -> None:

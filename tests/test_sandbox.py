@@ -2,7 +2,8 @@
 ``pg_read_file``; the browser: ``view-source:file://``) run in a sandbox (runner/sandbox.py): the task packs (the
 verifiers, the oracles), the run's output (other trials' transcripts), the packs cache and other trials' folders
 are not there. The attacks succeed with the sandbox off (``MCPFLEET_SANDBOX=off``: what runs when we are not
-root), fail with it on; the services' oracle trials still pass inside it."""
+root and the kernel allows no user namespace), fail with it on, as root and not; the services' oracle trials
+still pass inside it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,19 +21,19 @@ from typing import Any
 
 import pytest
 from pgpack import make_pg_pack, scratch_runs_root
+from sandbox_attacks import TRANSCRIPT, VERIFY, browser_attacks
 
 from mcpfleet.runner import sandbox
-from mcpfleet.runner.mcp_client import connect_stdio, result_text
-from mcpfleet.runner.services import get_service, pgcluster
+from mcpfleet.runner.services import pgcluster
 from mcpfleet.runner.services.postgres import isolation
 from mcpfleet.runner.taskcheck import validate
-from mcpfleet.runner.tasks import Task, discover, find_task
+from mcpfleet.runner.tasks import discover, find_task
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "tasks"
-VERIFY = TASKS / "postgres" / "standard" / "hr" / "vp_org_payroll" / "verify.py"
 SECRET = "sk-FAKE-sandbox-test-key"
-TRANSCRIPT = "transcript-of-another-trial"
+NOBODY = 65534
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only root sandboxes trial servers")
 
@@ -102,20 +105,6 @@ async def test_a_trial_cluster_superuser_reads_no_verifier_transcript_or_other_t
             assert got[what].startswith("ERROR") and "No such file or directory" in got[what], (what, got)
 
 
-def _site_task(root: Path) -> Task:
-    path = root / "pack" / "playwright" / "standard" / "probe" / "probe"
-    path.mkdir(parents=True)
-    (path / "meta.json").write_text(json.dumps({"task_id": "probe", "mcpfleet": {"sites": ["shop"]}}))
-    return Task("playwright", "standard", "probe", "probe", path, path.parent.parent / "states" / "probe")
-
-
-def _environ(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return b""
-
-
 def test_the_browser_reads_no_verifier_transcript_or_secret(
     mode: str, output: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -126,48 +115,20 @@ def test_the_browser_reads_no_verifier_transcript_or_secret(
     monkeypatch.setattr(tempfile, "tempdir", marker)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-    task = _site_task(Path(marker))
-    state = Path(marker) / "mcpfleet-trial-1-x" / "state"
-    neighbour = Path(marker) / "mcpfleet-trial-2-y" / "messages.json"  # a concurrent trial's folder
-    neighbour.parent.mkdir()
-    neighbour.write_text(TRANSCRIPT)
-
-    async def scenario() -> dict[str, Any]:
-        seen: dict[str, Any] = {}
-        with open(Path(marker) / "server.log", "w+b") as log:
-            async with get_service("playwright").environment(task, state, None) as env:
-                seen["wrapped"] = Path(env.server.command).name == "server"
-                async with connect_stdio(env.server, log, cwd=state) as session:
-
-                    async def page(url: str) -> str:
-                        nav = await session.call_tool("browser_navigate", {"url": url})
-                        snap = await session.call_tool("browser_snapshot", {})
-                        return result_text(nav) + "\n" + result_text(snap)
-
-                    for name, url in {
-                        "verify": f"view-source:file://{VERIFY}",
-                        "pack": f"view-source:file://{task.path / 'meta.json'}",
-                        "transcript": f"view-source:file://{output / 'trials' / 'other' / 'messages.json'}",
-                        "neighbour": f"view-source:file://{neighbour}",
-                        "via_proc": f"view-source:file:///proc/{os.getpid()}/root{VERIFY}",
-                        "environ": "view-source:file:///proc/self/environ",
-                        "plain": f"file://{VERIFY}",
-                        "shop": "http://shop.test/",
-                    }.items():
-                        seen[name] = await page(url)
-                    seen["environs"] = [_environ(p) for p in _pids_under(marker)]
-        return seen
-
     try:
-        seen = asyncio.run(scenario())
+        seen = browser_attacks(Path(marker), output)
     finally:
         shutil.rmtree(marker, ignore_errors=True)
+    assert_browser_sandboxed(seen, mode)
+
+
+def assert_browser_sandboxed(seen: dict[str, Any], mode: str) -> None:
     answer_key = "Verifier for hr/vp_org_payroll"
     assert "Larkspur Goods" in seen["shop"]  # the browser works
     assert 'Access to "file:" protocol is blocked' in seen["plain"]  # playwright-mcp's own rule, either way
     # Its own environment: no key either way (and Chromium shows /proc files, size 0, as empty pages).
     assert "file:///proc/self/environ" in seen["environ"] and SECRET not in seen["environ"]
-    assert seen["environs"] and not any(SECRET.encode() in e for e in seen["environs"])
+    assert seen["environs"] and not any(SECRET in e for e in seen["environs"])
     if mode == "off":  # today's hatch: the verifier, the pack, other trials' transcripts
         assert answer_key in seen["verify"] and answer_key in seen["via_proc"], seen["verify"][-500:]
         assert TRANSCRIPT in seen["transcript"] and TRANSCRIPT in seen["neighbour"] and "probe" in seen["pack"]
@@ -178,18 +139,37 @@ def test_the_browser_reads_no_verifier_transcript_or_secret(
     assert seen["wrapped"] == (mode == "on")  # the server's command: the sandbox's launcher, or playwright-mcp
 
 
-def _pids_under(marker: str) -> list[int]:
-    """The server's and browser's processes: their environment or command line names the test's folder."""
-    out = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                cmd = Path(f"/proc/{entry.name}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if marker.encode() in cmd + _environ(int(entry.name)):
-                out.append(int(entry.name))
-    return out
+def as_nobody(argv: list[str]) -> list[str]:
+    """``argv`` as uid 65534, where this interpreter is reachable as it is for any user's own: when it lives in a
+    folder others cannot enter (pyenv under /root here), a mount namespace of its own covers that folder with an
+    enterable one holding only the interpreter's tree."""
+    real = Path(os.path.realpath(sys.executable))
+    blocked = next((d for d in reversed(real.parents) if not os.stat(d).st_mode & 0o001), None)
+    if blocked is None:
+        return [*AS_NOBODY, *argv]
+    child = blocked / real.relative_to(blocked).parts[0]
+    script = (
+        'set -e; hold=$(mktemp -d); mount --bind "$1" "$hold"; mount -t tmpfs -o mode=755 mcpfleet-test "$2"; '
+        'mkdir "$1"; mount --bind "$hold" "$1"; umount "$hold"; rmdir "$hold"; shift 2; exec "$@"'
+    )
+    wrap = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", str(child), str(blocked)]
+    return [*wrap, *AS_NOBODY, *argv]
+
+
+def test_not_root_the_browser_is_sandboxed_too(mode: str, output: Path) -> None:
+    """A run that is not root (the attacks as uid 65534, through ``setpriv``): its browser's server gets the same
+    sandbox, in a user namespace of its own (before: none, and a warning)."""
+    marker = tempfile.mkdtemp(prefix="pwsbx-")
+    os.chown(marker, NOBODY, NOBODY)
+    env = {**os.environ, sandbox.OFF_ENV: mode, "OPENAI_API_KEY": SECRET, "HOME": marker, "TMPDIR": marker}
+    cmd = as_nobody([sys.executable, str(REPO / "tests" / "sandbox_attacks.py"), marker, str(output)])
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=marker)
+    finally:
+        shutil.rmtree(marker, ignore_errors=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert_browser_sandboxed(json.loads(out.stdout.strip().splitlines()[-1]), mode)
+    assert "trial servers are not sandboxed" not in out.stderr, out.stderr[-2000:]
 
 
 def test_oracle_trials_pass_in_the_sandbox(tmp_path: Path) -> None:

@@ -379,7 +379,7 @@ class PlaywrightService(Service):
         return super().refused_call(name, arguments)
 
     def server_command(self, state_dir: Path, config: Path, hide: Sequence[Path] = ()) -> ServerCommand:
-        """playwright-mcp on the trial's Chromium; as root, through ``write_server_launcher`` (a sandbox where
+        """playwright-mcp on the trial's Chromium; through ``write_server_launcher`` (a sandbox where
         the task packs, the run's output and other trials' folders are not there: a ``view-source:file://``
         would read the verifiers), with ``hide`` (the task's pack) covered too."""
         exe = servers_bin() / EXECUTABLE
@@ -416,7 +416,7 @@ class PlaywrightService(Service):
             "TZ": "UTC",
         }
         keep = [state_dir, servers_bin().parent, Path(browser), Path(os.path.realpath(browser)).parent]
-        hidden = sandbox.plan(keep, hide)
+        hidden = sandbox.plan(keep, hide, own_pids=True)
         if hidden is None:
             return ServerCommand(str(exe), args, env)
         return ServerCommand(str(write_server_launcher(home, sandbox.command([str(exe)], hidden))), args, env)
