@@ -259,3 +259,58 @@ def test_a_catastrophic_pattern_is_cut_off_as_unchecked_and_other_patterns_still
     assert wrong.reasons[0].message == "'ab' does not match '^(a|aa)+$'"
     assert check("create_event", {**GOOD, "code": "abc"})[1] == [(VALUES, "$.code", "pattern")]
     assert check("create_event", {**GOOD, "code": "ABC"})[0] == SCHEMA_VALID
+
+
+def _iri_tool(draft: str | None) -> Tool:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {"page": {"type": "string", "format": "iri"}, "ref": {"format": "iri-reference"}},
+    }
+    return Tool(name="cite", input_schema=schema | ({"$schema": draft} if draft else {}))
+
+
+@pytest.mark.parametrize("draft", [None, "http://json-schema.org/draft-07/schema#"])
+@pytest.mark.parametrize(
+    ("args", "ok"),
+    [
+        ({"page": "https://de.wikipedia.org/wiki/Köln"}, True),
+        ({"page": "http://例え.テスト/パス?q=値#節"}, True),
+        ({"page": "urn:isbn:0451450523", "ref": "../Straße/plan.pdf#seite=2"}, True),
+        ({"page": "http://example.com/?\ue000private-use-in-query"}, True),
+        ({"ref": "//example.com/%C3%A9t%C3%A9"}, True),
+        ({"page": "http://[::1]:8080/x", "ref": "/emoji/\U0001f600"}, True),  # rfc3987-syntax refused both
+        ({"page": "/wiki/Köln"}, False),  # a reference, not an IRI: no scheme
+        ({"page": "https://example.com/a b"}, False),  # a space
+        ({"page": "https://example.com/%zz"}, False),  # not a percent-encoding
+        ({"page": "https://example.com/\ue000"}, False),  # private use outside the query
+        ({"page": "https://example.com/\ufffe"}, False),  # a non-character, in no ucschar range
+        ({"page": "https://example.com/x\n"}, False),  # the pattern's "$" allows a final newline: we do not
+        ({"ref": "https://exa mple.com/"}, False),
+        ({"ref": "a:b:[c]"}, False),  # "[" outside a host
+    ],
+)
+def test_iri_formats_are_checked_without_rfc3987_syntax(draft: str | None, args: dict[str, Any], ok: bool) -> None:
+    verdict = classify_call([_iri_tool(draft)], ToolCall(name="cite", arguments=args))
+    assert (verdict.label == SCHEMA_VALID) is ok, verdict.reasons
+    if not ok:
+        assert {(r.kind, r.keyword) for r in verdict.reasons} == {(VALUES, "format")}
+
+
+def test_older_drafts_have_no_iri_format_to_check() -> None:
+    """Draft 4 does not define "iri": an unknown format is an annotation, as the library treats it."""
+    tool = _iri_tool("http://json-schema.org/draft-04/schema#")
+    assert classify_call([tool], ToolCall(name="cite", arguments={"page": "a b"})).label == SCHEMA_VALID
+
+
+def test_importing_the_engine_does_not_compile_lark_grammars() -> None:
+    """rfc3987-syntax, if installed, makes every `import jsonschema` (LiteLLM's included) compile 38 Lark grammars:
+    2.5 s of CPU in each trial pod, worker forkserver and CLI process. It is not a dependency any more."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, mcpfleet.runner.trial, jsonschema\n"
+        "print(sorted(m for m in ('lark', 'rfc3987_syntax') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd="/", capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -3,9 +3,9 @@
 Entry points: ``classify_call(tools, call) -> Verdict`` (the deterministic schema checker),
 ``judge.Judge`` (an LLM judge, ``await judge.judge(case) -> Verdict``), ``judge.assess`` (checker first, then the
 judge), ``loader.load_cases`` (limbic-format data) and ``generator.generate`` (a labelled synthetic set).
-The judge module imports LiteLLM, so it is not imported here; the checker (jsonschema with format checks, whose
-rfc3987 grammar takes ~3 s of CPU to build) is imported on first use, so that every ``mcpfleet`` command, which
-registers the toolcalls commands, does not pay for it.
+The judge module imports LiteLLM, so it is not imported here, and neither is the checker (jsonschema and the
+format validators): every ``mcpfleet`` command registers the toolcalls commands, and none should pay for more
+imports than it uses.
 """
 
 from __future__ import annotations

@@ -38,11 +38,12 @@ from functools import cache, lru_cache
 from typing import Any
 
 import regex
-from jsonschema import Draft202012Validator, validators
+from jsonschema import Draft7Validator, Draft201909Validator, Draft202012Validator, FormatChecker, validators
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
 from jsonschema.protocols import Validator
 from referencing.exceptions import Unresolvable
 
+from . import iri
 from .models import SCHEMA_VALID, Reason, Tool, ToolCall, Verdict
 
 TOOL, NAMES, VALUES = "incorrect_tool", "incorrect_parameter_names", "incorrect_parameter_values"
@@ -117,24 +118,41 @@ class Compiled:
     params: dict[str, Validator]
 
 
+_IRI_DRAFTS = (Draft7Validator, Draft201909Validator, Draft202012Validator)  # the drafts that define the formats
+
+
+@cache
+def format_checker(cls: type[Validator]) -> FormatChecker:
+    """The draft's format checker, with ``iri`` and ``iri-reference`` (iri.py) in the drafts that define them."""
+    base = cls.FORMAT_CHECKER
+    if cls not in _IRI_DRAFTS:
+        return base
+    checker = FormatChecker(formats=())
+    checker.checkers = dict(base.checkers)
+    for name, check in (("iri", iri.is_iri), ("iri-reference", iri.is_iri_reference)):
+        checker.checkers.setdefault(name, (check, ()))
+    return checker
+
+
 @lru_cache(maxsize=4096)
 def compiled(key: str) -> Compiled:
     """The validators for one schema (canonical JSON), built once; raises UncheckableSchema."""
     schema = json.loads(key)
     if not isinstance(schema, dict):
         raise UncheckableSchema(f"the input schema is a {type(schema).__name__}, not an object")
-    cls = _guarded(validators.validator_for(schema, default=Draft202012Validator))
+    draft = validators.validator_for(schema, default=Draft202012Validator)
+    cls, formats = _guarded(draft), format_checker(draft)
     try:
         cls.check_schema(schema)
     except SchemaError as exc:
         raise UncheckableSchema(f"the input schema is invalid: {exc.message}") from None
     strict = strict_schema(schema, cls)
-    full = cls(strict, format_checker=cls.FORMAT_CHECKER)
+    full = cls(strict, format_checker=formats)
     props = strict.get("properties")
     # Before 2019-09 a $ref beside "properties" makes the validator ignore them: keep the library's behaviour.
     if not isinstance(props, dict) or ("$ref" in strict and "unevaluatedProperties" not in cls.VALIDATORS):
         return Compiled(full, {})
-    top = cls({**strict, "properties": dict.fromkeys(props, True)}, format_checker=cls.FORMAT_CHECKER)
+    top = cls({**strict, "properties": dict.fromkeys(props, True)}, format_checker=formats)
     return Compiled(top, {name: full.evolve(schema=sub) for name, sub in props.items()})
 
 
