@@ -21,7 +21,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from mcpfleet.runner.history import read_history
 from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.plan import TrialSpec, plan
-from mcpfleet.runner.preflight import scripted_problems
+from mcpfleet.runner.preflight import scripted_problems, selection
 from mcpfleet.runner.records import TrialResult, dumps, epoch_seconds, now_iso
 from mcpfleet.runner.spec import RESULT_FIELDS, EvalRun, SpecError, parse_evalrun
 from mcpfleet.runner.store import ResultStore, StoreError, open_store, store_config
@@ -83,27 +83,13 @@ def _ts(value: str | None) -> float:
 
 
 def planned(run: EvalRun) -> list[TrialSpec]:
-    """The run's trials; SpecError for a scripted model string the scripted server would refuse (every trial's
-    first call would fail on it)."""
+    """The run's trials; SpecError for what the local preflight refuses too, where the operator can see it: a
+    scripted model string the scripted server would refuse (every trial's first call would fail on it), and the
+    selection's problems (``preflight.selection``; the states are the pods' to check)."""
     if problems := scripted_problems(run):
         raise SpecError(problems)
-    return plan(run, bundled_root())
-
-
-def unused_images(images: dict[str, str], selected: set[str]) -> list[str]:
-    """spec.pod.sidecarImages keys no pod would use: a typo (``filesytem``) would otherwise run every trial on
-    the default image, silently. A key may name any service this build knows (a spec written for several
-    suites), an image such a service's pods need besides its server's (``postgres-db``), or a service of a
-    selected task (a service this build does not know: its image serves ``mcp-server-<service>``)."""
-    from mcpfleet.runner.services import SERVICES
-
-    known = {*SERVICES, *selected, *(key for s in SERVICES.values() for key in s.pod_images)}
-    return [
-        f"spec.pod.sidecarImages.{key}: no service or pod image is named '{key}' (known: {', '.join(sorted(known))}); "
-        "correct the key or remove it"
-        for key in sorted(images)
-        if key not in known
-    ]
+    root = bundled_root()
+    return plan(run, root, selection(run, root, states=False))
 
 
 def spec_problems(exc: BaseException) -> list[str]:
@@ -309,8 +295,6 @@ class Reconciler:
         for trial in {t.service: t for t in trials}.values():
             trial_pod(run, trial, self.shared.settings)  # raises ValueError naming spec.pod.sidecarImages.<svc>
         pod = run.spec.pod
-        if unused := unused_images(pod.sidecar_images, {t.service for t in trials}):
-            raise ValueError("; ".join(unused))
         refused = self.shared.settings.refusals(pod.runner_image, pod.sidecar_images, pod.service_account_name)
         if refused:
             raise ValueError("; ".join(refused))

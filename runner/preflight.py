@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .spec import AgentKind, EvalRun, SpecError
 
 if TYPE_CHECKING:
+    from .scripted_model import ModelError, Options
     from .tasks import Task
 
 
@@ -92,34 +93,33 @@ def model_problems(run: EvalRun) -> list[str]:
     return problems
 
 
-def scripted_problems(run: EvalRun) -> list[str]:
-    """Scripted model strings the scripted model server would refuse (an unknown policy or option): every
-    trial's first call would fail, and the model be scored 0 on a typo."""
+def _scripted(run: EvalRun) -> Iterator[tuple[int, Options | ModelError]]:
+    """Each scripted model's index and its options as the scripted model server parses them, or its error."""
     from .scripted_model import ModelError, parse_model
 
-    problems = []
     for i, m in enumerate(run.spec.models):
         if m.is_scripted:
             try:
-                parse_model(m.model.removeprefix("scripted/"), 0.0)
+                yield i, parse_model(m.model.removeprefix("scripted/"), 0.0)
             except ModelError as exc:
-                problems.append(f"spec.models[{i}].model: {exc.message}")
-    return problems
+                yield i, exc
+
+
+def scripted_problems(run: EvalRun) -> list[str]:
+    """Scripted model strings the scripted model server would refuse (an unknown policy or option): every
+    trial's first call would fail, and the model be scored 0 on a typo."""
+    from .scripted_model import ModelError
+
+    return [f"spec.models[{i}].model: {got.message}" for i, got in _scripted(run) if isinstance(got, ModelError)]
 
 
 def replays_oracle(run: EvalRun) -> bool:
     """Whether the run's trials replay oracle.json: the oracle agent, or the scripted oracle model."""
-    from .scripted_model import ModelError, parse_model
+    from .scripted_model import ModelError
 
-    if run.spec.agent == AgentKind.oracle:
-        return True
-    for m in run.spec.models:
-        try:
-            if m.is_scripted and parse_model(m.model.removeprefix("scripted/"), 0.0).policy == "oracle":
-                return True
-        except ModelError:
-            continue  # scripted_problems names it
-    return False
+    return run.spec.agent == AgentKind.oracle or any(
+        not isinstance(got, ModelError) and got.policy == "oracle" for _, got in _scripted(run)
+    )
 
 
 def oracle_problems(run: EvalRun, tasks: list[Task]) -> list[str]:
@@ -128,19 +128,12 @@ def oracle_problems(run: EvalRun, tasks: list[Task]) -> list[str]:
     if not replays_oracle(run):
         return []
     from .services import SERVICES
-    from .tasks import TaskError
 
     problems = []
     for task in tasks:
         service = SERVICES.get(task.service)
-        if service is None or not service.oracle_json:
-            continue
-        try:
-            _ = task.oracle
-        except TaskError as exc:
-            problems.append(str(exc))
-        except OSError as exc:
-            problems.append(f"{task.id}: oracle.json unreadable: {exc}")
+        if service is not None and service.oracle_json and (problem := task.oracle_problem()):
+            problems.append(problem)
     if not problems:
         return []
     more = [f"... and {len(problems) - 10} more"] if len(problems) > 10 else []
@@ -172,17 +165,43 @@ def state_problems(tasks: list[Task]) -> list[str]:
     return ["\n  ".join([head + fix, *problems[:10], *more])]
 
 
+def image_problems(run: EvalRun, tasks: list[Task]) -> list[str]:
+    """spec.pod.sidecarImages keys no pod would use: a typo (``filesytem``) would otherwise run every trial on
+    the default image, silently. A key may name any service this build knows (a spec written for several
+    suites), an image such a service's pods need besides its server's (``postgres-db``), or a service of a
+    selected task (a service this build does not know: its image serves ``mcp-server-<service>``). Checked
+    locally too, where pods are not used: ``validate`` must not call valid a spec the operator refuses."""
+    from .services import SERVICES
+
+    known = {*SERVICES, *(t.service for t in tasks), *(key for s in SERVICES.values() for key in s.pod_images)}
+    return [
+        f"spec.pod.sidecarImages.{key}: no service or pod image is named '{key}' (known: {', '.join(sorted(known))}); "
+        "correct the key or remove it"
+        for key in sorted(run.spec.pod.sidecar_images)
+        if key not in known
+    ]
+
+
+def selection(run: EvalRun, base_dir: Path, *, states: bool = True) -> list[Task]:
+    """The run's selected tasks; SpecError for those whose trials could only fail: with ``states``, a missing or
+    unusable initial state (where this machine holds the states: not the operator, whose pods bring them), and,
+    in a run that replays oracles, an oracle.json that cannot be replayed; and sidecarImages keys that name
+    nothing. Every path that plans a run (the local preflight, the operator) plans from this."""
+    from .tasks import load_selection
+
+    tasks = load_selection(run.spec.tasks, base_dir)
+    problems = (state_problems(tasks) if states else []) + oracle_problems(run, tasks) + image_problems(run, tasks)
+    if problems:
+        raise SpecError(problems)
+    return tasks
+
+
 def preflight(run: EvalRun, base_dir: Path, env: Mapping[str, str], *, local: bool = True) -> list[Task]:
     """Raise SpecError naming every field this machine cannot honour; else the selected tasks (for ``plan``:
     the pack is read, and its tasks hashed, once)."""
-    from .tasks import load_selection
-
     problems = credential_problems(run, env, local=local) + model_problems(run)
     if bad := output_problem(run.spec.output.uri, base_dir):
         problems.append(bad)
     if problems:  # (the pack is read only for a spec that is otherwise fine)
         raise SpecError(problems)
-    tasks = load_selection(run.spec.tasks, base_dir)
-    if problems := state_problems(tasks) + oracle_problems(run, tasks):
-        raise SpecError(problems)
-    return tasks
+    return selection(run, base_dir)

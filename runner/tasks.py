@@ -285,6 +285,17 @@ class Task:
             raise TaskError(f'{path}: expected {{"steps": [{{"tool": ..., "arguments": {{...}}}}, ...]}}')
         return _parse_steps(path, "steps", steps)
 
+    def oracle_problem(self) -> str | None:
+        """Why oracle.json cannot be replayed (missing, unreadable, malformed); None when it can. For ``tasks
+        validate`` and for a run that replays oracles (``preflight.oracle_problems``)."""
+        try:
+            _ = self.oracle
+        except TaskError as exc:
+            return str(exc)
+        except OSError as exc:
+            return f"{self.id}: oracle.json unreadable: {exc.strerror or exc}"
+        return None
+
     @property
     def has_mutants(self) -> bool:
         return (self.path / "mutants.json").is_file()
@@ -580,11 +591,8 @@ def check_task(task: Task) -> list[str]:
         problems.append(f"{task.id}: service '{task.service}' is not supported; known: {', '.join(sorted(SERVICES))}")
     else:
         problems.extend(service.check_state(task))
-    if task.has_oracle:
-        try:
-            _ = task.oracle  # parses oracle.json: a broken one is a problem to report
-        except TaskError as exc:
-            problems.append(str(exc))
+    if task.has_oracle and (problem := task.oracle_problem()):
+        problems.append(problem)
     if task.has_mutants:
         try:
             mutants = task.mutants

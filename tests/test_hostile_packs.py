@@ -473,3 +473,21 @@ def test_plan_uses_the_selection_preflight_loaded(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(plan_module, "load_selection", no_second_read)
     trials = plan_module.plan(run, tmp_path, tasks)
     assert sorted(t.task_id.rsplit("/", 1)[1] for t in trials) == ["move_todo_0", "move_todo_1"]
+
+
+def test_validate_refuses_a_sidecar_image_key_that_names_nothing(tmp_path: Path) -> None:
+    """Before: the operator refused it (InvalidSpec) while `validate` called the same spec valid. A key may name
+    any service this build knows, a pod image a service declares (postgres-db), or a selected task's service."""
+    make_tiny_pack(tmp_path / "pack")
+    keys = ["filesystem", "playwright", "postgres", "postgres-db", "toolcall", "postgress"]
+    pod = {"sidecarImages": dict.fromkeys(keys, "ghcr.io/me/img:1")}
+    spec = {"models": [SCRIPTED], "tasks": {"path": "pack"}, "pod": pod}
+    out = cli("validate", str(write_run(tmp_path, spec)), cwd=tmp_path)
+    assert_clean_error(
+        out,
+        "spec.pod.sidecarImages.postgress: no service or pod image is named 'postgress' (known: filesystem, "
+        "playwright, postgres, postgres-db, toolcall); correct the key or remove it",
+    )
+    del pod["sidecarImages"]["postgress"]
+    out = cli("validate", str(write_run(tmp_path, spec)), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr

@@ -48,11 +48,11 @@ async def test_any_planning_failure_is_an_invalid_spec_not_a_crash_loop(
     real_plan = reconciler.plan
     calls = []
 
-    def plan(run: Any, root: Any) -> Any:
+    def plan(run: Any, root: Any, tasks: Any = None) -> Any:
         calls.append(run.name)
         if run.name == "plan-bug":
             raise TypeError("string indices must be integers, not 'str'")
-        return real_plan(run, root)
+        return real_plan(run, root, tasks)
 
     monkeypatch.setattr(reconciler, "plan", plan)
     with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
@@ -120,8 +120,12 @@ async def test_a_pod_the_api_server_refuses_for_good_fails_the_run(
             "spec.pod.sidecarImages.filesytem: no service or pod image is named 'filesytem'",
         ),
         ({"models": [{"name": "o", "model": "scripted/orcale"}]}, "spec.models[0].model: unknown scripted model"),
+        (
+            {"models": [{"name": "o", "model": "scripted/oracle"}], "break_oracle": True},
+            "spec: the run replays oracle solutions, and 1 selected task(s) have none that can be replayed",
+        ),
     ],
-    ids=["sidecar-image-typo", "scripted-typo"],
+    ids=["sidecar-image-typo", "scripted-typo", "broken-oracle"],
 )
 async def test_a_typo_no_trial_could_survive_fails_the_run_before_any_pod(
     kube: RunningEmulator,
@@ -132,8 +136,12 @@ async def test_a_typo_no_trial_could_survive_fails_the_run_before_any_pod(
     spec: dict[str, Any],
     said: str,
 ) -> None:
-    """Before: a misspelt sidecarImages key was ignored (every trial ran on the default image, silently), and a
-    misspelt scripted policy failed every trial's first call, scored as the model's llm_api_error."""
+    """Before: a misspelt sidecarImages key was ignored (every trial ran on the default image, silently), a
+    misspelt scripted policy failed every trial's first call, scored as the model's llm_api_error, and an oracle
+    run over a broken oracle.json (refused locally) failed that task's trials, read as the task failing."""
+    spec = dict(spec)  # the parameter's own dict stays as it is
+    if spec.pop("break_oracle", False):
+        sorted(image_pack.rglob("oracle.json"))[0].write_text('{"steps": []}')
     with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
         kube.create(evalrun("typo", image_pack, s3, bucket, attempts=1, **spec))
         status = await wait_until(lambda: failed(kube, "typo"), 30, "the run to fail")
@@ -141,11 +149,3 @@ async def test_a_typo_no_trial_could_survive_fails_the_run_before_any_pod(
         assert (valid["status"], valid["reason"]) == ("False", "InvalidSpec"), valid
         assert said in valid["message"], valid
     assert pod_creates(kube) == 0
-
-
-def test_sidecar_image_keys_may_name_any_known_service_its_pod_images_or_a_selected_service() -> None:
-    images = dict.fromkeys(["filesystem", "playwright", "postgres", "postgres-db", "mysite", "postgress"], "x")
-    assert reconciler.unused_images(images, {"filesystem", "mysite"}) == [
-        "spec.pod.sidecarImages.postgress: no service or pod image is named 'postgress' (known: filesystem, mysite, "
-        "playwright, postgres, postgres-db, toolcall); correct the key or remove it"
-    ]
