@@ -82,9 +82,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ requirements.lock -
   # The runtime dependencies at the versions the images install (requirements.lock), not whatever is newest
   # today: a new major of a transitive dependency (openai 3 under litellm) must not change a run or the checks.
   (cd / && "$ROOT/.venv/bin/python" -m pip install -q -c "$ROOT/requirements.lock" -e "$ROOT[test]")
-  # Pins that left the lock, removed from a venv an older checkout set up: jsonschema imports rfc3987-syntax
-  # whenever it is installed (2.5 s of CPU in every process, see runner/toolcalls/iri.py).
-  (cd / && "$ROOT/.venv/bin/python" -m pip uninstall -q -y rfc3987-syntax lark 2>/dev/null) || true
+  # pip never removes: what mcpfleet[test] no longer requires (a pin the lock dropped, left by an older
+  # checkout's setup) is uninstalled, since an installed package can still change behaviour (scripts/prune_venv.py).
+  (cd / && "$ROOT/.venv/bin/python" "$ROOT/scripts/prune_venv.py")
   touch "$stamp"
 fi
 echo "setup: done (.venv/bin/mcpfleet)"
