@@ -72,7 +72,8 @@ def main() -> None:
     names = extraneous(installed())
     if not names:
         return
-    print(f"setup: uninstalling what mcpfleet[test] no longer requires: {' '.join(names)}")
+    verb = "would uninstall" if args.dry_run else "uninstalling"
+    print(f"setup: {verb} what mcpfleet[test] no longer requires: {' '.join(names)}")
     if not args.dry_run:
         subprocess.run([sys.executable, "-m", "pip", "uninstall", "-q", "-y", *names], check=True)
 
