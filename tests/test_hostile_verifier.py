@@ -27,8 +27,9 @@ import os, sys, time
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
-        with open({pidfile!r}, "w") as f:
+        with open({pidfile!r} + ".tmp", "w") as f:  # renamed once written: a pidfile that exists holds the pid
             f.write(str(os.getpid()))
+        os.rename({pidfile!r} + ".tmp", {pidfile!r})
         os.closerange(0, 1024)
         time.sleep(600)
         os._exit(0)
