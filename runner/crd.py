@@ -91,6 +91,8 @@ def to_structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
             out[key] = value
     if "enum" in out:
         out.pop("nullable", None)
+        if out.get("type") == "string":  # the API server prices CEL on a string's maxLength, not on its enum
+            out.setdefault("maxLength", max(len(v) for v in out["enum"]))
     if out.get("type") == "integer":  # as Kubernetes' own types declare theirs (kubectl explain shows <integer>)
         out.setdefault("format", "int64")
     if "type" not in out and not out.get("x-kubernetes-preserve-unknown-fields"):

@@ -64,6 +64,13 @@ def check_image(image: str | None) -> str | None:
     return image
 
 
+# Bounds on free-text locations: a path no file system accepts, or a URL no client sends, is refused up front with
+# the field's name, and the CRD's CEL rule, which compares output.uri and output.endpointUrl, is priced by the
+# API server on these lengths rather than on a 3 MiB worst case.
+MAX_PATH = 4096  # Linux PATH_MAX; an s3:// URI is far shorter (a key is at most 1024 bytes)
+MAX_URL = 2048
+
+
 class SpecModel(BaseModel):
     """Base for every spec object: camelCase aliases, unknown fields forbidden."""
 
@@ -116,7 +123,7 @@ class ModelSpec(SpecModel):
             "'scripted/<policy>' uses mcpfleet's scripted model server (oracle, noop, malformed)."
         ),
     )
-    api_base: str | None = Field(default=None, description="OpenAI-compatible base URL override.")
+    api_base: str | None = Field(default=None, max_length=MAX_URL, description="OpenAI-compatible base URL override.")
     api_key_env: str | None = Field(
         default=None, pattern=ENV_VAR_NAME, description="Name of the environment variable holding the API key."
     )
@@ -171,6 +178,7 @@ class TaskSelection(SpecModel):
 
     path: str = Field(
         default="tasks",
+        max_length=MAX_PATH,
         description=(
             "Task-pack root in MCPMark layout (<service>/<difficulty>/<category>/<task>/): a folder, or "
             "s3://bucket/prefix for a pack kept in S3. Relative folders resolve against the EvalRun file's "
@@ -179,13 +187,16 @@ class TaskSelection(SpecModel):
     )
     states_path: str | None = Field(
         default=None,
+        max_length=MAX_PATH,
         description=(
             "Folder (or s3://bucket/prefix) holding initial states for packs that do not bundle them (e.g. "
             "MCPMark's own tasks), as <category>/ (MCPMark's layout: its filesystem test_environments folder "
             "as is) or <service>/<category>/. Defaults to <path>/<service>/states."
         ),
     )
-    endpoint_url: str | None = Field(default=None, description="S3 endpoint of an s3:// pack (non-AWS stores).")
+    endpoint_url: str | None = Field(
+        default=None, max_length=MAX_URL, description="S3 endpoint of an s3:// pack (non-AWS stores)."
+    )
     region: str | None = Field(default=None, description="S3 region of an s3:// pack.")
     credentials_secret_ref: str | None = Field(
         default=None,
@@ -384,8 +395,8 @@ class LaunchOrder(SpecModel):
 class Output(SpecModel):
     """Where records go: a local folder, or s3://bucket/prefix."""
 
-    uri: str = Field(default="runs", min_length=1, description="Local path or s3://bucket/prefix.")
-    endpoint_url: str | None = Field(default=None, description="S3 endpoint for non-AWS stores.")
+    uri: str = Field(default="runs", min_length=1, max_length=MAX_PATH, description="Local path or s3://bucket/prefix.")
+    endpoint_url: str | None = Field(default=None, max_length=MAX_URL, description="S3 endpoint for non-AWS stores.")
     region: str | None = None
     credentials_secret_ref: str | None = Field(
         default=None, description="Secret with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (operator only)."

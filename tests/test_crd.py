@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
@@ -209,6 +210,25 @@ def test_result_affecting_fields_are_immutable_once_trials_exist() -> None:
     assert rule["rule"].count("(") == rule["rule"].count(")")
 
 
+def test_what_the_transition_rule_compares_is_bounded() -> None:
+    """The API server prices a CEL expression before it accepts the CRD: ``==`` on a string costs its maxLength
+    (3 MiB without one), on a list its maxItems. Every string and list the rule compares whole is bounded, so
+    its estimate stays far under the per-expression limit (10M) however the spec grows."""
+    [rule] = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"]
+    spec = openapi_schema()["properties"]["spec"]
+    compared = re.findall(r"self\.spec\.([A-Za-z.]+) == oldSelf", rule["rule"])
+    assert {"models", "agent", "output.uri", "output.endpointUrl"} <= set(compared)
+    for path in compared:
+        node = spec
+        for part in path.split("."):
+            node = node["properties"][part]
+        if node["type"] == "string":
+            assert 0 < node["maxLength"] <= 4096, path
+        elif node["type"] == "array":
+            assert 0 < node["maxItems"] <= 1000, path
+    assert spec["properties"]["agent"]["maxLength"] == max(map(len, spec["properties"]["agent"]["enum"]))
+
+
 def test_schema_is_structural() -> None:
     for path, node in nodes(openapi_schema()):
         assert not (set(node) - _K8S_KEYS), f"{path}: not a JSONSchemaProps key: {set(node) - _K8S_KEYS}"
@@ -300,6 +320,9 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
         ("spec.concurrency", {"total": "2"}),
         ("spec.limits", {"maxTurns": False}),
         ("spec.models.0.name", 5),
+        ("spec.output", {"uri": "/" + "a" * 4096}),
+        ("spec.models.0.apiBase", "http://" + "a" * 2048),
+        ("spec.tasks", {"statesPath": "s3://b/" + "a" * 4096}),
     ],
 )
 def test_invalid_values_are_rejected_by_the_crd_schema(path: str, value: Any) -> None:
@@ -386,7 +409,7 @@ def test_converter_rules() -> None:
         "nullable": True,
         "properties": {"x": {"type": "integer", "minimum": 1, "format": "int64"}},
     }  # invalid default 0 dropped; integers are int64
-    assert to_structural({"type": "string", "const": "v"}, {}) == {"type": "string", "enum": ["v"]}
+    assert to_structural({"type": "string", "const": "v"}, {}) == {"type": "string", "enum": ["v"], "maxLength": 1}
     assert to_structural({"type": "object", "additionalProperties": True}, {}) == {
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": True,
