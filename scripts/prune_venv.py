@@ -12,7 +12,6 @@ evaluated for this interpreter, and uninstalls every other distribution but pip'
 from __future__ import annotations
 
 import argparse
-import re
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -20,17 +19,14 @@ from importlib import metadata
 
 try:
     from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name as canonical  # PEP 503: Foo_Bar.baz is foo-bar-baz
 except ImportError:  # not installed by itself: pip's vendored copy
     from pip._vendor.packaging.requirements import Requirement  # type: ignore[no-redef]
+    from pip._vendor.packaging.utils import canonicalize_name as canonical  # type: ignore[no-redef]
 
 ROOT = "mcpfleet"
 EXTRAS = ("test",)
 TOOLING = frozenset({"pip", "setuptools", "wheel"})  # the venv's installer, never a dependency to prune
-
-
-def canonical(name: str) -> str:
-    """PEP 503's normalised name: ``Foo_Bar.baz`` and ``foo-bar-baz`` are one distribution."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def closure(requires: Mapping[str, list[str]], root: str = ROOT, extras: Iterable[str] = EXTRAS) -> set[str]:
