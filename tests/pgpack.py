@@ -9,6 +9,7 @@ import os
 import random
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -246,7 +247,12 @@ def make_mcpmark_pack(root: Path, states: Path) -> tuple[Path, Path]:
 @contextlib.contextmanager
 def scratch_runs_root(prefix: str) -> Iterator[Path]:
     """A PostgreSQL runs root of a test's own, where the real one is (RAM), 0711 like it (the servers' OS users
-    must reach their folders: no 0700 pytest folder above); its servers killed and its files removed after."""
+    must reach their folders: no 0700 pytest folder above); its servers killed and its files removed after.
+
+    A test session killed before its cleanup (a timeout, Ctrl-C twice) leaves such a root behind, in RAM: the
+    next one sweeps the roots of its prefix whose runs are gone, as a run sweeps its own runs root."""
+    for old in pgcluster._scratch().glob(f"{prefix}*"):
+        sweep_scratch_root(old)
     d = Path(tempfile.mkdtemp(prefix=prefix, dir=pgcluster._scratch()))
     d.chmod(0o711)
     try:
@@ -254,6 +260,20 @@ def scratch_runs_root(prefix: str) -> Iterator[Path]:
     finally:
         pgcluster.kill_postmasters(d)
         subprocess.run(["rm", "-rf", str(d)], check=False)
+
+
+def sweep_scratch_root(root: Path, min_age_s: float = 600.0) -> None:
+    """Remove a test's runs root once no run in it is alive: its dead runs swept (``pgcluster.sweep_stale``),
+    then the folder itself if it is empty and older than ``min_age_s`` (a concurrent session's fresh root is
+    empty until its run starts)."""
+    try:
+        age = time.time() - root.stat().st_mtime  # before the sweep, which touches it
+    except OSError:
+        return
+    pgcluster.sweep_stale(root)
+    with contextlib.suppress(OSError):
+        if age > min_age_s:
+            root.rmdir()  # fails, as it should, while anything is left in it
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from mcp.types import TextContent
-from pgpack import make_pg_pack
+from pgpack import make_pg_pack, scratch_runs_root
 from proctree import children, processes_naming
 
 from mcpfleet.runner import mcp_client
@@ -262,16 +262,13 @@ def test_console_scripts_are_found_by_their_shebang(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[pgcluster.ClusterHandle]:
     """The run's cluster as `mcpfleet run` starts it: with the postgres-mcp zygote."""
-    d = Path(tempfile.mkdtemp(prefix="mcpfleet-pg-zyg-", dir=pgcluster._scratch()))
-    d.chmod(0o711)
-    os.environ[pgcluster.PG_DIR_ENV] = str(d)
-    try:
-        with run_resources(["postgres"], prefork=True) as res:
-            yield res["postgres"]
-    finally:
-        os.environ.pop(pgcluster.PG_DIR_ENV, None)
-        pgcluster.kill_postmasters(d)
-        subprocess.run(["rm", "-rf", str(d)], check=False)
+    with scratch_runs_root("mcpfleet-pg-zyg-") as d:
+        os.environ[pgcluster.PG_DIR_ENV] = str(d)
+        try:
+            with run_resources(["postgres"], prefork=True) as res:
+                yield res["postgres"]
+        finally:
+            os.environ.pop(pgcluster.PG_DIR_ENV, None)
     assert not processes_naming(str(d))  # the zygote went with the run's resources
 
 
