@@ -113,25 +113,35 @@ def test_cluster_as_an_unprivileged_user(tmp_path: Path) -> None:
     """The other half of the root/non-root pair: whichever we are, a plain user starts its own cluster too
     (as root we run the module as the postgres OS user; it needs only the standard library for this)."""
     script = f"""
-import importlib.util, os, sys, tempfile
+import importlib.util, os, shutil, sys, tempfile
 spec = importlib.util.spec_from_file_location("pgcluster", {str(REPO / "runner/services/pgcluster.py")!r})
 pc = sys.modules["pgcluster"] = importlib.util.module_from_spec(spec); spec.loader.exec_module(pc)
 assert pc.os_user() is None, "a non-root user runs the server as itself"
-os.environ[pc.PG_DIR_ENV] = tempfile.mkdtemp()
-base = pc.new_run_folder(None)
-pc.initdb(base / "data", "pw", None, pc.pg_bin())
-pm = pc.start(base / "data", base, None, pc.pg_bin())
-print(pm.port, pm.ready(), os.geteuid())
-pm.stop()
-print(pm.proc.returncode)
+root = os.environ[pc.PG_DIR_ENV] = tempfile.mkdtemp(prefix="mcpfleet-pg-user-")
+print(root, flush=True)
+try:
+    base = pc.new_run_folder(None)
+    pc.initdb(base / "data", "pw", None, pc.pg_bin())
+    pm = pc.start(base / "data", base, None, pc.pg_bin())
+    print(pm.port, pm.ready(), os.geteuid())
+    pm.stop()
+    print(pm.proc.returncode)
+finally:
+    shutil.rmtree(root, ignore_errors=True)
 """
     cmd = ["/usr/bin/python3", "-c", script]
     if os.geteuid() == 0:
         cmd = ["runuser", "-u", "postgres", "--", *cmd]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd="/")
-    assert out.returncode == 0, out.stderr
-    port, ready, uid = out.stdout.split()[:3]
-    assert ready == "True" and int(port) > 0 and int(uid) != 0
+    root = Path(out.stdout.split()[0]) if out.stdout else None
+    try:
+        assert out.returncode == 0, out.stderr
+        port, ready, uid = out.stdout.split()[1:4]
+        assert ready == "True" and int(port) > 0 and int(uid) != 0
+        assert root is not None and not root.exists()  # its cluster (~40 MB) is not left in the temp folder
+    finally:
+        if root is not None and root.name.startswith("mcpfleet-pg-user-"):
+            shutil.rmtree(root, ignore_errors=True)  # a failed or killed script's, as root can
 
 
 async def test_two_trials_of_one_task_are_isolated(
