@@ -277,11 +277,12 @@ def sweep_scratch_root(root: Path, min_age_s: float = 600.0) -> None:
 
 
 @contextlib.contextmanager
-def run_cluster_in(pg_dir: Path, services: list[str]) -> Iterator[pgcluster.ClusterHandle]:
-    """The run's cluster (``run_resources``, as a run starts it) under ``pg_dir``."""
+def run_cluster_in(pg_dir: Path, services: list[str], prefork: bool = False) -> Iterator[pgcluster.ClusterHandle]:
+    """The run's cluster (``run_resources``, as a run starts it: with the postgres-mcp zygote when ``prefork``,
+    as `mcpfleet run` does) under ``pg_dir``."""
     os.environ[pgcluster.PG_DIR_ENV] = str(pg_dir)
     try:
-        with run_resources(services) as res:
+        with run_resources(services, prefork=prefork) as res:
             assert set(res) == {"postgres"}  # no other service needs a run-scoped resource
             yield res["postgres"]
     finally:

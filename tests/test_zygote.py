@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 from mcp.types import TextContent
-from pgpack import make_pg_pack, scratch_runs_root
+from pgpack import make_pg_pack, run_cluster_in, scratch_runs_root
 from proctree import children, processes_naming
 
 from mcpfleet.runner import mcp_client
 from mcpfleet.runner.mcp_client import connect_stdio, server_env
-from mcpfleet.runner.services import ServerCommand, pgcluster, run_resources
+from mcpfleet.runner.services import ServerCommand, pgcluster
 from mcpfleet.runner.services.base import Prefork
 from mcpfleet.runner.services.postgres import Login, PostgresService, server_executable
 from mcpfleet.runner.services.prefork import Zygote, console_script, route, run_zygote
@@ -262,13 +262,8 @@ def test_console_scripts_are_found_by_their_shebang(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[pgcluster.ClusterHandle]:
     """The run's cluster as `mcpfleet run` starts it: with the postgres-mcp zygote."""
-    with scratch_runs_root("mcpfleet-pg-zyg-") as d:
-        os.environ[pgcluster.PG_DIR_ENV] = str(d)
-        try:
-            with run_resources(["postgres"], prefork=True) as res:
-                yield res["postgres"]
-        finally:
-            os.environ.pop(pgcluster.PG_DIR_ENV, None)
+    with scratch_runs_root("mcpfleet-pg-zyg-") as d, run_cluster_in(d, ["postgres"], prefork=True) as handle:
+        yield handle
     assert not processes_naming(str(d))  # the zygote went with the run's resources
 
 
