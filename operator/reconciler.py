@@ -114,6 +114,29 @@ def condition(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]
     }
 
 
+@dataclass(frozen=True)
+class KeptSpec:
+    """status.plannedSpec read back: the spec a run was planned with, and the frozen fields the object's differs in."""
+
+    run: EvalRun
+    spec: Any
+    refused: list[str]
+
+
+def kept_spec(raw: dict[str, Any], planned_text: Any, run: EvalRun) -> KeptSpec | None:
+    """The spec status says the run was planned with (None when status has none, or one this operator cannot read:
+    the plan hash alone then guards the run, as before plannedSpec existed)."""
+    if not isinstance(planned_text, str):
+        return None
+    try:
+        spec = json.loads(planned_text)
+        kept = parse_evalrun({**raw, "spec": spec})
+    except (ValueError, SpecError):
+        return None
+    before = kept.spec.frozen_view()
+    return KeptSpec(kept, spec, [f for f, v in run.spec.frozen_view().items() if v != before.get(f)])
+
+
 class Reconciler:
     def __init__(self, shared: Shared, body: kopf.Body, logger: logging.Logger | logging.LoggerAdapter[Any]):
         self.shared, self.body, self.logger = shared, body, logger
@@ -132,6 +155,8 @@ class Reconciler:
         self.started_at = body.status.get("startedAt")
         self.conditions: dict[str, dict[str, Any]] = {c["type"]: c for c in body.status.get("conditions") or []}
         self.plan_hash: str | None = body.status.get("planHash")
+        self.planned_text: str | None = None  # status.plannedSpec as this operator would write it
+        self.planned_unwritten = False  # ... and not written yet
         # When the run last failed, if this drive runs it again (an edit): pods it stopped then, still going, and
         # infrastructure failures before then do not count again (rebuild).
         self.refailed_at: str | None = None
@@ -241,8 +266,17 @@ class Reconciler:
         """Validate and plan; an invalid run gets a Failed status naming the field, never a retry loop."""
         raw = {k: v for k, v in dict(self.body).items() if k in ("apiVersion", "kind", "metadata", "spec")}
         self.generation = self.body.metadata.get("generation")
+        status = self.body.status
+        counts = status.get("counts") or {}
+        ran = counts.get("finished", 0) + counts.get("running", 0)
+        kept: KeptSpec | None = None
         try:
             run = parse_evalrun(raw, f"EvalRun {self.ns}/{self.name}")
+            kept = kept_spec(raw, status.get("plannedSpec"), run) if ran else None
+            if kept is not None and kept.refused:
+                # The stored spec is not the one planned: an edit the operator that watched refused (or one made
+                # while none did). The run keeps the spec it was planned with, as the running operator did.
+                run = kept.run
             trials = await asyncio.to_thread(planned, run)  # an s3:// pack is fetched first
             self.check_pods(run, trials)
             store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
@@ -253,18 +287,30 @@ class Reconciler:
             await self.fail("InvalidSpec", "; ".join(problems))  # also stops pods of a run planned before (a restart)
             kopf.warn(self.body, reason="InvalidSpec", message="; ".join(problems)[:1000])
             return False
-        status = self.body.status
-        counts = status.get("counts") or {}
-        if self.plan_hash not in (None, plan_hash(trials)) and counts.get("finished", 0) + counts.get("running", 0):
-            # Edited while no operator watched, after trials ran (the CRD's rule refuses this on a real API server).
+        if self.plan_hash not in (None, plan_hash(trials)) and ran:
             self.phase = status.get("phase") or "Running"
+            if kept is not None:
+                # Planned from this very spec, yet its trials differ: what they measure changed under the run (the
+                # tasks in the operator's image or an s3:// pack, or how mcpfleet plans them). Not an edit.
+                await self.fail(
+                    "PlanChanged",
+                    f"the run's spec is the one it was planned with, but its trials are not: the tasks at "
+                    f"{run.spec.tasks.path} or mcpfleet's version changed since (an operator upgrade, an edited "
+                    "pack), and the records so far measured the old ones; create a new EvalRun to run the new ones",
+                )
+                return False
+            # Edited while no operator watched, after trials ran (the CRD's rule refuses this on a real API server),
+            # and status does not say which spec was planned (an operator before status.plannedSpec).
             await self.reject_edit([])
             if self.phase not in TERMINAL:  # its accepted spec is gone: it cannot go on as it was planned
                 await self.fail("ImmutableField", self.conditions["Valid"]["message"])
             return False
+        self.keep_planned(kept.spec if kept is not None and kept.refused else raw.get("spec"))
         if status.get("phase") == "Succeeded" and self.plan_hash == plan_hash(trials):
             self.phase = "Succeeded"  # an edit of what does not change results: nothing to redo
             self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
+            if kept is not None and kept.refused:
+                self.set_refused(kept.refused)
             await self.write_status(force=True)
             return False
         self.run, self.store, self.plan_hash = run, store, plan_hash(trials)
@@ -281,7 +327,16 @@ class Reconciler:
         )
         self.state = RunState.plan(trials, run.spec.retries.limit)
         self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
+        if kept is not None and kept.refused:
+            self.set_refused(kept.refused)
         return True
+
+    def keep_planned(self, spec: Any) -> None:
+        """Remember the spec the run is planned with, for status.plannedSpec: an operator that restarts (or a peer
+        that takes over) then keeps it as this one did, whatever edit the object shows."""
+        text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+        self.planned_unwritten = text != self.body.status.get("plannedSpec")
+        self.planned_text = text
 
     def check_pods(self, run: EvalRun, trials: list[TrialSpec]) -> None:
         """What only the operator needs: records where it and every pod see them, and a pod per service."""
@@ -324,6 +379,10 @@ class Reconciler:
     async def reject_edit(self, fields: list[str]) -> None:
         """A result-affecting edit after trials ran is refused, not acted on: the run keeps the spec it was
         planned with (its generation is observed, and Valid=False says why); reverting the edit clears it."""
+        self.set_refused(fields)
+        await self.write_status(force=True)
+
+    def set_refused(self, fields: list[str]) -> None:
         named = ", ".join(f"spec.{f}" for f in fields or RESULT_FIELDS)
         self.set_condition(
             "Valid",
@@ -332,7 +391,6 @@ class Reconciler:
             f"{named} cannot change once trials exist (generation {self.body.metadata.get('generation')} "
             "is not applied); revert the edit, or create a new EvalRun",
         )
-        await self.write_status(force=True)
 
     async def give_up(self, reason: str, message: str) -> None:
         """Stop the run like a Job past its backoffLimit or activeDeadlineSeconds: Failed, with a Failed condition
@@ -625,6 +683,7 @@ class Reconciler:
             return
         before_history = self.run.spec.launch_order.learn_from if self.run is not None else []
         self.run, self.plan_hash = run, plan_hash(trials)
+        self.keep_planned(raw.get("spec"))
         self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
         self.state.trials = {t.trial_id: t for t in trials}
         self.state.order = [t.trial_id for t in trials]
@@ -987,6 +1046,8 @@ class Reconciler:
             out["startedAt"] = self.started_at
         if self.plan_hash:
             out["planHash"] = self.plan_hash
+        if self.planned_unwritten:  # a JSON string: a merge patch replaces it whole (a dict would be merged into)
+            out["plannedSpec"] = self.planned_text
         out["finishedAt"] = self.finished_at if phase in TERMINAL else None  # null: removed (a run resumed)
         if st is not None:
             out.update(self.projection(st))
@@ -1027,7 +1088,7 @@ class Reconciler:
             self.dirty = self.unwritten = True
             self.logger.warning("writing the status failed (will try again): %s", exc)
             return
-        self.unwritten = False
+        self.unwritten = self.planned_unwritten = False
 
     def export_gauges(self) -> None:
         """Progress, pass rates and pods in flight for dashboards: a projection of the same state as status."""
