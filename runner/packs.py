@@ -8,10 +8,12 @@ again, objects gone from S3 are removed, and concurrent syncs of one mirror take
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
@@ -42,11 +44,41 @@ def mirror_path(uri: str, endpoint_url: str | None) -> Path:
     return cache_dir() / digest
 
 
-def _safe_rel(rel: str) -> PurePosixPath:
+NAME_MAX = 249  # bytes in one key part: a file name holds 255 (ext4, xfs), and a download adds "." and ".part"
+
+
+def _safe_rel(rel: str, key: str) -> PurePosixPath:
     p = PurePosixPath(rel)
     if p.is_absolute() or ".." in p.parts or not p.parts:
         raise PackError(f"refusing S3 key part '{rel}': a pack's keys must stay inside its prefix")
+    for part in p.parts:
+        if part.startswith(".mcpfleet-sync"):
+            raise PackError(f"refusing S3 key {key}: '{part}' is the name of the mirror's own files; rename it")
+        if len(part.encode()) > NAME_MAX:
+            raise PackError(
+                f"refusing S3 key {key}: its part '{part[:40]}...' is longer than the mirror can name a file "
+                f"({NAME_MAX} bytes); shorten it"
+            )
     return p
+
+
+def _make_room(dest: Path, target: Path) -> None:
+    """Folders for ``target`` inside ``dest``, where an earlier version of the pack may have had a file where a
+    folder is now (or the other way round): what is in the way goes (this listing has no such clash itself)."""
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    folder = dest
+    for part in target.relative_to(dest).parent.parts:
+        folder = folder / part
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            folder.unlink()
+    target.parent.mkdir(parents=True, exist_ok=True)
+
+
+def _clashes(rels: Iterable[str]) -> list[str]:
+    """Keys that are both a file and a folder of other keys (``a/b`` and ``a/b/c``): no folder can mirror both."""
+    names = set(rels)
+    return sorted({str(parent) for rel in names for parent in PurePosixPath(rel).parents if str(parent) in names})
 
 
 def sync(
@@ -84,27 +116,33 @@ def sync(
                     continue  # folder markers some tools create
                 if scope and rel != scope and not rel.startswith(scope + "/"):
                     continue  # "cat" must not pull in "cat2"
-                listed[str(_safe_rel(rel))] = (key, etag, size)
+                listed[str(_safe_rel(rel, key))] = (key, etag, size)
         if not listed:
             what = f" (looked for {', '.join(scopes)})" if only is not None else ""
             raise PackError(
                 f"{field}: nothing found under {uri}{what}; upload the pack in MCPMark layout there or fix the URI"
             )
+        if clash := _clashes(listed):
+            raise PackError(
+                f"{field}: {uri} holds '{clash[0]}' both as an object and as a folder of others "
+                f"({len(clash)} such key(s)); remove one of them"
+            )
+        # Objects gone from the listing go first: a new key may need one's name for its folder.
+        for rel in [r for r in manifest if r not in listed and _in_scopes(r, scopes)]:
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                (dest / rel).unlink()
+            del manifest[rel]
         for rel, (key, etag, size) in sorted(listed.items()):
             target = dest / rel
             if manifest.get(rel) == etag and target.is_file() and target.stat().st_size == size:
                 continue
-            data = store.get_bytes(key)
-            if data is None:  # deleted between listing and reading: the next sync settles it
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
+            _make_room(dest, target)
             tmp = target.with_name(f".{target.name}.part")
-            tmp.write_bytes(data)
+            if not store.get_to_file(key, tmp):  # deleted between listing and reading: the next sync settles it
+                tmp.unlink(missing_ok=True)
+                continue
             os.replace(tmp, target)
             manifest[rel] = etag
-        for rel in [r for r in manifest if r not in listed and _in_scopes(r, scopes)]:
-            (dest / rel).unlink(missing_ok=True)
-            del manifest[rel]
         tmp_manifest = manifest_path.with_suffix(".part")
         tmp_manifest.write_text(json.dumps(manifest, sort_keys=True))
         os.replace(tmp_manifest, manifest_path)

@@ -52,6 +52,8 @@ def load_times(path: Path) -> dict[str, float]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:  # not UTF-8, not JSON, an integer of more than 4,300 digits
         raise TaskError(f"{path}: not valid JSON ({exc}); it maps relative paths to ISO-8601 UTC times") from None
+    except RecursionError:  # nested deeper than Python's parser goes
+        raise TaskError(f"{path}: not valid JSON (nested too deeply); it maps relative paths to UTC times") from None
     if not isinstance(data, dict):
         raise TaskError(
             f'{path}: must hold a JSON object of relative path -> time ({{"notes/a.txt": "2025-01-01T00:00:00Z"}}), '

@@ -405,6 +405,25 @@ class S3Store:
     def get_bytes(self, key: str) -> bytes | None:
         return self._get(key)
 
+    def get_to_file(self, key: str, path: Path) -> bool:
+        """Download ``key`` into ``path`` in chunks (a pack's large state file never sits in memory whole);
+        False when it is gone. A retried attempt starts the file again."""
+        from botocore.exceptions import ClientError
+
+        def get() -> bool:
+            try:
+                body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                    return False
+                raise
+            with path.open("wb") as f:
+                for chunk in body.iter_chunks(1 << 20):
+                    f.write(chunk)
+            return True
+
+        return self._op("read", key, get)
+
     def _delete(self, keys: list[str]) -> None:
         for i in range(0, len(keys), 1000):
             batch = keys[i : i + 1000]

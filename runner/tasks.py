@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -36,7 +37,7 @@ META_FIELDS = (
     "mcp",
     "meta_data",
 )
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")  # used with fullmatch: "t1\n" must not pass
 # Each name becomes part of a trial id (<model>.<service>.<difficulty>.<category>.<task>[-sNNNN].<attempt>), a folder
 # name, which a file system caps at 255 bytes: with a 40-character model name these bounds leave room to spare.
 MAX_NAME_LENGTH = 64
@@ -114,8 +115,12 @@ class Mutant:
 def read_text(path: Path, limit: int) -> str:
     """A task file's text; TaskError naming the file when it is larger than ``limit`` bytes or not UTF-8.
 
-    Reads at most ``limit`` + 1 bytes: a huge (or sparse) file never reaches memory whole."""
-    with path.open("rb") as f:
+    Reads at most ``limit`` + 1 bytes: a huge (or sparse) file never reaches memory whole. Opened without
+    blocking and refused unless it is a regular file: a named pipe in its place would block the reader for ever."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TaskError(f"{path}: not a regular file; a task's {path.name} must be one")
         data = f.read(limit + 1)
     if len(data) > limit:
         raise TaskError(
@@ -135,6 +140,8 @@ def _load_json(path: Path) -> Any:
         raise
     except ValueError as exc:  # a JSONDecodeError, or an integer of more than 4,300 digits
         raise TaskError(f"{path}: not valid JSON: {exc}") from None
+    except RecursionError:  # arrays or objects nested deeper than Python's parser goes
+        raise TaskError(f"{path}: not valid JSON: nested too deeply") from None
 
 
 def json_kind(value: Any) -> str:
@@ -174,7 +181,7 @@ def parse_mutants(path: Path, data: Any) -> list[Mutant]:
         if unknown:
             raise TaskError(f"{path}: {where} has unknown key(s) {', '.join(unknown)}; allowed: {sorted(MUTANT_KEYS)}")
         name = m.get("name")
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise TaskError(f"{path}: {where}.name must be a string matching {NAME_RE.pattern}")
         if any(prev.name == name for prev in out):
             raise TaskError(f"{path}: {where}.name '{name}' is used twice")
@@ -327,7 +334,7 @@ class Task:
         for base in [self.path, *(service.state_files(self) if service else [])]:
             if base.is_dir():
                 for f in sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-                    h.update(str(f.relative_to(base)).encode())
+                    h.update(os.fsencode(f.relative_to(base)))  # a name need not be UTF-8 (as bytes on disk)
                     _hash_file(h, f)
             elif base.is_file():
                 _hash_file(h, base)
@@ -462,7 +469,10 @@ def _why_empty(tasks: list[Task], sel: TaskSelection, root: Path) -> str:
 
 def check_selected(tasks: list[Task]) -> None:
     """Refuse the run when a selected task cannot run at all: a missing file, a misnamed folder or a meta.json
-    that is not a JSON object. (The full checks, oracle included, are ``mcpfleet tasks validate``'s.)"""
+    that is not a JSON object, or a "mcpfleet" key in it its service does not know. (The full checks, oracle
+    included, are ``mcpfleet tasks validate``'s.)"""
+    from .services import SERVICES
+
     problems = []
     for task in tasks:
         found = check_task_files(task)
@@ -475,6 +485,8 @@ def check_selected(tasks: list[Task]) -> None:
                 found.append(str(exc))
             except OSError as exc:
                 found.append(f"{task.id}: {name} unreadable: {exc}")
+        if not found and (service := SERVICES.get(task.service)) is not None:
+            found += service.meta_problems(task)
         problems += found
     if problems:
         head = f"task pack: {len(problems)} problem(s) in the selected tasks; nothing was run"
@@ -534,8 +546,8 @@ def check_task_files(task: Task) -> list[str]:
 
     problems = []
     for part in (task.service, task.difficulty, task.category, task.name):
-        if not NAME_RE.match(part):
-            problems.append(f"{task.id}: '{part}' must match {NAME_RE.pattern} (it becomes part of trial ids)")
+        if not NAME_RE.fullmatch(part):
+            problems.append(f"{task.id}: {part!r} must match {NAME_RE.pattern} (it becomes part of trial ids)")
         elif len(part) > MAX_NAME_LENGTH:
             problems.append(
                 f"{task.id}: folder name '{part[:20]}...' has {len(part)} characters; rename it to at most "
@@ -590,6 +602,7 @@ def check_task(task: Task) -> list[str]:
     if service is None:
         problems.append(f"{task.id}: service '{task.service}' is not supported; known: {', '.join(sorted(SERVICES))}")
     else:
+        problems.extend(service.meta_problems(task))
         problems.extend(service.check_state(task))
     if task.has_oracle and (problem := task.oracle_problem()):
         problems.append(problem)

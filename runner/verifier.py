@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +47,13 @@ def _read_clipped(f: IO[bytes]) -> str:
     if size > len(data):
         text += f"\n[... {size - len(data)} more bytes cut by mcpfleet]"
     return text
+
+
+def _read_tail(f: IO[bytes], limit: int = 8192) -> str:
+    """The end of what a program wrote (where psql and Python put their errors), never all of it."""
+    size = f.seek(0, os.SEEK_END)
+    f.seek(max(0, size - limit))
+    return f.read().decode("utf-8", errors="replace")
 
 
 def _kill_group(pgid: int) -> None:
@@ -155,8 +163,11 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
         await proc.wait()
 
 
-async def run_verifier(script: Path, env: dict[str, str], args: list[str], timeout_s: float) -> VerifierResult:
-    """Run verify.py in its own session and process group, with a clean environment, its output to files.
+async def run_verifier(
+    script: Path, env: dict[str, str], args: list[str], timeout_s: float, cwd: Path | None = None
+) -> VerifierResult:
+    """Run verify.py (or another script of the pack: MCPMark's prepare_environment.py, run in its task folder,
+    ``cwd``) in its own session and process group, with a clean environment, its output to files.
 
     Files, not pipes: a child the verifier leaves running (even one that escaped into its own session) may hold
     its stdout open forever, and reading a pipe to its end would then never end. When the verifier exits, times
@@ -169,7 +180,7 @@ async def run_verifier(script: Path, env: dict[str, str], args: list[str], timeo
     ):
         proc = await asyncio.create_subprocess_exec(
             *reaped_command(verifier_command(script, args)),
-            cwd=scratch,  # not the task folder: a verifier writing to its cwd must not change the pack
+            cwd=cwd or scratch,  # not the task folder: a verifier writing to its cwd must not change the pack
             env=verifier_env(env),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=out,
@@ -192,3 +203,37 @@ async def run_verifier(script: Path, env: dict[str, str], args: list[str], timeo
         stdout, stderr = _read_clipped(out), _read_clipped(err)
     stderr += f"\n[mcpfleet: verifier killed after {timeout_s:g} s]" if timed_out else ""
     return VerifierResult(code, code == 0, stdout, stderr, timed_out, time.perf_counter() - start)
+
+
+def run_program(command: list[str], env: dict[str, str], cwd: str | Path, timeout_s: float) -> tuple[int | None, str]:
+    """Run a pack's program to its end outside the trial's event loop (a state generator, psql or pg_restore on
+    a state; a thread may call it), as a verifier runs: under the reaper (whatever it leaves running dies with
+    it), ``env`` only, stdout and stderr to a file. Returns its exit status (None: killed after ``timeout_s``)
+    and the end of its output (a runaway's gigabytes are never read into memory)."""
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(
+            reaped_command(command),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        code: int | None = None
+        try:
+            code = proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            if proc.returncode is None:  # timed out or interrupted: the reaper kills and reaps everything first
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(REAPER_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    _kill_group(proc.pid)
+                    proc.wait()
+            else:
+                _kill_group(proc.pid)
+        return code, _read_tail(out)

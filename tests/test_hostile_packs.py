@@ -5,9 +5,11 @@ never a traceback, never an infra_error on every trial."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import re
 import socket
 import stat
 import time
@@ -20,7 +22,7 @@ from hostile import SCRIPTED, assert_clean_error, cli, flat, write_run
 from mcpfleet.runner import states
 from mcpfleet.runner.services import get_service
 from mcpfleet.runner.states import copy_state, load_times
-from mcpfleet.runner.tasks import PackCheckError, Task, TaskError, check_selected, discover, find_task
+from mcpfleet.runner.tasks import PackCheckError, Task, TaskError, check_selected, check_task, discover, find_task
 
 
 def tiny(tmp_path: Path) -> Task:
@@ -239,9 +241,35 @@ def test_a_broken_meta_json_is_a_task_error(tmp_path: Path, content: bytes, said
 def test_a_mcpfleet_object_in_meta_json_is_kept(tmp_path: Path) -> None:
     task = tiny(tmp_path)
     meta = json.loads((task.path / "meta.json").read_text())
-    (task.path / "meta.json").write_text(json.dumps({**meta, "mcpfleet": {"isolation": "cluster"}}))
-    assert task.meta["mcpfleet"] == {"isolation": "cluster"}
+    (task.path / "meta.json").write_text(json.dumps({**meta, "mcpfleet": {}}))
+    assert task.meta["mcpfleet"] == {}
     check_selected([task])
+
+
+@pytest.mark.parametrize(
+    ("service", "given", "said"),
+    [
+        ("filesystem", {"isolation": "cluster"}, 'unknown key "isolation" (known: none)'),
+        ("postgres", {"isolation": "cluster_owner"}, '{"isolation": "cluster_owner"} is not one of "database", '),
+        ("postgres", {"isolaton": "cluster"}, 'unknown key "isolaton" (known: "isolation")'),
+        ("playwright", {"site": ["shop"]}, 'unknown key "site" (known: "sites")'),
+    ],
+)
+def test_a_misspelt_mcpfleet_key_or_value_is_refused(tmp_path: Path, service: str, given: dict, said: str) -> None:
+    """Before: a misspelt isolation put a role-managing task on the shared cluster, a misspelt "sites" started no
+    site and left the browser unconfined, each without a word. Refused by the run's preflight (check_selected)
+    and by `tasks validate` (check_task), naming the task, the key and what it takes."""
+    task = tiny(tmp_path)
+    moved = task.path.parents[3] / service / "standard" / "tiny" / task.name
+    if moved != task.path:
+        moved.parent.mkdir(parents=True)
+        task.path.rename(moved)
+    meta = json.loads((moved / "meta.json").read_text())
+    (moved / "meta.json").write_text(json.dumps({**meta, "mcp": [service], "mcpfleet": given}))
+    [task] = [t for t in discover(task.path.parents[3]) if t.service == service]
+    with pytest.raises(PackCheckError, match=re.escape(said)):
+        check_selected([task])
+    assert any(said in p for p in check_task(task)), check_task(task)
 
 
 def test_a_description_that_is_not_utf8_is_refused_before_the_run(tmp_path: Path) -> None:
@@ -491,3 +519,74 @@ def test_validate_refuses_a_sidecar_image_key_that_names_nothing(tmp_path: Path)
     del pod["sidecarImages"]["postgress"]
     out = cli("validate", str(write_run(tmp_path, spec)), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+
+
+# --- a second review: JSON nested past the parser, names with odd bytes ------------------------------------------
+
+DEEP = b"[" * 200_000  # 200 KB: Python's JSON parser gives up with a RecursionError, not a ValueError
+
+
+@pytest.mark.parametrize("name", ["meta.json", "oracle.json", "mutants.json"])
+def test_json_nested_too_deeply_is_a_task_error(tmp_path: Path, name: str) -> None:
+    """Before: RecursionError tracebacks from `tasks list`, `tasks validate`, `validate` and `run`."""
+    task = tiny(tmp_path)
+    (task.path / name).write_bytes(DEEP)
+    with pytest.raises(TaskError, match=f"{name}: not valid JSON: nested too deeply"):
+        _ = {"meta.json": lambda: task.meta, "oracle.json": lambda: task.oracle, "mutants.json": lambda: task.mutants}[
+            name
+        ]()
+
+
+def test_times_json_nested_too_deeply_is_a_task_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.times.json"
+    path.write_bytes(DEEP)
+    with pytest.raises(TaskError, match="nested too deeply"):
+        load_times(path)
+
+
+def test_validate_reports_deep_json_in_one_line(tmp_path: Path) -> None:
+    root = make_tiny_pack(tmp_path / "pack")
+    (root / "filesystem" / "standard" / "tiny" / "move_todo_0" / "meta.json").write_bytes(DEEP)
+    out = cli("validate", str(write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}})), cwd=tmp_path)
+    assert_clean_error(out, "meta.json: not valid JSON: nested too deeply")
+
+
+def test_a_file_name_that_is_not_utf8_is_hashed_as_its_bytes(tmp_path: Path) -> None:
+    """Before: Task.digest encoded names as UTF-8, and a name holding the byte 0xff (a surrogate escape in Python)
+    raised UnicodeEncodeError in `validate` and `run` (while `tasks validate` said ok). Two such names differ."""
+    task = tiny(tmp_path)
+    before = task.digest
+    odd = task.path / os.fsdecode(b"notes\xff.txt")
+    odd.write_text("x")
+    first = dataclasses.replace(task).digest  # a fresh Task: digest is cached per instance
+    odd.rename(task.path / os.fsdecode(b"notes\xfe.txt"))
+    second = dataclasses.replace(task).digest
+    assert len({before, first, second}) == 3
+    out = cli("validate", str(write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}})), cwd=tmp_path)
+    assert out.returncode == 0 and "1 trials" in out.stdout, (out.stdout, out.stderr)
+
+
+def test_a_folder_name_ending_in_a_newline_is_refused(tmp_path: Path) -> None:
+    """Before: NAME_RE's `$` matched before a trailing newline, so a folder `move_todo_0\\n` ran as a second task
+    with a newline in its record folder's name."""
+    root = make_tiny_pack(tmp_path / "pack")
+    tasks = root / "filesystem" / "standard" / "tiny"
+    (tasks / "move_todo_0").rename(tasks / "move_todo_0\n")
+    [task] = discover(root)
+    with pytest.raises(PackCheckError, match=r"'move_todo_0\\n' must match"):
+        check_selected([task])
+
+
+def test_tasks_list_does_not_block_on_a_named_pipe(tmp_path: Path) -> None:
+    """Before: `tasks list` opened a FIFO description.md and waited for a writer for ever (and a run's scripted
+    server for 30 s, then failed naming no file). Task files are opened without blocking and must be regular."""
+    root = make_tiny_pack(tmp_path / "pack", tasks=2)
+    fifo = root / "filesystem" / "standard" / "tiny" / "move_todo_1" / "description.md"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    out = cli("tasks", "list", str(root), cwd=tmp_path)
+    assert out.returncode == 0 and time.monotonic() - start < 60
+    assert "move_todo_1/description.md: not a regular file" in flat(out.stderr), out.stderr
+    with pytest.raises(TaskError, match="not a regular file"):
+        _ = discover(root)[1].description

@@ -4,8 +4,10 @@ state) fetched by a pod's init container, and a pack that changed since planning
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +110,67 @@ def test_an_empty_prefix_and_an_escaping_key_are_refused(s3_endpoint: str, s3: A
     with pytest.raises(PackError, match="must stay inside its prefix"):
         sync(f"s3://{bucket}/evil", tmp_path / "m2", endpoint_url=s3_endpoint, tuning=FAST)
     assert not (tmp_path / "outside.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("keys", "said"),
+    [
+        (["t/description.md", "t/description.md/x"], "'t/description.md' both as an object and as a folder"),
+        (["t/.mcpfleet-sync.lock"], "is the name of the mirror's own files"),
+        (["t/" + "n" * 250 + ".md"], "longer than the mirror can name a file (249 bytes)"),
+    ],
+)
+def test_keys_a_folder_cannot_mirror_are_refused_naming_the_key(
+    s3_endpoint: str,  # noqa: F811
+    s3: Any,
+    tmp_path: Path,
+    keys: list[str],
+    said: str,
+) -> None:
+    """Before: a FileExistsError or ENAMETOOLONG traceback from `validate` and `run`, or a key overwriting the
+    mirror's own lock or manifest."""
+    bucket = new_bucket(s3)
+    for key in keys:
+        s3.put_object(Bucket=bucket, Key=f"pack/{key}", Body=b"x")
+    with pytest.raises(PackError, match=re.escape(said)):
+        sync(f"s3://{bucket}/pack", tmp_path / "m", endpoint_url=s3_endpoint, tuning=FAST)
+
+
+def test_a_large_object_is_mirrored_without_holding_it_in_memory(
+    s3_endpoint: str,  # noqa: F811
+    s3: Any,
+    tmp_path: Path,
+) -> None:
+    """Before: each object was read whole into memory (a 1 GiB state: 1.13 GB peak); now it is written in chunks."""
+    bucket = new_bucket(s3)
+    body = bytes(range(256)) * (48 * 4096)  # 48 MiB
+    s3.put_object(Bucket=bucket, Key="pack/filesystem/states/big/blob.bin", Body=body)
+    tracemalloc.start()
+    try:
+        sync(f"s3://{bucket}/pack", tmp_path / "m", endpoint_url=s3_endpoint, tuning=FAST)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (tmp_path / "m/filesystem/states/big/blob.bin").read_bytes() == body
+    assert peak < 16 * 2**20, f"{peak / 2**20:.0f} MiB allocated at once for a 48 MiB object"
+
+
+def test_a_file_that_became_a_folder_is_replaced_on_the_next_sync(
+    s3_endpoint: str,  # noqa: F811
+    s3: Any,
+    tmp_path: Path,
+) -> None:
+    bucket = new_bucket(s3)
+    s3.put_object(Bucket=bucket, Key="pack/t/notes", Body=b"a file")
+    sync(f"s3://{bucket}/pack", tmp_path / "m", endpoint_url=s3_endpoint, tuning=FAST)
+    s3.delete_object(Bucket=bucket, Key="pack/t/notes")
+    s3.put_object(Bucket=bucket, Key="pack/t/notes/a.txt", Body=b"now a folder")
+    sync(f"s3://{bucket}/pack", tmp_path / "m", endpoint_url=s3_endpoint, tuning=FAST)
+    assert (tmp_path / "m/t/notes/a.txt").read_bytes() == b"now a folder"
+    s3.delete_object(Bucket=bucket, Key="pack/t/notes/a.txt")
+    s3.put_object(Bucket=bucket, Key="pack/t/notes", Body=b"a file again")
+    sync(f"s3://{bucket}/pack", tmp_path / "m", endpoint_url=s3_endpoint, tuning=FAST)
+    assert (tmp_path / "m/t/notes").read_bytes() == b"a file again"
 
 
 def test_planning_an_s3_pack_equals_planning_it_on_disk(s3_endpoint: str, s3: Any, tmp_path: Path) -> None:  # noqa: F811

@@ -6,6 +6,7 @@ is restored, what the server is, what the verifier is told) lives in the service
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
@@ -209,6 +210,24 @@ class Service:
     # Tools its server offers that no agent may list or call: they reach past the task's world (code run in the
     # server's process, the host's files), so a model could read keys or write the graded state directly.
     refused_tools: frozenset[str] = frozenset()
+    # The keys its tasks may set in meta.json's "mcpfleet" object, each with the values it takes (None: checked
+    # elsewhere, as sites are): a misspelt key or value is refused, never silently taken for the default.
+    meta_keys: dict[str, tuple[str, ...] | None] = {}
+
+    def meta_problems(self, task: Task) -> list[str]:
+        """meta.json's "mcpfleet" keys and values this service does not know (``mcpfleet tasks validate``)."""
+        given = task.meta.get("mcpfleet") or {}
+        problems = []
+        for key, value in given.items():
+            if key not in self.meta_keys:
+                known = ", ".join(f'"{k}"' for k in self.meta_keys) or "none"
+                problems.append(f'{task.id}: meta.json "mcpfleet" has an unknown key "{key}" (known: {known})')
+            elif (values := self.meta_keys[key]) is not None and value not in values:
+                problems.append(
+                    f'{task.id}: meta.json "mcpfleet": {{"{key}": {json.dumps(value)[:80]}}} is not one of '
+                    + ", ".join(f'"{v}"' for v in values)
+                )
+        return problems
 
     def refused_call(self, name: str, arguments: Any) -> str | None:
         """Why the agent's call must not reach the server (answered as a tool error instead), or None."""

@@ -365,6 +365,7 @@ def _tail(log: IO[bytes]) -> str:
 
 class PlaywrightService(Service):
     name = "playwright"
+    meta_keys = {"sites": None}  # checked by task_sites
     spare_servers = True  # see BrowserSpare
     # Runs JavaScript in the server's Node process ("RCE-equivalent", its own description says): the model
     # could read the worker's environment (API keys) and write the sites' databases the verifiers grade.

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from ..verifier import run_program, run_verifier, verifier_env
 from . import pgcluster
 from .base import (
     EnvironmentLost,
@@ -186,13 +187,14 @@ def _client_env(h: ClusterHandle) -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "PGPASSWORD": h.tmpl_password}
 
 
-def _run(cmd: list[str], what: str, timeout: float, **kw: Any) -> None:
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kw)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"{what} took longer than {timeout:g} s") from None
-    if p.returncode != 0:
-        raise RuntimeError(f"{what} failed ({p.returncode}): {(p.stderr or p.stdout).strip()[-2000:]}")
+def _run(cmd: list[str], what: str, timeout: float, env: dict[str, str], cwd: str) -> None:
+    """A state's program (its generator, or psql / pg_restore reading it) is the pack's code, run as a verifier
+    is: the environment given (never the runner's keys), its output bounded, nothing it starts left running."""
+    code, out = run_program(cmd, env, cwd, timeout)
+    if code is None:
+        raise RuntimeError(f"{what} took longer than {timeout:g} s")
+    if code != 0:
+        raise RuntimeError(f"{what} failed ({code}): {out.strip()[-2000:]}")
 
 
 def restore(h: ClusterHandle, db: str, src: StateSource) -> None:
@@ -202,7 +204,8 @@ def restore(h: ClusterHandle, db: str, src: StateSource) -> None:
         path = src.path
         if src.kind == "generator":
             path = Path(tmp) / f"{src.path.stem}.sql"
-            _run([sys.executable, str(src.path), str(path)], f"state generator {src.path}", RESTORE_TIMEOUT_S, cwd=tmp)
+            gen = [sys.executable, str(src.path), str(path)]
+            _run(gen, f"state generator {src.path}", RESTORE_TIMEOUT_S, env=verifier_env({}), cwd=tmp)
         if src.kind == "backup":
             # No owners or grants: the dump's roles do not exist here; every object goes to the template role.
             cmd = [_client(h, "pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error", *conn, str(path)]
@@ -505,29 +508,14 @@ def drop_trial(h: ClusterHandle, database: str, role: str | None) -> None:
 
 
 async def run_prepare(task: Task, login: Login) -> None:
-    """MCPMark's prepare_environment.py: no arguments, cwd = the task folder, POSTGRES_* set, 300 s."""
-    env = {k: os.environ[k] for k in ("PATH", "HOME", "TMPDIR") if k in os.environ}
-    env.update({"TZ": "UTC", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", **login.env()})
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        PREPARE,
-        cwd=str(task.path),
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), PREPARE_TIMEOUT_S)
-    except (TimeoutError, asyncio.CancelledError):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 9)
-        await proc.wait()
-        raise
-    if proc.returncode != 0:
-        text = out.decode(errors="replace").strip()[-2000:]
-        raise RuntimeError(f"{task.id}: {PREPARE} failed ({proc.returncode}): {text}")
+    """MCPMark's prepare_environment.py: no arguments, cwd = the task folder, POSTGRES_* set, 300 s. Run as the
+    verifier is (the pack's code): a clean environment, bounded output, nothing it starts outlives it."""
+    res = await run_verifier(task.path / PREPARE, login.env(), [], PREPARE_TIMEOUT_S, cwd=task.path)
+    if res.timed_out:
+        raise RuntimeError(f"{task.id}: {PREPARE} took longer than {PREPARE_TIMEOUT_S:g} s")
+    if res.exit_code != 0:
+        text = (res.stderr.strip() or res.stdout.strip())[-2000:]
+        raise RuntimeError(f"{task.id}: {PREPARE} failed ({res.exit_code}): {text}")
 
 
 def _cluster(resource: Any) -> ClusterHandle:
@@ -541,6 +529,7 @@ def _cluster(resource: Any) -> ClusterHandle:
 
 class PostgresService(Service):
     name = "postgres"
+    meta_keys = {"isolation": ISOLATIONS}
     spare_servers = True  # see DatabaseSpare
     pod_images = ("postgres-db",)  # the database sidecar (pod_sidecars)
 
@@ -687,6 +676,8 @@ class PostgresService(Service):
                 [sys.executable, str(src.path), str(dest / f"{task.category}.sql")],
                 "state generator",
                 RESTORE_TIMEOUT_S,
+                env=verifier_env({}),
+                cwd=str(dest),
             )
         else:
             from ..states import contained

@@ -23,8 +23,8 @@ def make_task(
 ) -> Path:
     """Write the task folder and return it; refuses names that cannot be part of a trial id."""
     for part in (difficulty, category, name):
-        if not NAME_RE.match(part):
-            raise TaskError(f"'{part}' must match {NAME_RE.pattern} (it becomes part of trial ids)")
+        if not NAME_RE.fullmatch(part):
+            raise TaskError(f"{part!r} must match {NAME_RE.pattern} (it becomes part of trial ids)")
     task = pack / "toolcall" / difficulty / category / name
     if data.is_dir() and task.resolve().is_relative_to(data.resolve()):
         raise DataError(f"{data}: the task folder {task} would lie inside its own data; choose another --pack")
