@@ -122,6 +122,14 @@ def run(
         )
         raise typer.Exit(STOPPED_EXIT)
     unrecorded = summary["trials_planned"] - summary["trials_recorded"]
+    if summary.get("summary_error") and not unrecorded:
+        err.print(
+            f"[red]error:[/] {escape(summary['summary_error'])}. Every trial is recorded; fix the cause and run "
+            "the same command again to write it.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(UNRECORDED_EXIT)
     if unrecorded:  # ran, but nothing of them could be stored (a full disk, a store that refuses writes)
         err.print(
             f"[red]error:[/] {unrecorded} trial(s) have no record in {escape(shown)}: their results could not be "
@@ -132,6 +140,8 @@ def run(
         )
         for tid, why in list((summary.get("unrecorded") or {}).items())[:3]:
             err.print(f"  {escape(tid)}: {escape(why)}", highlight=False, soft_wrap=True)
+        if summary.get("summary_error"):
+            err.print(f"  {escape(summary['summary_error'])}", highlight=False, soft_wrap=True)
         raise typer.Exit(UNRECORDED_EXIT)
     unscored = summary.get("not_scored") or {}
     if summary["trials_recorded"] and sum(unscored.values()) >= summary["trials_recorded"]:

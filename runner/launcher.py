@@ -30,7 +30,7 @@ from .plan import TrialSpec, plan
 from .records import now_iso
 from .services import run_resources, sweep_leftovers
 from .spec import EvalRun, SpecError, retry_wait, spec_hash
-from .store import LocalStore, ResultStore, S3Store, StoreConfig, store_config
+from .store import LocalStore, ResultStore, S3Store, StoreConfig, StoreError, store_config
 from .summary import PLAN_FILE, build_summary, plan_file
 from .worker import TrialCancelled, WorkItem, init_worker, make_context, run_item, start_forkserver
 from .workerpool import WorkerSlots
@@ -188,8 +188,10 @@ class Scheduler:
         env: dict[str, str] | None = None,
         resources: dict[str, Any] | None = None,
         lost: LostWatch | None = None,
+        stored: ResultStore | None = None,
     ):
         self.run, self.state, self.pool = run, state, pool
+        self.stored = stored  # where a worker that died may have stored its trial's record first
         self.lost = lost or LostWatch()
         self.store, self.scripted_url, self.on_done = store, scripted_url, on_done
         self.env = env or {}
@@ -263,15 +265,15 @@ class Scheduler:
                 self.in_flight[t.model.name] -= 1
                 try:
                     out = fut.result()
-                except TrialCancelled:
-                    continue
-                except Exception as exc:  # noqa: BLE001 - a worker died: infrastructure, retried like one
-                    out = {
+                except Exception as exc:  # noqa: BLE001 - a worker died or was stopped: infrastructure, retried
+                    # (TrialCancelled here is a worker stopped from outside: a Ctrl-C of the run cancels this loop.)
+                    out = self.recorded(t) or {
                         "trial_id": t.trial_id,
                         "model": t.model.name,
                         "passed": False,
                         "failure": INFRA_ERROR,
-                        "error": f"worker failed: {type(exc).__name__}: {exc}",
+                        "error": f"worker {'stopped' if isinstance(exc, TrialCancelled) else 'failed'}: "
+                        f"{type(exc).__name__}: {exc}",
                     }
                 self.charge_retries(t.model.name, int(out.get("llm_retries") or 0))
                 if out["failure"] == CONFIG_ERROR:
@@ -287,6 +289,25 @@ class Scheduler:
                     continue
                 self.state.done[t.trial_id] = out
                 self.on_done(out)
+
+    def recorded(self, t: TrialSpec) -> dict[str, Any] | None:
+        """The scored record a worker stored before it died (killed between its commit and its reply): the trial
+        is finished, and running it again would pay for it twice only to be thrown away."""
+        if self.stored is None:
+            return None
+        try:
+            rec = self.stored.read_result(t.trial_id)
+        except Exception:  # noqa: BLE001 - unreadable (a store outage): the trial is retried as before
+            return None
+        if rec is None or not is_scored(rec.get("failure")) or rec.get("spec_hash") != t.spec_hash:
+            return None
+        return {
+            "trial_id": t.trial_id,
+            "model": t.model.name,
+            "passed": bool(rec.get("passed")),
+            "failure": rec.get("failure"),
+            "error": rec.get("error"),
+        }
 
     def charge_retries(self, model: str, retries: int) -> None:
         """Count a finished trial's LLM retries against its model's budget; stop the model when it is spent."""
@@ -371,17 +392,20 @@ def _execute(
     from .progress import Progress
 
     state = reconcile_records(run, trials, store)
-    store.write_json(
-        "run.json",
-        {
-            "run": run.name,
-            "spec_hash": spec_hash(run),
-            "updated_at": now_iso(),
-            "trials": len(trials),
-            "evalrun": run.model_dump(mode="json", by_alias=True),
-        },
-    )
-    store.write_json(PLAN_FILE, plan_file(run, trials))
+    try:
+        store.write_json(
+            "run.json",
+            {
+                "run": run.name,
+                "spec_hash": spec_hash(run),
+                "updated_at": now_iso(),
+                "trials": len(trials),
+                "evalrun": run.model_dump(mode="json", by_alias=True),
+            },
+        )
+        store.write_json(PLAN_FILE, plan_file(run, trials))
+    except OSError as exc:  # nothing ran yet: one line naming the folder, not a traceback
+        raise StoreError(f"cannot write the run's files in {store.location()}: {exc}") from None
     progress = Progress(total=len(trials), already=state.skipped, enabled=show_progress)
     if state.todo:
         start_forkserver()  # its seconds of imports overlap the scripted server's start and the pool's set-up
@@ -415,8 +439,10 @@ def _execute(
             lost = LostWatch()
             resources = stack.enter_context(run_resources({t.service for t in state.todo}, True, lost))
             stack.enter_context(progress)
-            pool = WorkerSlots(workers, one_worker)  # a dead worker costs its own trial only
-            scheduler = Scheduler(run, state, pool, config, scripted_url, progress.advance, keys, resources, lost)
+            pool = WorkerSlots(workers, one_worker, retire_on=(TrialCancelled,))  # a dead worker costs its trial only
+            scheduler = Scheduler(
+                run, state, pool, config, scripted_url, progress.advance, keys, resources, lost, stored=store
+            )
             try:
                 asyncio.run(scheduler.run_all())
             except (KeyboardInterrupt, RunLost):
@@ -424,7 +450,11 @@ def _execute(
                 _summary_on_interrupt(run, trials, store, state.stopped)
                 raise
             scheduler.close()
-    summary = write_summary(run, trials, store, state.stopped)
+    try:
+        summary = write_summary(run, trials, store, state.stopped)
+    except OSError as exc:  # a full or read-only disk: the records that were stored stay; say so, no traceback
+        summary = build_summary(run, trials, store, state.stopped)
+        summary["summary_error"] = f"summary.json could not be written: {exc}"
     if summary["trials_recorded"] < summary["trials_planned"]:  # say why, for `mcpfleet run`'s exit (not stored)
         unrecorded = [(tid, o) for tid, o in sorted(state.done.items()) if store.read_result(tid) is None]
         summary["unrecorded"] = {tid: str(o.get("error") or "no record") for tid, o in unrecorded}

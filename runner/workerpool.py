@@ -10,33 +10,61 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+SPAWN_ATTEMPTS = 5  # a worker that cannot be started (its forkserver died: the next try starts a new one)
+SPAWN_RETRY_S = 0.5
+
 
 class WorkerSlots:
-    """``n`` one-worker executors; ``submit`` runs on an idle one (the caller never has more than ``n`` in flight)."""
+    """``n`` one-worker executors; ``submit`` runs on an idle one (the caller never has more than ``n`` in flight).
 
-    def __init__(self, n: int, make_executor: Callable[[], ProcessPoolExecutor]):
+    A slot whose call failed with one of ``retire_on`` gets a fresh process for its next call: a worker stopped
+    from outside (SIGTERM) cancels its trial and would refuse every later one."""
+
+    def __init__(
+        self,
+        n: int,
+        make_executor: Callable[[], ProcessPoolExecutor],
+        retire_on: tuple[type[BaseException], ...] = (),
+    ):
         self._make = make_executor
         self._slots: list[ProcessPoolExecutor] = [make_executor() for _ in range(n)]
         self._busy: set[int] = set()
+        self._retire_on = retire_on
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         i = next((i for i in range(len(self._slots)) if i not in self._busy), None)
         if i is None:
             raise RuntimeError(f"all {len(self._slots)} workers are busy: the caller submitted over its limit")
-        try:
-            fut = self._slots[i].submit(fn, *args)
-        except BrokenProcessPool:  # its worker died with its last trial: a fresh process takes its place
-            self._slots[i].shutdown(wait=False, cancel_futures=True)
-            self._slots[i] = self._make()
-            fut = self._slots[i].submit(fn, *args)
+        for attempt in range(SPAWN_ATTEMPTS):
+            try:
+                fut = self._slots[i].submit(fn, *args)
+                break
+            except (BrokenProcessPool, EOFError, OSError):
+                # Its worker died with its last trial, or no process could be started for it (the forkserver was
+                # killed; multiprocessing starts a new one once it sees the old one gone): a fresh executor.
+                self._replace(i)
+                if attempt + 1 == SPAWN_ATTEMPTS:
+                    raise
+                if attempt:
+                    time.sleep(SPAWN_RETRY_S)
         self._busy.add(i)
-        fut.add_done_callback(lambda _: self._busy.discard(i))  # before any caller's callback: the slot is free
+        fut.add_done_callback(lambda f: self._done(i, f))  # before any caller's callback: the slot is free
         return fut
+
+    def _replace(self, i: int) -> None:
+        old, self._slots[i] = self._slots[i], self._make()
+        old.shutdown(wait=False, cancel_futures=True)
+
+    def _done(self, i: int, fut: Future[Any]) -> None:
+        if not fut.cancelled() and isinstance(fut.exception(), self._retire_on):
+            self._replace(i)  # (still busy: no submit picks the slot while it is replaced)
+        self._busy.discard(i)
 
     def pids(self) -> list[int]:
         """The live worker processes (a slot not started yet has none)."""

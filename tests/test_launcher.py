@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -27,6 +28,7 @@ from conftest import REPO, make_tiny_pack
 
 from mcpfleet.runner.launcher import RunRefused, execute
 from mcpfleet.runner.plan import plan
+from mcpfleet.runner.records import TrialResult, dumps, now_iso
 from mcpfleet.runner.spec import SpecError, load_evalrun
 from mcpfleet.runner.worker import make_context
 
@@ -595,6 +597,110 @@ def test_a_worker_killed_mid_run_costs_its_own_trial_only(tmp_path: Path) -> Non
     assert killed, "no worker to kill was seen"
     assert summary["complete"] and row(summary, "slow")["pass_at_1"] == 1.0
     assert sorted(r["infra_attempts"] for r in results(root).values()) == [1, 2]
+
+
+@pytest.mark.parametrize("victim", ["worker-sigterm", "forkserver-sigkill"])
+def test_a_worker_or_the_forkserver_stopped_from_outside_costs_only_the_trials_in_flight(
+    tmp_path: Path, victim: str
+) -> None:
+    """A review found: a worker SIGTERMed from outside (earlyoom, a supervisor, `kill`) cancelled its trial and
+    then refused every later one, which the scheduler dropped unrecorded (4 of 20 trials recorded, exit 4); and a
+    killed forkserver (its workers stop with it) ended `mcpfleet run` with "Aborted." (EOFError starting the next
+    worker). Now the trials in flight are infrastructure errors, retried in fresh workers, and every trial is
+    recorded once."""
+    forkserver = ensure_forkserver()
+    slow = {"name": "slow", "model": "scripted/oracle?latency=0.3"}
+    path = write_run(
+        tmp_path,
+        "stopped",
+        [slow],
+        tasks={"include": ["*/move_todo_*"]},
+        attempts=2,
+        concurrency={"total": 2},
+        retries={"limit": 2, "backoffSeconds": 0},
+    )
+    killed: list[int] = []
+
+    def stop_it() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            workers = [p for p, ppid, _, _ in proc_table() if ppid == forkserver]
+            if len(workers) == 2:
+                time.sleep(1.0)  # both mid-trial
+                pid, sig = (workers[0], signal.SIGTERM) if victim == "worker-sigterm" else (forkserver, signal.SIGKILL)
+                os.kill(pid, sig)
+                killed.append(pid)
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=stop_it)
+    killer.start()
+    try:
+        summary, root = run_file(path)
+    finally:
+        killer.join()
+    assert killed, "nothing to stop was seen"
+    recs = results(root)
+    assert summary["complete"] and len(recs) == summary["trials_planned"] == 6, summary
+    assert row(summary, "slow")["pass_at_1"] == 1.0
+    retried = sorted(r["infra_attempts"] for r in recs.values() if r["infra_attempts"] > 1)
+    assert 1 <= len(retried) <= 2, retried  # the trials in flight, and no other
+
+
+def test_a_worker_killed_after_storing_its_record_does_not_run_the_trial_again(tmp_path: Path) -> None:
+    """A worker killed between storing a trial's record and its reply to the launcher: the trial is finished, so
+    the scheduler takes the stored record instead of paying for the trial again (its second result was thrown
+    away, "a scored record of this trial is stored already")."""
+    from mcpfleet.runner.launcher import RunState, Scheduler
+    from mcpfleet.runner.store import store_config
+    from mcpfleet.runner.workerpool import WorkerSlots
+
+    run = load_evalrun(write_run(tmp_path, "raced", [ORACLE], tasks={"include": ["*/move_todo_0"]}))
+    [trial] = plan(run, tmp_path)
+    config = store_config(run.spec.output, run.name, tmp_path)
+    store = config.open()
+    record = TrialResult(**trial.record_identity(), passed=True, started_at=now_iso(), finished_at=now_iso())
+    store.commit(trial.trial_id, dumps(record.model_dump(mode="json")))
+    pool = _DyingPool()
+    done: list[dict[str, Any]] = []
+    scheduler = Scheduler(
+        run, RunState(todo=[trial], skipped=0), cast(WorkerSlots, pool), config, None, done.append, stored=store
+    )
+    asyncio.run(asyncio.wait_for(scheduler.run_all(), 10))
+    assert pool.submitted == 1, "the finished trial was run again"
+    assert [(d["trial_id"], d["passed"], d["failure"]) for d in done] == [(trial.trial_id, True, None)]
+
+
+class _DyingPool:
+    """Every worker dies before it replies (a BrokenProcessPool)."""
+
+    def __init__(self) -> None:
+        self.submitted = 0
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        from concurrent.futures.process import BrokenProcessPool
+
+        self.submitted += 1
+        fut: Future[Any] = Future()
+        fut.set_exception(BrokenProcessPool("a worker died"))
+        return fut
+
+
+def test_a_summary_that_cannot_be_written_is_one_line_and_exit_4(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full or read-only disk when the run ends: before, a traceback from write_summary (exit 1); now the
+    records that were stored stay and `mcpfleet run` says why, exit 4 (nothing lost: the next run writes it)."""
+    from mcpfleet.runner import launcher
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    path = write_run(tmp_path, "full", [ORACLE], tasks={"include": ["*/move_todo_0"]})
+    monkeypatch.setattr(launcher, "write_summary", full)
+    summary, root = run_file(path)
+    assert summary["summary_error"] == "summary.json could not be written: [Errno 28] No space left on device"
+    assert summary["trials_recorded"] == 1 and len(results(root)) == 1
 
 
 # ------------------------------------------------------------------------------------- signals (CLI)
