@@ -411,11 +411,14 @@ def _execute(
         start_forkserver()  # its seconds of imports overlap the scripted server's start and the pool's set-up
         with ExitStack() as stack:
             scripted_url = None
+            lost = LostWatch()
             if any(m.is_scripted for m in run.spec.models):
                 from .scripted_model import ScriptedServerProcess
 
                 roots = sorted({Path(t.tasks_root) for t in trials})
-                scripted_url = stack.enter_context(ScriptedServerProcess(roots))
+                server = ScriptedServerProcess(roots)
+                scripted_url = stack.enter_context(server)
+                server.watch(lost)  # its death stops the run (exit 6), not its models as misconfigured
             workers = min(run.spec.concurrency.total, len(state.todo))
 
             mp = make_context()
@@ -436,7 +439,6 @@ def _execute(
             # Run-scoped resources (the PostgreSQL cluster, its server's zygote), only for the services this run's
             # trials use; started here, in the main thread, and stopped when the stack closes (Ctrl-C and SIGTERM
             # included).
-            lost = LostWatch()
             resources = stack.enter_context(run_resources({t.service for t in state.todo}, True, lost))
             stack.enter_context(progress)
             pool = WorkerSlots(workers, one_worker, retire_on=(TrialCancelled,))  # a dead worker costs its trial only

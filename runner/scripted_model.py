@@ -47,8 +47,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from email.utils import formatdate
 from pathlib import Path
@@ -759,6 +760,20 @@ class ScriptedServerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.url: str | None = None
         self._stderr: Any = None
+        self._stopping = False
+
+    def watch(self, on_death: Callable[[str], None]) -> None:
+        """Call ``on_death`` (from a thread) if the server dies before it is stopped: a run must not take its
+        trials' failed calls for the models' configuration errors."""
+        proc = self.proc
+        assert proc is not None, "watch() after the server started"
+
+        def wait() -> None:
+            code = proc.wait()
+            if not self._stopping:
+                on_death(f"mcpfleet's scripted model server died (exit status {code})")
+
+        threading.Thread(target=wait, name="scripted-model-watch", daemon=True).start()
 
     def __enter__(self) -> str:
         cmd = [sys.executable, "-m", "mcpfleet.runner.scripted_model", "--port", "0", "--latency", str(self.latency)]
@@ -812,6 +827,7 @@ class ScriptedServerProcess:
         return data.decode(errors="replace")[-4000:].strip()
 
     def _stop(self) -> None:
+        self._stopping = True
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:

@@ -647,6 +647,39 @@ def test_a_worker_or_the_forkserver_stopped_from_outside_costs_only_the_trials_i
     assert 1 <= len(retried) <= 2, retried  # the trials in flight, and no other
 
 
+def test_the_scripted_model_server_dying_stops_the_run_not_its_models(tmp_path: Path) -> None:
+    """A review found: mcpfleet's own scripted model server killed mid-run made every model a config_error
+    ("fix the key or model"), exit 3. Its death now stops the run as a lost run-wide server (RunLost, exit 6:
+    run the same command again), and the trials it failed are not scored, so a rerun runs them."""
+    from mcpfleet.runner.launcher import RunLost
+
+    slow = {"name": "slow", "model": "scripted/oracle?latency=0.3"}
+    path = write_run(tmp_path, "modelless", [slow], attempts=3, concurrency={"total": 2})
+    killed: list[int] = []
+
+    def kill_server() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            found = [p for p, _, _, cmd in proc_table() if "runner.scripted_model" in cmd and str(os.getpid()) in cmd]
+            if found and (tmp_path / "runs" / "modelless" / "trials").is_dir():
+                time.sleep(1.0)  # trials are talking to it
+                os.kill(found[0], signal.SIGKILL)
+                killed.append(found[0])
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_server)
+    killer.start()
+    try:
+        with pytest.raises(RunLost, match=r"scripted model server died \(exit status -9\)"):
+            run_file(path)
+    finally:
+        killer.join()
+    assert killed
+    summary, root = run_file(path)  # the same command again: every trial runs, none is a config_error
+    assert summary["complete"] and not summary.get("stopped") and row(summary, "slow")["pass_at_1"] == 1.0
+
+
 def test_a_worker_killed_after_storing_its_record_does_not_run_the_trial_again(tmp_path: Path) -> None:
     """A worker killed between storing a trial's record and its reply to the launcher: the trial is finished, so
     the scheduler takes the stored record instead of paying for the trial again (its second result was thrown
