@@ -498,6 +498,18 @@ def _stop_run(why: str) -> None:
         signal.pthread_kill(main, signal.SIGINT)
 
 
+def log_tail(path: Path, lines: int = 3, limit: int = 4096) -> str:
+    """The last lines of a server log, on one line (for a message that outlives the log's folder)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - limit))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError as exc:
+        return f"(unreadable: {exc.strerror or exc})"
+    kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    return " | ".join(kept) or "(empty)"
+
+
 class Keeper:
     """Restarts the run's postmaster when it dies under the run (killed, the OOM killer), on the same data
     directory and port: the port is in the ClusterHandle every worker was given by value, so a new one would
@@ -524,7 +536,8 @@ class Keeper:
             self.restarts += 1
             what = f"the run's PostgreSQL server exited ({code})"
             if self.restarts > RESTARTS:
-                self.on_lost(f"{what} for the {self.restarts}th time (log: {self.pm.log})")
+                # The log's end, not its path: the run's teardown removes the cluster's folder with the log.
+                self.on_lost(f"{what} for the {self.restarts}th time; its log ended: {log_tail(self.pm.log)}")
                 return
             print(f"mcpfleet: {what}; restarting it on port {self.pm.port}", file=sys.stderr, flush=True)
             try:
