@@ -15,7 +15,13 @@ _OWNED = re.compile(rf"^{re.escape(PREFIX)}(\d+)-")
 
 def make() -> Path:
     """A fresh private folder ``mcpfleet-trial-<pid>-XXXX`` in the temp directory."""
-    return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+    return Path(tempfile.mkdtemp(prefix=owned_prefix()))
+
+
+def owned_prefix(what: str = "") -> str:
+    """A temp folder prefix naming this process, so that ``sweep`` removes the folder if the process dies with
+    it (a verifier's scratch folder in a worker that was SIGKILLed, say)."""
+    return f"{PREFIX}{os.getpid()}-{what + '-' if what else ''}"
 
 
 def _alive(pid: int) -> bool:

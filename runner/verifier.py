@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from . import tmpdirs
+
 OUTPUT_LIMIT = 64 * 1024  # per stream; a runaway verifier must not bloat every record
 
 
@@ -176,7 +178,7 @@ async def run_verifier(
     with (
         tempfile.TemporaryFile() as out,
         tempfile.TemporaryFile() as err,
-        tempfile.TemporaryDirectory(prefix="mcpfleet-verify-", ignore_cleanup_errors=True) as scratch,
+        tempfile.TemporaryDirectory(prefix=tmpdirs.owned_prefix("verify"), ignore_cleanup_errors=True) as scratch,
     ):
         proc = await asyncio.create_subprocess_exec(
             *reaped_command(verifier_command(script, args)),

@@ -246,3 +246,23 @@ def test_ctrl_c_while_the_forkserver_starts_is_kept_and_never_reaches_the_forkse
     )
     assert done.stdout.strip() == "raised True", done
     assert "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_verifiers_scratch_folder_is_named_for_its_worker_and_swept_once_it_is_gone(tmp_path: Path) -> None:
+    """A worker SIGKILLed while its verifier ran left `mcpfleet-verify-*` in /tmp for good (a review found them):
+    the scratch folder now names its worker's pid, as trial folders do, so the next run's sweep removes it."""
+    import asyncio
+
+    from mcpfleet.runner import tmpdirs
+    from mcpfleet.runner.verifier import run_verifier
+
+    verify = tmp_path / "verify.py"
+    verify.write_text("import os\nprint(os.getcwd())\n")
+    result = asyncio.run(run_verifier(verify, {}, [], 30))
+    scratch = Path(result.stdout.strip())
+    assert scratch.name.startswith(f"mcpfleet-trial-{os.getpid()}-verify-"), scratch
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    left = tmp_path / f"mcpfleet-trial-{dead.pid}-verify-abcd"
+    left.mkdir()
+    assert tmpdirs.sweep(tmp_path) == 1 and not left.exists()
