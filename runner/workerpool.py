@@ -36,6 +36,7 @@ class WorkerSlots:
         self._slots: list[ProcessPoolExecutor] = [make_executor() for _ in range(n)]
         self._busy: set[int] = set()
         self._retire_on = retire_on
+        self._retired: list[ProcessPoolExecutor] = []  # replaced: their processes are still waited for at shutdown
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         i = next((i for i in range(len(self._slots)) if i not in self._busy), None)
@@ -60,6 +61,7 @@ class WorkerSlots:
     def _replace(self, i: int) -> None:
         old, self._slots[i] = self._slots[i], self._make()
         old.shutdown(wait=False, cancel_futures=True)
+        self._retired.append(old)
 
     def _done(self, i: int, fut: Future[Any]) -> None:
         if not fut.cancelled() and isinstance(fut.exception(), self._retire_on):
@@ -84,5 +86,7 @@ class WorkerSlots:
                 pass
 
     def shutdown(self) -> None:
-        for ex in self._slots:
+        """Wait for every worker to exit, replaced ones included (a Ctrl-C retires the slots of the workers it
+        stopped: those still close their servers before the run's own resources go)."""
+        for ex in [*self._slots, *self._retired]:
             ex.shutdown(wait=True, cancel_futures=True)
