@@ -15,6 +15,7 @@ from typing import Any
 import kopf
 import pytest
 from conftest import make_tiny_pack
+from kubeemu import merge_patch
 from test_outcomes import FakeKube, edit, evalrun, reconciler, record, tid_of
 
 from mcpfleet.operator.reconciler import Reconciler
@@ -34,19 +35,7 @@ class StatusKube(FakeKube):
         self.status: dict[str, Any] = {}
 
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        self.status = merge(self.status, json.loads(json.dumps(status)))
-
-
-def merge(old: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(old) if isinstance(old, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge(out.get(key), value)
-    return out
+        self.status = merge_patch(self.status, json.loads(json.dumps(status)))
 
 
 def restarted(rec: Reconciler, kube: StatusKube) -> Reconciler:
