@@ -47,6 +47,8 @@ MAX_TASK_ID_LENGTH = 160
 # ~2 KB), and a JSON file of an oracle or mutants larger than 16 MiB is a mistake, not a task.
 MAX_DESCRIPTION_BYTES = 256 * 1024
 MAX_JSON_BYTES = 16 * 1024 * 1024
+MAX_TASK_BYTES = 256 * 1024**2  # a whole task folder (its verifier's reference data included)
+MAX_TASK_ENTRIES = 10_000
 ROOT_TOKEN = "{root}"
 MUTANT_KEYS = {"name", "why", "after_oracle", "steps", "answer"}
 NON_TASK_DIRS = {"states", "__pycache__"}
@@ -485,6 +487,8 @@ def check_selected(tasks: list[Task]) -> None:
                 found.append(str(exc))
             except OSError as exc:
                 found.append(f"{task.id}: {name} unreadable: {exc}")
+        if not found and (problem := _folder_too_large(task)):  # (after the files' own, more precise, limits)
+            found.append(problem)
         if not found and (service := SERVICES.get(task.service)) is not None:
             found += service.meta_problems(task)
         problems += found
@@ -571,6 +575,26 @@ def check_task_files(task: Task) -> list[str]:
     return problems
 
 
+def _folder_too_large(task: Task) -> str | None:
+    """A task folder over MAX_TASK_BYTES (apparent size: a sparse file counts whole, as its digest reads it
+    whole) or MAX_TASK_ENTRIES: task folders hold words and scripts; bulk data belongs in the initial state."""
+    size = entries = 0
+    for folder, dirs, names in os.walk(task.path):  # links to folders are not followed, as the digest does not
+        entries += len(dirs) + len(names)
+        for name in names:
+            try:
+                size += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                continue
+        if size > MAX_TASK_BYTES or entries > MAX_TASK_ENTRIES:
+            return (
+                f"{task.id}: the task folder holds more than {MAX_TASK_BYTES // 1024**2} MiB or "
+                f"{MAX_TASK_ENTRIES:,} files (apparent sizes; every trial hashes it); move bulk data into the "
+                "task's initial state"
+            )
+    return None
+
+
 def check_task(task: Task) -> list[str]:
     """Static checks of one task folder: files, names and meta.json fields. Returns problems."""
     from .services import SERVICES
@@ -584,6 +608,8 @@ def check_task(task: Task) -> list[str]:
         return [str(exc)]
     except OSError as exc:
         return [f"{task.id}: unreadable: {exc}"]
+    if problem := _folder_too_large(task):
+        return [problem]
     missing = [k for k in META_FIELDS if k not in meta]
     if missing:
         problems.append(f"{task.id}: meta.json lacks {', '.join(missing)}")

@@ -590,3 +590,21 @@ def test_tasks_list_does_not_block_on_a_named_pipe(tmp_path: Path) -> None:
     assert "move_todo_1/description.md: not a regular file" in flat(out.stderr), out.stderr
     with pytest.raises(TaskError, match="not a regular file"):
         _ = discover(root)[1].description
+
+
+def test_a_task_folder_over_the_cap_is_refused_before_its_digest_reads_it(tmp_path: Path) -> None:
+    """Before: an 8 GiB sparse file in a task folder made `validate` read it whole for the task's digest (40 s,
+    and longer for every larger one). A task folder is capped like a state, by apparent size, checked first."""
+    task = tiny(tmp_path)
+    with open(task.path / "reference.bin", "wb") as f:
+        f.truncate(300 * 1024**2)  # sparse: no disk used
+    start = time.monotonic()
+    with pytest.raises(PackCheckError, match="the task folder holds more than 256 MiB"):
+        check_selected([task])
+    assert time.monotonic() - start < 5
+    assert any("the task folder holds more than 256 MiB" in p for p in check_task(task))  # tasks validate
+    (task.path / "reference.bin").unlink()
+    for i in range(10_001):
+        (task.path / f"n{i}").touch()
+    with pytest.raises(PackCheckError, match="or 10,000 files"):
+        check_selected([task])
