@@ -620,10 +620,15 @@ def test_the_scripted_model_server_dying_stops_the_run_not_its_models(tmp_path: 
     path = write_run(tmp_path, "modelless", [slow], attempts=3, concurrency={"total": 2})
     killed: list[int] = []
 
+    def servers() -> set[int]:
+        return {p for p, _, _, cmd in proc_table() if "runner.scripted_model" in cmd and str(os.getpid()) in cmd}
+
+    others = servers()  # e.g. the session's scripted_url server, which later tests use: not this run's
+
     def kill_server() -> None:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            found = [p for p, _, _, cmd in proc_table() if "runner.scripted_model" in cmd and str(os.getpid()) in cmd]
+            found = sorted(servers() - others)
             if found and (tmp_path / "runs" / "modelless" / "trials").is_dir():
                 time.sleep(1.0)  # trials are talking to it
                 os.kill(found[0], signal.SIGKILL)
@@ -638,7 +643,7 @@ def test_the_scripted_model_server_dying_stops_the_run_not_its_models(tmp_path: 
             run_file(path)
     finally:
         killer.join()
-    assert killed
+    assert killed and servers() >= others  # only this run's server was killed
     summary, root = run_file(path)  # the same command again: every trial runs, none is a config_error
     assert summary["complete"] and not summary.get("stopped") and row(summary, "slow")["pass_at_1"] == 1.0
 
