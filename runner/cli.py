@@ -12,8 +12,9 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as _markup_escape
 
+from .printable import printable
 from .spec import SpecError, load_evalrun
 from .tasks import TaskError
 from .toolcalls.cli import judge_eval, toolcalls_app
@@ -29,6 +30,13 @@ app.add_typer(tasks_app, name="tasks")
 # Piped output gets a wide fixed width: the summary table is for reading in logs, not for wrapping.
 console = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
+
+
+def escape(text: object) -> str:
+    """Text from outside (a provider's error, a path, a task's name) shown literally: neither markup nor
+    terminal control sequences (see printable)."""
+    return _markup_escape(printable(text, one_line=False))
+
 
 DEFAULT_TASKS = Path(__file__).resolve().parents[1] / "tasks"
 STOPPED_EXIT = 3  # `mcpfleet run`: some model's launches were stopped (configuration error, retry budget)
@@ -109,7 +117,7 @@ def run(
     if mixed := mixed_harness(summary):
         err.print(f"[yellow]note:[/] {escape(mixed)}", highlight=False, soft_wrap=True)
     shown = shown_path(root)
-    console.print(f"records: {shown}/trials   summary: {shown}/summary.json")
+    console.print(f"records: {escape(shown)}/trials   summary: {escape(shown)}/summary.json", highlight=False)
     if summary.get("stopped"):  # a configuration error or a spent retry budget: not a finished run
         unrun = summary["trials_planned"] - summary["trials_recorded"]
         for model, why in summary["stopped"].items():
@@ -144,7 +152,10 @@ def run(
             err.print(f"  {escape(summary['summary_error'])}", highlight=False, soft_wrap=True)
         raise typer.Exit(UNRECORDED_EXIT)
     unscored = summary.get("not_scored") or {}
-    if summary["trials_recorded"] and sum(unscored.values()) >= summary["trials_recorded"]:
+    # A tool-call shard whose judge failed on some cases is not scored as a whole, yet its other cases are: the
+    # run measured something once any row holds a scored case or trial.
+    measured = sum(int(r.get("scored") or 0) for r in summary["rows"])
+    if summary["trials_recorded"] and sum(unscored.values()) >= summary["trials_recorded"] and not measured:
         kinds = ", ".join(f"{n} {kind}" for kind, n in unscored.items())
         err.print(
             f"[red]error:[/] no trial was scored ({escape(kinds)}): the run measured nothing. Each record's "

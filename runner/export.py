@@ -8,12 +8,17 @@ has results for all five of MCPMark's services. The export
 puts attempt N of every recorded trial in run-N, under MCPMark's model folder name (dots as dashes, the
 reasoning effort appended unless "default") and service folder (``<service>-<difficulty>`` for a suite
 other than standard), with the meta.json and messages.json the trial wrote (already MCPMark's format).
+Each ``<model>__<service>`` folder it writes is replaced whole (written beside it, then swapped in), so an
+earlier export's task folders never stay to be counted; the experiment's other folders are left alone.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +109,48 @@ def _record_problem(rec: dict[str, Any]) -> str | None:
     return None
 
 
+def _clash(other: dict[str, Any], mine: dict[str, Any], folder: str, target: tuple[str, int, str], root: Path) -> str:
+    """Why two records cannot both be exported: two models named alike, or two tasks with one MCPMark name."""
+    if other["model"] != mine["model"]:
+        named = [
+            f"'{r['model']}'" + (f" (reasoning effort {r['effort']})" if r["effort"] not in (None, "default") else "")
+            for r in (other, mine)
+        ]
+        return (
+            f"models {named[0]} and {named[1]} both map to MCPMark's model folder '{folder}' (its model slug: dots "
+            "as dashes, the reasoning effort appended): export each model's run to its own --exp-name, or rename "
+            "one model"
+        )
+    return (
+        f"{other['trial_id']} and {mine['trial_id']} both map to {root / folder / f'run-{target[1]}' / target[2]}: "
+        "MCPMark names tasks <category_id>__<task_id> from meta.json, and these two share those ids"
+    )
+
+
+def _staging(root: Path, folder: str, dest: Path) -> Path:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{folder}.export-", dir=root))
+    except OSError as exc:
+        raise ExportError(f"DEST {dest}: cannot write {root} ({exc.strerror or exc})") from None
+
+
+def _swap_in(new: Path, final: Path, dest: Path) -> None:
+    """``final`` replaced whole by ``new``: an earlier export's task folders must not stay beside this one's
+    (MCPMark's aggregators read every task folder they find)."""
+    old = final.with_name(f".{final.name}.replaced-{uuid.uuid4().hex[:8]}")
+    try:
+        if final.is_symlink() or final.exists():
+            final.rename(old)
+        new.rename(final)
+    except OSError as exc:
+        raise ExportError(f"DEST {dest}: cannot replace {final} ({exc.strerror or exc})") from None
+    if old.is_symlink() or old.is_file():
+        old.unlink()
+    elif old.exists():
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def _safe(part: object) -> bool:
     return isinstance(part, str) and bool(_SAFE_PART.fullmatch(part)) and part not in (".", "..")
 
@@ -125,7 +172,9 @@ def export_mcpmark(store: ResultStore, dest: Path, exp_name: str | None = None) 
     if not isinstance(exp, str) or not _safe(exp):
         raise ExportError(f"'{exp}' cannot be an experiment folder name; pass --exp-name")
     out = Exported(root=Path(dest) / exp)
-    seen: dict[Path, str] = {}
+    # Every target is planned before anything is written: a clash leaves DEST as it was.
+    planned: list[tuple[dict[str, Any], str, str, dict[str, Any], bytes | None]] = []
+    seen: dict[tuple[str, int, str], dict[str, Any]] = {}
     for rec in sorted(records, key=lambda r: (r["model"], r["task_id"], int(r["attempt"]))):
         raw_meta = store.read_trial_file(rec["trial_id"], "meta.json")
         meta = _stored_meta(raw_meta, rec)
@@ -133,29 +182,39 @@ def export_mcpmark(store: ResultStore, dest: Path, exp_name: str | None = None) 
             meta, raw_meta = _rebuilt_meta(rec), None
             out.rebuilt += 1
         service, difficulty = rec["service"], rec["task_id"].split("/")[1]
-        folder = (
-            f"{model_folder(meta['model_name'], meta.get('reasoning_effort'))}__{service_folder(service, difficulty)}"
-        )
+        effort = meta.get("reasoning_effort")
+        folder = f"{model_folder(meta['model_name'], effort)}__{service_folder(service, difficulty)}"
         for part in (folder, meta["task_name"]):
             if not _safe(part):
                 raise ExportError(f"{rec['trial_id']}: '{part}' cannot be a folder name in MCPMark's layout")
-        task_dir = out.root / folder / f"run-{int(rec['attempt'])}" / meta["task_name"]
-        if task_dir in seen:
-            raise ExportError(
-                f"{seen[task_dir]} and {rec['trial_id']} both map to {task_dir}: MCPMark names tasks "
-                "<category_id>__<task_id> from meta.json, and these two share those ids"
-            )
-        seen[task_dir] = rec["trial_id"]
-        messages = store.read_trial_file(rec["trial_id"], "messages.json")
-        try:
-            task_dir.mkdir(parents=True, exist_ok=True)
-            (task_dir / "meta.json").write_bytes(raw_meta or dumps_mcpmark(meta))
-            (task_dir / "messages.json").write_bytes(messages if messages is not None else dumps_mcpmark([]))
-        except OSError as exc:
-            raise ExportError(f"DEST {dest}: cannot write {task_dir} ({exc.strerror or exc})") from None
-        out.trials += 1
-        if not is_scored(rec.get("failure")):
-            out.unscored[rec["failure"]] = out.unscored.get(rec["failure"], 0) + 1
-        out.attempts = max(out.attempts, int(rec["attempt"]))
-        out.folders.add(folder)
+        target = (folder, int(rec["attempt"]), meta["task_name"])
+        mine = {"trial_id": rec["trial_id"], "model": rec["model"], "effort": effort}
+        if (other := seen.get(target)) is not None:
+            raise ExportError(_clash(other, mine, folder, target, out.root))
+        seen[target] = mine
+        planned.append((rec, folder, meta["task_name"], meta, raw_meta))
+    staged: dict[str, Path] = {}  # <model>__<service> -> its new contents, swapped in once all are written
+    try:
+        for rec, folder, task_name, meta, raw_meta in planned:
+            if folder not in staged:
+                staged[folder] = _staging(out.root, folder, dest)
+            task_dir = staged[folder] / f"run-{int(rec['attempt'])}" / task_name
+            messages = store.read_trial_file(rec["trial_id"], "messages.json")
+            try:
+                task_dir.mkdir(parents=True, exist_ok=True)
+                (task_dir / "meta.json").write_bytes(raw_meta or dumps_mcpmark(meta))
+                (task_dir / "messages.json").write_bytes(messages if messages is not None else dumps_mcpmark([]))
+            except OSError as exc:
+                shown = out.root / folder / task_dir.relative_to(staged[folder])
+                raise ExportError(f"DEST {dest}: cannot write {shown} ({exc.strerror or exc})") from None
+            out.trials += 1
+            if not is_scored(rec.get("failure")):
+                out.unscored[rec["failure"]] = out.unscored.get(rec["failure"], 0) + 1
+            out.attempts = max(out.attempts, int(rec["attempt"]))
+            out.folders.add(folder)
+        for folder, new in sorted(staged.items()):
+            _swap_in(new, out.root / folder, dest)
+    finally:
+        for new in staged.values():
+            shutil.rmtree(new, ignore_errors=True)  # gone already once swapped in
     return out

@@ -14,12 +14,13 @@ import json
 import re
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
 from .outcome import CONFIG_ERROR, CONTENT_FILTER, CONTEXT_OVERFLOW, LLM_API_ERROR, PROVIDER_ERROR
-from .records import epoch_seconds
+from .printable import printable
+from .records import epoch_seconds, redact_text
 
 # Kinds of fault, for logs and the runner's metrics (a bounded label set).
 RATE_LIMIT = "rate_limit"
@@ -111,8 +112,10 @@ def headers_of(exc: BaseException) -> dict[str, str]:
     return {}
 
 
-def one_line(exc: BaseException) -> str:
-    """``<ExceptionType>: <cause>`` on one short line: no traceback, no response dump, no site-packages paths."""
+def one_line(exc: BaseException, secrets: Sequence[str] = ()) -> str:
+    """``<ExceptionType>: <cause>`` on one short line: no traceback, no response dump, no site-packages paths, no
+    control characters. ``secrets`` are redacted before the line is cut short: a provider's error that echoes the
+    key across the cut would otherwise keep the key's first part, which no later redaction recognises."""
     leaf = exc
     while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:  # "unhandled errors in a TaskGroup"
         leaf = leaf.exceptions[0]
@@ -134,19 +137,22 @@ def one_line(exc: BaseException) -> str:
             text = str(msg) if msg else text
         except ValueError:
             pass
-    text = " ".join(text.split())
+    text = printable(text)
+    if secrets:
+        text = redact_text(text, list(secrets)) or ""
     if len(text) > _MAX_CAUSE:
         text = text[: _MAX_CAUSE - 3] + "..."
     return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__
 
 
-def classify(exc: BaseException, *, first_call: bool) -> Fault:
-    """Judge one failed attempt. ``first_call``: no call of this trial has been answered yet."""
+def classify(exc: BaseException, *, first_call: bool, secrets: Sequence[str] = ()) -> Fault:
+    """Judge one failed attempt. ``first_call``: no call of this trial has been answered yet; ``secrets``: the
+    keys its cause must not show (see one_line)."""
     import litellm  # already imported by llm.py; here so this module stays importable without it
 
     names = {type(e).__name__ for e in _chain(exc)}
     status = _status(exc)
-    cause = one_line(exc)
+    cause = one_line(exc, secrets)
 
     def fault(kind: str, category: str, retryable: bool, retry_after: float | None = None) -> Fault:
         return Fault(kind, category, retryable, cause, status, retry_after)

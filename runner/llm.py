@@ -284,7 +284,7 @@ async def complete(
                 response = await litellm.acompletion(**kwargs)
             _message(response)
         except Exception as exc:  # noqa: BLE001 - every failure is judged; cancellation passes through
-            fault = faults.classify(exc, first_call=target.answered == 0)
+            fault = faults.classify(exc, first_call=target.answered == 0, secrets=[target.api_key or ""])
             if fault.kind == faults.TIMEOUT and isinstance(exc, TimeoutError):
                 fault = faults.Fault(
                     fault.kind, fault.category, True, f"Timeout: no reply within {target.timeout:g} s", fault.status

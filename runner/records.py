@@ -295,12 +295,15 @@ def mcpmark_meta(result: TrialResult, facts: MCPMarkFacts, params: dict[str, Any
 
 
 def dumps(obj: Any) -> bytes:
-    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    # A lone surrogate (half an emoji a provider cut at a token boundary) cannot be UTF-8: it is written as the
+    # JSON escape ``\\udXXX``, which reads back as the same string. Only strings hold one, so the JSON stays valid.
+    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
 
 
 def dumps_mcpmark(obj: Any) -> bytes:
-    """messages.json and meta.json byte for byte as MCPMark writes them (``json.dump``, indent 2, no newline)."""
-    return json.dumps(obj, indent=2, ensure_ascii=False).encode("utf-8")
+    """messages.json and meta.json byte for byte as MCPMark writes them (``json.dump``, indent 2, no newline);
+    a lone surrogate, which MCPMark's own write would fail on, as in ``dumps``."""
+    return json.dumps(obj, indent=2, ensure_ascii=False).encode("utf-8", "backslashreplace")
 
 
 MIN_SECRET_CHARS = 6
@@ -329,6 +332,40 @@ def redact_text(text: str | None, secrets: list[str]) -> str | None:
     for s in secret_forms(secrets):
         text = text.replace(s, "[REDACTED]")
     return text
+
+
+# The fields that name a record (plan.TrialSpec.record_identity, and meta.json's). They come from the spec, never
+# from a model or a provider, and are left as written: a key that occurs in a model's name (Ollama's documented
+# dummy key "ollama", a model named "ollama-qwen") must not rename the record, which could then never be read back.
+IDENTITY_FIELDS = frozenset(
+    {"run", "trial_id", "spec_hash", "model", "litellm_model", "service", "task_id", "attempt", "agent"}
+    | {"task_name", "model_name", "mcp"}  # meta.json's
+)
+
+
+def redact_values(obj: Any, secrets: list[str], keep: frozenset[str] = IDENTITY_FIELDS) -> Any:
+    """``obj`` (parsed JSON) with every secret form replaced in its string values; object keys, and the values of
+    the top-level fields in ``keep``, stay as they are (a secret equal to a field name such as "passed" must not
+    break the record's shape)."""
+    forms = secret_forms(secrets)
+    if not forms:
+        return obj
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            for f in forms:
+                if f in value:
+                    value = value.replace(f, "[REDACTED]")
+            return value
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    if isinstance(obj, dict):
+        return {k: v if k in keep else walk(v) for k, v in obj.items()}
+    return walk(obj)
 
 
 def redact(data: bytes, secrets: list[str]) -> bytes:

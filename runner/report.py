@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .outcome import CATEGORIES, is_scored
 from .records import now_iso
 from .scoring import ALL, ScoreRow, summarize
+from .spec import MAX_ATTEMPTS
 from .store import LocalStore, ResultStore, S3Store, parse_s3_uri
 from .summary import harness_counts, mixed_harness, still_planned
 from .toolcalls.case_records import breakdown, expand
@@ -155,9 +156,11 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _count(value: Any) -> int | None:
-    """A positive whole number from a file mcpfleet wrote, else None (a damaged field is not trusted)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+def _count(value: Any, most: int | None = None) -> int | None:
+    """A positive whole number (at most ``most``) from a file mcpfleet wrote, else None: a damaged field is not
+    trusted (``attempts: 3000000`` in an edited run.json would make the report compute pass@3000000)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0 and (most is None or value <= most)
+    return value if ok else None
 
 
 def _text(value: Any) -> str | None:
@@ -196,9 +199,9 @@ def load_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
     # run.json is rewritten from the records: a field of the wrong type in it is ignored, never trusted.
     spec = _mapping(_mapping(run_json.get("evalrun")).get("spec"))
     attempts = (
-        _count(spec.get("attempts"))
-        or (max((r["attempts"] for r in summary["rows"]), default=None) if summary else None)
-        or max((int(r["attempt"]) for r in found), default=1)
+        _count(spec.get("attempts"), MAX_ATTEMPTS)
+        or (_count(max((r["attempts"] for r in summary["rows"]), default=None), MAX_ATTEMPTS) if summary else None)
+        or min(max((int(r["attempt"]) for r in found), default=1), MAX_ATTEMPTS)
     )
     keep = still_planned(store, {r["model"] for r in summary["rows"]} if summary else None, attempts)
     raw = [r for r in found if keep(r)]

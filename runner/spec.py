@@ -69,6 +69,7 @@ def check_image(image: str | None) -> str | None:
 # API server on these lengths rather than on a 3 MiB worst case.
 MAX_PATH = 4096  # Linux PATH_MAX; an s3:// URI is far shorter (a key is at most 1024 bytes)
 MAX_URL = 2048
+MAX_ATTEMPTS = 100  # k; also the most a report trusts from a stored run.json or summary.json
 
 
 class SpecModel(BaseModel):
@@ -718,7 +719,7 @@ MAX_MODELS = 1000  # models in one run; the plan's size (models x tasks x attemp
 class EvalRunSpec(SpecModel):
     models: list[ModelSpec] = Field(min_length=1, max_length=MAX_MODELS)
     tasks: TaskSelection = Field(default_factory=TaskSelection)
-    attempts: int = Field(default=1, ge=1, le=100, description="k: independent attempts per (model, task).")
+    attempts: int = Field(default=1, ge=1, le=MAX_ATTEMPTS, description="k: independent attempts per (model, task).")
     agent: AgentKind = Field(
         default=AgentKind.mcpmark,
         validate_default=True,  # -> "mcpmark", like parsed values

@@ -6,6 +6,8 @@ from typing import Any
 
 from rich.table import Table
 
+from .printable import literal
+
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
@@ -24,9 +26,11 @@ def summary_table(summary: dict[str, Any]) -> Table:
     """Columns named by the run's k; with k = 1 pass@k and pass^k are pass@1, so they are not repeated."""
     rows = summary["rows"]
     k = run_k(summary)
-    t = Table(
-        title=f"{summary['run']}  ({summary['trials_recorded']}/{summary['trials_planned']} trials, "
-        f"spec {summary['spec_hash']}, k={k})"
+    t = Table(  # every text from the summary is shown literally: a provider's error may hold "[/...]" or escapes
+        title=literal(
+            f"{summary['run']}  ({summary['trials_recorded']}/{summary['trials_planned']} trials, "
+            f"spec {summary['spec_hash']}, k={k})"
+        )
     )
     per_k = [f"pass@{k}", f"pass^{k}", f"pass@{k} unb.", f"pass^{k} unb."] if k > 1 else []
     columns = [
@@ -60,8 +64,8 @@ def summary_table(summary: dict[str, Any]) -> Table:
             else []
         )
         t.add_row(
-            r["model"],
-            r["service"],
+            literal(r["model"]),
+            literal(r["service"]),
             str(r["trials"]),
             p1,
             *k_cells,
@@ -69,9 +73,9 @@ def summary_table(summary: dict[str, Any]) -> Table:
             _num(r["avg_tool_calls"]),
             _num(r["avg_tokens"], "{:.0f}"),
             _num(r["cost_usd"], "{:.4f}"),
-            fails,
-            skipped,
+            literal(fails),
+            literal(skipped),
         )
     if summary.get("stopped"):
-        t.caption = "stopped: " + "; ".join(f"{m} ({why})" for m, why in summary["stopped"].items())
+        t.caption = literal("stopped: " + "; ".join(f"{m} ({why})" for m, why in summary["stopped"].items()))
     return t

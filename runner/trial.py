@@ -43,6 +43,7 @@ from .records import (
     now_iso,
     redact,
     redact_text,
+    redact_values,
     to_mcpmark_messages,
 )
 from .services import SERVICES, Service, TrialEnv, get_service
@@ -297,7 +298,7 @@ async def _judge_calls(
         n = await call_classes.judge_calls(run, run.classifier, judge, spec.trial_id)
         notes.append(f"judge {judge.target.model}: {n} call(s) judged ({judge.stats.cache_hits} from its cache)")
     except Exception as exc:  # noqa: BLE001 - the judge's failure is not the trial's
-        notes.append(f"judge {judge.target.model} failed; calls stay schema_valid: {one_line(exc)}")
+        notes.append(f"judge {judge.target.model} failed; calls stay schema_valid: {one_line(exc, secrets)}")
     finally:
         await judge.aclose()
 
@@ -369,7 +370,7 @@ async def run_trial(
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - anything outside the agent's control is infrastructure
-            infra = one_line(exc)
+            infra = one_line(exc, secrets)
             infra_type = infra.split(":", 1)[0]
             notes.append("infrastructure error:\n" + "".join(traceback.format_exception(exc)).rstrip())
         if task is not None and run is not None and env is not None:
@@ -467,22 +468,25 @@ async def run_trial(
             verifier_command=tuple(verifier_command(task.verifier, env.verifier_args if env else None)) if task else (),
             verifier_timeout=spec.limits.verifier_timeout_seconds,
         )
+        # Keys are redacted from the JSON files' values (never from the fields that name the record: see
+        # records.IDENTITY_FIELDS) and from the logs' bytes.
         files = {
-            "messages.json": dumps_mcpmark(to_mcpmark_messages(run.messages)),
-            "meta.json": dumps_mcpmark(mcpmark_meta(result, facts, spec.model.params.litellm_kwargs())),
+            "messages.json": dumps_mcpmark(redact_values(to_mcpmark_messages(run.messages), secrets)),
+            "meta.json": dumps_mcpmark(
+                redact_values(mcpmark_meta(result, facts, spec.model.params.litellm_kwargs()), secrets)
+            ),
         }
-        if server_log:
-            files["mcp_server.log"] = server_log
+        logs = {"mcp_server.log": server_log} if server_log else {}
         if notes:
-            files["trial.log"] = ("\n".join(notes) + "\n").encode("utf-8", errors="replace")
-        files = {k: redact(v, secrets) for k, v in files.items()}
+            logs["trial.log"] = ("\n".join(notes) + "\n").encode("utf-8", errors="replace")
+        files |= {k: redact(v, secrets) for k, v in logs.items()}
 
         def record() -> bytes:
             # result.json carries the record phase's time up to its own (single, small) write.
             timings.record = time.perf_counter() - t
             timings.total = time.perf_counter() - t_total
             result.timings, result.finished_at = timings, now_iso()
-            return redact(dumps(result.model_dump(mode="json")), secrets)
+            return dumps(redact_values(result.model_dump(mode="json"), secrets))
 
         async def write() -> None:
             kept = await asyncio.to_thread(record_unless_finished, store, spec.trial_id, spec.spec_hash, files, record)

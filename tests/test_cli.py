@@ -200,6 +200,33 @@ def test_summary_table_names_its_columns_by_the_runs_k() -> None:
     assert all(c in header for c in ("pass@4", "pass^4", "pass@4 unb.", "pass^4 unb.")) and "k=4" in four
 
 
+def test_summary_table_shows_provider_text_literally() -> None:
+    """A stopped model's reason is a provider's words: "[/v1/keys]" is not rich markup (it crashed the table),
+    and escape sequences (set the title, clear the screen) never reach the terminal."""
+    import io
+
+    from rich.console import Console
+
+    from mcpfleet.runner.cli import escape
+    from mcpfleet.runner.summary_table import summary_table
+
+    why = "config_error: Invalid key; see [/v1/keys] \x1b]0;PWNED\x07\x1b[2J[blink]all passed[/blink]"
+    summary = {
+        "run": "r",
+        "trials_recorded": 1,
+        "trials_planned": 2,
+        "spec_hash": "h",
+        "rows": [{**_row(1), "failures": {"[bold]x": 1}}],
+        "stopped": {"m": why},
+    }
+    out = io.StringIO()
+    Console(file=out, force_terminal=True, color_system="truecolor", width=300).print(summary_table(summary))
+    raw = out.getvalue()
+    assert "[/v1/keys]" in raw and "[blink]all passed[/blink]" in raw and "[bold]x 1" in raw
+    assert "\x1b]0;" not in raw and "\x1b[2J" not in raw and "\x07" not in raw
+    assert escape("a [/b] \x1b[2J\ud83d\nnext") == "a \\[/b] [2J\ufffd\nnext"
+
+
 def test_printed_paths_are_normalised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mcpfleet.runner.cli import shown_path
 

@@ -374,3 +374,53 @@ def test_a_narrowed_run_exports_and_reports_only_the_trials_its_summary_counts(t
     )
     assert report.returncode == 0, report.stderr
     assert "1 record(s) of trials no longer planned are left out" in " ".join(report.stdout.split())
+
+
+def test_exporting_again_replaces_the_model_folders_it_writes(tmp_path: Path) -> None:
+    """An earlier export's task folders (a task since dropped, another run under the same --exp-name) must not
+    stay beside this one's: MCPMark's aggregators read every task folder they find, and would report numbers
+    mcpfleet's summary does not. The experiment's other model folders are left alone."""
+    root = tmp_path / "runs" / "synthetic"
+    write_run(root, tmp_path / "tasks")
+    first = export_mcpmark(LocalStore(root), tmp_path / "results")
+    stale = first.root / "flaky__filesystem" / "run-1" / "cat__dropped"
+    stale.mkdir()
+    (stale / "meta.json").write_text(json.dumps({"execution_result": {"success": False}}))
+    other = first.root / "someone-else__filesystem" / "run-1" / "cat__a"
+    other.mkdir(parents=True)
+    (other / "meta.json").write_text("{}")
+    again = export_mcpmark(LocalStore(root), tmp_path / "results")
+    assert again.trials == 24 and not stale.exists() and (other / "meta.json").read_text() == "{}"
+    assert sorted(p.name for p in again.root.iterdir()) == [
+        "flaky__filesystem",
+        "someone-else__filesystem",
+        "steady-high__filesystem",
+    ]  # nothing staged or replaced is left behind
+    assert len(list(again.root.glob("flaky__filesystem/run-*/*/meta.json"))) == 12
+
+
+def test_two_models_with_one_mcpmark_folder_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """Model 'steady' at reasoning effort high and a model named 'steady-high' share MCPMark's folder name: the
+    export names the two models and writes nothing (before, it stopped half-way and blamed the task ids, leaving
+    one model's result filed under the other's folder)."""
+    import pytest
+
+    from mcpfleet.runner.export import ExportError
+
+    root = tmp_path / "runs" / "synthetic"
+    write_run(root, tmp_path / "tasks")
+    source = root / "trials" / "steady.filesystem.standard.cat.a.1"
+    twin = root / "trials" / "steady-high.filesystem.standard.cat.a.1"
+    twin.mkdir()
+    rec = json.loads((source / "result.json").read_text())
+    (twin / "result.json").write_text(json.dumps(rec | {"trial_id": twin.name, "model": "steady-high"}))
+    meta = json.loads((source / "meta.json").read_text())
+    (twin / "meta.json").write_text(json.dumps(meta | {"model_name": "steady-high", "reasoning_effort": "default"}))
+    (twin / "messages.json").write_text("[]")
+    dest = tmp_path / "results"
+    with pytest.raises(ExportError) as refused:
+        export_mcpmark(LocalStore(root), dest)
+    assert "models 'steady' (reasoning effort high) and 'steady-high' both map to MCPMark's model folder " in str(
+        refused.value
+    )
+    assert not [p for p in dest.rglob("*") if p.is_file()]

@@ -285,6 +285,24 @@ def test_one_line_drops_tracebacks_prefixes_and_dumps() -> None:
     assert len(one_line(APIError("x" * 5000))) < 320
 
 
+def test_one_line_redacts_a_key_before_cutting_it_and_drops_control_characters() -> None:
+    """A provider's 401 that echoes the key across the 300-character cut: redacted after the cut, the key's first
+    part would survive (no later redaction recognises part of a key). Terminal controls are dropped."""
+    from mcpfleet.runner.faults import classify, one_line
+
+    key = "sk-proj-Abc123SECRETkeyMaterial0987654321xyz"
+
+    class AuthenticationError(Exception):
+        pass
+
+    for lead in range(250, 300, 7):  # the cut falls at every place inside the key
+        exc = AuthenticationError("x" * lead + f" Incorrect API key provided: {key}")
+        for cause in (one_line(exc, [key]), classify(exc, first_call=True, secrets=[key]).cause):
+            assert key[:8] not in cause and len(cause) <= len("AuthenticationError: ") + 300, (lead, cause)
+    hostile = AuthenticationError("Invalid key \x1b]0;PWNED\x07\x1b[2J\x1b[H\u202espoofed\x00 [/v1/keys]")
+    assert one_line(hostile) == "AuthenticationError: Invalid key ]0;PWNED[2J[Hspoofed [/v1/keys]"
+
+
 def test_normalise_completion() -> None:
     from mcpfleet.runner.normalise import normalise_completion
 

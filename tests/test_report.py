@@ -605,3 +605,17 @@ def test_a_summary_of_wrong_types_is_recomputed_not_trusted(runs: dict[str, Path
     del summary["toolcall"]
     (part / "summary.json").write_text(json.dumps(summary))
     assert load_run(str(part)).source == "recomputed"  # a rate that is no number: the page would crash on it
+
+
+def test_an_absurd_attempts_in_run_json_is_not_trusted(runs: dict[str, Path], tmp_path: Path) -> None:
+    """run.json is a file anyone may edit: `attempts: 3000000` made the report compute pass@3000000 (a loop of k
+    steps per task); a k above what a spec allows is set aside for the records' own."""
+    part = tmp_path / "absurd"
+    shutil.copytree(runs["real"], part)
+    (part / "summary.json").unlink()
+    run_json = json.loads((part / "run.json").read_text())
+    k = max(int(json.loads(p.read_text())["attempt"]) for p in part.glob("trials/*/result.json"))
+    run_json["evalrun"]["spec"]["attempts"] = 3_000_000
+    (part / "run.json").write_text(json.dumps(run_json))
+    loaded = load_run(str(part))
+    assert {r["attempts"] for r in loaded.summary["rows"]} == {k}

@@ -567,6 +567,39 @@ async def test_secret_never_written_and_environment_untouched(
     assert messages.count("[REDACTED]") == 2  # the write_file arguments and the final message
 
 
+async def test_a_key_inside_the_models_name_leaves_the_record_readable(
+    tiny_pack: Path, scripted_url: str, tmp_path: Path
+) -> None:
+    """Ollama documents the dummy key "ollama"; a model named after its server then holds its key. The key is
+    redacted from what the model wrote, never from the fields that name the record (which could then never be
+    read back: the trial would run again, and be paid again, on every resume)."""
+    echo = script(tmp_path / "echo.json", [LIST, {"content": "My key is ollama, as configured."}])
+    s = one(tiny_pack, echo, name="ollama-qwen", apiKeyEnv="MCPFLEET_TEST_API_KEY")
+    result, d = await run(s, tmp_path / "out", ctx(scripted_url, env={"MCPFLEET_TEST_API_KEY": "ollama"}))
+    assert result.trial_id.startswith("ollama-qwen.") and result.model == "ollama-qwen"
+    stored = store.LocalStore(tmp_path / "out").read_result(s.trial_id)
+    assert stored is not None and stored["trial_id"] == s.trial_id and stored["model"] == "ollama-qwen"
+    meta = json.loads((d / "meta.json").read_text())
+    assert meta["model_name"] == "ollama-qwen"
+    messages = (d / "messages.json").read_text()
+    assert "My key is [REDACTED], as configured." in messages and "is ollama" not in messages
+
+
+async def test_a_lone_surrogate_from_the_model_is_recorded(tiny_pack: Path, scripted_url: str, tmp_path: Path) -> None:
+    """Half an emoji (a lone surrogate, which a provider sends as the JSON escape \\ud83d) cannot be encoded as
+    UTF-8: the trial is recorded anyway, and its files read back to what the model said."""
+    half = script(
+        tmp_path / "half.json",
+        [{**LIST, "content": "Here is half an emoji: \ud83d and the rest"}, {"content": "done \ud83d"}],
+    )
+    result, d = await run(one(tiny_pack, half), tmp_path / "out", ctx(scripted_url))
+    assert result.failure == "verifier_failed" and result.error is None
+    messages = json.loads((d / "messages.json").read_bytes())
+    texts = json.dumps(messages, ensure_ascii=True)
+    assert "half an emoji: \\ud83d and the rest" in texts and "done \\ud83d" in texts
+    assert store.LocalStore(tmp_path / "out").read_result(result.trial_id) is not None
+
+
 async def test_mcp_server_does_not_inherit_secrets(
     tiny_pack: Path, scripted_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
