@@ -8,7 +8,7 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -152,10 +152,7 @@ def run(
             err.print(f"  {escape(summary['summary_error'])}", highlight=False, soft_wrap=True)
         raise typer.Exit(UNRECORDED_EXIT)
     unscored = summary.get("not_scored") or {}
-    # A tool-call shard whose judge failed on some cases is not scored as a whole, yet its other cases are: the
-    # run measured something once any row holds a scored case or trial.
-    measured = sum(int(r.get("scored") or 0) for r in summary["rows"])
-    if summary["trials_recorded"] and sum(unscored.values()) >= summary["trials_recorded"] and not measured:
+    if measured_nothing(summary):
         kinds = ", ".join(f"{n} {kind}" for kind, n in unscored.items())
         err.print(
             f"[red]error:[/] no trial was scored ({escape(kinds)}): the run measured nothing. Each record's "
@@ -165,6 +162,15 @@ def run(
             soft_wrap=True,
         )
         raise typer.Exit(UNSCORED_EXIT)
+
+
+def measured_nothing(summary: dict[str, Any]) -> bool:
+    """Whether every recorded trial measured nothing of its model. A tool-call shard whose judge failed on some
+    cases is unscored as a whole (it runs again on resume), yet its other cases are scored: the run measured
+    something once any row holds a scored case or trial."""
+    unscored = sum((summary.get("not_scored") or {}).values())
+    scored = sum(int(r.get("scored") or 0) for r in summary["rows"])
+    return bool(summary["trials_recorded"]) and unscored >= summary["trials_recorded"] and not scored
 
 
 @app.command()

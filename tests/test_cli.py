@@ -227,6 +227,19 @@ def test_summary_table_shows_provider_text_literally() -> None:
     assert escape("a [/b] \x1b[2J\ud83d\nnext") == "a \\[/b] [2J\ufffd\nnext"
 
 
+def test_a_run_measured_nothing_only_when_no_trial_or_case_was_scored() -> None:
+    """A tool-call run whose judge failed on some cases of every shard has every shard unscored (each runs again
+    on resume), yet the cases scored by their gold calls count: it measured something. It exited 5 saying "no
+    trial was scored ... the run measured nothing"."""
+    from mcpfleet.runner.cli import measured_nothing
+
+    shards = {"trials_recorded": 2, "not_scored": {"infra_error": 2}}
+    assert not measured_nothing({**shards, "rows": [{"scored": 61}]})
+    assert measured_nothing({**shards, "rows": [{"scored": 0}]})
+    assert not measured_nothing({"trials_recorded": 3, "not_scored": {"infra_error": 2}, "rows": [{"scored": 1}]})
+    assert not measured_nothing({"trials_recorded": 0, "not_scored": {}, "rows": []})
+
+
 def test_printed_paths_are_normalised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mcpfleet.runner.cli import shown_path
 

@@ -314,3 +314,114 @@ def test_importing_the_engine_does_not_compile_lark_grammars() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], cwd="/", capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _slow_name_schemas() -> list[dict[str, Any]]:
+    slow = "^(a|aa)+$"
+    return [
+        {"type": "object", "patternProperties": {slow: {"type": "string"}}},
+        {"type": "object", "properties": {"p": {}}, "patternProperties": {slow: {}}, "additionalProperties": False},
+        {"type": "object", "properties": {"p": {}}, "allOf": [{"patternProperties": {slow: {}}}]},  # unevaluated
+        {"type": "object", "propertyNames": {"pattern": slow}},
+        {"$schema": "https://json-schema.org/draft/2019-09/schema", "allOf": [{"patternProperties": {slow: {}}}]},
+        {"$schema": "http://json-schema.org/draft-04/schema#", "patternProperties": {slow: {}}},
+    ]
+
+
+@pytest.mark.parametrize("schema", _slow_name_schemas())
+def test_a_catastrophic_regex_matched_against_argument_names_is_cut_off_as_unchecked(
+    schema: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """patternProperties (and additionalProperties / unevaluatedProperties beside it, and propertyNames'
+    pattern) match the model's argument *names*: those regexes get the time limit of ``pattern`` too. The limit
+    is made short here so the test is quick; the name is long enough that the time-limited search runs out."""
+    from mcpfleet.runner.toolcalls import checker
+
+    monkeypatch.setattr(checker, "PATTERN_SECONDS", 0.02)
+    verdict = classify_call([Tool(name="t", input_schema=schema)], ToolCall(name="t", arguments={"a" * 34 + "b": "x"}))
+    assert verdict.label == SCHEMA_VALID
+    assert [r.kind for r in verdict.reasons] == ["unchecked"], verdict.reasons
+    assert "took over" in verdict.reasons[0].message
+    # names the regex decides in time are still checked as before
+    ok = classify_call([Tool(name="t", input_schema=schema)], ToolCall(name="t", arguments={"aaaa": "x"}))
+    assert "unchecked" not in [r.kind for r in ok.reasons]
+
+
+def test_name_regexes_are_not_run_by_re_and_outside_the_checker_jsonschema_is_unchanged() -> None:
+    """``^(a+)+$`` backtracks for minutes under ``re`` on 34 a's and a b (the reviewer's repro): the checker's
+    search answers at once; jsonschema used elsewhere in the process still runs the stdlib's ``re``."""
+    import re
+    import time
+
+    import jsonschema
+
+    schema = {"type": "object", "patternProperties": {"^(a+)+$": {"type": "integer"}}, "additionalProperties": False}
+    start = time.perf_counter()
+    verdict = classify_call([Tool(name="t", input_schema=schema)], ToolCall(name="t", arguments={"a" * 34 + "b": 1}))
+    assert time.perf_counter() - start < 5
+    assert verdict.label == NAMES and verdict.reasons[0].keyword == "additionalProperties"
+    stand_in = getattr(jsonschema._utils, "re")  # noqa: B009 - the checker's stand-in for the stdlib's re
+    assert stand_in is not re and stand_in.search("^a+$", "aaa") is not None  # delegates to re outside checks
+    assert stand_in.compile is re.compile
+    errors = list(
+        jsonschema.Draft202012Validator({"patternProperties": {"^x": {"type": "string"}}}).iter_errors({"xy": 1})
+    )
+    assert [e.validator for e in errors] == ["type"]
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"x": schema}}
+    return schema
+
+
+@pytest.mark.parametrize("levels", [120, 400])
+def test_a_schema_nested_too_deeply_to_compile_is_unchecked_not_a_recursion_error(levels: int) -> None:
+    verdict = classify_call([Tool(name="t", input_schema=_deep(levels))], ToolCall(name="t", arguments={"x": {}}))
+    assert verdict.label == SCHEMA_VALID
+    assert [r.kind for r in verdict.reasons] == ["unchecked"] and "too deeply" in verdict.reasons[0].message
+
+
+@pytest.mark.parametrize("kind", [["object"], ["object", "null"], ["null", "object"]])
+def test_a_type_list_holding_object_still_detects_unknown_names(kind: list[str]) -> None:
+    schema = {"type": kind, "properties": {"path": {"type": "string"}}}
+    verdict = classify_call(
+        [Tool(name="t", input_schema=schema)], ToolCall(name="t", arguments={"path": "/a", "pathh": "/b"})
+    )
+    assert verdict.label == NAMES and verdict.reasons[0].keyword == "additionalProperties"
+    assert (
+        classify_call([Tool(name="t", input_schema=schema)], ToolCall(name="t", arguments={"path": "/a"})).label
+        == SCHEMA_VALID
+    )
+
+
+NULLS = Tool(
+    name="ls",
+    input_schema={
+        "type": "object",
+        "required": ["path"],
+        "properties": {
+            "path": {"type": "string"},
+            "limit": {"type": "integer", "minimum": 1},
+            "cursor": {"type": ["string", "null"]},
+            "depth": {"type": "integer", "enum": [1, 2]},
+        },
+    },
+)
+
+
+def test_null_for_an_optional_parameter_is_left_out_as_the_gold_rule_says() -> None:
+    """gold.py treats an optional parameter given as null as left out; the checker agrees, so the same call is
+    not correct for one case and a wrong value for another."""
+    from mcpfleet.runner.toolcalls.gold import MATCH, compare
+
+    given = ToolCall(name="ls", arguments={"path": "/data", "limit": None, "depth": None})
+    assert classify_call([NULLS], given).label == SCHEMA_VALID
+    assert compare([NULLS], ToolCall(name="ls", arguments={"path": "/data"}), given).kind == MATCH
+    # a null the schema allows is a value like any other; one it does not allow for a required name is wrong
+    assert classify_call([NULLS], ToolCall(name="ls", arguments={"path": "/d", "cursor": None})).label == SCHEMA_VALID
+    required = classify_call([NULLS], ToolCall(name="ls", arguments={"path": None}))
+    assert required.label == VALUES and required.reasons[0].path == "$.path"
+    # an undeclared name is still an unknown name, null or not
+    assert classify_call([NULLS], ToolCall(name="ls", arguments={"path": "/d", "limt": None})).label == NAMES

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -190,3 +191,93 @@ def test_the_cache_key_depends_on_the_judge_endpoint() -> None:
     a = cache_key(c, "hosted_vllm/m", "v1", "http://a:8000/v1")
     b = cache_key(c, "hosted_vllm/m", "v1", "http://b:8000/v1")
     assert a != b and a == cache_key(c, "hosted_vllm/m", "v1", "http://a:8000/v1/")
+
+
+@pytest.mark.parametrize(
+    ("text", "label"),
+    [
+        (
+            'The assistant called the tool with {"path": "/data/a.txt"}. My verdict: '
+            '{"score": "incorrect_parameter_values", "reasoning": "another file"}',
+            "incorrect_parameter_values",
+        ),
+        ('Checking {the schema} first. {"score": "correct", "reasoning": "ok"}', "correct"),
+        ('{"score": "incorrect_tool", "reasoning": "x", "evidence": {"score": "correct"}}', "incorrect_tool"),
+        ('{"verdict": {"score": "incorrect_parameter_names", "reasoning": "typo"}}', "incorrect_parameter_names"),
+        ('Draft: {"score": "correct"}. On reflection: {"score": "incorrect_tool", "reasoning": "r"}', "incorrect_tool"),
+        ('Here:\n```json\n{"score": "correct", "reasoning": "fenced"}\n```', "correct"),
+    ],
+)
+def test_the_answer_object_is_found_wherever_it_is_in_the_text(text: str, label: str) -> None:
+    assert parse_answer(text).score == label
+
+
+def test_an_answer_with_no_valid_object_names_the_scored_objects_problem() -> None:
+    with pytest.raises(ValueError, match="score"):
+        parse_answer('I looked at {"path": "/a"} and say {"score": "mostly_fine"}')
+    with pytest.raises(ValueError, match="not valid JSON"):
+        parse_answer("a {broken brace")
+
+
+def test_a_cache_that_cannot_be_written_or_read_is_a_miss_not_an_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only pre-populated cache (the table exists, so opening writes nothing) still answers; a write
+    that fails is logged once and not tried again; a read that fails is a miss."""
+    import sqlite3
+
+    from mcpfleet.runner.toolcalls import judge_cache
+
+    monkeypatch.setattr(judge_cache, "_no_writes", set())
+    monkeypatch.setattr(judge_cache, "_warned", set())
+    warm = JudgeCache(tmp_path)
+    warm.put("k1", "m", "r", "correct", "cached")
+    warm.close()
+    path = tmp_path / "judge-cache.sqlite"
+    path.chmod(0o444)
+    readonly = JudgeCache(tmp_path)
+    readonly._db.close()
+    readonly._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)  # read-only even for root
+    assert readonly.get("k1") == ("correct", "cached")
+    readonly.put("k2", "m", "r", "correct", "x")
+    readonly.put("k3", "m", "r", "correct", "y")
+    assert not readonly.writable and readonly.get("k2") is None
+    assert len([r for r in caplog.records if "writing" in r.getMessage()]) == 1
+    readonly._db.close()
+    readonly._db = sqlite3.connect(":memory:")  # no table: every read fails
+    assert readonly.get("k1") is None
+    path.chmod(0o644)
+
+
+def test_a_corrupt_cache_file_fails_to_open_and_judge_eval_says_which_and_what_to_do(tmp_path: Path) -> None:
+    import sqlite3
+    import subprocess
+    import sys
+
+    (tmp_path / "judge-cache.sqlite").write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(sqlite3.DatabaseError):
+        JudgeCache(tmp_path)
+    cli = Path(sys.executable).parent / "mcpfleet"
+    out = subprocess.run(
+        [
+            str(cli),
+            "judge-eval",
+            str(FIXTURE),
+            "--judge",
+            "openai/unused",
+            "--api-base",
+            "http://127.0.0.1:9/v1",
+            "--cache-dir",
+            str(tmp_path),
+            "--limit",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OPENAI_API_KEY": "sk-x"},
+        stdin=subprocess.DEVNULL,
+    )
+    message = " ".join(out.stderr.split())
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"judge cache {tmp_path / 'judge-cache.sqlite'}" in message and "--no-cache" in message

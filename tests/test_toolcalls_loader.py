@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -259,3 +260,74 @@ def test_unreadable_rows_are_data_errors_naming_file_and_row(tmp_path: Path, bad
     assert count_cases(path) == 2
     with pytest.raises(DataError, match=rf"bad.jsonl: row 2: .*{message}"):
         load_shard(path, 0, 10)
+
+
+def test_a_tool_name_repeated_within_a_row_is_a_bad_row_naming_it(tmp_path: Path) -> None:
+    """The checker and the gold rule would use the first definition only, and a strict provider refuses the
+    request: a row with two tools of one name is refused, naming the second."""
+    other = {"name": "read_file", "description": "Another.", "input_schema": {"type": "object", "properties": {}}}
+    data = write_jsonl(tmp_path / "d.jsonl", [row(available_tools=[*TOOLS, other])])
+    with pytest.raises(
+        DataError,
+        match=r"row 1: field 'available_tools\[1\]\.name': repeats tool 'read_file' \(also at available_tools\[0\]\)",
+    ):
+        load_cases(data)
+
+
+CALL = {"type": "function", "function": {"name": "read_file", "arguments": {"path": "/tmp/a.txt"}}}
+
+
+@pytest.mark.parametrize(
+    ("history", "field", "message"),
+    [
+        ([{"role": "tool", "content": "x"}], "message_history[1]", "answers no tool call"),
+        (
+            [{"role": "assistant", "content": "", "tool_calls": [CALL]}, {"role": "user", "content": "and?"}],
+            "message_history[1]",
+            "no tool result",
+        ),
+        (
+            [
+                {"role": "assistant", "tool_calls": [{**CALL, "id": "c1"}]},
+                {"role": "tool", "tool_call_id": "c9", "content": ""},
+            ],
+            "message_history[2]",
+            "'c9'",
+        ),
+    ],
+)
+def test_a_history_that_is_no_valid_openai_conversation_is_a_bad_row(
+    tmp_path: Path, history: list[dict[str, Any]], field: str, message: str
+) -> None:
+    """The model gets the history as an OpenAI conversation; one that cannot be made one is the data's fault,
+    reported as a bad row, never sent (a provider's 400 would be scored against the model)."""
+    data = write_jsonl(
+        tmp_path / "d.jsonl", [row(message_history=[{"role": "user", "content": "hi"}, *history, *HISTORY[1:]])]
+    )
+    with pytest.raises(DataError, match=f"field '{re.escape(field)}'.*{message}"):
+        load_cases(data)
+
+
+def test_a_limbic_history_with_earlier_calls_loads_and_converts(tmp_path: Path) -> None:
+    from mcpfleet.runner.toolcalls.loader import openai_history
+
+    history = [
+        {"role": "user", "content": "read a, then b"},
+        {"role": "assistant", "content": "", "tool_calls": [CALL, {**CALL, "id": "call_mcpfleet_0"}]},
+        {"role": "tool", "content": "A"},
+        {"role": "tool", "tool_call_id": "call_mcpfleet_0", "content": "B"},
+        *HISTORY[1:],
+    ]
+    (case,) = load_cases(write_jsonl(tmp_path / "d.jsonl", [row(message_history=history)])).cases
+    wire = openai_history(case.history)
+    ids = [c["id"] for c in wire[1]["tool_calls"]]
+    assert len(set(ids)) == 2 and [m["tool_call_id"] for m in wire[2:]] == ids
+    assert all(isinstance(c["function"]["arguments"], str) for c in wire[1]["tool_calls"])
+
+
+def test_a_utf8_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    jsonl = tmp_path / "d.jsonl"
+    jsonl.write_bytes(b"\xef\xbb\xbf" + (json.dumps(row()) + "\n").encode())
+    js = tmp_path / "d.json"
+    js.write_bytes(b"\xef\xbb\xbf" + json.dumps([row()]).encode())
+    assert len(load_cases(jsonl).cases) == 1 and len(load_cases(js).cases) == 1

@@ -573,3 +573,129 @@ def test_arguments_json_cannot_read_are_malformed_not_a_crash() -> None:
         message = SimpleNamespace(tool_calls=[SimpleNamespace(function=fn, id="c1")])
         got, bad = first_call(message)
         assert got is not None and bad == raw
+
+
+# ------------------------------------------------------------------------------------------------ review fixes
+
+
+def test_a_schema_too_deep_for_the_checker_does_not_cost_the_shard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 120-level schema (far below json's nesting limit, so the loader accepts it) made the checker raise
+    RecursionError out of ``score`` and the whole shard an infra_error; now its call is unchecked and scored."""
+    from mcpfleet.runner.toolcalls import suite
+
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(120):
+        deep = {"type": "object", "properties": {"x": deep}}
+    tools = [Tool(name="nest", input_schema=deep)]
+    nested = Case(id="deep", tools=tools, history=[{"role": "user", "content": "go"}], call=call("nest", x={}))
+    cases = [nested, case("correct", call(path="/data"))]
+    monkeypatch.setattr(suite, "ask", lambda target, c: asyncio.sleep(0, Answer(call=c.call)))
+    outcomes = asyncio.run(suite.run_cases(cases, TARGET, None, 2))
+    assert [o.case.id for o in outcomes] == ["deep", "c1"]
+    assert outcomes[0].checker == "schema_valid" and "too deeply" in outcomes[0].detail["checker_reasons"][0]["message"]
+    assert outcomes[1].passed and outcomes[1].scored_by == "gold"
+
+
+def test_an_unexpected_error_in_one_cases_scoring_leaves_it_unscored_and_the_others_stand(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sqlite3
+
+    from mcpfleet.runner.outcome import is_scored
+    from mcpfleet.runner.toolcalls import suite
+    from mcpfleet.runner.toolcalls.case_records import expand
+
+    def broken_checker(tools: Any, c: ToolCall) -> Verdict:
+        raise KeyError("checker bug")
+
+    class BrokenJudge:
+        async def judge(self, c: Case) -> Verdict:
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    def broken_compare(*args: Any) -> Any:
+        raise RuntimeError("gold bug")
+
+    monkeypatch.setattr(suite, "classify_call", broken_checker)
+    unchecked = run_score(case("incorrect_parameter_values", call(path="/a")), Answer(call=call(path="/b")))
+    assert unchecked.passed and unchecked.checker == "schema_valid"
+    assert "KeyError" in unchecked.detail["checker_reasons"][0]["message"]
+    monkeypatch.undo()
+    judged = run_score(case("incorrect_parameter_values", call(path="/a")), Answer(call=call(path="/b")), BrokenJudge())
+    assert judged.failure == "judge_error" and "readonly database" in judged.detail["judge_reasoning"]
+    monkeypatch.setattr(suite, "compare", broken_compare)
+    lost = run_score(case("correct", call(path="/a")), Answer(call=call(path="/a")))
+    assert lost.failure == "infra_error" and "gold bug" in lost.detail["scoring_error"]
+    record = {"task_id": "toolcall/x", "model": "a", "failure": None, "cases": [lost.compact(), unchecked.compact()]}
+    assert [is_scored(r["failure"]) for r in expand([record])] == [False, True]
+
+
+def test_a_cases_history_reaches_the_model_as_a_valid_openai_conversation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """limbic's shape (no ids, arguments as objects, Anthropic blocks) is converted before it is sent: a strict
+    provider's 400 would otherwise be scored against the model as llm_api_error."""
+    from mcpfleet.runner import llm
+    from mcpfleet.runner.toolcalls.suite import ask
+
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "list /data, then read the first file"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"function": {"name": "list_files", "arguments": {"path": "/data"}}}],
+        },
+        {"role": "tool", "content": "a.txt"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "tu1", "name": "list_files", "input": {"path": "/x"}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "tu1", "content": [{"type": "text", "text": "b"}]}],
+        },
+    ]
+    sent: list[Any] = []
+
+    async def complete(target: Any, messages: Any, tools: Any) -> Any:
+        sent.append(messages)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(llm, "complete", complete)
+    c = Case(id="m", tools=TOOLS, history=history, call=call("read_file", path="/data/a.txt"), label="correct")
+    with pytest.raises(RuntimeError, match="stop here"):
+        asyncio.run(ask(TARGET, c))
+    (messages,) = sent
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "tool"]
+    first, second = messages[1]["tool_calls"][0], messages[3]["tool_calls"][0]
+    assert first["id"] and messages[2]["tool_call_id"] == first["id"]
+    assert second["id"] == "tu1" and messages[4] == {"role": "tool", "tool_call_id": "tu1", "content": "b"}
+    assert json.loads(first["function"]["arguments"]) == {"path": "/data"}
+    assert json.loads(second["function"]["arguments"]) == {"path": "/x"}
+    assert c.history == history  # the case keeps the data's shape: what the judge sees and its cache key
+
+
+def test_a_task_made_again_from_the_same_data_keeps_its_content_digest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """meta.json's created_at is today's date: re-making the task on another day must not change the task's
+    digest (part of every trial's spec hash), or its run could not be resumed. Changed data still changes it."""
+    from datetime import UTC, datetime
+
+    from mcpfleet.runner.toolcalls import pack
+
+    data = tmp_path / "d.jsonl"
+    data.write_text(DATA.read_text().splitlines()[0] + "\n")
+    make_task(tmp_path / "p", data, "limbic", "s")
+    digest = find_task(tmp_path / "p", "toolcall/standard/limbic/s").digest
+
+    class Tomorrow(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return datetime(2031, 1, 2, tzinfo=UTC)
+
+    monkeypatch.setattr(pack, "datetime", Tomorrow)
+    again = make_task(tmp_path / "p", data, "limbic", "s")
+    assert find_task(tmp_path / "p", "toolcall/standard/limbic/s").digest == digest
+    assert json.loads((again / "meta.json").read_text())["created_at"] != "2031-01-02"
+    data.write_text("\n".join(DATA.read_text().splitlines()[:2]) + "\n")
+    changed = make_task(tmp_path / "p", data, "limbic", "s")
+    assert find_task(tmp_path / "p", "toolcall/standard/limbic/s").digest != digest
+    assert json.loads((changed / "meta.json").read_text())["created_at"] == "2031-01-02"

@@ -23,20 +23,36 @@ schema's validator, so ``$ref`` resolves as before): the same keywords run on th
 library's per-property descent, which builds a validator and a referencing resource each time, happens once
 at build time instead of on every call.
 
-``pattern`` runs through the ``regex`` package with a time limit (``PATTERN_SECONDS``) instead of ``re``: a
-tool schema's pattern with catastrophic backtracking (``^(a|aa)+$`` against a long argument) would otherwise
-hold the shard's event loop for minutes, out of reach of its deadline. A pattern that runs out of time makes
-the call ``unchecked``, like any schema the checker cannot apply.
+Every regular expression the schema applies to the call runs through the ``regex`` package with a time limit
+(``PATTERN_SECONDS``) instead of ``re``: ``pattern`` (also under ``propertyNames``, which applies it to each
+argument name), and the ``patternProperties`` regexes, which ``patternProperties``, ``additionalProperties`` and
+``unevaluatedProperties`` match against argument names. A regex with catastrophic backtracking (``^(a|aa)+$``
+against a long value or name) would otherwise hold the shard's event loop for minutes, out of reach of its
+deadline. jsonschema calls ``re.search`` for the name-matching keywords from three of its modules; while the
+checker validates (and only then: other users of jsonschema in the process are untouched), those calls go to
+the time-limited search. A regex that runs out of time makes the call ``unchecked``, like any schema the
+checker cannot apply; so does a schema that nests or recurses too deeply to compile or apply. (The ``regex``
+format only compiles the value, it matches nothing.)
+
+``null`` for an optional parameter: a declared, not required top-level parameter given as ``null`` is treated
+as left out when its own schema does not allow ``null`` (many models send ``null`` for "not given"): gold.py's
+rule, so a call is never right by one and wrong by the other for that alone.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
+import jsonschema._keywords
+import jsonschema._legacy_keywords
+import jsonschema._utils
 import regex
 from jsonschema import Draft7Validator, Draft201909Validator, Draft202012Validator, FormatChecker, validators
 from jsonschema.exceptions import SchemaError, ValidationError, best_match
@@ -66,7 +82,7 @@ _COMPOSITION = ("allOf", "anyOf", "oneOf", "$ref", "$dynamicRef", "if", "depende
 _BRANCHING = frozenset({"anyOf", "oneOf"})
 
 
-PATTERN_SECONDS = 1.0  # one ``pattern`` match against one argument value
+PATTERN_SECONDS = 1.0  # one regex match against one argument value or name
 
 
 class UncheckableSchema(Exception):
@@ -74,20 +90,55 @@ class UncheckableSchema(Exception):
 
 
 class SlowPattern(Exception):
-    """A ``pattern`` did not finish matching within PATTERN_SECONDS."""
+    """A schema's regex did not finish matching within PATTERN_SECONDS."""
+
+
+def _search(pattern: str, text: str, what: str = "value") -> Any:
+    """``regex.search`` with the time limit; SlowPattern when it runs out."""
+    try:
+        return regex.search(pattern, text, timeout=PATTERN_SECONDS)
+    except TimeoutError:
+        raise SlowPattern(
+            f"the pattern {pattern!r} took over {PATTERN_SECONDS:g} s on a {len(text)}-character {what}"
+        ) from None
+
+
+_GUARDING: ContextVar[bool] = ContextVar("mcpfleet_checker_guarding", default=False)
+
+
+class _GuardedRe:
+    """Stands in for ``re`` in the jsonschema modules that match ``patternProperties`` against names: the
+    stdlib's ``re`` unless the checker is validating, then the time-limited search."""
+
+    def search(self, pattern: Any, string: Any, flags: int = 0) -> Any:
+        if _GUARDING.get() and isinstance(pattern, str) and isinstance(string, str) and not flags:
+            return _search(pattern, string, "name")
+        return re.search(pattern, string, flags)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(re, name)
+
+
+_REGEX_MODULES = (jsonschema._keywords, jsonschema._utils, jsonschema._legacy_keywords)
+for _module in _REGEX_MODULES:
+    if getattr(_module, "re", None) is re:
+        setattr(_module, "re", _GuardedRe())  # noqa: B010 - replacing a module attribute of the library
+
+
+@contextmanager
+def _guarding() -> Iterator[None]:
+    token = _GUARDING.set(True)
+    try:
+        yield
+    finally:
+        _GUARDING.reset(token)
 
 
 def _pattern(validator: Validator, pattern: str, instance: Any, schema: Any) -> Iterable[ValidationError]:
     """jsonschema's ``pattern`` keyword (same message), time-limited."""
     if not validator.is_type(instance, "string"):
         return
-    try:
-        found = regex.search(pattern, instance, timeout=PATTERN_SECONDS)
-    except TimeoutError:
-        raise SlowPattern(
-            f"the pattern {pattern!r} took over {PATTERN_SECONDS:g} s on a {len(instance)}-character value"
-        ) from None
-    if found is None:
+    if _search(pattern, instance) is None:
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
@@ -100,8 +151,11 @@ def _guarded(cls: type[Validator]) -> type[Validator]:
 
 
 def strict_schema(schema: dict[str, Any], cls: type[Validator]) -> dict[str, Any]:
-    """The schema with unknown top-level names forbidden, unless it already says what extra names may be."""
-    if any(k in schema for k in _OPENING_KEYWORDS) or schema.get("type", "object") != "object":
+    """The schema with unknown top-level names forbidden, unless it already says what extra names may be. A
+    ``type`` listing ``"object"`` among others (``["object", "null"]``) is an object schema too."""
+    kind = schema.get("type", "object")
+    is_object = kind == "object" or (isinstance(kind, list) and "object" in kind)
+    if any(k in schema for k in _OPENING_KEYWORDS) or not is_object:
         return schema
     if not any(k in schema for k in _COMPOSITION):
         return {**schema, "additionalProperties": False}  # cheaper than unevaluatedProperties
@@ -112,10 +166,12 @@ def strict_schema(schema: dict[str, Any], cls: type[Validator]) -> dict[str, Any
 
 @dataclass(frozen=True, slots=True)
 class Compiled:
-    """A tool's validators: ``top`` checks everything but the declared parameters' values, ``params`` those."""
+    """A tool's validators: ``top`` checks everything but the declared parameters' values, ``params`` those;
+    ``null_means_absent``: the optional parameters whose schema does not allow ``null`` (dropped when null)."""
 
     top: Validator
     params: dict[str, Validator]
+    null_means_absent: frozenset[str] = frozenset()
 
 
 _IRI_DRAFTS = (Draft7Validator, Draft201909Validator, Draft202012Validator)  # the drafts that define the formats
@@ -136,7 +192,34 @@ def format_checker(cls: type[Validator]) -> FormatChecker:
 
 @lru_cache(maxsize=4096)
 def compiled(key: str) -> Compiled:
-    """The validators for one schema (canonical JSON), built once; raises UncheckableSchema."""
+    """The validators for one schema (canonical JSON), built once; raises UncheckableSchema (also for a schema
+    nested too deeply to compile: jsonschema recurses once per level)."""
+    try:
+        with _guarding():
+            return _compile(key)
+    except RecursionError:
+        raise UncheckableSchema("the input schema nests too deeply") from None
+
+
+def _null_means_absent(full: Validator, schema: dict[str, Any], props: Any) -> frozenset[str]:
+    """Declared parameters that are not required and whose own schema rejects ``null``."""
+    if not isinstance(props, dict):
+        return frozenset()
+    required = schema.get("required")
+    required = set(required) if isinstance(required, list) else set()
+    out = set()
+    for name, sub in props.items():
+        if name in required:
+            continue
+        try:
+            if not full.evolve(schema=sub).is_valid(None):
+                out.add(name)
+        except (Unresolvable, SlowPattern, RecursionError):  # decided when the call is checked
+            continue
+    return frozenset(out)
+
+
+def _compile(key: str) -> Compiled:
     schema = json.loads(key)
     if not isinstance(schema, dict):
         raise UncheckableSchema(f"the input schema is a {type(schema).__name__}, not an object")
@@ -149,11 +232,12 @@ def compiled(key: str) -> Compiled:
     strict = strict_schema(schema, cls)
     full = cls(strict, format_checker=formats)
     props = strict.get("properties")
+    nulls = _null_means_absent(full, strict, props)
     # Before 2019-09 a $ref beside "properties" makes the validator ignore them: keep the library's behaviour.
     if not isinstance(props, dict) or ("$ref" in strict and "unevaluatedProperties" not in cls.VALIDATORS):
-        return Compiled(full, {})
+        return Compiled(full, {}, nulls)
     top = cls({**strict, "properties": dict.fromkeys(props, True)}, format_checker=formats)
-    return Compiled(top, {name: full.evolve(schema=sub) for name, sub in props.items()})
+    return Compiled(top, {name: full.evolve(schema=sub) for name, sub in props.items()}, nulls)
 
 
 def json_path(parts: Iterable[Any]) -> str:
@@ -180,28 +264,37 @@ def _reason(error: ValidationError) -> Reason:
     return Reason(error_kind(error), json_path(error.absolute_path), error.message, str(error.validator))
 
 
+def _reasons(check: Compiled, arguments: Any) -> list[Reason]:
+    reasons = [_reason(e) for e in check.top.iter_errors(arguments)]
+    if check.params and isinstance(arguments, dict):
+        params = check.params
+        for name, value in arguments.items():
+            param = params.get(name)
+            if param is not None:
+                for e in param.iter_errors(value):
+                    reasons.append(Reason(VALUES, json_path((name, *e.absolute_path)), e.message, str(e.validator)))
+    return reasons
+
+
 def check_arguments(tool: Tool, arguments: Any) -> Verdict:
     """Validate arguments against one tool's schema; every error becomes a Reason."""
     try:
         check = compiled(tool.key)
     except UncheckableSchema as exc:
         return Verdict(SCHEMA_VALID, "checker", (Reason("unchecked", "$", f"tool '{tool.name}': {exc}"),))
+    if check.null_means_absent and isinstance(arguments, dict):
+        drop = check.null_means_absent
+        arguments = {k: v for k, v in arguments.items() if v is not None or k not in drop}
     try:
-        reasons = [_reason(e) for e in check.top.iter_errors(arguments)]
-        if check.params and isinstance(arguments, dict):
-            params = check.params
-            for name, value in arguments.items():
-                param = params.get(name)
-                if param is not None:
-                    for e in param.iter_errors(value):
-                        reasons.append(Reason(VALUES, json_path((name, *e.absolute_path)), e.message, str(e.validator)))
+        with _guarding():
+            reasons = _reasons(check, arguments)
     except Unresolvable as exc:  # a $ref the schema cannot resolve (jsonschema wraps it; both derive from this)
         problem = f"the input schema has an unresolvable $ref: {exc}"
         return Verdict(SCHEMA_VALID, "checker", (Reason("unchecked", "$", f"tool '{tool.name}': {problem}"),))
     except SlowPattern as exc:
         return Verdict(SCHEMA_VALID, "checker", (Reason("unchecked", "$", f"tool '{tool.name}': {exc}"),))
-    except RecursionError:  # a $ref cycle that never consumes input
-        problem = "the input schema recurses without end"
+    except RecursionError:  # a $ref cycle that never consumes input, or a schema or value nested too deeply
+        problem = "the input schema recurses without end or nests too deeply"
         return Verdict(SCHEMA_VALID, "checker", (Reason("unchecked", "$", f"tool '{tool.name}': {problem}"),))
     if not reasons:
         return Verdict(SCHEMA_VALID, "checker")

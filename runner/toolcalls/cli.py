@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
 import sys
 from collections import Counter
 from pathlib import Path
@@ -149,14 +150,23 @@ def judge_eval(
     judge_obj = None
     if judge:
         from .judge import Judge, JudgeError
-        from .judge_cache import JudgeCache, default_cache_dir
+        from .judge_cache import FILE_NAME, JudgeCache, default_cache_dir
 
         key = None
         if api_key_env:
             key = os.environ.get(api_key_env)
             if not key:
                 _fail(f"--api-key-env {api_key_env}: that environment variable is not set")
-        cache = None if no_cache else JudgeCache(cache_dir or default_cache_dir())
+        cache = None
+        if not no_cache:
+            folder = cache_dir or default_cache_dir()
+            try:
+                cache = JudgeCache(folder)
+            except (sqlite3.Error, OSError) as exc:
+                _fail(
+                    f"judge cache {folder / FILE_NAME}: {exc}. Judge without it with --no-cache, "
+                    "or choose another folder with --cache-dir"
+                )
         judge_obj = Judge.for_model(
             judge,
             api_base=api_base,

@@ -64,24 +64,8 @@ class JudgeAnswer(BaseModel):
         return "" if value is None else value
 
 
-def parse_answer(text: str) -> JudgeAnswer:
-    """The answer in a model's text: bare JSON, fenced JSON, or the first JSON object in prose.
-
-    Raises ValueError saying what is wrong (sent back to the model on a retry)."""
-    text = (text or "").strip()
-    m = _FENCE.match(text)
-    if m:
-        text = m.group(1)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        start = text.find("{")
-        if start < 0:
-            raise ValueError("the answer contains no JSON object") from None
-        try:
-            data, _ = json.JSONDecoder().raw_decode(text[start:])
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"the answer is not valid JSON: {exc}") from None
+def _validated(data: Any) -> JudgeAnswer:
+    """``data`` as an answer; ValueError saying what does not fit."""
     if not isinstance(data, dict):
         raise ValueError(f"the answer is JSON but not an object: {type(data).__name__}")
     try:
@@ -89,6 +73,59 @@ def parse_answer(text: str) -> JudgeAnswer:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors())
         raise ValueError(f"the JSON object does not fit the schema: {problems}") from None
+
+
+def parse_answer(text: str) -> JudgeAnswer:
+    """The answer in a model's text: bare JSON, fenced JSON, or the answer object anywhere in prose.
+
+    In prose every ``{`` is tried: the *last* JSON object that validates as an answer wins (a judge often quotes
+    the call's arguments before its verdict), and an object that does not validate is searched inside too (an
+    answer wrapped in another object). Raises ValueError saying what is wrong (sent back to the model on a
+    retry): the problem of the last object holding a ``score`` if there is one, else of the last object."""
+    text = (text or "").strip()
+    m = _FENCE.match(text)
+    if m:
+        text = m.group(1)
+    try:
+        whole = json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    else:
+        if not isinstance(whole, dict):
+            raise ValueError(f"the answer is JSON but not an object: {type(whole).__name__}")
+        try:
+            return _validated(whole)
+        except ValueError:
+            pass  # perhaps an answer inside it: searched below
+    decoder = json.JSONDecoder()
+    found: JudgeAnswer | None = None
+    problem: str | None = None  # of the last object that did not validate (one with a score preferred)
+    scored_problem: str | None = None
+    first_error: str | None = None
+    start = text.find("{")
+    if start < 0:
+        raise ValueError("the answer contains no JSON object")
+    while start >= 0:
+        try:
+            data, end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError) as exc:
+            first_error = first_error or f"the answer is not valid JSON: {exc}"
+            start = text.find("{", start + 1)
+            continue
+        if isinstance(data, dict):
+            try:
+                found = _validated(data)
+            except ValueError as exc:
+                problem = str(exc)
+                if "score" in data:
+                    scored_problem = problem
+            else:
+                start = text.find("{", end)  # its inner objects are part of this answer
+                continue
+        start = text.find("{", start + 1)
+    if found is not None:
+        return found
+    raise ValueError(scored_problem or problem or first_error or "the answer contains no JSON object")
 
 
 def judge_messages(case: Case) -> list[dict[str, Any]]:

@@ -6,7 +6,12 @@ lists as JSON-encoded strings, ``arguments`` as an object or a JSON string, tool
 (``input_schema``/``inputSchema``) or OpenAI's (``parameters``, optionally inside ``{"type": "function",
 "function": ...}``), calls as OpenAI ``function`` objects, flat ``{name, arguments}`` or Anthropic
 ``tool_use`` content blocks. A bad row raises DataError naming the file, the row (1-based) and the field;
-with ``skip_bad`` it is skipped and listed in the result instead. Nothing is dropped silently.
+with ``skip_bad`` it is skipped and listed in the result instead. Nothing is dropped silently. A UTF-8 byte
+order mark at the start of a file is accepted. Tool names must be unique within a row.
+
+The conversation before the call is kept as the data gives it (what the judge sees and its cache key), and
+must convert to a valid OpenAI conversation (``openai_history``), which is what the model under test gets:
+a history that cannot is a bad row, never a scored failure of the model.
 """
 
 from __future__ import annotations
@@ -86,7 +91,7 @@ def iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
             yield n, decode_line(line)
     elif suffix == ".json":
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
         except UnicodeDecodeError as exc:
             raise DataError(f"{path}: not valid UTF-8: {exc}") from None
         except RecursionError:
@@ -108,7 +113,7 @@ def jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
     """(1-based row number, line) for every non-blank line of a JSONL file: the one rule both the row count
     and the readers use (universal newlines, ``str.strip()``). Bytes that are not UTF-8 are kept as
     surrogates (``decode_line`` turns such a row into a RowError), so one bad row does not end the file."""
-    with path.open(encoding="utf-8", errors="surrogateescape") as fh:
+    with path.open(encoding="utf-8-sig", errors="surrogateescape") as fh:
         n = 0
         for line in fh:
             if not line.strip():
@@ -250,6 +255,84 @@ def _text_of(content: Any) -> str | None:
     return None
 
 
+def _result_text(content: Any) -> str:
+    """A tool result's content as the string OpenAI's ``tool`` message takes."""
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in content):
+        return "".join(str(b.get("text", "")) for b in content)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def openai_history(history: list[dict[str, Any]], where: str = "message_history") -> list[dict[str, Any]]:
+    """The conversation as a strict OpenAI-compatible provider accepts it: every earlier tool call in an
+    assistant ``tool_calls`` entry with an id unique in the conversation (given one like ``llm.reply_of``
+    does when it has none, or a repeated one) and its arguments JSON-encoded as a string, every tool result a
+    ``tool`` message right after its call's message, answering it by id (Anthropic ``tool_use`` and
+    ``tool_result`` blocks converted; a result without an id answers the first unanswered call). Messages
+    without tool calls or results are passed on as they are. Raises RowError naming the message that cannot be
+    converted: a result that answers no call, or a call left without a result."""
+    out: list[dict[str, Any]] = []
+    used: set[str] = set()
+    pending: list[tuple[str | None, str, str]] = []  # (id in the data, id sent, where the call is)
+
+    def fresh() -> str:
+        n = len(used)
+        while (cid := f"call_mcpfleet_{n}") in used:
+            n += 1
+        return cid
+
+    def answer(call_id: Any, content: Any, at: str) -> None:
+        if isinstance(call_id, str) and call_id:
+            match = next((p for p in pending if p[0] == call_id), None)
+            if match is None:
+                raise RowError(at, f"a tool result for '{call_id}', which no unanswered tool call before it has")
+        elif pending:
+            match = pending[0]
+        else:
+            raise RowError(at, "a tool result that answers no tool call")
+        pending.remove(match)
+        out.append({"role": "tool", "tool_call_id": match[1], "content": _result_text(content)})
+
+    def all_answered() -> None:
+        if pending:
+            raise RowError(pending[0][2], "a tool call with no tool result after it")
+
+    for i, m in enumerate(history):
+        at = f"{where}[{i}]"
+        role, content = m.get("role"), m.get("content")
+        if role == "tool":
+            answer(m.get("tool_call_id"), content, at)
+            continue
+        if role == "user" and isinstance(content, list):
+            results = [(j, b) for j, b in enumerate(content) if isinstance(b, dict) and b.get("type") == "tool_result"]
+            if results:
+                for j, b in results:
+                    answer(b.get("tool_use_id"), b.get("content"), f"{at}.content[{j}]")
+                rest = [b for b in content if not (isinstance(b, dict) and b.get("type") == "tool_result")]
+                if rest:
+                    all_answered()
+                    out.append({**m, "content": rest})
+                continue
+        all_answered()
+        calls = _message_calls(m, at) if role == "assistant" else []
+        if not calls:
+            out.append(m)
+            continue
+        wire = []
+        for c in calls:
+            cid = c.id if c.id and c.id not in used else fresh()
+            used.add(cid)
+            pending.append((c.id, cid, at))
+            arguments = json.dumps(c.arguments, ensure_ascii=False)
+            wire.append({"id": cid, "type": "function", "function": {"name": c.name, "arguments": arguments}})
+        out.append({"role": "assistant", "content": _text_of(content), "tool_calls": wire})
+    all_answered()
+    return out
+
+
 def parse_row(raw: Any, row_id: str, source: str, require_label: bool = True) -> Case:
     """One limbic row -> Case; raises RowError naming the field."""
     if not isinstance(raw, dict):
@@ -260,6 +343,11 @@ def parse_row(raw: Any, row_id: str, source: str, require_label: bool = True) ->
     if not isinstance(tools_raw, list):
         raise RowError("available_tools", f"expected a list of tools, got {type(tools_raw).__name__}")
     tools = [parse_tool(t, f"available_tools[{i}]") for i, t in enumerate(tools_raw)]
+    first: dict[str, int] = {}
+    for i, t in enumerate(tools):
+        j = first.setdefault(t.name, i)
+        if j != i:  # the checker, the gold rule and a strict provider could not tell the two apart
+            raise RowError(f"available_tools[{i}].name", f"repeats tool '{t.name}' (also at available_tools[{j}])")
     if "message_history" not in raw:
         raise RowError("message_history", "missing")
     history = _decoded(raw["message_history"], "message_history")
@@ -275,6 +363,7 @@ def parse_row(raw: Any, row_id: str, source: str, require_label: bool = True) ->
         raise RowError("message_history", "no assistant message with a tool call (tool_calls or tool_use)")
     if len(calls) != 1:
         raise RowError(f"message_history[{at}].tool_calls", f"expected exactly one tool call, found {len(calls)}")
+    openai_history(history[:at])  # the model's conversation must be one a provider accepts
     label = next((raw[k] for k in LABEL_KEYS if raw.get(k) not in (None, "")), None)
     if label is None and require_label:
         raise RowError("score", f"missing; expected one of {', '.join(LABELS)}")

@@ -3,10 +3,15 @@
 ``<pack>/toolcall/<difficulty>/<category>/<name>/`` gets description.md, meta.json and the data as
 ``cases.<suffix>`` (a folder of files becomes ``cases/``). The data is copied, so the task's content digest
 covers it and a pod checks it like any task's.
+
+Re-making a task whose files would not change but for meta.json's ``created_at`` keeps the old meta.json: the
+task's content digest (part of every trial's spec hash) then stays the same, so a run made from the task can
+be resumed after the pack is rebuilt from the same data on another day.
 """
 
 from __future__ import annotations
 
+import filecmp
 import json
 import shutil
 import tempfile
@@ -41,6 +46,7 @@ def make_task(
             shutil.copyfile(data, staging / dest)
         _describe(staging, data, rows, category, name, difficulty, description)
         if task.exists():
+            _keep_created_at(task, staging)
             old = Path(tempfile.mkdtemp(prefix=f".{name}.old.", dir=task.parent))
             task.rename(old / name)
             staging.rename(task)
@@ -51,6 +57,33 @@ def make_task(
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return task
+
+
+def _same_files(a: Path, b: Path, skip: str) -> bool:
+    """Whether two folders hold the same files with the same bytes (``skip``, a top-level name, left out)."""
+
+    def files(root: Path) -> dict[Path, Path]:
+        return {p.relative_to(root): p for p in root.rglob("*") if p.is_file() and p.relative_to(root) != Path(skip)}
+
+    left, right = files(a), files(b)
+    if left.keys() != right.keys():
+        return False
+    return all(filecmp.cmp(left[k], right[k], shallow=False) for k in left)
+
+
+def _keep_created_at(old: Path, new: Path) -> None:
+    """Keep ``old``'s meta.json in ``new`` when nothing but its ``created_at`` would change."""
+    try:
+        before = json.loads((old / "meta.json").read_text(encoding="utf-8"))
+        after = json.loads((new / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if not isinstance(before, dict) or "created_at" not in before:
+        return
+    if {**before, "created_at": None} != {**after, "created_at": None}:
+        return
+    if _same_files(old, new, "meta.json"):
+        shutil.copyfile(old / "meta.json", new / "meta.json")
 
 
 def _describe(

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ..outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR
 from .checker import classify_call
 from .gold import MATCH, compare
-from .models import JUDGE_ERROR, SCHEMA_VALID, Case, Tool, ToolCall
+from .models import JUDGE_ERROR, SCHEMA_VALID, Case, Reason, Tool, ToolCall, Verdict
 from .shards import cases_path, load_shard
 
 if TYPE_CHECKING:
@@ -142,12 +142,19 @@ def first_call(message: Any) -> tuple[ToolCall | None, str | None]:
 
 
 async def ask(target: LLMTarget, case: Case) -> Answer:
-    """One model call for one case: the case's conversation and tools, nothing else."""
+    """One model call for one case: the case's conversation (as a valid OpenAI conversation, loader's
+    ``openai_history``) and tools, nothing else."""
     from ..llm import LLMFailure, complete, usage_of
+    from .loader import RowError, openai_history
 
     answer = Answer()
     try:
-        response, seconds, retries = await complete(target, case.history, openai_tools(case.tools))
+        messages = openai_history(case.history)
+    except RowError as exc:  # the loader refuses such rows; a case made otherwise measured nothing either
+        answer.error, answer.failure = f"history: field '{exc.field}': {exc}", INFRA_ERROR
+        return answer
+    try:
+        response, seconds, retries = await complete(target, messages, openai_tools(case.tools))
     except LLMFailure as exc:  # after retries; its category says who is charged (provider faults are not scored)
         answer.error, answer.failure = exc.summary, exc.stop_reason
         answer.seconds, answer.retries = exc.seconds, exc.retries
@@ -164,13 +171,35 @@ async def ask(target: LLMTarget, case: Case) -> Answer:
 
 async def score(case: Case, answer: Answer, judge: Judge | None, timeout_s: float | None = None) -> CaseOutcome:
     """Score one answer (see the module docstring for what passes). ``timeout_s`` bounds the judge's answer; a
-    judge that fails, gives no usable answer or none in time leaves the case ``judge_error``: not scored."""
+    judge that fails, gives no usable answer or none in time leaves the case ``judge_error``: not scored.
+
+    No exception of one case's scoring takes its shard down (cancellation aside): the checker failing on a
+    call makes that call ``unchecked`` (schema-valid with the reason, as for a schema it cannot apply), the
+    judge failing in any way is ``judge_error``, and anything else going wrong while scoring the case makes
+    the case ``infra_error``: not scored, like ``judge_error``, and its shard runs again on resume."""
+    try:
+        return await _score(case, answer, judge, timeout_s)
+    except Exception as exc:  # noqa: BLE001 - one case's scoring must not cost the shard's other cases
+        why = f"scoring failed: {type(exc).__name__}: {exc}"
+        return CaseOutcome(case, answer, False, INFRA_ERROR, "none", detail={"scoring_error": why})
+
+
+def _checked(tools: list[Tool], call: ToolCall) -> Verdict:
+    """The checker's verdict; an exception in it makes the call unchecked, never the shard's error."""
+    try:
+        return classify_call(tools, call)
+    except Exception as exc:  # noqa: BLE001
+        why = f"the checker could not apply the schema: {type(exc).__name__}: {exc}"
+        return Verdict(SCHEMA_VALID, "checker", (Reason("unchecked", "$", why),))
+
+
+async def _score(case: Case, answer: Answer, judge: Judge | None, timeout_s: float | None) -> CaseOutcome:
     if answer.failure is not None:
         return CaseOutcome(case, answer, False, answer.failure, "none")
     call = answer.call
     if call is None:
         return CaseOutcome(case, answer, False, NO_CALL, "none")
-    verdict = classify_call(case.tools, call)
+    verdict = _checked(case.tools, call)
     checked = {"checker_reasons": [r.as_dict() for r in verdict.reasons]} if verdict.reasons else {}
     if answer.raw_arguments is not None:
         return CaseOutcome(case, answer, False, MALFORMED, "checker", verdict.label, detail=checked)
@@ -192,8 +221,13 @@ async def score(case: Case, answer: Answer, judge: Judge | None, timeout_s: floa
         if timeout_s is not None and timeout_s <= 0:
             raise TimeoutError
         judged = await asyncio.wait_for(judge.judge(asked), timeout_s)
-    except (JudgeError, TimeoutError) as exc:
-        why = str(exc) if isinstance(exc, JudgeError) else "no judge answer before the shard's time was up"
+    except Exception as exc:  # noqa: BLE001 - JudgeError, TimeoutError, or the judge's own bug: no verdict
+        if isinstance(exc, JudgeError):
+            why = str(exc)
+        elif isinstance(exc, TimeoutError):
+            why = "no judge answer before the shard's time was up"
+        else:
+            why = f"the judge failed: {type(exc).__name__}: {exc}"
         detail = {**checked, "judge_reasoning": why}
         return CaseOutcome(case, answer, False, JUDGE_ERROR, "judge", verdict.label, judge=JUDGE_ERROR, detail=detail)
     passed = judged.label == "correct"
@@ -284,8 +318,10 @@ def shard_result(spec: TrialSpec, outcomes: list[CaseOutcome], started: str, tot
     # A case its provider failed measured nothing: the shard is then the provider's (retried like an infra
     # error, or its model stopped on a configuration error), not the model's. A case the judge could not
     # classify measured nothing either: its shard is an infra_error (not scored, run again on resume).
-    unscored = [o for o in failed if o.failure in (PROVIDER_ERROR, CONFIG_ERROR, JUDGE_ERROR)]
-    lost = next((o for f in (CONFIG_ERROR, PROVIDER_ERROR, JUDGE_ERROR) for o in unscored if o.failure == f), None)
+    # A case whose scoring failed (score's INFRA_ERROR) likewise.
+    kinds = (CONFIG_ERROR, PROVIDER_ERROR, JUDGE_ERROR, INFRA_ERROR)
+    unscored = [o for o in failed if o.failure in kinds]
+    lost = next((o for f in kinds for o in unscored if o.failure == f), None)
     lost_as = None if lost is None else INFRA_ERROR if lost.failure == JUDGE_ERROR else lost.failure
     return TrialResult(
         **spec.record_identity(),
@@ -296,7 +332,11 @@ def shard_result(spec: TrialSpec, outcomes: list[CaseOutcome], started: str, tot
         stop_reason=lost.failure if lost is not None else "completed",
         error=(
             f"{len(failed)}/{len(outcomes)} cases failed: {dict(failures.most_common())}"
-            + (f"; e.g. {lost.answer.error or lost.detail.get('judge_reasoning')}" if lost is not None else "")
+            + (
+                f"; e.g. {lost.answer.error or lost.detail.get('judge_reasoning') or lost.detail.get('scoring_error')}"
+                if lost is not None
+                else ""
+            )
             if failed
             else None
         ),
@@ -319,7 +359,9 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
     """Run one shard and record it whole (result.json last); unreadable data is an ``infra_error`` record."""
     import os
 
-    from ..records import TrialResult, dumps, harness_id, now_iso, redact_text
+    from ..records import IDENTITY_FIELDS, TrialResult, dumps, harness_id, now_iso, redact_text, redact_values
+
+    CASE_IDENTITY = IDENTITY_FIELDS | {"id"}
     from ..spec import AgentKind, ToolCallSettings
     from ..tasks import find_task
     from ..trial import api_key, llm_target
@@ -370,20 +412,22 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
         record = {**result.model_dump(mode="json"), "shard": spec.shard, "cases": [o.compact() for o in outcomes]}
     secrets = [s for s in (api_key(spec.model, env), *judge_keys(settings.judge, env)) if s]
     result.error = redact_text(result.error, secrets)  # the launcher prints it
-    files = {"cases.jsonl": "".join(json.dumps(o.full(), ensure_ascii=False) + "\n" for o in outcomes).encode()}
+    # Keys are redacted from values, never from the fields that name a record or a case (records.IDENTITY_FIELDS);
+    # a lone surrogate in a model's reply is written as its JSON escape (records.dumps).
+    lines = (json.dumps(redact_values(o.full(), secrets, keep=CASE_IDENTITY), ensure_ascii=False) for o in outcomes)
+    text = "".join(line + "\n" for line in lines)
+    files = {"cases.jsonl": text.encode("utf-8", "backslashreplace")}
 
     async def write() -> None:
-        from ..records import redact
         from ..store import record_unless_finished
 
-        redacted = {k: redact(v, secrets) for k, v in files.items()}
         await asyncio.to_thread(
             record_unless_finished,
             store,
             spec.trial_id,
             spec.spec_hash,
-            redacted,
-            lambda: redact(dumps(record), secrets),
+            files,
+            lambda: dumps(redact_values(record, secrets)),
         )
 
     writing = asyncio.ensure_future(write())
