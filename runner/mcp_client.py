@@ -34,8 +34,10 @@ def server_env(extra: dict[str, str]) -> dict[str, str]:
 
 @asynccontextmanager
 async def connect_stdio(cmd: ServerCommand, errlog: IO[Any], cwd: Path | None = None) -> AsyncIterator[ClientSession]:
+    """``cmd`` over stdio, in its own working folder if it names one, else in ``cwd``."""
+    where = cmd.cwd or cwd
     params = StdioServerParameters(
-        command=cmd.command, args=cmd.args, env=server_env(cmd.env), cwd=str(cwd) if cwd else None
+        command=cmd.command, args=cmd.args, env=server_env(cmd.env), cwd=str(where) if where else None
     )
     # The server's stderr goes straight into ``errlog``'s file descriptor (the SDK hands it to the child process),
     # so a binary log file works although the SDK annotates a text stream.

@@ -129,7 +129,8 @@ while True:
         break
 sys.stdout.flush()
 if code < 0:
-    signal.signal(-code, signal.SIG_DFL)
+    if -code not in (signal.SIGKILL, signal.SIGSTOP):  # (their disposition cannot be set, nor needs to be)
+        signal.signal(-code, signal.SIG_DFL)
     os.kill(me, -code)
 os._exit(code & 0xFF)
 """

@@ -141,6 +141,14 @@ def test_the_verifiers_exit_status_is_kept(tmp_path: Path) -> None:
     assert asyncio.run(run_verifier(bad, {}, [], 30)).exit_code == 1
     r_killed = asyncio.run(run_verifier(killed, {}, [], 30))
     assert r_killed.exit_code == -signal.SIGTERM and not r_killed.passed
+    # SIGKILL (the OOM killer) too: its disposition cannot be set, and the reaper once died trying, exiting 1
+    # with its own traceback in the verifier's stderr (also on every timeout, whose default status is SIGKILL's).
+    oom = write_verifier(tmp_path / "oom", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    r_oom = asyncio.run(run_verifier(oom, {}, [], 30))
+    assert r_oom.exit_code == -signal.SIGKILL and "Traceback" not in r_oom.stderr, r_oom.stderr
+    slow = write_verifier(tmp_path / "slow", "import time\ntime.sleep(30)\n")
+    r_slow = asyncio.run(run_verifier(slow, {}, [], 1))
+    assert r_slow.timed_out and "Traceback" not in r_slow.stderr, r_slow.stderr
 
 
 def test_a_verifier_cannot_write_into_the_task_folder_through_its_cwd(tmp_path: Path) -> None:

@@ -189,7 +189,7 @@ def test_malformed_site_lists_are_refused_and_a_foreign_task_runs_unconfined(tmp
             return config["browser"]["launchOptions"]["args"], ours(marker)
 
     args, running = asyncio.run(enter())
-    assert args == [] and running == []
+    assert args == [playwright.ENABLE_FEATURES] and running == []  # no host mapping: the browser is unconfined
 
 
 def _browsers(marker: str) -> list[int]:
@@ -776,6 +776,73 @@ def test_a_model_can_neither_see_nor_call_code_run_in_the_servers_process(
     assert not settle(marker, grace=3.0)
 
 
+def test_the_browsers_network_service_runs_in_its_own_process(tmp_path: Path, marker: str) -> None:
+    """As a utility process of its own, Chromium's network service held the session's cookies; killed (the OOM
+    killer ranks it above the browser), it was restarted silently and the agent signed out, scored as the
+    model's failure. In the browser's process its death is the browser's, which is watched."""
+    proc = _start_in(marker, _one_task_run(tmp_path, "netsvc", "scripted/oracle?latency=1.5"))
+    seen: list[str] = []
+    deadline = time.monotonic() + 120
+    try:
+        while proc.poll() is None and time.monotonic() < deadline and not any("--type=renderer" in c for c in seen):
+            seen = [cmd for _, cmd in ours(marker) if "chromium" in cmd]
+            time.sleep(0.2)
+        seen = [cmd for _, cmd in ours(marker) if "chromium" in cmd]
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert any("--type=renderer" in c for c in seen), "no browser was seen at work"
+    assert not [c for c in seen if "NetworkService" in c and "--type=utility" in c], seen
+    [result] = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "netsvc" / "trials").glob("*/result.json")]
+    assert result["passed"], (result["error"], err[-2000:])
+    assert not settle(marker, grace=3.0)
+
+
+def test_a_models_filename_arguments_reach_neither_the_launcher_nor_the_graded_data(
+    tmp_path: Path, marker: str
+) -> None:
+    """playwright-mcp writes a tool's ``filename`` under its output and working folders. With the state folder as
+    its working folder, a model overwrote the browser launcher the server executes (a root shell on the next
+    browser start: it lifted the sandbox and read the task's verify.py), the exits file (its failures made
+    unscored) and the shop's database. Now every such write lands in the output folder or is refused, and
+    the next browser starts as ours."""
+    targets = [
+        ".browser/chromium",  # (relative to the working folder)
+        "../chromium",  # (relative to the output folder)
+        "../browser-exits",
+        ".browser/browser-exits",
+        "store.db",
+        "../../store.db",
+    ]
+    evaluate = [
+        {"tool_calls": [{"name": "browser_evaluate", "arguments": {"function": "() => 'x 13 $(id)'", "filename": f}}]}
+        for f in targets
+    ]
+    nav = {"tool_calls": [{"name": "browser_navigate", "arguments": {"url": "http://shop.test/"}}]}
+    script = tmp_path / "script.json"
+    closing = [{"tool_calls": [{"name": "browser_close", "arguments": {}}]}, nav, {"content": "Done."}]
+    script.write_text(json.dumps({"turns": [nav, *evaluate, *closing]}))
+    doc = yaml.safe_load(_one_task_run(tmp_path, "filenames", f"scripted/script={script}").read_text())
+    doc["spec"]["retries"] = {"limit": 0}
+    path = tmp_path / "filenames.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    out = run_in(marker, path, timeout=300)
+    [result] = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "filenames" / "trials").glob("*/result.json")]
+    assert result["failure"] == "verifier_failed", (result["error"], out.stderr[-2000:])  # scored: not infra
+    calls = [c for t in result["turns"] for c in t["tool_calls"]]
+    assert [c["name"] for c in calls] == [
+        "browser_navigate",
+        *["browser_evaluate"] * 6,
+        "browser_close",
+        "browser_navigate",
+    ]
+    assert not calls[-1]["is_error"] and not calls[0]["is_error"]  # the browser after the close is ours
+    messages = next((tmp_path / "runs" / "filenames" / "trials").glob("*/messages.json")).read_text()
+    assert "outside allowed roots" in messages and "uid=" not in messages
+    assert not settle(marker, grace=3.0)
+
+
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGSTOP])
 def test_a_site_that_dies_or_hangs_under_the_agent_is_an_infrastructure_error(
     tmp_path: Path, marker: str, how: signal.Signals
@@ -843,15 +910,15 @@ def _start_in(marker: str, path: Path) -> subprocess.Popen[str]:
 
 
 def _trial_browser(marker: str, deadline: float) -> tuple[Path, int]:
-    """The first trial's state folder (from its shop's --data) and its Chromium main process (working in that
-    folder, as its server does), once the agent has used the browser (the trial's output folder holds two
+    """The first trial's state folder (from its shop's --data) and its Chromium main process (working in its
+    output folder, as its server does), once the agent has used the browser (the trial's output folder holds two
     action results); not a spare's browser."""
     while time.monotonic() < deadline:
         shops = [cmd.split("--data ", 1)[1].split()[0] for _, cmd in ours(marker) if "mcpfleet.sites.shop" in cmd]
         if shops:
             state = Path(shops[0])
             output = state / ".browser" / "output"
-            mains = [p for p in _browsers(marker) if _cwd(p) == state]  # the server's cwd, the browser's too
+            mains = [p for p in _browsers(marker) if _cwd(p) == output]  # the server's cwd, the browser's too
             if mains and output.is_dir() and len(list(output.iterdir())) >= 2:
                 return state, mains[0]
         time.sleep(0.1)

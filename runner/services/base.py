@@ -72,6 +72,9 @@ class ServerCommand:
     env: dict[str, str] = field(default_factory=dict, repr=False)  # may hold a DSN with a password
     # Set when this command is that Python server's entry point with these args: a zygote can run it instead.
     prefork: Prefork | None = None
+    # The server's working folder; None: the trial's state folder. A server that lets tool arguments write files
+    # under its working folder (playwright-mcp's ``filename``) gets an empty one of its own.
+    cwd: Path | None = None
 
     def argv(self) -> list[str]:
         return [self.command, *self.args]

@@ -200,11 +200,19 @@ def resolver_rules(ports: dict[str, int] | dict[str, str]) -> str:
     return ", ".join([*rules, "MAP * ~NOTFOUND"])
 
 
+# Chromium's network service runs in the browser's own process: as a utility process of its own it held the
+# --isolated session's cookies, and one killed (the OOM killer ranks it above the browser) was restarted without
+# a word, the agent silently signed out, and the trial scored as the model's. In-process, its death is the
+# browser's, which is watched. Playwright passes --enable-features=CDPScreenshotNewSurface first; the last
+# --enable-features wins, so that feature is named again here.
+ENABLE_FEATURES = "--enable-features=CDPScreenshotNewSurface,NetworkServiceInProcess2"  # (the 2: Chromium 156's name)
+
+
 def browser_config(ports: dict[str, int] | dict[str, str]) -> dict[str, Any]:
-    """playwright-mcp's --config: the launch arguments the command line cannot give (the host mapping; none
-    without sites)."""
+    """playwright-mcp's --config: the launch arguments the command line cannot give (the host mapping, none
+    without sites; the network service in the browser's process)."""
     args = [f"--host-resolver-rules={resolver_rules(ports)}"] if ports else []
-    return {"browser": {"launchOptions": {"args": args}}}
+    return {"browser": {"launchOptions": {"args": [*args, ENABLE_FEATURES]}}}
 
 
 @dataclass
@@ -393,6 +401,12 @@ class PlaywrightService(Service):
         if not os.access(browser, os.X_OK):
             raise FileNotFoundError(f"Chromium not found at {browser}: apt-get install chromium, or set {CHROMIUM_ENV}")
         home = browser_home(state_dir)
+        # playwright-mcp writes a tool's ``filename`` anywhere under its output folder and its working folder. The
+        # output folder is both: the state folder (the sites' databases the verifiers grade) and the browser folder
+        # (the launcher it executes, the exits file) are out of reach. As the working folder, the model rewrote the
+        # launcher (a root shell on the next browser start) and the exits file (its failures made unscored).
+        output = home / "output"
+        output.mkdir(parents=True, exist_ok=True)
         args = [
             "--config",
             str(config),
@@ -406,7 +420,7 @@ class PlaywrightService(Service):
             "--timeout-settle",
             str(SETTLE_MS),
             "--output-dir",
-            str(home / "output"),
+            str(output),
         ]
         env = {
             "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1",
@@ -419,8 +433,10 @@ class PlaywrightService(Service):
         keep = [state_dir, servers_bin().parent, Path(browser), Path(os.path.realpath(browser)).parent]
         hidden = sandbox.plan(keep, hide, own_pids=True)
         if hidden is None:
-            return ServerCommand(str(exe), args, env)
-        return ServerCommand(str(write_server_launcher(home, sandbox.command([str(exe)], hidden))), args, env)
+            return ServerCommand(str(exe), args, env, cwd=output)
+        return ServerCommand(
+            str(write_server_launcher(home, sandbox.command([str(exe)], hidden))), args, env, cwd=output
+        )
 
     def write_config(self, state_dir: Path, ports: dict[str, int]) -> Path:
         config = browser_home(state_dir) / "config.json"
@@ -565,7 +581,12 @@ class BrowserSpare(Spare):
 # operator/manifests.py decides where these go; this says what they are.
 
 POD_SITE_PORTS = {"shop": 8101, "admin": 8102, "forum": 8103}
-WRITE_CONFIG_AND_EXEC = 'printf "%s" "$MCPFLEET_BROWSER_CONFIG" > "$HOME/playwright-mcp.json" && exec "$@"'
+# The server starts in its output folder: playwright-mcp writes a tool's ``filename`` under its output and working
+# folders, and the state volume (the sites' databases the verifier grades) must be neither.
+WRITE_CONFIG_AND_EXEC = (
+    'printf "%s" "$MCPFLEET_BROWSER_CONFIG" > "$HOME/playwright-mcp.json" && mkdir -p "$HOME/browser-output" '
+    '&& cd "$HOME/browser-output" && exec "$@"'
+)
 
 
 def _port_env(site: str) -> str:
@@ -660,7 +681,7 @@ def pod_sidecars(
             "ports": [{"name": "mcp", "containerPort": mcp_port, "protocol": "TCP"}],
             "startupProbe": {"tcpSocket": {"port": mcp_port}, **probe},
             "volumeMounts": mounts,
-            "workingDir": state_mount,
+            "workingDir": "/tmp",  # the script then enters $HOME/browser-output (see WRITE_CONFIG_AND_EXEC)
             **extra,
         }
     )
