@@ -452,6 +452,9 @@ def _execute(
                 _summary_on_interrupt(run, trials, store, state.stopped)
                 raise
             scheduler.close()
+        from . import tmpdirs
+
+        tmpdirs.sweep()  # what a worker killed mid-trial (the OOM killer) left: its trial's and its spare's folders
     try:
         summary = write_summary(run, trials, store, state.stopped)
     except OSError as exc:  # a full or read-only disk: the records that were stored stay; say so, no traceback

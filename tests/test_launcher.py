@@ -608,6 +608,8 @@ def test_a_worker_killed_mid_run_costs_its_own_trial_only(tmp_path: Path, victim
         assert len(attempts) == 2 and attempts[-1] == 2 and attempts[0] in (1, 2), attempts
     else:
         assert attempts == [1, 2]
+    # A SIGKILLed worker could not remove its trial's folder; the run does once its workers are gone.
+    assert not list(Path(tempfile.gettempdir()).glob(f"mcpfleet-trial-{killed[0]}-*"))
 
 
 def test_the_scripted_model_server_dying_stops_the_run_not_its_models(tmp_path: Path) -> None:
