@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import tmpdirs
 from .llm_warmup import warm_models
 from .outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from .plan import TrialSpec, plan
@@ -366,7 +367,6 @@ def execute(
                 )
             }
         )
-    from . import tmpdirs
     from .preflight import preflight
 
     tasks = preflight(run, base_dir, os.environ)
@@ -452,8 +452,6 @@ def _execute(
                 _summary_on_interrupt(run, trials, store, state.stopped)
                 raise
             scheduler.close()
-        from . import tmpdirs
-
         tmpdirs.sweep()  # what a worker killed mid-trial (the OOM killer) left: its trial's and its spare's folders
     try:
         summary = write_summary(run, trials, store, state.stopped)

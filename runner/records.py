@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -300,6 +301,11 @@ def dumps(obj: Any) -> bytes:
     return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
 
 
+def dumps_lines(objs: Iterable[Any]) -> bytes:
+    """JSON Lines (one compact object per line), lone surrogates as in ``dumps``."""
+    return "".join(json.dumps(o, ensure_ascii=False) + "\n" for o in objs).encode("utf-8", "backslashreplace")
+
+
 def dumps_mcpmark(obj: Any) -> bytes:
     """messages.json and meta.json byte for byte as MCPMark writes them (``json.dump``, indent 2, no newline);
     a lone surrogate, which MCPMark's own write would fail on, as in ``dumps``."""
@@ -341,6 +347,7 @@ IDENTITY_FIELDS = frozenset(
     {"run", "trial_id", "spec_hash", "model", "litellm_model", "service", "task_id", "attempt", "agent"}
     | {"task_name", "model_name", "mcp"}  # meta.json's
 )
+CASE_IDENTITY = IDENTITY_FIELDS | {"id"}  # and a tool-call case's (cases.jsonl)
 
 
 def redact_values(obj: Any, secrets: list[str], keep: frozenset[str] = IDENTITY_FIELDS) -> Any:

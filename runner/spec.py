@@ -325,7 +325,8 @@ class ProviderPolicy(SpecModel):
         ge=0,
         le=1000,
         description=(
-            "LLM retries one trial may spend over all its calls; when spent, the trial ends as a provider_error."
+            "LLM retries one trial may spend over all its calls; when spent, the trial ends as a provider_error. "
+            "In toolcall tasks, per case (a shard of N cases has N times this budget)."
         ),
     )
     model_retry_budget: int | None = Field(

@@ -28,6 +28,8 @@ class JudgeServer:
     requests: list[dict[str, Any]] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
+    throttled: int = 0  # 429s answered (model "throttle": each conversation's first request)
+    _seen: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _runner: Any = None
 
@@ -65,6 +67,15 @@ class JudgeServer:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             model = str(body["model"])
+            if model.startswith("throttle"):
+                conversation = json.dumps(body["messages"], sort_keys=True)
+                with self._lock:
+                    first = conversation not in self._seen
+                    self._seen.add(conversation)
+                    self.throttled += first
+                if first:
+                    error = {"error": {"message": "Rate limit reached", "type": "rate_limit_error"}}
+                    return web.json_response(error, status=429, headers={"retry-after-ms": "1"})
             if "latency=" in model:
                 await asyncio.sleep(float(model.split("latency=", 1)[1]))
             text = self.answer(model, body["messages"])

@@ -456,6 +456,50 @@ def test_a_failing_provider_makes_a_shard_unscored_and_a_bad_key_stops_its_model
     assert "badkey" in summary["stopped"] and "down" not in summary["stopped"]
 
 
+def test_a_shards_retry_budget_is_a_trials_per_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case is a single-call trial, so provider.trialRetryBudget holds per case: a provider that rate-limits
+    each case's first call costs a 60-case shard one retry per case, far past a trial's budget of 2, and every
+    shard is still scored. Shared by the shard whole, the budget made all four shards provider_error."""
+    models = [{"name": "limited", "model": "scripted/toolcall?fault=status&fail_status=429&fail=1"}]
+    provider = {"trialRetryBudget": 2, "backoffInitialSeconds": 0.01, "backoffMaxSeconds": 0.02}
+    path = toolcall_run(tmp_path, models, provider=provider, retries={"limit": 0})
+    summary, root = execute(load_evalrun(path), path.parent, show_progress=False)
+    [row] = summary["rows"]
+    records = [json.loads(p.read_text()) for p in Path(root).glob("trials/*/result.json")]
+    assert len(records) == 4 and {r["failure"] for r in records} <= {None, "toolcall_cases_failed"}
+    assert all(r["totals"]["llm_retries"] > 2 for r in records)
+    assert row["scored"] == 200 and row["pass_at_1"] == pytest.approx(
+        len([c for c in load_cases(DATA).cases if c.label == "correct"]) / 200
+    )
+
+
+def test_a_shards_judge_has_a_retry_budget_per_case(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge's retry budget (30, as a trial's) holds per case too: a judge that rate-limits every first
+    request costs a shard one retry per judged case, and with more judged cases than 30 none is judge_error."""
+    from judge_server import judge_server
+
+    from mcpfleet.runner.store import open_store
+    from mcpfleet.runner.toolcalls import suite
+    from mcpfleet.runner.trial import TrialContext
+
+    monkeypatch.setenv("MCPFLEET_JUDGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(suite, "ask", fresh_call)
+    with judge_server() as server:
+        judge = {"model": "openai/throttle", "apiBase": server.url, "apiKeyEnv": "JUDGE_KEY"}
+        path = toolcall_run(
+            tmp_path, [{"name": "a", "model": "openai/not-called"}], toolcalls={"judge": judge, "shardSize": 200}
+        )
+        run = load_evalrun(path)
+        [spec] = plan(run, path.parent)
+        store = open_store(run.spec.output.uri, run.name, path.parent)
+        asyncio.run(suite.run_shard(spec, store, TrialContext(env={"JUDGE_KEY": "judge-key-1234"}), 1))
+    record = json.loads(next((tmp_path / "runs").rglob("result.json")).read_text())
+    judged = [c for c in record["cases"] if c["scored_by"] == "judge"]
+    assert server.throttled > 30 and len(judged) >= server.throttled
+    assert record["failure"] in (None, "toolcall_cases_failed")
+    assert not [c for c in judged if c["failure"] == "judge_error"]
+
+
 # ------------------------------------------------------------------------------------------------ judge failures
 
 
@@ -464,6 +508,7 @@ class FailingJudge:
 
     def __init__(self, fail: set[str] | None = None, secret: str = "", label: str = "correct", delay: float = 0):
         self.fail, self.secret, self.label, self.delay = fail, secret, label, delay
+        self.target = LLMTarget(model="openai/j")  # as a Judge's: the shard sets its retry budget
 
     async def judge(self, c: Case) -> Verdict:
         from mcpfleet.runner.toolcalls.judge import JudgeError

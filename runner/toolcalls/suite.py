@@ -359,9 +359,16 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
     """Run one shard and record it whole (result.json last); unreadable data is an ``infra_error`` record."""
     import os
 
-    from ..records import IDENTITY_FIELDS, TrialResult, dumps, harness_id, now_iso, redact_text, redact_values
-
-    CASE_IDENTITY = IDENTITY_FIELDS | {"id"}
+    from ..records import (
+        CASE_IDENTITY,
+        TrialResult,
+        dumps,
+        dumps_lines,
+        harness_id,
+        now_iso,
+        redact_text,
+        redact_values,
+    )
     from ..spec import AgentKind, ToolCallSettings
     from ..tasks import find_task
     from ..trial import api_key, llm_target
@@ -381,6 +388,12 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
         play = {AgentKind.oracle: replayed, AgentKind.noop: no_answer}.get(AgentKind(spec.agent))
         target = None if play is not None else llm_target(spec.model, spec, ctx)
         judge = make_judge(settings.judge, env)
+        # A case is a trial's worth of calls: the trial retry budget is the shard's per case. Shared by the
+        # shard whole, a rate-limit burst spent it on the first few dozen of 250 cases, and every later case's
+        # first 429 lost the shard (unscored, and so again on every retry of it).
+        for t in (target, judge.target if judge is not None else None):
+            if t is not None:
+                t.trial_retry_budget *= len(cases)
         try:
             outcomes = await run_cases(
                 cases, target, judge, settings.concurrency, spec.limits.timeout_seconds, play=play
@@ -412,11 +425,8 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
         record = {**result.model_dump(mode="json"), "shard": spec.shard, "cases": [o.compact() for o in outcomes]}
     secrets = [s for s in (api_key(spec.model, env), *judge_keys(settings.judge, env)) if s]
     result.error = redact_text(result.error, secrets)  # the launcher prints it
-    # Keys are redacted from values, never from the fields that name a record or a case (records.IDENTITY_FIELDS);
-    # a lone surrogate in a model's reply is written as its JSON escape (records.dumps).
-    lines = (json.dumps(redact_values(o.full(), secrets, keep=CASE_IDENTITY), ensure_ascii=False) for o in outcomes)
-    text = "".join(line + "\n" for line in lines)
-    files = {"cases.jsonl": text.encode("utf-8", "backslashreplace")}
+    # Keys are redacted from values, never from the fields that name a record or a case (records.CASE_IDENTITY).
+    files = {"cases.jsonl": dumps_lines(redact_values(o.full(), secrets, keep=CASE_IDENTITY) for o in outcomes)}
 
     async def write() -> None:
         from ..store import record_unless_finished
