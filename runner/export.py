@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .filemodes import folder_mode
 from .outcome import is_scored
 from .records import MCPMarkFacts, TrialResult, dumps_mcpmark, epoch_seconds, mcpmark_meta
 from .store import ResultStore
@@ -130,7 +131,9 @@ def _clash(other: dict[str, Any], mine: dict[str, Any], folder: str, target: tup
 def _staging(root: Path, folder: str, dest: Path) -> Path:
     try:
         root.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix=f".{folder}.export-", dir=root))
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder}.export-", dir=root))
+        staging.chmod(folder_mode())  # it becomes <model>__<service>: not mkdtemp's 0700 (filemodes.py)
+        return staging
     except OSError as exc:
         raise ExportError(f"DEST {dest}: cannot write {root} ({exc.strerror or exc})") from None
 

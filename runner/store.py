@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from .filemodes import file_mode
 from .records import usable_record
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ def record_unless_finished(
 def _atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, file_mode())  # mkstemp's 0600 would keep records from anyone else (filemodes.py)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

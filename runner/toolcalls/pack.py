@@ -18,6 +18,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..filemodes import folder_mode
 from ..tasks import NAME_RE, TaskError
 from .loader import DataError
 from .shards import count_cases
@@ -39,6 +40,7 @@ def make_task(
     # (re-making a task from its own cases), and removing that folder first would delete the input.
     task.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=task.parent))
+    staging.chmod(folder_mode())  # it becomes the task folder: an image's non-root runner must read it (filemodes.py)
     try:
         if data.is_dir():
             shutil.copytree(data, staging / dest)
