@@ -20,7 +20,7 @@ from mcp import ClientSession
 from . import snapshot_refs
 from .call_classes import CallClassifier
 from .conversation import MCPFLEET, MCPMARK, Conversation, timeout_error, turn_limit_error
-from .mcp_client import result_text
+from .mcp_client import call_tool_abandoning, result_text
 from .metrics import TrialMetrics
 from .tasks import OracleStep, Task
 
@@ -192,8 +192,7 @@ async def _call_tool_as_mcpmark(
         raise MalformedArguments(str(exc)) from None
     rec.malformed = name not in known
     try:
-        async with asyncio.timeout(timeout):
-            result = await session.call_tool(name, args)
+        result = await call_tool_abandoning(session, name, args, timeout)
     except TimeoutError:
         rec.is_error = True
         return conversation.tool_timed_out(name, timeout)
@@ -225,7 +224,7 @@ async def run_llm_agent(
     known = {t.name for t in listed.tools}
     if metrics is not None:
         metrics.tools(sorted(known))
-    extra = conversation.extra_params(tools)
+    extra = conversation.extra_params(tools, target.model, target.params)
     if extra:
         target = dataclasses.replace(target, params={**(target.params or {}), **extra})
     run = AgentRun(messages=conversation.opening(task), conversation=conversation.name)

@@ -523,6 +523,13 @@ def export(
             highlight=False,
             soft_wrap=True,
         )
+    if done.attempts == 1:
+        # Its "pass@1" is both the per-run dict and, at --k 1, the pass@k it multiplies by 100: a TypeError.
+        console.print(
+            "  (at --k 1 MCPMark's script writes the folder's summary.json, then fails printing it: read that file)",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @tasks_app.command("list")

@@ -18,6 +18,30 @@ from . import mcpmark_protocol as protocol
 from .mcp_client import result_text, tool_to_openai
 from .tasks import Task
 
+# MCPMark pins litellm 1.80.0, which sends every Claude model max_tokens=4096 (DEFAULT_ANTHROPIC_CHAT_MAX_TOKENS)
+# when the caller sets none, as MCPMark's agents do. Later LiteLLM sends the model's maximum instead (64000 for
+# Claude 4.5), which would let a Claude reply run 16 times longer here than under MCPMark.
+MCPMARK_ANTHROPIC_MAX_TOKENS = 4096
+
+
+def mcpmark_llm_defaults(model: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    """What MCPMark's pinned LiteLLM sends that today's would not: Claude's 4096 output tokens per call when the
+    run sets neither ``maxTokens`` nor a reasoning effort (with an effort, MCPMark's native Anthropic path asks
+    for the thinking budget + 4096, which today's LiteLLM asks for too)."""
+    given = params or {}
+    if "max_tokens" in given or "reasoning_effort" in given or not _anthropic(model):
+        return {}
+    return {"max_tokens": MCPMARK_ANTHROPIC_MAX_TOKENS}
+
+
+def _anthropic(model: str) -> bool:
+    import litellm  # loaded already wherever an agent runs
+
+    try:
+        return litellm.get_llm_provider(model)[1] == "anthropic"
+    except Exception:  # noqa: BLE001 - a model LiteLLM cannot place is no Claude of Anthropic's API
+        return False
+
 
 def _str(value: Any) -> Any:
     return None if value is None else str(value)
@@ -157,8 +181,10 @@ class Conversation:
             )
         return out
 
-    def extra_params(self, tools: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"tool_choice": "auto"} if self.mcpmark and tools else {}
+    def extra_params(self, tools: list[dict[str, Any]], model: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        if not self.mcpmark:
+            return {}
+        return {**({"tool_choice": "auto"} if tools else {}), **mcpmark_llm_defaults(model, params)}
 
     def tool_content(self, result: Any) -> str:
         return mcpmark_tool_content(result) if self.mcpmark else result_text(result)

@@ -31,6 +31,7 @@ UNREACHABLE = "unreachable"
 UNUSABLE = "unusable_reply"
 AUTH = "auth"
 FORBIDDEN = "forbidden"
+PAYMENT = "payment_required"
 NOT_FOUND = "not_found"
 CONTEXT = "context_overflow"
 FILTERED = "content_filter"
@@ -45,6 +46,7 @@ KINDS = (
     UNUSABLE,
     AUTH,
     FORBIDDEN,
+    PAYMENT,
     NOT_FOUND,
     CONTEXT,
     FILTERED,
@@ -171,6 +173,8 @@ def classify(exc: BaseException, *, first_call: bool, secrets: Sequence[str] = (
         return fault(FILTERED, CONTENT_FILTER, False)
     if status == 401 or isinstance(exc, litellm.AuthenticationError):
         return fault(AUTH, CONFIG_ERROR, False)
+    if status == 402:  # the account has no credit left: nothing the model did, and no retry will help
+        return fault(PAYMENT, CONFIG_ERROR, False)
     if status == 403 or isinstance(exc, litellm.PermissionDeniedError):
         return fault(FORBIDDEN, CONFIG_ERROR, False)
     if status == 404 or isinstance(exc, litellm.NotFoundError):

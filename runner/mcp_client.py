@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -54,6 +55,47 @@ async def connect_http(url: str) -> AsyncIterator[ClientSession]:
         async with ClientSession(read, write) as session:
             await session.initialize()
             yield session
+
+
+# Tool calls abandoned at their timeout and still running, by the session they were made on (held so they are
+# not garbage-collected mid-call).
+_abandoned: dict[asyncio.Future[Any], Any] = {}
+
+
+async def call_tool_abandoning(session: Any, name: str, arguments: Any, timeout: float) -> Any:
+    """``session.call_tool`` bounded by ``timeout`` the way MCPMark's agents bound it: ``asyncio.wait_for`` on an
+    MCP client (1.12) that sends no cancellation. At the timeout the request is abandoned, not cancelled, and
+    raises TimeoutError: the server finishes it while the model reads that it timed out and goes on, so a slow
+    PostgreSQL statement commits as under MCPMark (a cancelled one rolled back). ``end_abandoned`` stops what is
+    left when the agent ends."""
+    call = asyncio.ensure_future(session.call_tool(name, arguments))
+    try:
+        done, _ = await asyncio.wait({call}, timeout=timeout)
+    except BaseException:  # the agent itself was stopped (its run's time is up): nothing waits for the call
+        call.cancel()
+        raise
+    if call in done:
+        return call.result()
+    _abandoned[call] = session
+    call.add_done_callback(_forget)
+    raise TimeoutError
+
+
+async def end_abandoned(session: Any, wait: float = 5.0) -> int:
+    """Cancel the calls abandoned on ``session`` that still run, once its agent has ended: MCPMark stops the
+    server then, and what it was doing with it, before the verifier reads the end state. Returns how many."""
+    calls = [call for call, made_on in _abandoned.items() if made_on is session]
+    for call in calls:
+        call.cancel()
+    if calls:
+        await asyncio.wait(calls, timeout=wait)
+    return len(calls)
+
+
+def _forget(call: asyncio.Future[Any]) -> None:
+    _abandoned.pop(call, None)
+    if not call.cancelled():
+        call.exception()  # read, so a call that failed after it was abandoned is not reported as unretrieved
 
 
 def tool_to_openai(tool: Any) -> dict[str, Any]:

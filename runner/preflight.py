@@ -7,7 +7,9 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from pydantic.alias_generators import to_camel
 
 from .spec import AgentKind, EvalRun, SpecError
 
@@ -71,26 +73,52 @@ def model_problems(run: EvalRun) -> list[str]:
     """Model strings LiteLLM cannot place (a mistyped provider prefix, a blank name): every trial would fail
     before any request, and be recorded as the model's llm_api_error."""
     problems = scripted_problems(run)
-    named = [
-        (f"spec.models[{i}].model", m.model, m.api_base) for i, m in enumerate(run.spec.models) if not m.is_scripted
+    named: list[tuple[str, str, str | None, dict[str, Any]]] = [
+        (f"spec.models[{i}]", m.model, m.api_base, m.params.litellm_kwargs())
+        for i, m in enumerate(run.spec.models)
+        if not m.is_scripted
     ]
     judge = run.spec.toolcalls.judge if run.spec.toolcalls else None
     if judge is not None:
-        named.append(("spec.toolcalls.judge.model", judge.model, judge.api_base))
+        named.append(("spec.toolcalls.judge", judge.model, judge.api_base, {}))
     if not named:
         return problems
     from .llm import litellm  # only for real models (seconds of import), configured as the trials configure it
 
-    for field, model, api_base in named:
+    for field, model, api_base, params in named:
         try:
-            litellm.get_llm_provider(model=model.strip(), api_base=api_base)
+            name, provider, _, _ = litellm.get_llm_provider(model=model.strip(), api_base=api_base)
         except Exception as exc:  # noqa: BLE001 - LiteLLM's error says which providers it knows
             cause = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
             problems.append(
-                f"{field}: '{model}' names no provider LiteLLM knows; write it as <provider>/<model> "
+                f"{field}.model: '{model}' names no provider LiteLLM knows; write it as <provider>/<model> "
                 f"(e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, gemini/gemini-2.5-pro) ({cause})"
             )
+            continue
+        problems += _unsupported_params(f"{field}.params", model, name, provider, params)
     return problems
+
+
+def _unsupported_params(field: str, model: str, name: str, provider: str, params: dict[str, Any]) -> list[str]:
+    """Parameters LiteLLM knows the model does not take. It drops them without a word (``drop_params``), where
+    MCPMark's run would fail on them, and the run would still be labelled with them (``reasoningEffort: high``
+    on gpt-4.1 exported as ``gpt-4.1-high``). A model LiteLLM has no list for passes."""
+    if not params:
+        return []
+    from .llm import litellm
+
+    try:
+        supported = litellm.get_supported_openai_params(model=name, custom_llm_provider=provider)
+    except Exception:  # noqa: BLE001 - no list, no verdict
+        return []
+    if not supported:
+        return []
+    return [
+        f"{field}.{to_camel(key)}: LiteLLM lists no '{key}' among the parameters '{model}' takes, so it would be "
+        "dropped from every call while the run is labelled with it; remove it (or name a model that takes it)"
+        for key in params
+        if key not in supported
+    ]
 
 
 def _scripted(run: EvalRun) -> Iterator[tuple[int, Options | ModelError]]:

@@ -9,6 +9,7 @@ tool-calling loop, so records and aggregates are the same.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from typing import Any
@@ -27,7 +28,8 @@ from .agent import (
     raise_if_server_gone,
 )
 from .call_classes import CallClassifier
-from .conversation import mcp1_result_dump
+from .conversation import mcp1_result_dump, mcpmark_llm_defaults
+from .mcp_client import call_tool_abandoning
 from .metrics import TrialMetrics
 from .tasks import Task
 
@@ -128,8 +130,7 @@ async def _act(
         return protocol.render("react.invalid_tool", tool=name, tools=", ".join(known))
     start = time.perf_counter()
     try:
-        async with asyncio.timeout(timeout):
-            result = await session.call_tool(name, arguments)
+        result = await call_tool_abandoning(session, name, arguments, timeout)
     except TimeoutError:
         rec.is_error = True
         return protocol.render("react.tool_timeout", tool=name)
@@ -177,6 +178,8 @@ async def run_react_agent(
         conversation=NAME,
     )
     run.classifier = CallClassifier(listed)
+    if extra := mcpmark_llm_defaults(target.model, target.params):  # MCPMark's ReAct agent calls LiteLLM too
+        target = dataclasses.replace(target, params={**(target.params or {}), **extra})
     error: str | None = None
     try:
         async with asyncio.timeout(timeout_s) as deadline:

@@ -241,7 +241,10 @@ class Task:
 
     @cached_property
     def description(self) -> str:
-        return read_text(self.path / "description.md", MAX_DESCRIPTION_BYTES)
+        """description.md with its line ends read as MCPMark reads them (``Path.read_text``, universal newlines):
+        a description saved on Windows reaches the model with LF line ends, not CRLF."""
+        text = read_text(self.path / "description.md", MAX_DESCRIPTION_BYTES)
+        return text.replace("\r\n", "\n").replace("\r", "\n")
 
     @cached_property
     def meta(self) -> dict[str, Any]:

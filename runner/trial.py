@@ -25,7 +25,7 @@ from . import agent as agents
 from . import call_classes, mcpmark_protocol, tmpdirs
 from .conversation import MCPFLEET, MCPMARK
 from .faults import one_line
-from .mcp_client import connect_http, connect_stdio
+from .mcp_client import connect_http, connect_stdio, end_abandoned
 from .metrics import TrialMetrics
 from .outcome import classify
 from .plan import TrialSpec
@@ -139,7 +139,9 @@ def _totals(run: agents.AgentRun) -> Totals:
     calls = run.tool_calls
     costs = [t.cost_usd for t in run.turns if t.cost_usd is not None]
     return Totals(
-        turns=len(run.turns),
+        # Responses, MCPMark's turn_count (what its aggregators average): an LLM call that failed for good, or
+        # that the run's time cut off, is in ``turns`` (its retries, its wait) but is no turn of the model's.
+        turns=run.responses,
         tool_calls=len(calls),
         tool_errors=sum(c.is_error for c in calls),
         malformed_tool_calls=sum(c.malformed for c in calls),
@@ -276,6 +278,7 @@ async def _run_agent(
             finally:
                 await llm.close(target)
         finally:
+            await end_abandoned(session)  # tool calls still running past their timeout end with the agent
             timings.agent = time.perf_counter() - t
             ended.append(time.perf_counter())
 

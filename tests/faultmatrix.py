@@ -161,6 +161,14 @@ CASES: list[FaultCase] = [
     ),
     FaultCase("forbidden", "403", "oracle?fault=forbidden", "config_error", False, how="model stopped"),
     FaultCase(
+        "payment-required",
+        "402 (no credit left on the account)",
+        "oracle?fault=status&fail_status=402",
+        "config_error",
+        False,
+        how="model stopped",
+    ),
+    FaultCase(
         "unknown-model", "404 `model_not_found`", "oracle?fault=notfound", "config_error", False, how="model stopped"
     ),
     FaultCase("bad-request", "400 on a request", "oracle?fault=status&fail_status=400", "llm_api_error", False),

@@ -83,6 +83,29 @@ def test_validate_names_a_model_string_no_provider_matches(tmp_path: Path) -> No
     assert "spec.models[2]" not in text and "spec.models[3]" not in text and "Provider List" not in out.stdout
 
 
+def test_validate_names_a_parameter_the_model_does_not_take(tmp_path: Path) -> None:
+    """LiteLLM drops such a parameter from every call without a word (MCPMark's run would fail on it), and the run
+    would still be labelled with it: reasoningEffort high on gpt-4.1 exported as gpt-4.1-high. validate (and run)
+    name the field; parameters a model takes, and models LiteLLM has no list for, pass."""
+    models = [
+        {"name": "old", "model": "openai/gpt-4.1", "params": {"reasoningEffort": "high", "temperature": 0.2}},
+        {"name": "gpt5", "model": "openai/gpt-5", "params": {"reasoningEffort": "high", "topP": 0.9}},
+        {
+            "name": "claude",
+            "model": "anthropic/claude-sonnet-4-5",
+            "params": {"reasoningEffort": "low", "maxTokens": 8},
+        },
+        {"name": "mine", "model": "openai/my-model", "apiBase": "http://127.0.0.1:9/v1", "params": {"seed": 3}},
+    ]
+    out = cli("validate", str(evalrun(tmp_path, {"models": models, "tasks": {"path": str(TASKS)}})))
+    assert out.returncode == 2 and "Traceback" not in out.stderr + out.stdout, out.stderr
+    text = flat(out.stderr)
+    assert "spec.models[0].params.reasoningEffort: LiteLLM lists no 'reasoning_effort'" in text
+    assert "spec.models[1].params.topP: LiteLLM lists no 'top_p' among the parameters 'openai/gpt-5'" in text
+    assert "spec.models[0].params.temperature" not in text and "spec.models[1].params.reasoningEffort" not in text
+    assert "spec.models[2]" not in text and "spec.models[3]" not in text
+
+
 def test_validate_missing_file_is_a_clean_error(tmp_path: Path) -> None:
     out = cli("validate", str(tmp_path / "nope.yaml"))
     assert out.returncode == 2

@@ -211,3 +211,49 @@ def test_react_prompt_shows_a_tool_without_description_as_mcpmark_does() -> None
 
     text = describe_tools([Tool(name="ping", input_schema={"type": "object", "properties": {}})])
     assert "Description: None" in text and "No description provided." not in text
+
+
+@pytest.mark.parametrize(
+    "agent,params,sent",
+    [("mcpmark", {}, 4096), ("react", {}, 4096), ("mcpmark", {"maxTokens": 9000}, 9000)],
+)
+async def test_claude_is_capped_at_mcpmarks_4096_output_tokens(
+    agent: str, params: dict[str, Any], sent: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through LiteLLM to an Anthropic Messages endpoint: MCPMark's agents (on its litellm 1.80.0) ask Claude for
+    at most 4096 output tokens per call, where today's LiteLLM would ask for the model's 64000."""
+    bodies: list[dict[str, Any]] = []
+
+    async def messages(request: web.Request) -> web.StreamResponse:
+        bodies.append(await request.json())
+        text = json.dumps({"thought": "done", "answer": "Done."}) if agent == "react" else "Done."
+        return web.json_response(
+            {
+                "id": f"msg_{len(bodies)}",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5-20250929",
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 10, "output_tokens": 2},
+            }
+        )
+
+    app = web.Application()
+    app.router.add_post("/v1/messages", messages)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-123456")
+    try:
+        base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        model = {"name": "m", "model": "anthropic/claude-sonnet-4-5-20250929", "apiBase": base, "params": params}
+        s = trial_spec(make_tiny_pack(tmp_path / "pack"), agent=agent)
+        s = s.model_copy(update={"model": spec.ModelSpec.model_validate(model)})
+        result, _ = await run(s, tmp_path / "out", "http://127.0.0.1:9/v1")
+    finally:
+        await runner.cleanup()
+    assert bodies and result.stop_reason == "completed", (result.error, bodies)
+    assert {b["max_tokens"] for b in bodies} == {sent}

@@ -25,6 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from conftest import REPO, make_tiny_pack
 
@@ -424,3 +425,20 @@ def test_two_models_with_one_mcpmark_folder_are_refused_before_anything_is_writt
         refused.value
     )
     assert not [p for p in dest.rglob("*") if p.is_file()]
+
+
+def test_a_single_attempt_export_warns_of_mcpmarks_k1_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """MCPMark's aggregate_specific_results writes summary.json and then fails printing it at --k 1 (its
+    "pass@1" is a dict there); the export's hint for a single-attempt run says so."""
+    import sys
+
+    from typer.testing import CliRunner
+
+    from mcpfleet.runner.cli import app
+
+    monkeypatch.setattr(sys.modules[__name__], "PATTERN", {"steady": {"a": [True], "b": [False]}})
+    write_run(tmp_path / "runs" / "synthetic", tmp_path / "tasks")
+    out = CliRunner().invoke(app, ["export", str(tmp_path / "runs" / "synthetic"), str(tmp_path / "results")])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    assert "--k 1" in text and "fails printing it: read that file" in text

@@ -19,7 +19,7 @@ import mcp.types as mt
 import pytest
 
 from mcpfleet.runner import mcpmark_protocol
-from mcpfleet.runner.conversation import MCPMARK, mcpmark_tool_content
+from mcpfleet.runner.conversation import MCPFLEET, MCPMARK, mcpmark_tool_content
 from mcpfleet.runner.records import (
     MCPMarkFacts,
     Timings,
@@ -217,7 +217,32 @@ def test_tools_are_offered_as_mcpmark_offers_them() -> None:
     props = gem["function"]["parameters"]["properties"]
     assert props["path"] == {"type": "string"} and props["items"]["items"] == {"type": "number"}
     assert props["mode"]["enum"] == ["a", "b"] and gem["function"]["parameters"]["required"] == ["path"]
-    assert MCPMARK.extra_params([plain]) == {"tool_choice": "auto"} and MCPMARK.extra_params([]) == {}
+    assert MCPMARK.extra_params([plain], "openai/gpt-5", {}) == {"tool_choice": "auto"}
+    assert MCPMARK.extra_params([], "openai/gpt-5", {}) == {}
+
+
+CLAUDE = "anthropic/claude-sonnet-4-5-20250929"
+
+
+@pytest.mark.parametrize(
+    "model,params,sent",
+    [
+        # MCPMark's litellm 1.80.0 caps every Claude call at 4096 output tokens when nothing else is set ...
+        (CLAUDE, {}, 4096),
+        ("claude-opus-4-5-20251101", {"temperature": 0.2}, 4096),
+        # ... a run's own maxTokens is sent as set, and with an effort both ask for budget + 4096 ...
+        (CLAUDE, {"max_tokens": 20000}, 20000),
+        (CLAUDE, {"reasoning_effort": "low"}, None),
+        # ... and no other provider gets a cap it would not have had under MCPMark.
+        ("openai/gpt-5", {}, None),
+        ("gemini/gemini-2.5-pro", {}, None),
+        ("hosted_vllm/claude-lookalike", {}, None),
+    ],
+)
+def test_claude_gets_mcpmarks_output_cap_unless_the_run_sets_one(model: str, params: dict[str, Any], sent: Any) -> None:
+    extra = MCPMARK.extra_params([], model, params)
+    assert {**params, **extra}.get("max_tokens") == sent
+    assert MCPFLEET.extra_params([], model, params) == {}  # mcpfleet's own prompt keeps LiteLLM's default
 
 
 @pytest.mark.parametrize(

@@ -165,3 +165,21 @@ async def test_verifier_is_timezone_independent_and_checks_collateral_damage(tas
     (state / "scratch_notes.txt").write_text("temporary\n")
     v = await run_verifier(task.verifier, env, [], 120)
     assert not v.passed, f"{task.id}: verifier accepts a stray file"
+
+
+def test_a_description_saved_with_windows_line_ends_reads_as_mcpmark_reads_it(tmp_path: Path) -> None:
+    """MCPMark reads description.md with universal newlines: CRLF (and a lone CR) reach the model as LF."""
+    import shutil
+
+    from mcpfleet.runner.conversation import MCPMARK
+
+    task = SUITE[0]
+    pack = tmp_path / "pack"
+    shutil.copytree(TASKS / task.service, pack / task.service, symlinks=True)
+    desc = pack / task.service / task.difficulty / task.category / task.name / "description.md"
+    text = desc.read_text()
+    assert "\n" in text and "\r" not in text
+    desc.write_bytes(text.replace("\n", "\r\n").encode() + b"one more\rline\r\n")
+    [copied] = [t for t in discover(pack) if t.id == task.id]
+    assert copied.description == text + "one more\nline\n"
+    assert "\r" not in str(MCPMARK.opening(copied))
