@@ -589,6 +589,9 @@ def test_pod_sidecars_serve_a_trial_over_streamable_http(
         deadline = time.monotonic() + 60
         for c in containers:
             env = expand_env(c["env"], dict(os.environ))
+            for name in {e["name"] for e in c["env"]}:  # the pod's /tmp is a volume of its own: here, the marker
+                if env[name] == "/tmp" or env[name].startswith("/tmp/"):
+                    env[name] = marker + env[name][len("/tmp") :]
             env["HOME"] = str(home) if "HOME" in env and c["name"].startswith("mcp") else env["HOME"]
             argv = [expand(a, env) for a in [*c["command"], *c["args"]]]
             argv = [
