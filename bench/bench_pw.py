@@ -132,8 +132,9 @@ def _pair(p: dict[str, float]) -> str:
 def playwright_bench(args: Any, evalrun: Any, mcpfleet: Path, bench_script: str) -> None:
     from mcpfleet.runner.tasks import discover
 
-    suite = sorted(t.id for t in discover(args.tasks) if t.service == "playwright")
-    include = suite[: args.limit] if args.limit else []
+    # The standard suite: an `easy` smoke task would shift `--limit`'s selection and the medians.
+    suite = sorted(t.id for t in discover(args.tasks) if t.service == "playwright" and t.difficulty == "standard")
+    include = suite[: args.limit] if args.limit else suite
     work = Path(tempfile.mkdtemp(prefix="mcpfleet-bench-pw-"))
     concurrency = [c for c in args.concurrency if c <= 4] or [1]
     modes: list[tuple[str, int]] = ([] if args.skip_serial else [("serial loop", 1)]) + [

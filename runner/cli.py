@@ -476,7 +476,9 @@ class ExportFormat(StrEnum):
 
 @app.command()
 def export(
-    run: Annotated[str, typer.Argument(help="Run root: a local run folder or s3://bucket/prefix/RUN[/UID].")],
+    run: Annotated[
+        str, typer.Argument(help="Run root: a local run folder, s3://bucket/prefix/RUN or s3://bucket/prefix/RUN/UID.")
+    ],
     dest: Annotated[Path, typer.Argument(help="Results folder to write into (MCPMark's ./results).")],
     fmt: Annotated[ExportFormat, typer.Option("--format", help="Layout to write.")] = ExportFormat.mcpmark,
     exp_name: Annotated[str | None, typer.Option(help="Experiment folder name; default: the run's name.")] = None,

@@ -377,3 +377,25 @@ def test_a_late_try_never_replaces_a_scored_record_of_its_trial(
     again = json.loads((record / "result.json").read_text())
     assert again["passed"] is True and again["started_at"] != stored["started_at"]
     assert (record / "messages.json").read_text() != "[]"
+
+
+def test_every_commands_help_renders() -> None:
+    """Rich reads ``[...]`` in a help string as markup: ``RUN[/UID]`` crashed ``export --help`` with a traceback."""
+    import typer.main
+    from typer.testing import CliRunner
+
+    from mcpfleet.runner.cli import app
+
+    def paths(cmd: Any, prefix: list[str]) -> list[list[str]]:
+        found = [prefix]
+        for name, sub in getattr(cmd, "commands", {}).items():  # typer's groups (its own click fork)
+            found += paths(sub, [*prefix, name])
+        return found
+
+    commands = paths(typer.main.get_command(app), [])
+    assert ["export"] in commands and ["tasks", "validate"] in commands
+    runner = CliRunner()
+    for path in commands:
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0 and result.exception is None, (path, result.output, result.exception)
+        assert "Usage" in result.output, (path, result.output)

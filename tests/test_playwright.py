@@ -283,7 +283,7 @@ def test_a_spare_has_its_browser_up_before_its_task_and_refuses_sites_the_task_d
 def test_bundled_task_validates_oracle_passes_noop_and_mutants_fail(marker: str) -> None:
     """`mcpfleet tasks validate`'s check through the real service: 4 trials (oracle, no-op, 2 mutants), and
     no process of any of them is left once it returns."""
-    tasks = [t for t in discover(TASKS) if t.id == "playwright/standard/shop_account/wishlist_add_two"]
+    tasks = [t for t in discover(TASKS) if t.id == "playwright/easy/shop_account/wishlist_add_two"]
     assert len(tasks) == 1
     (report,) = asyncio.run(validate(tasks, TASKS, concurrency=2))
     assert report.problems == []
@@ -302,7 +302,7 @@ def test_trials_claiming_a_spare_keep_their_outcomes_and_record_its_boot_apart(t
     from mcpfleet.runner.taskcheck import _spec
     from mcpfleet.runner.trial import Replay, TrialContext, run_trial
 
-    task = next(t for t in discover(TASKS) if t.id == "playwright/standard/shop_account/wishlist_add_two")
+    task = next(t for t in discover(TASKS) if t.id == "playwright/easy/shop_account/wishlist_add_two")
     mutant = next(m for m in task.mutants if m.name == "third_product_too")
     store = LocalStore(tmp_path / "runs")
 
@@ -569,7 +569,7 @@ def test_pod_sidecars_serve_a_trial_over_streamable_http(
     from mcpfleet.runner.store import LocalStore
     from mcpfleet.runner.trial import TrialContext, run_trial
 
-    task = next(t for t in discover(TASKS) if t.id == "playwright/standard/shop_account/wishlist_add_two")
+    task = next(t for t in discover(TASKS) if t.id == "playwright/easy/shop_account/wishlist_add_two")
     monkeypatch.setattr(playwright, "POD_SITE_PORTS", {s: _free_port() for s in playwright.POD_SITE_PORTS})
     mcp_port = _free_port()
     state, home = Path(marker) / "state", Path(marker) / "home"
@@ -685,7 +685,7 @@ def test_example_run_scripted_oracle_passes_and_noop_fails(tmp_path: Path, marke
     assert len(results) == 2 * n
     assert all(r["passed"] for r in results if r["model"] == "scripted-oracle"), [r["error"] for r in results]
     assert not any(r["passed"] for r in results if r["model"] == "scripted-noop")
-    oracle = next(r for r in results if r["model"] == "scripted-oracle")
+    oracle = next(r for r in results if r["model"] == "scripted-oracle" and "/standard/" in r["task_id"])
     assert oracle["totals"]["tool_calls"] >= 10 and oracle["totals"]["tool_errors"] == 0
     # Workers claimed spares (browser launched ahead) and those trials passed like the cold ones.
     spared = [r for r in results if r["model"] == "scripted-oracle" and r["timings"]["spare_started"] > 0]

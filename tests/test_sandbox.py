@@ -186,7 +186,7 @@ def test_oracle_trials_pass_in_the_sandbox(tmp_path: Path) -> None:
         finally:
             os.environ.pop(pgcluster.PG_DIR_ENV, None)
     assert pg.problems == [] and pg.oracle_passed and pg.noop_failed, pg
-    browser = [t for t in discover(TASKS) if t.id == "playwright/standard/shop_account/wishlist_add_two"]
+    browser = [t for t in discover(TASKS) if t.id == "playwright/easy/shop_account/wishlist_add_two"]
     (pw,) = asyncio.run(validate(browser, TASKS))
     assert pw.problems == [] and pw.oracle_passed and pw.noop_failed, pw
 

@@ -646,7 +646,7 @@ def test_a_mistyped_password_before_the_right_one_fails_no_shop_task(tmp_path: P
         Path(__file__).resolve().parents[1]
         / "tasks"
         / "playwright"
-        / "standard"
+        / "easy"
         / "shop_account"
         / "wishlist_add_two"
         / "verify.py"

@@ -32,7 +32,7 @@ from mcpfleet.runner.tasks import Task, find_task
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "tasks"
-BROWSER_TASK = "playwright/standard/shop_account/wishlist_add_two"
+BROWSER_TASK = "playwright/easy/shop_account/wishlist_add_two"
 CROSS_SITE_TASK = "playwright/standard/cross_site/cast_iron_restock"
 
 
