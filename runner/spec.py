@@ -304,8 +304,8 @@ class ProviderPolicy(SpecModel):
     """How provider faults are waited out and when a model's launches stop.
 
     Not part of the spec hash: waits and budgets change how long a run takes, never what a finished trial
-    measured. Configuration errors (401/403, unknown model, an unreachable apiBase) stop a model's launches
-    at once, whatever these say."""
+    measured. Configuration errors (401/402/403, unknown model, an apiBase still unreachable after a few quick
+    retries) stop a model's launches at once, whatever these say."""
 
     backoff_initial_seconds: float = Field(
         default=1.0, ge=0, le=600, description="First wait of the jittered exponential backoff between retries."
