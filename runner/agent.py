@@ -8,7 +8,6 @@ MCPMark's messages.json at the end. What the model reads (prompt, tool results) 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import time
 from collections.abc import Sequence
@@ -20,7 +19,7 @@ from mcp import ClientSession
 from . import snapshot_refs
 from .call_classes import CallClassifier
 from .conversation import MCPFLEET, MCPMARK, Conversation, timeout_error, turn_limit_error
-from .mcp_client import call_tool_abandoning, result_text
+from .mcp_client import AbandonedCalls, call_tool_abandoning, result_text
 from .metrics import TrialMetrics
 from .tasks import OracleStep, Task
 
@@ -132,15 +131,20 @@ async def call_tool(
     call_id: str,
     timeout: float,
     conversation: Conversation = MCPFLEET,
+    abandoned: AbandonedCalls | None = None,
 ) -> tuple[str, ToolCallRecord]:
-    """Run one tool call; malformed calls and timeouts become error results the model can read."""
+    """Run one tool call; malformed calls and timeouts become error results the model can read. Under MCPMark's
+    conversation a timed-out call is abandoned into ``abandoned`` (required there); otherwise it is cancelled."""
     rec = ToolCallRecord(name=name, call_id=call_id, arguments=raw_args)
     start = time.perf_counter()
     if conversation.mcpmark:
+        if abandoned is None:
+            raise ValueError("MCPMark's conversation abandons timed-out tool calls: call_tool needs AbandonedCalls")
         try:
-            return await _call_tool_as_mcpmark(session, known, name, raw_args, timeout, conversation, rec), rec
+            text = await _call_tool_as_mcpmark(session, known, name, raw_args, timeout, conversation, rec, abandoned)
         finally:
             rec.duration_s = time.perf_counter() - start
+        return text, rec
     try:
         if name not in known:
             rec.malformed = rec.is_error = True
@@ -182,6 +186,7 @@ async def _call_tool_as_mcpmark(
     timeout: float,
     conversation: Conversation,
     rec: ToolCallRecord,
+    abandoned: AbandonedCalls,
 ) -> str:
     """MCPMark's way: arguments parsed strictly (a failure ends the run), the tool called as named, a
     raised error or a timeout read back as text, any result as its JSON dump."""
@@ -192,7 +197,7 @@ async def _call_tool_as_mcpmark(
         raise MalformedArguments(str(exc)) from None
     rec.malformed = name not in known
     try:
-        result = await call_tool_abandoning(session, name, args, timeout)
+        result = await call_tool_abandoning(session, name, args, timeout, abandoned)
     except TimeoutError:
         rec.is_error = True
         return conversation.tool_timed_out(name, timeout)
@@ -214,9 +219,11 @@ async def run_llm_agent(
     tool_timeout_s: float,
     metrics: TrialMetrics | None = None,
     conversation: Conversation = MCPMARK,
+    abandoned: AbandonedCalls,
 ) -> AgentRun:
     """The tool-calling loop: ask, execute every tool call in order, repeat until the model stops or a limit
-    hits. Limits end the run with MCPMark's wording ("Max turns (N) exceeded", "Execution timed out ...")."""
+    hits. Limits end the run with MCPMark's wording ("Max turns (N) exceeded", "Execution timed out ...").
+    Tool calls abandoned at their timeout (MCPMark's conversation) go to ``abandoned``: the caller ends them."""
     from . import llm  # heavy import, paid once per warm worker
 
     listed = await session.list_tools()
@@ -224,9 +231,7 @@ async def run_llm_agent(
     known = {t.name for t in listed.tools}
     if metrics is not None:
         metrics.tools(sorted(known))
-    extra = conversation.extra_params(tools, target.model, target.params)
-    if extra:
-        target = dataclasses.replace(target, params={**(target.params or {}), **extra})
+    target = conversation.llm_target(target, tools)
     run = AgentRun(messages=conversation.opening(task), conversation=conversation.name)
     run.classifier = classifier = CallClassifier(listed.tools)
     progress = len(run.messages)  # what a timeout keeps: MCPMark's last progress snapshot
@@ -282,7 +287,7 @@ async def run_llm_agent(
                 for c in calls:
                     try:
                         text, rec = await call_tool(
-                            session, known, c.name, c.arguments, c.id, tool_timeout_s, conversation
+                            session, known, c.name, c.arguments, c.id, tool_timeout_s, conversation, abandoned
                         )
                     except MalformedArguments as exc:
                         rec = ToolCallRecord(

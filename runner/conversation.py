@@ -10,13 +10,17 @@ arguments are not JSON ends the run, as it does there).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import mcpmark_protocol as protocol
 from .mcp_client import result_text, tool_to_openai
 from .tasks import Task
+
+if TYPE_CHECKING:
+    from .llm import LLMTarget
 
 # MCPMark pins litellm 1.80.0, which sends every Claude model max_tokens=4096 (DEFAULT_ANTHROPIC_CHAT_MAX_TOKENS)
 # when the caller sets none, as MCPMark's agents do. Later LiteLLM sends the model's maximum instead (64000 for
@@ -32,6 +36,19 @@ def mcpmark_llm_defaults(model: str, params: dict[str, Any] | None) -> dict[str,
     if "max_tokens" in given or "reasoning_effort" in given or not _anthropic(model):
         return {}
     return {"max_tokens": MCPMARK_ANTHROPIC_MAX_TOKENS}
+
+
+def mcpmark_params(model: str, params: dict[str, Any] | None, tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """What MCPMark's agents add to the run's params on every LLM call: ``tool_choice: auto`` when tools are
+    offered natively (the ReAct agent offers none), and ``mcpmark_llm_defaults``."""
+    return {**({"tool_choice": "auto"} if tools else {}), **mcpmark_llm_defaults(model, params)}
+
+
+def mcpmark_target(target: LLMTarget, tools: list[dict[str, Any]] | None = None) -> LLMTarget:
+    """``target`` as MCPMark's agents call LiteLLM with it (``mcpmark_params`` over its params): the one place
+    both the tool-calling loop and the ReAct agent get MCPMark's defaults from, so they cannot drift apart."""
+    extra = mcpmark_params(target.model, target.params, tools)
+    return dataclasses.replace(target, params={**(target.params or {}), **extra}) if extra else target
 
 
 def _anthropic(model: str) -> bool:
@@ -182,9 +199,12 @@ class Conversation:
         return out
 
     def extra_params(self, tools: list[dict[str, Any]], model: str, params: dict[str, Any] | None) -> dict[str, Any]:
-        if not self.mcpmark:
-            return {}
-        return {**({"tool_choice": "auto"} if tools else {}), **mcpmark_llm_defaults(model, params)}
+        """What this conversation adds to the run's params (mcpfleet's own adds nothing)."""
+        return mcpmark_params(model, params, tools) if self.mcpmark else {}
+
+    def llm_target(self, target: LLMTarget, tools: list[dict[str, Any]]) -> LLMTarget:
+        """The target the loop calls, with ``extra_params`` applied (``mcpmark_target``, as the ReAct agent's)."""
+        return mcpmark_target(target, tools) if self.mcpmark else target
 
     def tool_content(self, result: Any) -> str:
         return mcpmark_tool_content(result) if self.mcpmark else result_text(result)

@@ -57,17 +57,46 @@ async def connect_http(url: str) -> AsyncIterator[ClientSession]:
             yield session
 
 
-# Tool calls abandoned at their timeout and still running, by the session they were made on (held so they are
-# not garbage-collected mid-call).
-_abandoned: dict[asyncio.Future[Any], Any] = {}
+class AbandonedCalls:
+    """One agent run's tool calls abandoned at their timeout and still running. The trial makes one per agent
+    run and ends it when the agent ends, so it stops that run's calls and no other's (the session the agent
+    gets is wrapped, ToolGate and AfterFirstCall, and may be a warm spare's: no session identity to match on).
+    Held here too so a call is not garbage-collected mid-call."""
+
+    def __init__(self) -> None:
+        self._calls: set[asyncio.Future[Any]] = set()
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def add(self, call: asyncio.Future[Any]) -> None:
+        self._calls.add(call)
+        call.add_done_callback(self._forget)
+
+    async def end(self, wait: float = 5.0) -> int:
+        """Cancel the calls that still run, once the agent has ended: MCPMark stops the server then, and what it
+        was doing with it, before the verifier reads the end state. Returns how many."""
+        calls = list(self._calls)
+        for call in calls:
+            call.cancel()
+        if calls:
+            await asyncio.wait(calls, timeout=wait)
+        return len(calls)
+
+    def _forget(self, call: asyncio.Future[Any]) -> None:
+        self._calls.discard(call)
+        if not call.cancelled():
+            call.exception()  # read, so a call that failed after it was abandoned is not reported as unretrieved
 
 
-async def call_tool_abandoning(session: Any, name: str, arguments: Any, timeout: float) -> Any:
+async def call_tool_abandoning(
+    session: Any, name: str, arguments: Any, timeout: float, abandoned: AbandonedCalls
+) -> Any:
     """``session.call_tool`` bounded by ``timeout`` the way MCPMark's agents bound it: ``asyncio.wait_for`` on an
     MCP client (1.12) that sends no cancellation. At the timeout the request is abandoned, not cancelled, and
     raises TimeoutError: the server finishes it while the model reads that it timed out and goes on, so a slow
-    PostgreSQL statement commits as under MCPMark (a cancelled one rolled back). ``end_abandoned`` stops what is
-    left when the agent ends."""
+    PostgreSQL statement commits as under MCPMark (a cancelled one rolled back). It is kept in ``abandoned``,
+    whose ``end`` stops what is left when the agent ends."""
     call = asyncio.ensure_future(session.call_tool(name, arguments))
     try:
         done, _ = await asyncio.wait({call}, timeout=timeout)
@@ -76,26 +105,8 @@ async def call_tool_abandoning(session: Any, name: str, arguments: Any, timeout:
         raise
     if call in done:
         return call.result()
-    _abandoned[call] = session
-    call.add_done_callback(_forget)
+    abandoned.add(call)
     raise TimeoutError
-
-
-async def end_abandoned(session: Any, wait: float = 5.0) -> int:
-    """Cancel the calls abandoned on ``session`` that still run, once its agent has ended: MCPMark stops the
-    server then, and what it was doing with it, before the verifier reads the end state. Returns how many."""
-    calls = [call for call, made_on in _abandoned.items() if made_on is session]
-    for call in calls:
-        call.cancel()
-    if calls:
-        await asyncio.wait(calls, timeout=wait)
-    return len(calls)
-
-
-def _forget(call: asyncio.Future[Any]) -> None:
-    _abandoned.pop(call, None)
-    if not call.cancelled():
-        call.exception()  # read, so a call that failed after it was abandoned is not reported as unretrieved
 
 
 def tool_to_openai(tool: Any) -> dict[str, Any]:

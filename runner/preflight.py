@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -95,20 +95,27 @@ def model_problems(run: EvalRun) -> list[str]:
                 f"(e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, gemini/gemini-2.5-pro) ({cause})"
             )
             continue
-        problems += _unsupported_params(f"{field}.params", model, name, provider, params)
+        supported = litellm.get_supported_openai_params
+        problems += _unsupported_params(f"{field}.params", model, name, provider, params, supported)
     return problems
 
 
-def _unsupported_params(field: str, model: str, name: str, provider: str, params: dict[str, Any]) -> list[str]:
+def _unsupported_params(
+    field: str,
+    model: str,
+    name: str,
+    provider: str,
+    params: dict[str, Any],
+    supported_params: Callable[..., list[str] | None],
+) -> list[str]:
     """Parameters LiteLLM knows the model does not take. It drops them without a word (``drop_params``), where
     MCPMark's run would fail on them, and the run would still be labelled with them (``reasoningEffort: high``
-    on gpt-4.1 exported as ``gpt-4.1-high``). A model LiteLLM has no list for passes."""
+    on gpt-4.1 exported as ``gpt-4.1-high``). A model LiteLLM has no list for passes. ``supported_params`` is
+    LiteLLM's ``get_supported_openai_params``, handed in so that LiteLLM is imported in one place only."""
     if not params:
         return []
-    from .llm import litellm
-
     try:
-        supported = litellm.get_supported_openai_params(model=name, custom_llm_provider=provider)
+        supported = supported_params(model=name, custom_llm_provider=provider)
     except Exception:  # noqa: BLE001 - no list, no verdict
         return []
     if not supported:

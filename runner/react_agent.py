@@ -9,7 +9,6 @@ tool-calling loop, so records and aggregates are the same.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import time
 from typing import Any
@@ -28,8 +27,8 @@ from .agent import (
     raise_if_server_gone,
 )
 from .call_classes import CallClassifier
-from .conversation import mcp1_result_dump, mcpmark_llm_defaults
-from .mcp_client import call_tool_abandoning
+from .conversation import mcp1_result_dump, mcpmark_target
+from .mcp_client import AbandonedCalls, call_tool_abandoning
 from .metrics import TrialMetrics
 from .tasks import Task
 
@@ -119,6 +118,7 @@ async def _act(
     timeout: float,
     turn: TurnRecord,
     classifier: CallClassifier,
+    abandoned: AbandonedCalls,
 ) -> str:
     name = action.get("tool")
     arguments = action.get("arguments", {}) or {}
@@ -130,7 +130,7 @@ async def _act(
         return protocol.render("react.invalid_tool", tool=name, tools=", ".join(known))
     start = time.perf_counter()
     try:
-        result = await call_tool_abandoning(session, name, arguments, timeout)
+        result = await call_tool_abandoning(session, name, arguments, timeout, abandoned)
     except TimeoutError:
         rec.is_error = True
         return protocol.render("react.tool_timeout", tool=name)
@@ -157,8 +157,10 @@ async def run_react_agent(
     timeout_s: float,
     tool_timeout_s: float,
     metrics: TrialMetrics | None = None,
+    abandoned: AbandonedCalls,
 ) -> AgentRun:
-    """The ReAct loop: at most ``max_turns`` replies; an answer ends it, anything else is answered."""
+    """The ReAct loop: at most ``max_turns`` replies; an answer ends it, anything else is answered. Tool calls
+    abandoned at their timeout go to ``abandoned``: the caller ends them."""
     from . import llm  # heavy import, paid once per warm worker
 
     listed = list((await session.list_tools()).tools)
@@ -178,8 +180,7 @@ async def run_react_agent(
         conversation=NAME,
     )
     run.classifier = CallClassifier(listed)
-    if extra := mcpmark_llm_defaults(target.model, target.params):  # MCPMark's ReAct agent calls LiteLLM too
-        target = dataclasses.replace(target, params={**(target.params or {}), **extra})
+    target = mcpmark_target(target)  # MCPMark's ReAct agent calls LiteLLM too (no native tools: no tool_choice)
     error: str | None = None
     try:
         async with asyncio.timeout(timeout_s) as deadline:
@@ -228,7 +229,7 @@ async def run_react_agent(
                     return run
                 action = reply.get("action")
                 if isinstance(action, dict):
-                    observation = await _act(session, known, action, tool_timeout_s, turn, run.classifier)
+                    observation = await _act(session, known, action, tool_timeout_s, turn, run.classifier, abandoned)
                     if metrics is not None:
                         for c in turn.tool_calls:
                             metrics.tool_call(c.name, c.duration_s, c.is_error, c.malformed)

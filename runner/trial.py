@@ -25,7 +25,7 @@ from . import agent as agents
 from . import call_classes, mcpmark_protocol, tmpdirs
 from .conversation import MCPFLEET, MCPMARK
 from .faults import one_line
-from .mcp_client import connect_http, connect_stdio, end_abandoned
+from .mcp_client import AbandonedCalls, connect_http, connect_stdio
 from .metrics import TrialMetrics
 from .outcome import classify
 from .plan import TrialSpec
@@ -106,7 +106,9 @@ def api_key(model: ModelSpec, env: Any) -> str | None:
     return None
 
 
-def llm_target(model: ModelSpec, spec: TrialSpec, ctx: TrialContext) -> Any:
+def llm_target(model: ModelSpec, spec: TrialSpec, ctx: TrialContext, *, budget_scale: int = 1) -> Any:
+    """The trial's LLMTarget. ``budget_scale`` multiplies the trial retry budget: a toolcalls shard is one trial's
+    worth of calls per case."""
     from .llm import LLMTarget
 
     env = ctx.env if ctx.env is not None else os.environ
@@ -118,7 +120,7 @@ def llm_target(model: ModelSpec, spec: TrialSpec, ctx: TrialContext) -> Any:
         "backoff_initial": p.backoff_initial_seconds if ctx.backoff_initial is None else ctx.backoff_initial,
         "backoff_max": p.backoff_max_seconds,
         "retry_after_max": p.retry_after_max_seconds,
-        "trial_retry_budget": p.trial_retry_budget,
+        "trial_retry_budget": p.trial_retry_budget * budget_scale,
     }
     if model.is_scripted:
         if not ctx.scripted_base_url:
@@ -235,6 +237,7 @@ async def _run_agent(
             session = cast(Any, hooked)
         t = time.perf_counter()
         metrics = TrialMetrics(spec.run, spec.model.name, spec.service) if ctx.metrics else None
+        abandoned = AbandonedCalls()  # this agent run's tool calls still running past their timeout
         try:
             if spec.agent == AgentKind.oracle:
                 replay = ctx.replay
@@ -264,6 +267,7 @@ async def _run_agent(
                         timeout_s=lim.timeout_seconds,
                         tool_timeout_s=lim.tool_call_timeout_seconds,
                         metrics=metrics,
+                        abandoned=abandoned,
                     )
                 return await agents.run_llm_agent(
                     session,
@@ -274,11 +278,12 @@ async def _run_agent(
                     timeout_s=lim.timeout_seconds,
                     tool_timeout_s=lim.tool_call_timeout_seconds,
                     metrics=metrics,
+                    abandoned=abandoned,
                 )
             finally:
                 await llm.close(target)
         finally:
-            await end_abandoned(session)  # tool calls still running past their timeout end with the agent
+            await abandoned.end()  # tool calls still running past their timeout end with the agent
             timings.agent = time.perf_counter() - t
             ended.append(time.perf_counter())
 

@@ -16,6 +16,10 @@ binding a pod to a name no kubelet has.
 What a node gives for free is emulated with host resources: an emptyDir is a temporary folder and its
 mountPath is rewritten to it (whole values and space-separated tokens), and since all pods share the host
 network, every containerPort gets a free host port and env values equal to that port number are rewritten.
+A process that takes the default temp folder (TMPDIR unset) would reach the host's /tmp, where on a node it
+reaches the volume the container mounts at /tmp: ``tmp_env=True`` sets such a container's TMPDIR to that
+volume's folder (off by default: under a long ``workdir`` the path is too long for the Unix sockets processes
+make there, Chromium's among them, so a test that turns it on gives a short ``workdir``).
 KUBELET_KEEP=1 in the environment keeps the pods' folders (container logs, volumes) for a post-mortem.
 """
 
@@ -91,9 +95,11 @@ class Kubelet:
         extra_env: dict[str, str] | None = None,
         workdir: Path | None = None,
         node: str = "test-node",
+        tmp_env: bool = False,
     ):
         self.url = url.rstrip("/")
         self.node = node
+        self.tmp_env = tmp_env
         self.pull_failures = pull_failures or set()
         self.extra_env = extra_env or {}
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="kubelet-"))
@@ -560,7 +566,8 @@ class Kubelet:
             VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), rewrite(a))
             for a in (c.get("command") or []) + (c.get("args") or [])
         ]
-        full_env = {"PATH": BIN_PATH, "LANG": "C.UTF-8", **self.extra_env, **env}
+        tmp = {"TMPDIR": paths["/tmp"]} if self.tmp_env and "/tmp" in paths else {}  # its /tmp: the volume
+        full_env = {"PATH": BIN_PATH, "LANG": "C.UTF-8", **self.extra_env, **tmp, **env}
         return argv, full_env, term_file
 
     async def _spawn(self, argv: list[str], env: dict[str, str], poddir: Path, name: str) -> asyncio.subprocess.Process:

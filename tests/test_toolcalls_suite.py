@@ -508,7 +508,6 @@ class FailingJudge:
 
     def __init__(self, fail: set[str] | None = None, secret: str = "", label: str = "correct", delay: float = 0):
         self.fail, self.secret, self.label, self.delay = fail, secret, label, delay
-        self.target = LLMTarget(model="openai/j")  # as a Judge's: the shard sets its retry budget
 
     async def judge(self, c: Case) -> Verdict:
         from mcpfleet.runner.toolcalls.judge import JudgeError
@@ -531,7 +530,7 @@ def test_a_shard_redacts_the_judge_key_its_settings_name(tmp_path: Path, monkeyp
 
     secret = "judge-secret-value-42"
     monkeypatch.setattr(suite, "ask", fresh_call)
-    monkeypatch.setattr(suite, "make_judge", lambda settings, env: FailingJudge(secret=env["JUDGE_KEY"]))
+    monkeypatch.setattr(suite, "make_judge", lambda settings, env, **_: FailingJudge(secret=env["JUDGE_KEY"]))
     judge = {"model": "openai/j", "apiBase": "http://127.0.0.1:9/v1", "apiKeyEnv": "JUDGE_KEY"}
     path = toolcall_run(tmp_path, [{"name": "a", "model": "openai/not-called"}], toolcalls={"judge": judge})
     run = load_evalrun(path)

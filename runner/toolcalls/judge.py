@@ -174,6 +174,18 @@ class JudgeStats:
         return dict(self.__dict__)
 
 
+def judge_target(
+    model: str, api_base: str | None = None, api_key: str | None = None, *, budget_scale: int = 1
+) -> LLMTarget:
+    """The judge model's target. ``budget_scale`` multiplies its retry budget (a trial's, LLMTarget's default): a
+    toolcalls shard's judge judges one trial's worth of calls per case."""
+    params = {"temperature": 0, "response_format": {"type": "json_object"}}
+    budget = LLMTarget.trial_retry_budget * budget_scale
+    return LLMTarget(
+        model=model, api_base=api_base, api_key=api_key, params=params, timeout=120.0, trial_retry_budget=budget
+    )
+
+
 @dataclass
 class Judge:
     """One judge model. ``await judge.judge(case)`` -> Verdict with the class and the model's reasoning."""
@@ -191,9 +203,7 @@ class Judge:
 
     @classmethod
     def for_model(cls, model: str, api_base: str | None = None, api_key: str | None = None, **kw: Any) -> Judge:
-        params = {"temperature": 0, "response_format": {"type": "json_object"}}
-        target = LLMTarget(model=model, api_base=api_base, api_key=api_key, params=params, timeout=120.0)
-        return cls(target, **kw)
+        return cls(judge_target(model, api_base, api_key), **kw)
 
     async def aclose(self) -> None:
         """Release the judge's cache and HTTP client, inside the loop that used it: a client left open warns at

@@ -242,10 +242,11 @@ def judge_keys(settings: JudgeSettings | None, env: Any) -> list[str]:
     return [v for v in (env.get(n) for n in names) if v]
 
 
-def make_judge(settings: JudgeSettings | None, env: Any) -> Judge | None:
+def make_judge(settings: JudgeSettings | None, env: Any, *, budget_scale: int = 1) -> Judge | None:
+    """The judge ``settings`` name (None for none); ``budget_scale`` multiplies its retry budget (judge_target)."""
     if settings is None:
         return None
-    from .judge import Judge
+    from .judge import Judge, judge_target
     from .judge_cache import JudgeCache, default_cache_dir
 
     key = env.get(settings.api_key_env) if settings.api_key_env else env.get(JUDGE_KEY_ENV)
@@ -253,10 +254,8 @@ def make_judge(settings: JudgeSettings | None, env: Any) -> Judge | None:
         cache: JudgeCache | None = JudgeCache(default_cache_dir())
     except Exception:  # noqa: BLE001 - a read-only home (a pod) judges without a cache
         cache = None
-    return Judge.for_model(
-        settings.model,
-        api_base=settings.api_base,
-        api_key=key or None,
+    return Judge(
+        judge_target(settings.model, settings.api_base, key or None, budget_scale=budget_scale),
         cache=cache,
         concurrency=settings.concurrency,
         rate_per_second=settings.rate_per_second,
@@ -386,14 +385,11 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
         if not cases:
             raise ValueError(f"shard {spec.shard} of {task.id} is empty (shard size {settings.shard_size})")
         play = {AgentKind.oracle: replayed, AgentKind.noop: no_answer}.get(AgentKind(spec.agent))
-        target = None if play is not None else llm_target(spec.model, spec, ctx)
-        judge = make_judge(settings.judge, env)
         # A case is a trial's worth of calls: the trial retry budget is the shard's per case. Shared by the
         # shard whole, a rate-limit burst spent it on the first few dozen of 250 cases, and every later case's
         # first 429 lost the shard (unscored, and so again on every retry of it).
-        for t in (target, judge.target if judge is not None else None):
-            if t is not None:
-                t.trial_retry_budget *= len(cases)
+        target = None if play is not None else llm_target(spec.model, spec, ctx, budget_scale=len(cases))
+        judge = make_judge(settings.judge, env, budget_scale=len(cases))
         try:
             outcomes = await run_cases(
                 cases, target, judge, settings.concurrency, spec.limits.timeout_seconds, play=play

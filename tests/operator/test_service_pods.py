@@ -67,7 +67,7 @@ def test_each_service_renders_its_own_sidecars_and_the_pods_validate() -> None:
 
 
 async def test_a_browser_task_runs_through_the_operator_with_its_sites_as_sidecars(
-    kube: RunningEmulator, operator_env: None, s3: str, bucket: str, tmp_path: Path
+    kube: RunningEmulator, operator_env: None, s3: str, bucket: str
 ) -> None:
     body = evalrun(
         "browser",
@@ -79,9 +79,12 @@ async def test_a_browser_task_runs_through_the_operator_with_its_sites_as_sideca
         tasks={"path": str(TASKS), "include": [BROWSER_TASK]},
         limits={"timeoutSeconds": 300, "llmTimeoutSeconds": 60, "verifierTimeoutSeconds": 60},
     )
-    workdir = tmp_path / "node"
-    workdir.mkdir()
-    async with Kubelet(kube.url, workdir=workdir) as kubelet:
+    # Each container's TMPDIR is its pod's /tmp volume, as a node's /tmp is (tmp_env): playwright-mcp's socket
+    # folder (pw-<hash> under the temp folder) goes with the pod, not into the host's /tmp. The node's folder is
+    # short, not under tmp_path: Chromium's socket in that temp folder must stay under 108 characters.
+    host_tmp = {p.name for p in Path("/tmp").glob("pw-*")}
+    workdir = Path(tempfile.mkdtemp(prefix="k-", dir="/tmp"))  # removed by the kubelet
+    async with Kubelet(kube.url, workdir=workdir, tmp_env=True) as kubelet:
         with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
             kube.create(body)
             try:
@@ -108,8 +111,9 @@ async def test_a_browser_task_runs_through_the_operator_with_its_sites_as_sideca
     # One pod per trial, each with the site and playwright-mcp sidecars started and ready before the runner.
     assert len(kubelet.started) == 2
     assert all(kubelet.sidecars[p] == ["site-shop", "mcp-playwright"] for p in kubelet.started), kubelet.sidecars
-    # Nothing they started (sites, playwright-mcp, Chromium and its helpers) outlived its pod.
+    # Nothing they started (sites, playwright-mcp, Chromium and its helpers) outlived its pod, or left a folder.
     assert not processes_naming(str(workdir))
+    assert {p.name for p in Path("/tmp").glob("pw-*")} <= host_tmp
 
 
 def prebuild_state(task: Task, root: Path) -> Path:
