@@ -65,8 +65,11 @@ def load_times(path: Path) -> dict[str, float]:
 def contained(path: Path, within: Path, what: str = "initial state", within_what: str = "") -> Path:
     """``path`` resolved, refused (TaskError) when it is a symbolic link leading outside ``within``: a hostile
     pack must not copy host files (``/etc``, the runner's credentials) into a trial, send one to the model as a
-    description or run one as a verifier."""
-    real, bound = path.resolve(), within.resolve()
+    description or run one as a verifier. A link that cannot be resolved (a loop, ``a -> a``) is refused too."""
+    try:
+        real, bound = path.resolve(), within.resolve()
+    except (RuntimeError, OSError) as exc:  # a link loop: RuntimeError before Python 3.13, OSError (ELOOP) since
+        raise TaskError(f"{what} {path}: a symbolic link that cannot be resolved ({exc}); remove it") from None
     if real != bound and bound not in real.parents:
         raise TaskError(
             f"{what} {path}: symbolic link to {real}, outside {within_what}{within}; a task pack must be "

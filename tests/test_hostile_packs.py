@@ -608,3 +608,194 @@ def test_a_task_folder_over_the_cap_is_refused_before_its_digest_reads_it(tmp_pa
         (task.path / f"n{i}").touch()
     with pytest.raises(PackCheckError, match="or 10,000 files"):
         check_selected([task])
+
+
+# --- s28 audit: verify.py, blank descriptions, meta.json ids, links in a task folder --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("def broken(:\n", r"verify.py: line \d+: invalid syntax"),
+        ("return 0\n", r"verify.py: line \d+: 'return' outside function"),  # refused by the compiler, not the parser
+        ("  x = 1\n", r"verify.py: line \d+: unexpected indent"),
+        ("x = 1\x00\n", "verify.py: source code (string )?cannot contain null bytes"),
+    ],
+)
+def test_a_verify_py_python_cannot_compile_is_refused_before_any_trial(tmp_path: Path, source: str, said: str) -> None:
+    """Before: `validate` and `run` took it, and every trial was a verifier_failed scored against the model."""
+    task = tiny(tmp_path)
+    with task.verifier.open("a") as f:
+        f.write(source)
+    with pytest.raises(PackCheckError, match=f"{said}.*verifier_failed.*py_compile"):
+        check_selected([task])
+    assert any(re.search(said, p) for p in check_task(task)), check_task(task)  # tasks validate
+
+
+@pytest.mark.parametrize(
+    "source", ["", "\n\n  \n", "# TODO: write the checks\n#\n", '"""Checks nothing yet."""\n', "pass\n"]
+)
+def test_a_verify_py_with_no_statement_that_runs_is_refused(tmp_path: Path, source: str) -> None:
+    """Before: it exited 0, so the no-op model scored pass@1 1.00 on the task."""
+    task = tiny(tmp_path)
+    task.verifier.write_text(source)
+    with pytest.raises(PackCheckError, match="verify.py: holds no statement that runs.*pass every trial"):
+        check_selected([task])
+    assert any("holds no statement that runs" in p for p in check_task(task))
+
+
+def test_a_verify_py_python_runs_is_accepted(tmp_path: Path) -> None:
+    """What Python itself runs passes: a coding cookie, a byte order mark, an invalid escape (a SyntaxWarning, which
+    the check does not print), a docstring followed by code, and a verifier holding its own reference data."""
+    task = tiny(tmp_path)
+    body = task.verifier.read_bytes()
+    for source in (
+        b"# -*- coding: latin-1 -*-\nNAME = '\xe9'\n" + body,
+        b"\xef\xbb\xbf" + body,
+        b'"""Check the end state."""\nimport re\nPATTERN = re.compile("\\d+")\n' + body,
+    ):
+        task.verifier.write_bytes(source)
+        check_selected([dataclasses.replace(task)])
+        assert check_task(dataclasses.replace(task)) == []
+
+
+def test_the_bundled_and_mcpmark_verifiers_compile(tmp_path: Path) -> None:
+    mcpmark = REPO / "tests" / "fixtures" / "mcpmark_pack"
+    tasks = discover(REPO / "tasks") + discover(mcpmark, REPO / "tests" / "fixtures" / "mcpmark_states")
+    assert len([t for t in tasks if t.verifier.is_file()]) > 5
+    check_selected(tasks)
+
+
+@pytest.mark.parametrize("text", ["  \n\n", "\r\n\t \r\n", "\u00a0\n"])
+def test_a_blank_description_is_refused_before_any_trial(tmp_path: Path, text: str) -> None:
+    """Before: only `tasks validate` said so; `validate` and `run` scored the trial as the model's premature_stop."""
+    task = tiny(tmp_path)
+    (task.path / "description.md").write_text(text)
+    with pytest.raises(PackCheckError, match="description.md is empty"):
+        check_selected([task])
+    assert any("description.md is empty" in p for p in check_task(task))
+
+
+def test_validate_and_run_refuse_a_broken_verifier_in_one_line(tmp_path: Path) -> None:
+    root = make_tiny_pack(tmp_path / "pack")
+    (root / "filesystem" / "standard" / "tiny" / "move_todo_0" / "verify.py").write_text("def broken(:\n")
+    path = write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}})
+    for command in ("validate", "run"):
+        out = cli(command, str(path), cwd=tmp_path)
+        assert_clean_error(out, "move_todo_0/verify.py: line 1: invalid syntax", "nothing was run")
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(("value", "kind"), [(None, "null"), (5, "a number"), ("", "a blank string"), ([], "an array")])
+@pytest.mark.parametrize("key", ["task_id", "category_id"])
+def test_a_meta_json_id_that_is_not_a_string_is_refused(tmp_path: Path, key: str, value: object, kind: str) -> None:
+    """Before: `"task_id": null` named the task `None__None` in its records and in the MCPMark export."""
+    task = tiny(tmp_path)
+    meta = json.loads((task.path / "meta.json").read_text())
+    (task.path / "meta.json").write_text(json.dumps({**meta, key: value}))
+    folder = task.name if key == "task_id" else task.category
+    said = f'meta.json "{key}" must be a non-empty string (MCPMark names the task <category_id>__<task_id>), not {kind}'
+    with pytest.raises(PackCheckError, match=re.escape(f'{said}; write "{folder}"')):
+        check_selected([task])
+    assert [p for p in check_task(task) if key in p] == [
+        f'{task.id}: {said}; write "{folder}" (the folder\'s name) or remove the key'
+    ]
+    assert task.mcpmark_name == "tiny__move_todo_0"  # the folders, as when the key is left out
+
+
+def test_a_string_id_other_than_the_folder_names_the_task_as_in_mcpmark(tmp_path: Path) -> None:
+    """MCPMark's own meta.json files hold string ids, some other than their folder (`ai_data_analyst_easy`): the run
+    takes them, names the task by them, and only `tasks validate` points out the difference."""
+    task = tiny(tmp_path)
+    meta = json.loads((task.path / "meta.json").read_text())
+    (task.path / "meta.json").write_text(json.dumps({**meta, "task_id": "move_todo_easy"}))
+    check_selected([task])
+    assert task.mcpmark_name == "tiny__move_todo_easy"
+    assert [p for p in check_task(task) if "task_id" in p] == [
+        f"{task.id}: meta.json task_id 'move_todo_easy' differs from folder 'move_todo_0'"
+    ]
+
+
+def test_a_link_in_a_task_folder_to_a_host_file_is_refused_before_it_is_hashed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: `validate` took it, the digest hashed the host file (17 s through a link to a 4 GiB sparse file) and
+    the link stayed in the folder the verifier runs from; `tasks validate` said ok."""
+    task = tiny(tmp_path)
+    host = tmp_path / "host.bin"
+    with open(host, "wb") as f:
+        f.truncate(4 * 1024**3)  # sparse: no disk used
+    (task.path / "data.bin").symlink_to(host)
+    (task.path / "pw").symlink_to("/etc/passwd")
+
+    def no_digest(*_: object) -> None:
+        raise AssertionError("a host file was hashed")
+
+    monkeypatch.setattr("mcpfleet.runner.tasks._hash_file", no_digest)
+    start = time.monotonic()
+    with pytest.raises(PackCheckError, match=r"move_todo_0/data.bin: symbolic link to .*host.bin, outside the pack"):
+        check_selected([task])
+    assert time.monotonic() - start < 5
+    problems = check_task(task)
+    assert len(problems) == 2 and all("self-contained" in p for p in problems), problems
+    assert "pw: symbolic link to /etc/passwd, outside the pack" in problems[1]
+
+
+def test_a_link_out_of_the_pack_inside_a_linked_folder_is_refused(tmp_path: Path) -> None:
+    """A folder link within the pack is followed, as a copy of the task folder follows it."""
+    task = tiny(tmp_path)
+    shared = tmp_path / "pack" / "shared"
+    shared.mkdir()
+    (shared / "ref.txt").write_text("reference\n")
+    (task.path / "shared").symlink_to(shared)
+    check_selected([task])
+    (shared / "pw").symlink_to("/etc/passwd")
+    with pytest.raises(PackCheckError, match=r"move_todo_0/shared/pw: symbolic link to /etc/passwd, outside the pack"):
+        check_selected([dataclasses.replace(task)])
+
+
+def test_the_size_cap_counts_a_link_as_its_target(tmp_path: Path) -> None:
+    """Before: the cap counted the link (a few bytes), so a link to a 300 MiB file within the pack passed it."""
+    task = tiny(tmp_path)
+    big = tmp_path / "pack" / "reference.bin"
+    with open(big, "wb") as f:
+        f.truncate(300 * 1024**2)  # sparse
+    (task.path / "reference.bin").symlink_to(big)
+    with pytest.raises(PackCheckError, match="the task folder holds more than 256 MiB"):
+        check_selected([task])
+    (task.path / "reference.bin").unlink()
+    (big.parent / "bulk").mkdir()
+    big.rename(big.parent / "bulk" / "reference.bin")
+    (task.path / "bulk").symlink_to(big.parent / "bulk")  # a folder link: a copy holds its files
+    with pytest.raises(PackCheckError, match="the task folder holds more than 256 MiB"):
+        check_selected([task])
+
+
+@pytest.mark.parametrize(("name", "target"), [("self", "."), ("up", ".."), ("again", "../move_todo_0"), ("me", "me")])
+def test_a_looping_link_in_a_task_folder_is_refused(tmp_path: Path, name: str, target: str) -> None:
+    """A copy following it would never end (`up -> ..` holds the task folder); `me -> me` cannot be resolved."""
+    task = tiny(tmp_path)
+    (task.path / name).symlink_to(target)
+    said = "cannot be resolved" if name == "me" else "which holds the link itself"
+    with pytest.raises(PackCheckError, match=f"move_todo_0/{name}: .*{said}"):
+        check_selected([task])
+    assert any(said in p for p in check_task(task))
+
+
+def test_links_within_the_task_folder_and_dangling_ones_are_fine(tmp_path: Path) -> None:
+    task = tiny(tmp_path)
+    (task.path / "notes").mkdir()
+    (task.path / "notes" / "a.txt").write_text("a\n")
+    (task.path / "alias").symlink_to("notes")
+    (task.path / "b.txt").symlink_to("notes/a.txt")
+    (task.path / "gone").symlink_to("missing.txt")  # copies nothing, hashes nothing
+    check_selected([task])
+    assert check_task(task) == []
+
+
+def test_a_state_link_that_cannot_be_resolved_is_a_task_error(tmp_path: Path) -> None:
+    """Before: `me -> me` in a state raised RuntimeError (Symlink loop) out of the state check: a traceback."""
+    task = tiny(tmp_path)
+    (task.state_dir / "me").symlink_to("me")
+    problems = state_problems(task)
+    assert len(problems) == 1 and "cannot be resolved" in problems[0], problems

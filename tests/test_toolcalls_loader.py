@@ -331,3 +331,61 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path: Path) -> None:
     js = tmp_path / "d.json"
     js.write_bytes(b"\xef\xbb\xbf" + json.dumps([row()]).encode())
     assert len(load_cases(jsonl).cases) == 1 and len(load_cases(js).cases) == 1
+
+
+@pytest.mark.parametrize("content", ["", "\n\n", "  \n\u00a0\n", "[]"])
+def test_data_without_a_case_is_refused_by_toolcalls_task_and_the_checks(tmp_path: Path, content: str) -> None:
+    """Before: `toolcalls task` wrote a 0-case task, `validate` and `tasks validate` took it, and its one planned
+    shard ended as infra_error, retried on every try."""
+    from mcpfleet.runner.tasks import check_task, discover
+    from mcpfleet.runner.toolcalls.pack import make_task
+    from mcpfleet.runner.toolcalls.shards import count_cases
+
+    data = tmp_path / ("empty.json" if content == "[]" else "empty.jsonl")
+    data.write_text(content)
+    with pytest.raises(DataError, match=r"empty.jsonl?: no rows .*needs at least one case"):
+        make_task(tmp_path / "pack", data, "limbic", "t0")
+    assert not (tmp_path / "pack").exists()
+    with pytest.raises(DataError, match="no rows"):
+        count_cases(data)  # the plan: `validate` and `run` refuse it (services/toolcall.py: shards)
+    good = write_jsonl(tmp_path / "one.jsonl", [row(id="a")])
+    made = make_task(tmp_path / "pack", good, "limbic", "t0")
+    (made / "cases.jsonl").unlink()  # emptied after it was made
+    (made / f"cases{data.suffix}").write_text(content)
+    [task] = discover(tmp_path / "pack")
+    assert [p for p in check_task(task) if "no rows" in p], check_task(task)  # `tasks validate`
+
+
+@pytest.mark.parametrize(
+    ("difficulty", "category", "name", "said"),
+    [
+        ("states", "limbic", "ok", "a difficulty folder named 'states' holds initial states"),
+        ("standard", "limbic", "n" * 65, "has 65 characters; rename it to at most 64"),
+        ("standard", "limbic", "n" * 160, "has 160 characters"),
+        ("d" * 40, "c" * 60, "n" * 60, "the task id has 171 characters"),
+        ("standard", "limbic", "__pycache__", "must match"),
+    ],
+)
+def test_toolcalls_task_refuses_names_the_task_checks_would_refuse(
+    tmp_path: Path, difficulty: str, category: str, name: str, said: str
+) -> None:
+    """Before: these were written, then skipped by `discover` (a `states` difficulty) or refused by the run (long
+    names). The one rule (tasks.name_problems) now refuses them before anything is written."""
+    from mcpfleet.runner.tasks import TaskError
+    from mcpfleet.runner.toolcalls.pack import make_task
+
+    data = write_jsonl(tmp_path / "d.jsonl", [row(id="a")])
+    with pytest.raises(TaskError, match=re.escape(said)):
+        make_task(tmp_path / "pack", data, category, name, difficulty)
+    assert not (tmp_path / "pack").exists()
+
+
+def test_toolcalls_task_takes_names_at_the_limits(tmp_path: Path) -> None:
+    from mcpfleet.runner.tasks import check_selected, discover
+    from mcpfleet.runner.toolcalls.pack import make_task
+
+    data = write_jsonl(tmp_path / "d.jsonl", [row(id="a")])
+    made = make_task(tmp_path / "pack", data, "c" * 64, "n" * 64, "d" * 21)  # a task id of 160 characters
+    assert len(made.relative_to(tmp_path / "pack").as_posix()) == 160
+    [task] = discover(tmp_path / "pack")
+    check_selected([task])

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..filemodes import folder_mode
-from ..tasks import NAME_RE, TaskError
+from ..tasks import TaskError, name_problems
 from .loader import DataError
 from .shards import count_cases
 
@@ -27,14 +27,15 @@ from .shards import count_cases
 def make_task(
     pack: Path, data: Path, category: str, name: str, difficulty: str = "standard", description: str | None = None
 ) -> Path:
-    """Write the task folder and return it; refuses names that cannot be part of a trial id."""
-    for part in (difficulty, category, name):
-        if not NAME_RE.fullmatch(part):
-            raise TaskError(f"{part!r} must match {NAME_RE.pattern} (it becomes part of trial ids)")
+    """Write the task folder and return it. Refuses, before writing anything, what the task checks would refuse
+    or skip once written: names that cannot be part of a trial id or that ``discover`` skips (the pack's own rule,
+    ``tasks.name_problems``), and data without a case."""
+    if problems := name_problems("toolcall", difficulty, category, name):
+        raise TaskError("; ".join(problems))
     task = pack / "toolcall" / difficulty / category / name
     if data.is_dir() and task.resolve().is_relative_to(data.resolve()):
         raise DataError(f"{data}: the task folder {task} would lie inside its own data; choose another --pack")
-    rows = count_cases(data)  # unreadable data or repeated case ids: refused before anything is written
+    rows = count_cases(data)  # unreadable data, no row or repeated case ids: refused before anything is written
     dest = "cases" if data.is_dir() else f"cases{data.suffix.lower()}"
     # Copy into a fresh folder beside the task and swap it in: the data may lie inside the old task folder
     # (re-making a task from its own cases), and removing that folder first would delete the input.

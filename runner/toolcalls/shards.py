@@ -76,10 +76,15 @@ def _stamp(path: Path) -> tuple[tuple[str, int, int], ...]:
 
 def count_cases(path: Path) -> int:
     """Rows in a data file or folder (bad rows included: they fail their shard, loudly, not the plan).
-    Repeated case ids raise DataError: they fail the plan."""
+    Repeated case ids raise DataError: they fail the plan. So does data without a row: a task of no case would
+    plan one empty shard, an infra_error retried on every try (``toolcalls task``, the plan and ``tasks
+    validate`` all count through here)."""
     stamp = _stamp(path)
     check_unique_ids(path)
-    return _count(str(path), stamp)
+    rows = _count(str(path), stamp)
+    if rows == 0:
+        raise DataError(f"{path}: no rows (blank lines do not count); a toolcall task needs at least one case")
+    return rows
 
 
 def shard_count(rows: int, size: int) -> int:
