@@ -141,10 +141,12 @@ class Kube:
         self.core = cast(_RawCoreApi, client.CoreV1Api(api))
         self.custom = cast(_RawCustomObjectsApi, client.CustomObjectsApi(api))
 
-    async def create_pod(self, namespace: str, pod: dict[str, Any]) -> bool:
-        """Create; False if it already exists (deterministic names make a repeat harmless). A pod of that name
-        left by another run (a deleted and re-created EvalRun of the same name, its old pod still terminating)
-        is not ours to count: ForeignPod, so the caller tries again once it is gone."""
+    async def create_pod(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any] | None:
+        """Create; None once created. If it already exists as this run's (deterministic names make a repeat
+        harmless, e.g. after a create whose answer was lost), that pod as read: it may have finished meanwhile, and
+        its last event may have gone by. A pod of that name left by another run (a deleted and re-created EvalRun
+        of the same name, its old pod still terminating) is not ours to count: ForeignPod, so the caller tries
+        again once it is gone."""
         body: bytes | str | None = None
         try:  # without preloading, the client returns an error response instead of raising: check both ways
             resp = await self.core.create_namespaced_pod(namespace, pod, _preload_content=False)
@@ -156,17 +158,19 @@ class Kube:
             code, body = exc.status, exc.body
         _count("create", "pods", code)
         if code < 300:
-            return True
+            return None
         if 400 <= code < 500 and code != 409:
             raise PodRefused(code, _api_message(code, body))
         if code != 409:
             raise ApiException(status=code, reason="pod creation failed")
         name, ours = pod["metadata"]["name"], pod["metadata"]["labels"].get(LABEL_RUN_UID)
         theirs, deleting = None, None  # gone meanwhile: not ours either, create it on the next try
+        existing: dict[str, Any] = {}
         resp = await self.core.read_namespaced_pod(name, namespace, _preload_content=False)
         _count("get", "pods", resp.status)
         if resp.status < 300:
-            meta = (await resp.json()).get("metadata") or {}
+            existing = await resp.json()
+            meta = existing.get("metadata") or {}
             theirs, deleting = (meta.get("labels") or {}).get(LABEL_RUN_UID), meta.get("deletionTimestamp")
         resp.release()
         if resp.status >= 300 and resp.status != 404:
@@ -175,7 +179,7 @@ class Kube:
             raise ForeignPod(f"pod {name} exists and belongs to run {theirs or '(gone)'}, not {ours}")
         if deleting:  # a stopped try's pod still terminating: never taken for the new try (as a Job never does)
             raise ForeignPod(f"pod {name} of this run is still terminating (deleted, due by {deleting})")
-        return False
+        return existing
 
     async def delete_pod(self, namespace: str, name: str) -> bool:
         """Delete gracefully: the pod's node sends its containers SIGTERM, gives them the pod's

@@ -8,6 +8,7 @@ so no trial is launched twice (pod names are deterministic) and none is forgotte
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import time
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import kopf
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -23,7 +25,7 @@ from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, i
 from mcpfleet.runner.plan import TrialSpec, plan
 from mcpfleet.runner.preflight import scripted_problems, selection
 from mcpfleet.runner.records import TrialResult, dumps, epoch_seconds, now_iso
-from mcpfleet.runner.spec import RESULT_FIELDS, EvalRun, SpecError, parse_evalrun
+from mcpfleet.runner.spec import FROZEN_OUTPUT, RESULT_FIELDS, EvalRun, Output, SpecError, parse_evalrun
 from mcpfleet.runner.store import ResultStore, StoreError, open_store, store_config
 from mcpfleet.runner.summary import PLAN_FILE, build_summary, mixed_harness, plan_file
 from mcpfleet.runner.tasks import TaskError, bundled_root
@@ -44,10 +46,19 @@ IMAGE_FAILURES = {
 }
 STORE_FAILURES = (StoreError, OSError)  # the results store is unreachable: try the same step again later
 STORE_RETRY_SECONDS = 2.0
+# A Kubernetes API call that failed but may pass when tried again: a 5xx or 429 (ApiException), a connection reset, a
+# lost answer.
+API_FAILURES = (ApiException, aiohttp.ClientError, TimeoutError)
 LOST_POD_GRACE_SECONDS = float(TERMINATION_GRACE_SECONDS)  # a pod without one: the grace trial pods get
 # A deleted pod that never ran its runner, still there this long after its node should have killed it: its node
 # is lost (or stuck); it is counted failed rather than waited on for ever.
 TERMINATING_SLACK_SECONDS = 30.0
+MAX_BACKOFF_SECONDS = 60.0  # the longest wait between tries of an API call the server refuses again and again
+# A pod create the API server refuses (403, 429: a quota, an admission policy, throttling): one Warning event per
+# cause (the API's message, the pod's name left out) at most this often, and no two such events closer than
+# REFUSAL_EVENT_GAP_SECONDS (a quota's message changes with its usage).
+REFUSAL_EVENT_SECONDS = 600.0
+REFUSAL_EVENT_GAP_SECONDS = 60.0
 DEADLINE_CHECK_SECONDS = 1.0  # how often tries in flight are checked against their deadlines
 
 
@@ -137,6 +148,26 @@ def kept_spec(raw: dict[str, Any], planned_text: Any, run: EvalRun) -> KeptSpec 
     return KeptSpec(kept, spec, [f for f, v in run.spec.frozen_view().items() if v != before.get(f)])
 
 
+def keep_frozen(spec: dict[str, Any], planned_spec: dict[str, Any], fields: list[str]) -> dict[str, Any]:
+    """The edited spec with its refused fields (names of ``frozen_view``) as planned: an edit that also touches a
+    frozen field still applies what may change (suspend, concurrency, retries, deadlines, pod settings)."""
+    out = copy.deepcopy(spec)
+    for f in fields:
+        if f == "output":  # only where the records are is frozen, not how they are reached
+            mine, theirs = dict(out.get("output") or {}), planned_spec.get("output") or {}
+            for key in (Output.model_fields[n].alias or n for n in FROZEN_OUTPUT):
+                if key in theirs:
+                    mine[key] = copy.deepcopy(theirs[key])
+                else:
+                    mine.pop(key, None)
+            out["output"] = mine
+        elif f in planned_spec:
+            out[f] = copy.deepcopy(planned_spec[f])
+        else:
+            out.pop(f, None)
+    return out
+
+
 class Reconciler:
     def __init__(self, shared: Shared, body: kopf.Body, logger: logging.Logger | logging.LoggerAdapter[Any]):
         self.shared, self.body, self.logger = shared, body, logger
@@ -169,7 +200,15 @@ class Reconciler:
         # What status last showed of a run whose state was dropped (it failed): its counts stay, none running.
         self.snapshot: dict[str, Any] | None = None
         self.stopped: kopf.DaemonStopped | None = None  # set when the operator exits or pauses (a peer acts)
-        self.pod_refusal: str | None = None  # the last pod create the API server refused for a while (warned once)
+        # Pod creates the API server refuses (403, 429): when each cause was last announced (monotonic), and the
+        # run's launches back off (doubling up to MAX_BACKOFF_SECONDS) until a create passes.
+        self.refusals_warned: dict[str, float] = {}
+        self.create_backoff = 0.0
+        self.create_retry_at = 0.0
+        # Pods of tries already counted whose delete failed (5xx, 429, a lost answer): deleted again from
+        # check_deadlines (and while the run is settled) until gone; the earliest next attempt (monotonic).
+        self.to_delete: set[str] = set()
+        self.delete_retry_at = 0.0
 
     def set_condition(self, type_: str, ok: bool, reason: str, message: str) -> None:
         """Set a condition; its lastTransitionTime changes only when its status does (the Kubernetes convention)."""
@@ -201,6 +240,7 @@ class Reconciler:
                 if self.settled is not None and self.body.metadata.get("generation") == self.settled:
                     if self.unwritten:  # the last write failed: a terminal phase is never lost
                         await self.write_status()
+                    await self.retry_deletes()  # the last trials' pods, if deleting them failed
                     if await self.expired():
                         break
                     await stopped.wait(1.0)  # the body is kopf's live view: an edit shows here at once
@@ -228,6 +268,7 @@ class Reconciler:
         """One pass from plan to a terminal phase (or until the daemon stops)."""
         self.drop_state()
         self.run, self.store, self.deferred = None, None, []
+        self.to_delete.clear()  # the rebuild deletes the pods of recorded tries it finds
         while not stopped:
             try:
                 if not await self.load():
@@ -240,6 +281,7 @@ class Reconciler:
                 await asyncio.sleep(STORE_RETRY_SECONDS)
         if self.state is None:
             return
+        wait = STORE_RETRY_SECONDS
         while not stopped:
             try:
                 await self.rebuild()
@@ -247,6 +289,12 @@ class Reconciler:
             except STORE_FAILURES as exc:  # the store is down: wait for it rather than crash
                 self.store_unavailable(exc)
                 await asyncio.sleep(STORE_RETRY_SECONDS)
+            except API_FAILURES as exc:
+                # The API server refused or lost the pod list (a 429 while many operators restart, a 5xx, a reset):
+                # wait and list again, backing off, rather than crash the daemon (kopf restarts it only after 60 s).
+                self.logger.warning("listing the run's pods failed (will try again in %.0f s): %s", wait, exc)
+                await asyncio.sleep(wait)
+                wait = min(2 * wait, MAX_BACKOFF_SECONDS)
         while not stopped and self.state is not None:  # None: the run failed, nothing left to do
             try:
                 await self.step()
@@ -270,13 +318,17 @@ class Reconciler:
         counts = status.get("counts") or {}
         ran = counts.get("finished", 0) + counts.get("running", 0)
         kept: KeptSpec | None = None
+        planned_spec = raw.get("spec")
         try:
             run = parse_evalrun(raw, f"EvalRun {self.ns}/{self.name}")
             kept = kept_spec(raw, status.get("plannedSpec"), run) if ran else None
             if kept is not None and kept.refused:
                 # The stored spec is not the one planned: an edit the operator that watched refused (or one made
-                # while none did). The run keeps the spec it was planned with, as the running operator did.
-                run = kept.run
+                # while none did). The run keeps the frozen fields it was planned with, as the running operator
+                # did, and takes the rest (suspend, concurrency, ...) from the object.
+                run, planned_spec = kept.run, kept.spec
+                if (merged := self.merged_edit(raw, kept.spec, kept.refused, kept.run)) is not None:
+                    run, planned_spec = merged
             trials = await asyncio.to_thread(planned, run)  # an s3:// pack is fetched first
             self.check_pods(run, trials)
             store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
@@ -305,7 +357,7 @@ class Reconciler:
             if self.phase not in TERMINAL:  # its accepted spec is gone: it cannot go on as it was planned
                 await self.fail("ImmutableField", self.conditions["Valid"]["message"])
             return False
-        self.keep_planned(kept.spec if kept is not None and kept.refused else raw.get("spec"))
+        self.keep_planned(planned_spec)
         if status.get("phase") == "Succeeded" and self.plan_hash == plan_hash(trials):
             self.phase = "Succeeded"  # an edit of what does not change results: nothing to redo
             self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
@@ -330,6 +382,22 @@ class Reconciler:
         if kept is not None and kept.refused:
             self.set_refused(kept.refused)
         return True
+
+    def merged_edit(
+        self, raw: dict[str, Any], planned_spec: Any, refused: list[str], planned_run: EvalRun
+    ) -> tuple[EvalRun, dict[str, Any]] | None:
+        """The edited object with its refused frozen fields as planned (``keep_frozen``), parsed; None when that is
+        not a valid spec with the planned frozen fields (then the whole edit is refused, as before)."""
+        if not isinstance(planned_spec, dict) or not isinstance(raw.get("spec"), dict):
+            return None
+        spec = keep_frozen(raw["spec"], planned_spec, refused)
+        try:
+            run = parse_evalrun({**raw, "spec": spec})
+        except (ValueError, SpecError):
+            return None
+        if run.spec.frozen_view() != planned_run.spec.frozen_view():
+            return None
+        return run, spec
 
     def keep_planned(self, spec: Any) -> None:
         """Remember the spec the run is planned with, for status.plannedSpec: an operator that restarts (or a peer
@@ -417,26 +485,16 @@ class Reconciler:
         assert self.state is not None and self.store is not None
         store = self.store
         records = await asyncio.to_thread(lambda: list(store.iter_results()))
-        conflicts = [
-            r["trial_id"]
-            for r in records  # infra errors measured nothing: never a conflict
-            if r.get("trial_id") in self.state.trials
-            and is_scored(r.get("failure"))
-            and r.get("spec_hash") != self.state.trials[r["trial_id"]].spec_hash
-        ]
-        if conflicts:
-            await self.fail(
-                "SpecConflict",
-                f"{len(conflicts)} stored trial(s) were recorded with a different "
-                f"spec (e.g. {conflicts[0]}); create a new EvalRun instead of editing",
-            )
+        # Listed before anything is adopted: a list the API server refuses leaves the state as it was, and
+        # drive() runs the whole rebuild again.
+        pods = await self.shared.kube.list_pods(self.ns, f"{LABEL_RUN_UID}={self.uid}")
+        if await self.conflict(records):
             return
         for r in records:
             self.state.adopt_record(r)
         # backoffLimit counts on across a restart; an edit that runs a failed run again starts it afresh
         self.state.rebuild_streak(records, since=self.refailed_at)
         stopped_by_us = self.refailed_at is not None or (self.conditions.get("Suspended") or {}).get("status") == "True"
-        pods = await self.shared.kube.list_pods(self.ns, f"{LABEL_RUN_UID}={self.uid}")
         for pod in pods:
             tid = (pod["metadata"].get("annotations") or {}).get(ANN_TRIAL, "")
             retry = int((pod["metadata"].get("labels") or {}).get("mcpfleet.io/retry", "0"))
@@ -471,6 +529,24 @@ class Reconciler:
             self.mark_started()  # a run created suspended starts once resumed
         self.phase = "Running"
 
+    async def conflict(self, records: list[dict[str, Any]]) -> bool:
+        """Scored records of this run's trials stored with another spec: the run fails (SpecConflict)."""
+        assert self.state is not None
+        conflicts = [
+            r["trial_id"]
+            for r in records  # infra errors measured nothing: never a conflict
+            if r.get("trial_id") in self.state.trials
+            and is_scored(r.get("failure"))
+            and r.get("spec_hash") != self.state.trials[r["trial_id"]].spec_hash
+        ]
+        if conflicts:
+            await self.fail(
+                "SpecConflict",
+                f"{len(conflicts)} stored trial(s) were recorded with a different "
+                f"spec (e.g. {conflicts[0]}); create a new EvalRun instead of editing",
+            )
+        return bool(conflicts)
+
     def mark_started(self) -> None:
         assert self.state is not None
         if self.started_at is None:
@@ -503,11 +579,41 @@ class Reconciler:
         storing its record) keeps its slot until it is gone, so the run never has more pods than its capacity."""
         assert self.state is not None
         name = pod["metadata"]["name"]
-        if not await self.shared.kube.delete_pod(self.ns, name) or (pod.get("status") or {}).get("phase") in TERMINAL:
+        try:
+            gone = not await self.shared.kube.delete_pod(self.ns, name)
+        except Exception as exc:  # noqa: BLE001 - deleted again later; meanwhile it holds its slot if it runs
+            self.delete_later(name, exc)
+            gone = False
+        if gone or (pod.get("status") or {}).get("phase") in TERMINAL:
             return
         grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", LOST_POD_GRACE_SECONDS)
         self.state.draining[name] = time.time() + float(grace) + TERMINATING_SLACK_SECONDS
         self.shared.inflight += 1
+
+    def delete_later(self, name: str, exc: BaseException) -> None:
+        self.logger.warning("deleting pod %s failed (will try again): %s", name, exc)
+        self.to_delete.add(name)
+
+    async def delete_counted(self, name: str) -> None:
+        """Delete the pod of a try already counted. A delete that fails (5xx, 429, a lost answer) must not raise: the
+        count stands, and the pod's events no longer lead anywhere, so retry_deletes tries it again."""
+        try:
+            await self.shared.kube.delete_pod(self.ns, name)
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the pod is deleted again later
+            self.delete_later(name, exc)
+
+    async def retry_deletes(self) -> None:
+        """Delete again the pods whose delete failed (at most every STORE_RETRY_SECONDS; never raises)."""
+        if not self.to_delete or time.monotonic() < self.delete_retry_at:
+            return
+        for name in sorted(self.to_delete):
+            try:
+                await self.shared.kube.delete_pod(self.ns, name)
+            except Exception as exc:  # noqa: BLE001 - the API server still fails: the rest waits as well
+                self.logger.warning("deleting pod %s failed again (will try again): %s", name, exc)
+                self.delete_retry_at = time.monotonic() + STORE_RETRY_SECONDS
+                return
+            self.to_delete.discard(name)
 
     def drained(self, name: str) -> None:
         assert self.state is not None
@@ -656,17 +762,44 @@ class Reconciler:
         self.store_retry_at = time.monotonic() + STORE_RETRY_SECONDS
 
     async def check_spec(self) -> None:
-        """Spec edits: suspend and concurrency apply at once; more trials are added; others conflict."""
+        """Spec edits: suspend and concurrency apply at once; more trials are added; an edit of a frozen field once
+        trials exist is refused (Valid=False) while the rest of it applies; a new output before any trial exists
+        is where the records are read from then on."""
         gen = self.body.metadata.get("generation")
         if gen == self.generation or self.state is None or time.monotonic() < self.store_retry_at:
             return
         seen, self.generation = self.generation, gen
         raw = {k: v for k, v in dict(self.body).items() if k in ("apiVersion", "kind", "metadata", "spec")}
+        spec = raw.get("spec")
+        refused: list[str] = []
+        moved: tuple[ResultStore, list[dict[str, Any]]] | None = None  # the new output's store and its records
         try:
             run = parse_evalrun(raw)
             trials = await asyncio.to_thread(planned, run)
             self.check_pods(run, trials)
-        except STORE_FAILURES as exc:  # the pack cannot be read right now: take the edit on a later step
+            before = self.run.spec.frozen_view() if self.run is not None else {}
+            fields = [f for f, v in run.spec.frozen_view().items() if v != before.get(f)]
+            if (plan_hash(trials) != self.plan_hash or "output" in fields) and (
+                self.state.done or self.state.in_flight
+            ):
+                # Records read from a new output would miss every record written to the old one: refused as well.
+                # What else the edit changes applies, with the frozen fields as planned.
+                kept = json.loads(self.planned_text) if self.planned_text else None
+                merged = self.merged_edit(raw, kept, fields, self.run) if fields and self.run is not None else None
+                if merged is None or merged[1] == kept:  # nothing else changed (or no spec to keep them from)
+                    await self.reject_edit(fields or list(RESULT_FIELDS))
+                    return
+                run, spec = merged
+                trials = await asyncio.to_thread(planned, run)
+                self.check_pods(run, trials)
+                if plan_hash(trials) != self.plan_hash:  # more changed under the run than the edit
+                    await self.reject_edit(fields)
+                    return
+                refused = fields
+            elif "output" in fields:  # no trial ran nor runs: read the records where the pods will store them now
+                store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
+                moved = store, await asyncio.to_thread(lambda: list(store.iter_results()))
+        except STORE_FAILURES as exc:  # the pack or the new output cannot be read right now: take the edit later
             self.generation = seen
             self.store_unavailable(exc)
             return
@@ -675,20 +808,23 @@ class Reconciler:
             await self.fail("InvalidSpec", "; ".join(problems))
             kopf.warn(self.body, reason="InvalidSpec", message="; ".join(problems)[:1000])
             return
-        before = self.run.spec.frozen_view() if self.run is not None else {}
-        fields = [f for f, v in run.spec.frozen_view().items() if v != before.get(f)]
-        if (plan_hash(trials) != self.plan_hash or "output" in fields) and (self.state.done or self.state.in_flight):
-            # Records read from a new output would miss every record written to the old one: refused as well.
-            await self.reject_edit(fields or list(RESULT_FIELDS))
-            return
         before_history = self.run.spec.launch_order.learn_from if self.run is not None else []
         self.run, self.plan_hash = run, plan_hash(trials)
-        self.keep_planned(raw.get("spec"))
-        self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
+        self.keep_planned(spec)
+        self.create_retry_at = 0.0  # the edit may fix what the API server refused (spec.pod): creates are tried at once
+        if refused:  # still refused: Valid stays False (its transition time too)
+            self.set_refused(refused)
+        else:
+            self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
         self.state.trials = {t.trial_id: t for t in trials}
         self.state.order = [t.trial_id for t in trials]
         self.state.retry_limit = run.spec.retries.limit
         self.state.done = {k: v for k, v in self.state.done.items() if k in self.state.trials}
+        if moved is not None:
+            self.store = moved[0]
+            if await self.conflict(moved[1]):
+                return
+            self.readopt(moved[1])
         added = [n for n in run.spec.launch_order.learn_from if n not in before_history]
         resumed = self.state.resume_models()  # an edit (a new key reference, another model) lifts the stops
         if resumed:
@@ -704,6 +840,15 @@ class Reconciler:
         self.dirty = True
         await self.learn_history(added)  # runs named by the edit (one dropped keeps what it taught)
 
+    def readopt(self, records: list[dict[str, Any]]) -> None:
+        """The records of a new output (no trial ran or runs): as a restarted operator would read them, the tries
+        counted so far are the ones stored there (the old output's infrastructure records no longer count)."""
+        assert self.state is not None
+        self.state.retries, self.state.retries_total = {}, 0
+        for r in records:
+            self.state.adopt_record(r)
+        self.state.rebuild_streak(records, since=self.refailed_at)
+
     def per_model_free(self) -> dict[str, int]:
         assert self.run is not None and self.state is not None
         busy = self.state.in_flight_by_model()
@@ -715,6 +860,8 @@ class Reconciler:
 
     async def launch(self) -> None:
         assert self.run is not None and self.state is not None
+        if time.monotonic() < self.create_retry_at:  # the API server refused the last creates: backing off
+            return
         room = self.run.spec.concurrency.total - len(self.state.in_flight) - len(self.state.draining)
         if room <= 0 or not self.state.waiting:
             return
@@ -727,31 +874,67 @@ class Reconciler:
             return
         pods = [trial_pod(self.run, trial, self.shared.settings, retry) for trial, retry in picks]
         for (trial, retry), pod in zip(picks, pods, strict=True):
+            self.to_delete.discard(pod["metadata"]["name"])  # its name is a new try's now: never deleted for an old one
             self.state.launched(trial, pod["metadata"]["name"], retry, time.time())
             self.shared.inflight += 1
         results = await asyncio.gather(
             *(self.shared.kube.create_pod(self.ns, pod) for pod in pods), return_exceptions=True
         )
-        refused: list[tuple[str, PodRefused]] = []
-        for (trial, _), res in zip(picks, results, strict=True):
-            if isinstance(res, BaseException):
-                self.logger.warning("creating the pod of %s failed: %s", trial.trial_id, res)
-                self.state.unlaunch(trial.trial_id)
-                self.shared.inflight -= 1
-                if isinstance(res, (ForeignPod, PodRefused)):  # wait (for the other run's pod to go), no spinning
-                    self.state.delayed[trial.trial_id] = time.time() + STORE_RETRY_SECONDS
-                if isinstance(res, PodRefused):
-                    refused.append((trial.trial_id, res))
+        refused: list[tuple[str, str, PodRefused]] = []
+        created = False
+        for (trial, _), pod, res in zip(picks, pods, results, strict=True):
+            if not isinstance(res, BaseException):
+                created = True
+                if isinstance(res, dict):  # it existed (a create whose answer was lost): it may have ended already
+                    self.queue.put_nowait(("MODIFIED", res))
+                continue
+            self.logger.warning("creating the pod of %s failed: %s", trial.trial_id, res)
+            self.state.unlaunch(trial.trial_id)
+            self.shared.inflight -= 1
+            if isinstance(res, ForeignPod):  # wait for the other run's pod (or a dying one) to go, no spinning
+                self.state.delayed[trial.trial_id] = time.time() + STORE_RETRY_SECONDS
+            if isinstance(res, PodRefused):
+                refused.append((trial.trial_id, pod["metadata"]["name"], res))
         self.dirty = True
-        for tid, exc in refused:
-            message = f"the API server refused the pod of trial {tid} ({exc}); fix spec.pod or spec.limits"
+        for tid, _, exc in refused:
             if exc.for_good:  # the same manifest is refused every time: an invalid spec, not a retry for ever
+                message = f"the API server refused the pod of trial {tid} ({exc}); fix spec.pod or spec.limits"
                 await self.fail("InvalidSpec", message)
                 kopf.warn(self.body, reason="InvalidSpec", message=message[:1000])
                 return
-            if message != self.pod_refusal:  # say it once (not each retry), until it changes
-                kopf.warn(self.body, reason="PodCreateRefused", message=message[:1000])
-            self.pod_refusal = message
+        if refused:
+            self.creates_refused(refused[-1][1], refused[-1][2])
+        elif created:
+            self.create_backoff = 0.0
+            if (self.conditions.get("PodsCreated") or {}).get("status") == "False":
+                self.set_condition("PodsCreated", True, "Created", "the API server accepts the run's pods again")
+
+    def creates_refused(self, pod: str, exc: PodRefused) -> None:
+        """Pod creates the API server refused, maybe only for a while (a 403 of a quota or an admission policy, a
+        429): as a ReplicaSet's ReplicaFailure, a condition with the API's message (PodsCreated=False, FailedCreate)
+        until a create passes, a Warning event per cause (rate-limited, see REFUSAL_EVENT_SECONDS), and the run's
+        launches backing off (2 s doubling up to MAX_BACKOFF_SECONDS), not more load on a server that throttles."""
+        cause = f"{exc.status}: {exc.message.replace(pod, '<pod>')}"  # the same for every trial pod it refuses
+        self.set_condition("PodsCreated", False, "FailedCreate", cause)
+        self.create_backoff = min(MAX_BACKOFF_SECONDS, max(STORE_RETRY_SECONDS, 2 * self.create_backoff))
+        now = time.monotonic()
+        self.create_retry_at = now + self.create_backoff
+        last = max(self.refusals_warned.values(), default=None)
+        said = self.refusals_warned.get(cause)
+        if (said is None or now - said >= REFUSAL_EVENT_SECONDS) and (
+            last is None or now - last >= REFUSAL_EVENT_GAP_SECONDS
+        ):
+            self.refusals_warned = {c: t for c, t in self.refusals_warned.items() if now - t < REFUSAL_EVENT_SECONDS}
+            self.refusals_warned[cause] = now
+            kopf.warn(
+                self.body,
+                reason="PodCreateRefused",
+                message=(
+                    f"the API server refused to create trial pods ({cause}); launches are tried again, backing off "
+                    f"up to {int(MAX_BACKOFF_SECONDS)} s, until it accepts them (status condition PodsCreated): a "
+                    "quota, an admission policy, RBAC or spec.pod / spec.limits may need fixing"
+                )[:1000],
+            )
 
     # -- outcomes ---------------------------------------------------------------------------------
     async def on_pod(self, kind: str, pod: dict[str, Any]) -> None:
@@ -762,6 +945,8 @@ class Reconciler:
         phase = status.get("phase")
         if meta.get("name") in self.state.draining and (kind == "DELETED" or phase in TERMINAL):
             self.drained(meta["name"])
+        if kind == "DELETED":
+            self.to_delete.discard(meta.get("name") or "")
         inf = self.state.in_flight.get(tid)
         if inf is None or inf.pod != meta.get("name"):
             return  # a pod we already handled (or a stale try): nothing to count
@@ -854,7 +1039,7 @@ class Reconciler:
                 )
             self.state.unlaunch(tid)
             self.shared.inflight -= 1
-            await self.shared.kube.delete_pod(self.ns, pod["metadata"]["name"])
+            await self.delete_counted(pod["metadata"]["name"])
             self.dirty = True
             return
         said = termination_message(pod)
@@ -903,7 +1088,7 @@ class Reconciler:
                 metrics.observe_record(self.ns, self.name, infra.model_dump(mode="json"))
                 kopf.warn(self.body, reason="InfraError", message=f"{tid}: {reason} (gave up after {tries} tries)")
         self.shared.inflight -= 1
-        await self.shared.kube.delete_pod(self.ns, pod["metadata"]["name"])
+        await self.delete_counted(pod["metadata"]["name"])
         self.dirty = True
         if self.state is None:
             return
@@ -943,6 +1128,7 @@ class Reconciler:
         """Tries that will not end by themselves. A Pending one is deleted (its outcome is taken once it is
         gone); one whose runner certainly stopped, though its pod does not say so, is counted at once."""
         assert self.state is not None and self.run is not None
+        await self.retry_deletes()
         limit = self.run.spec.pod.pending_timeout_seconds
         now = time.time()
         for name, until in list(self.state.draining.items()):
@@ -970,6 +1156,11 @@ class Reconciler:
                     await self.end_try(tid, f"pod still Pending after {limit} s")
                 except STORE_FAILURES as exc:
                     self.store_unavailable(exc)
+                    return
+                except API_FAILURES as exc:  # not deleted: still overdue on the next check
+                    self.logger.warning(
+                        "deleting the pod of %s (Pending deadline) failed (will try again): %s", tid, exc
+                    )
                     return
                 continue
             if why is not None:

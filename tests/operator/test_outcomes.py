@@ -37,9 +37,9 @@ class FakeKube:
         self.hold: dict[str, Callable[[], bool]] = {}  # pod -> its delete answers once this holds
         self.pods: list[dict[str, Any]] = []  # what list_pods answers (the run's pods an operator finds)
 
-    async def create_pod(self, namespace: str, pod: dict[str, Any]) -> bool:
+    async def create_pod(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any] | None:
         self.created.append(pod)
-        return True
+        return None
 
     async def delete_pod(self, namespace: str, name: str) -> bool:
         await asyncio.sleep(0)  # a request: other coroutines run meanwhile

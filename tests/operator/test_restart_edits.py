@@ -19,6 +19,7 @@ from kubeemu import merge_patch
 from test_outcomes import FakeKube, edit, evalrun, reconciler, record, tid_of
 
 from mcpfleet.operator.reconciler import Reconciler
+from mcpfleet.runner.store import LocalStore
 
 
 @pytest.fixture(autouse=True)
@@ -153,3 +154,93 @@ async def test_a_status_without_a_planned_spec_is_guarded_by_the_plan_hash_as_be
     new = restarted(rec, kube)
     assert not await new.load()
     assert new.phase == "Failed" and new.conditions["Failed"]["reason"] == "ImmutableField"
+
+
+async def test_an_output_edit_before_any_trial_ran_is_where_the_records_are_read(tmp_path: Path) -> None:
+    """Created suspended with a wrong output, fixed (accepted: no trial exists yet), then resumed: the pods store
+    their records under the new output, and the operator must read them there. Before, it kept the store it opened
+    first, so the passing record was "missing": an infra error written to the old output, the trial paid again."""
+    pack = make_tiny_pack(tmp_path / "pack", tasks=1)
+    kube = StatusKube()
+    rec = reconciler(evalrun(pack, tmp_path / "outA", 1, suspend=True), kube)
+    assert await rec.load()
+    await rec.rebuild()
+    await rec.step()
+    assert not kube.created
+    edit(rec, output={"uri": str(tmp_path / "outB")})
+    await rec.step()
+    assert rec.conditions["Valid"]["status"] == "True"
+    edit(rec, suspend=False)
+    await rec.step()
+    [pod] = kube.created
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["MCPFLEET_OUTPUT_URI"] == str(tmp_path / "outB")
+    tid = tid_of(pod)
+    assert rec.state is not None
+    LocalStore(tmp_path / "outB" / "batch" / "uid-1").commit(tid, record(rec.state.trials[tid]))  # where its pod says
+    rec.queue.put_nowait(("MODIFIED", {**pod, "status": {"phase": "Succeeded"}}))
+    await rec.step()
+    assert tid in rec.state.done and rec.state.done[tid]["passed"], rec.state.done
+    assert rec.state.retries == {} and rec.phase == "Succeeded"
+    assert not (tmp_path / "outA").exists() or not any((tmp_path / "outA").rglob("result.json"))
+    assert (tmp_path / "outB" / "batch" / "uid-1" / "summary.json").exists()
+
+
+async def test_an_output_edit_adopts_the_records_already_under_the_new_output(tmp_path: Path) -> None:
+    """The new output already holds a record of the run's trial (its pod was told that output, e.g. by an operator
+    that restarted meanwhile): it is adopted, as a restarted operator would, not run again."""
+    pack = make_tiny_pack(tmp_path / "pack", tasks=2)
+    kube = StatusKube()
+    rec = reconciler(evalrun(pack, tmp_path / "outA", 2, suspend=True), kube)
+    assert await rec.load()
+    await rec.rebuild()
+    assert rec.state is not None
+    first = rec.state.order[0]
+    LocalStore(tmp_path / "outB" / "batch" / "uid-1").commit(first, record(rec.state.trials[first]))
+    edit(rec, output={"uri": str(tmp_path / "outB")}, suspend=False)
+    await rec.step()
+    assert first in rec.state.done
+    assert [tid_of(p) for p in kube.created] == [t for t in rec.state.order if t != first]
+
+
+async def test_suspend_and_concurrency_apply_while_a_refused_edit_stands(tmp_path: Path) -> None:
+    """A refused edit (attempts) stands; the user then suspends the run and raises its concurrency. As a Job's,
+    suspend deletes the pods and concurrency applies, while Valid stays False naming the refused field. Before,
+    every later edit was refused with it: the pods kept running."""
+    rec, kube, _ = await one_done_one_running(tmp_path)
+    edit(rec, attempts=2)
+    await rec.step()
+    refused = rec.conditions["Valid"]
+    assert (refused["status"], refused["reason"]) == ("False", "ImmutableField")
+    edit(rec, suspend=True, concurrency={"total": 7})
+    await rec.step()
+    assert rec.run is not None and rec.run.spec.suspend and rec.run.spec.concurrency.total == 7
+    assert rec.run.spec.attempts == 1 and rec.state is not None and len(rec.state.trials) == 2
+    [running] = [p for p in kube.created if p["metadata"]["name"] not in kube.deleted[:1]]
+    assert running["metadata"]["name"] in kube.deleted, "the suspend did not delete the running pod"
+    assert rec.conditions["Suspended"]["status"] == "True"
+    valid = rec.conditions["Valid"]
+    assert (valid["status"], valid["reason"]) == ("False", "ImmutableField") and "spec.attempts" in valid["message"]
+    assert valid["lastTransitionTime"] == refused["lastTransitionTime"]
+    await rec.write_status(force=True)
+    kept = json.loads(kube.status["plannedSpec"])
+    assert (kept["attempts"], kept["suspend"], kept["concurrency"]["total"]) == (1, True, 7)
+
+
+async def test_a_restarted_operator_applies_suspend_while_a_refused_edit_stands(tmp_path: Path) -> None:
+    """The same after a restart: the stored object holds the refused attempts and suspend: true; the restarted
+    operator keeps the planned attempts and suspends the run (before, it took the whole planned spec: running)."""
+    rec, kube, _ = await one_done_one_running(tmp_path)
+    edit(rec, attempts=2)
+    await rec.step()
+    await rec.write_status(force=True)
+    edit(rec, suspend=True)  # made while no operator watched
+    new = restarted(rec, kube)
+    assert await new.load()
+    assert new.run is not None and new.run.spec.suspend and new.run.spec.attempts == 1
+    valid = new.conditions["Valid"]
+    assert (valid["status"], valid["reason"]) == ("False", "ImmutableField") and "spec.attempts" in valid["message"]
+    await new.rebuild()
+    await new.step()
+    [running] = kube.pods
+    assert running["metadata"]["name"] in kube.deleted[1:] and new.conditions["Suspended"]["status"] == "True"

@@ -14,9 +14,10 @@ import pytest
 from conftest import make_tiny_pack
 from kubernetes_asyncio.client.exceptions import ApiException
 from test_disruptions import disruption
-from test_outcomes import edit, evalrun, reconciler, tid_of
+from test_outcomes import edit, evalrun, reconciler, record, tid_of
 
-from mcpfleet.operator.kube import ForeignPod, Kube
+import mcpfleet.operator.reconciler as reconciler_module
+from mcpfleet.operator.kube import ForeignPod, Kube, PodRefused
 from mcpfleet.operator.manifests import LABEL_RUN_UID
 from mcpfleet.operator.reconciler import Reconciler
 from mcpfleet.runner.records import now_iso
@@ -25,7 +26,7 @@ from mcpfleet.runner.records import now_iso
 class PodsKube:
     """Pods exist until ``remove``d; deleting a pod whose node is ``lost`` only marks it Terminating; a name in
     ``fail_delete`` answers its next delete with a 500. A create of an existing name answers as the real API
-    client does (``Kube.create_pod``): ForeignPod for another run's pod or a dying one, else False (taken over)."""
+    client does (``Kube.create_pod``): ForeignPod for another run's pod or a dying one, else the pod (taken over)."""
 
     def __init__(self) -> None:
         self.created: list[dict[str, Any]] = []
@@ -35,7 +36,7 @@ class PodsKube:
         self.lost: set[str] = set()
         self.fail_delete: set[str] = set()
 
-    async def create_pod(self, namespace: str, pod: dict[str, Any]) -> bool:
+    async def create_pod(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any] | None:
         self.created.append(pod)
         name = pod["metadata"]["name"]
         if name in self.existing:
@@ -45,9 +46,9 @@ class PodsKube:
             if old.get("deletionTimestamp"):
                 raise ForeignPod(f"{name} is still terminating")
             self.taken_over.append(name)
-            return False
+            return self.existing[name]
         self.existing[name] = {**pod, "status": {"phase": "Pending"}}
-        return True
+        return None
 
     async def delete_pod(self, namespace: str, name: str) -> bool:
         await asyncio.sleep(0)
@@ -268,7 +269,7 @@ class _Core:
 @pytest.mark.parametrize(
     ("meta", "outcome"),
     [
-        ({"labels": {LABEL_RUN_UID: "uid-1"}}, False),  # ours and alive: a repeat create, harmless
+        ({"labels": {LABEL_RUN_UID: "uid-1"}}, None),  # ours and alive: a repeat create, harmless (the pod read)
         ({"labels": {LABEL_RUN_UID: "uid-1"}, "deletionTimestamp": "2026-11-28T00:00:30Z"}, ForeignPod),
         ({"labels": {LABEL_RUN_UID: "uid-0"}}, ForeignPod),  # another run's
     ],
@@ -281,4 +282,174 @@ async def test_the_api_client_never_takes_a_dying_pod_for_a_new_one(meta: dict[s
         with pytest.raises(ForeignPod):
             await kube.create_pod("ns", pod)
     else:
-        assert await kube.create_pod("ns", pod) is False
+        assert await kube.create_pod("ns", pod) == {"metadata": meta}
+
+
+async def test_a_finished_pod_whose_delete_failed_is_deleted_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The try is counted, then deleting its pod fails once (a 500). Before, the pod was never deleted: its event,
+    taken again, found the trial no longer in flight. Now the delete is tried again from the periodic check, and
+    the count stands (no second outcome, no exception out of the step)."""
+    monkeypatch.setattr(reconciler_module, "STORE_RETRY_SECONDS", 0.0)
+    rec, kube = await running(tmp_path, 1)
+    [name] = kube.existing
+    assert rec.store is not None and rec.state is not None
+    tid = tid_of(kube.existing[name])
+    rec.store.commit(tid, record(rec.state.trials[tid]))
+    kube.fail_delete.add(name)
+    rec.queue.put_nowait(("MODIFIED", {**kube.existing[name], "status": {"phase": "Succeeded"}}))
+    await rec.step()
+    assert rec.state.done[tid]["passed"] and rec.phase == "Succeeded" and kube.deleted == [name]
+    rec.deadlines_at = 0.0
+    await rec.step()
+    assert kube.deleted == [name, name] and not rec.to_delete
+    assert list(rec.state.done) == [tid] and rec.shared.inflight == 0
+
+
+async def test_a_finished_pod_on_the_deadline_path_whose_delete_failed_is_deleted_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pod on a lost node, counted failed past its deadline, whose delete then fails: no "reconcile step failed"
+    (the exception escaped the step before), and the delete is tried again."""
+    monkeypatch.setattr(reconciler_module, "STORE_RETRY_SECONDS", 0.0)
+    rec, kube = await running(tmp_path, 1, retries={"limit": 1, "backoffSeconds": 0})
+    [name] = kube.existing
+    assert rec.state is not None
+    [inf] = rec.state.in_flight.values()
+    inf.started = 1.0  # long past its deadline
+    kube.fail_delete.add(name)
+    rec.deadlines_at = 0.0
+    await rec.step()  # would raise if the delete's error escaped
+    assert rec.state.retries == {inf.trial.trial_id: 1} and name in rec.to_delete
+    rec.deadlines_at = 0.0
+    await rec.step()
+    assert kube.deleted.count(name) == 2 and name not in rec.to_delete
+
+
+async def test_a_refused_pod_list_while_rebuilding_is_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 429 (API priority and fairness, many operators restarting) on the rebuild's pod list: drive() waits and
+    lists again, and the run launches. Before, the error escaped drive() and kopf restarted the daemon 60 s later."""
+    monkeypatch.setattr(reconciler_module, "STORE_RETRY_SECONDS", 0.01)
+
+    class ListFailsOnce(PodsKube):
+        lists = 0
+
+        async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+            self.lists += 1
+            if self.lists == 1:
+                raise ApiException(status=429, reason="Too Many Requests")
+            return await super().list_pods(namespace, selector)
+
+    kube = ListFailsOnce()
+    rec = reconciler(evalrun(make_tiny_pack(tmp_path / "pack", tasks=1), tmp_path / "out", 1), kube)  # type: ignore[arg-type]
+
+    class Stop:
+        """As kopf.DaemonStopped: true once the test has seen the pod created."""
+
+        def __bool__(self) -> bool:
+            return bool(kube.created)
+
+    await asyncio.wait_for(rec.drive(Stop()), 10)  # type: ignore[arg-type]
+    assert kube.lists == 2 and len(kube.created) == 1 and rec.state is not None and len(rec.state.in_flight) == 1
+
+
+class RefusingKube(PodsKube):
+    """Creates answer 403 (a namespace quota) until ``refusing`` is cleared."""
+
+    refusing = True
+
+    async def create_pod(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any] | None:
+        if self.refusing:
+            self.created.append(pod)
+            name = pod["metadata"]["name"]
+            raise PodRefused(403, f'pods "{name}" is forbidden: exceeded quota: compute-resources, requested: cpu=1')
+        return await super().create_pod(namespace, pod)
+
+
+class Clock:
+    """time.time and time.monotonic for the reconciler module, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+async def test_refused_pod_creates_back_off_with_one_event_and_a_condition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five trials whose pods a quota refuses (403). Before: one PodCreateRefused event per refused create (the
+    message named the trial), every trial created again every 2 s, and status said nothing. Now: one event for the
+    cause, a PodsCreated=False condition with the API's message, launches backing off (2 s, 4 s, ...); the first
+    create that passes sets the condition True and ends the backoff."""
+    clock = Clock()
+    monkeypatch.setattr(reconciler_module, "time", clock)
+    warned: list[tuple[str, str]] = []
+    monkeypatch.setattr(kopf, "warn", lambda body, reason, message: warned.append((reason, message)))
+    kube = RefusingKube()
+    rec = reconciler(evalrun(make_tiny_pack(tmp_path / "pack", tasks=5), tmp_path / "out", 5), kube)  # type: ignore[arg-type]
+    assert await rec.load()
+    await rec.rebuild()
+    await rec.step()
+    assert len(kube.created) == 5
+    cond = rec.conditions["PodsCreated"]
+    assert (cond["status"], cond["reason"]) == ("False", "FailedCreate")
+    assert cond["message"] == '403: pods "<pod>" is forbidden: exceeded quota: compute-resources, requested: cpu=1'
+    clock.now += 2.5
+    await rec.step()
+    assert len(kube.created) == 10  # tried again after 2 s ...
+    clock.now += 2.5
+    await rec.step()
+    assert len(kube.created) == 10  # ... then after 4 s, not 2
+    clock.now += 2.0
+    await rec.step()
+    assert len(kube.created) == 15
+    refused = [m for reason, m in warned if reason == "PodCreateRefused"]
+    assert len(refused) == 1 and "exceeded quota" in refused[0], refused
+    assert rec.state is not None and not any(tid in refused[0] for tid in rec.state.trials)
+    assert not any(p["metadata"]["name"] in refused[0] for p in kube.created)  # one cause, whichever pod it was
+    kube.refusing = False
+    clock.now += 8.5
+    await rec.step()
+    assert len(kube.existing) == 5 and rec.state is not None and len(rec.state.in_flight) == 5
+    cond = rec.conditions["PodsCreated"]
+    assert (cond["status"], cond["reason"]) == ("True", "Created") and rec.create_backoff == 0.0
+
+
+class LostAnswerKube(PodsKube):
+    """The first create of each pod reaches the API server (the pod exists) but its answer is lost (a timeout)."""
+
+    async def create_pod(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any] | None:
+        name = pod["metadata"]["name"]
+        if name not in self.existing:
+            await super().create_pod(namespace, pod)
+            raise TimeoutError
+        return await super().create_pod(namespace, pod)
+
+
+async def test_a_pod_whose_create_answer_was_lost_and_that_finished_meanwhile_is_taken_at_once(tmp_path: Path) -> None:
+    """The create times out though the pod was made; the pod runs, stores its record and ends while its trial is not
+    in flight (its events lead nowhere). The next create finds it (409, ours): its status is taken as an event, so
+    the trial is done. Before, it waited, in flight, for the Pending deadline (10 minutes by default)."""
+    kube = LostAnswerKube()
+    rec = reconciler(evalrun(make_tiny_pack(tmp_path / "pack", tasks=1), tmp_path / "out", 1), kube)  # type: ignore[arg-type]
+    assert await rec.load()
+    await rec.rebuild()
+    await rec.step()  # the create's answer is lost: not in flight
+    assert rec.state is not None and rec.store is not None and not rec.state.in_flight
+    [name] = kube.existing
+    tid = tid_of(kube.existing[name])
+    rec.store.commit(tid, record(rec.state.trials[tid]))  # the pod ran and stored its record
+    kube.existing[name] = {**kube.existing[name], "status": {"phase": "Succeeded"}}
+    rec.queue.put_nowait(("MODIFIED", kube.existing[name]))  # its last event, while its trial is not in flight
+    await rec.step()  # that event leads nowhere; the create again: 409, ours
+    await rec.step()
+    assert kube.taken_over == [name] and rec.state.done[tid]["passed"] and not rec.state.in_flight
+    assert name in kube.deleted
