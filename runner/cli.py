@@ -276,6 +276,19 @@ def trial(
             err.print(f"could not write the termination message to {termination_log}: {exc}")
 
 
+def _dest_problem(dest: Path) -> str | None:
+    """Why ``materialise --dest`` cannot be filled: it, or the nearest of its folders that exists, is no folder
+    (``--dest /dev/null`` was a FileExistsError traceback)."""
+    probe = dest
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.is_dir():
+        return None
+    kind = "a file" if probe.is_file() else "not a folder"
+    where = f"is {kind}" if probe == dest else f"is under {probe}, {kind}"
+    return f"--dest {dest} {where}; give a folder to fill (it is created if missing)"
+
+
 @app.command()
 def materialise(
     task: Annotated[str, typer.Option(help="Task id <service>/<difficulty>/<category>/<task>.")],
@@ -303,6 +316,8 @@ def materialise(
     from .store import StoreError
     from .tasks import find_task
 
+    if problem := _dest_problem(dest):
+        _fail(problem)
     root, states_root = Path(tasks_root), Path(states) if states else None
     try:
         remote = [p for p in (tasks_root, states) if p and p.startswith("s3://")]

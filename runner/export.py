@@ -26,7 +26,7 @@ from typing import Any
 from .filemodes import folder_mode
 from .outcome import is_scored
 from .records import MCPMarkFacts, TrialResult, dumps_mcpmark, epoch_seconds, mcpmark_meta
-from .store import ResultStore
+from .store import LocalStore, ResultStore
 from .summary import still_planned
 
 
@@ -158,6 +158,20 @@ def _safe(part: object) -> bool:
     return isinstance(part, str) and bool(_SAFE_PART.fullmatch(part)) and part not in (".", "..")
 
 
+def _refuse_overlap(store: ResultStore, target: Path, dest: Path, replaced: bool) -> None:
+    """Refuse writing ``target`` inside the local run folder being exported (its records must stay the run's
+    alone), or, when ``target`` is ``replaced`` whole (a ``<model>__<service>`` folder), a target holding it."""
+    if not isinstance(store, LocalStore):
+        return  # an S3 run cannot be reached by a local path
+    run, where = store.root.expanduser().resolve(), target.expanduser().resolve()
+    over = replaced and run.is_relative_to(where)
+    if over or where.is_relative_to(run):
+        raise ExportError(
+            f"DEST {dest}: {target} would be written {'over' if over else 'in'} the run folder {run}; "
+            "export to a folder outside it"
+        )
+
+
 def export_mcpmark(store: ResultStore, dest: Path, exp_name: str | None = None) -> Exported:
     """Write the run's finished trials under ``dest/<exp>`` in MCPMark's layout."""
     dest = Path(dest)
@@ -175,6 +189,7 @@ def export_mcpmark(store: ResultStore, dest: Path, exp_name: str | None = None) 
     if not isinstance(exp, str) or not _safe(exp):
         raise ExportError(f"'{exp}' cannot be an experiment folder name; pass --exp-name")
     out = Exported(root=Path(dest) / exp)
+    _refuse_overlap(store, out.root, dest, replaced=False)
     # Every target is planned before anything is written: a clash leaves DEST as it was.
     planned: list[tuple[dict[str, Any], str, str, dict[str, Any], bytes | None]] = []
     seen: dict[tuple[str, int, str], dict[str, Any]] = {}
@@ -196,6 +211,8 @@ def export_mcpmark(store: ResultStore, dest: Path, exp_name: str | None = None) 
             raise ExportError(_clash(other, mine, folder, target, out.root))
         seen[target] = mine
         planned.append((rec, folder, meta["task_name"], meta, raw_meta))
+    for folder in sorted({p[1] for p in planned}):
+        _refuse_overlap(store, out.root / folder, dest, replaced=True)
     staged: dict[str, Path] = {}  # <model>__<service> -> its new contents, swapped in once all are written
     try:
         for rec, folder, task_name, meta, raw_meta in planned:

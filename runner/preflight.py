@@ -69,10 +69,10 @@ def credential_problems(run: EvalRun, env: Mapping[str, str], *, local: bool = T
     return problems
 
 
-def model_problems(run: EvalRun) -> list[str]:
+def model_problems(run: EvalRun, base_dir: Path | None = None) -> list[str]:
     """Model strings LiteLLM cannot place (a mistyped provider prefix, a blank name): every trial would fail
-    before any request, and be recorded as the model's llm_api_error."""
-    problems = scripted_problems(run)
+    before any request, and be recorded as the model's llm_api_error. ``base_dir``: see scripted_problems."""
+    problems = scripted_problems(run, base_dir)
     named: list[tuple[str, str, str | None, dict[str, Any]]] = [
         (f"spec.models[{i}]", m.model, m.api_base, m.params.litellm_kwargs())
         for i, m in enumerate(run.spec.models)
@@ -91,7 +91,7 @@ def model_problems(run: EvalRun) -> list[str]:
         except Exception as exc:  # noqa: BLE001 - LiteLLM's error says which providers it knows
             cause = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
             problems.append(
-                f"{field}.model: '{model}' names no provider LiteLLM knows; write it as <provider>/<model> "
+                f"{field}.model: '{model[:80]}' names no provider LiteLLM knows; write it as <provider>/<model> "
                 f"(e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, gemini/gemini-2.5-pro) ({cause})"
             )
             continue
@@ -140,12 +140,54 @@ def _scripted(run: EvalRun) -> Iterator[tuple[int, Options | ModelError]]:
                 yield i, exc
 
 
-def scripted_problems(run: EvalRun) -> list[str]:
+def scripted_problems(run: EvalRun, base_dir: Path | None = None) -> list[str]:
     """Scripted model strings the scripted model server would refuse (an unknown policy or option): every
-    trial's first call would fail, and the model be scored 0 on a typo."""
-    from .scripted_model import ModelError
+    trial's first call would fail, and the model be scored 0 on a typo. With ``base_dir`` (the EvalRun file's
+    folder, where this machine runs the scripted server), also a ``script=<file>`` it could not play: missing,
+    not JSON, no ``turns``; read as the server reads it (a relative path from ``base_dir``, as ``mcpfleet run``
+    tells its server). The operator passes none: its scripted server's files are not on its machine."""
+    from .scripted_model import ModelError, ScriptError, load_script, script_path
 
-    return [f"spec.models[{i}].model: {got.message}" for i, got in _scripted(run) if isinstance(got, ModelError)]
+    problems = []
+    for i, got in _scripted(run):
+        if isinstance(got, ModelError):
+            problems.append(f"spec.models[{i}].model: {got.message}")
+        elif got.policy == "script" and got.arg and base_dir is not None:
+            try:
+                load_script(script_path(got.arg, base_dir))
+            except ScriptError as exc:
+                relative = not Path(got.arg).expanduser().is_absolute()
+                where = f" (a relative path is read from the EvalRun file's folder, {base_dir})" if relative else ""
+                problems.append(f"spec.models[{i}].model: {exc}{where}")
+    return problems
+
+
+def scripted_oracle_problems(run: EvalRun, tasks: list[Task]) -> list[str]:
+    """Selected tasks the scripted oracle model cannot tell apart: it knows a task by its description only,
+    so a description other tasks of the served packs share (with another oracle) replayed the first found,
+    even an unselected task's, and scored the oracle 0 without a word. The server refuses those calls too."""
+    from .scripted_model import ModelError, ambiguous_message, shared_descriptions
+    from .tasks import TaskError, discover
+
+    if not any(not isinstance(got, ModelError) and got.policy == "oracle" for _, got in _scripted(run)):
+        return []
+
+    def readable(root: Path) -> Iterator[Task]:
+        for task in discover(root):
+            try:
+                task.description  # noqa: B018 - read (and cached) here: an unselected task's bad file is not ours
+            except TaskError:
+                continue
+            yield task
+
+    roots = sorted({t.pack_root for t in tasks})  # the packs the scripted server indexes (the trials' roots)
+    shared = shared_descriptions(t for root in roots for t in readable(root))
+    if not shared:
+        return []
+    problems = [ambiguous_message(ids, task.id) for task in tasks if (ids := shared.get(task.description.strip()))]
+    return [f"spec.models: {p}" for p in problems[:10]] + (
+        [f"spec.models: ... and {len(problems) - 10} more"] if len(problems) > 10 else []
+    )
 
 
 def replays_oracle(run: EvalRun) -> bool:
@@ -220,12 +262,14 @@ def image_problems(run: EvalRun, tasks: list[Task]) -> list[str]:
 def selection(run: EvalRun, base_dir: Path, *, states: bool = True) -> list[Task]:
     """The run's selected tasks; SpecError for those whose trials could only fail: with ``states``, a missing or
     unusable initial state (where this machine holds the states: not the operator, whose pods bring them), and,
-    in a run that replays oracles, an oracle.json that cannot be replayed; and sidecarImages keys that name
-    nothing. Every path that plans a run (the local preflight, the operator) plans from this."""
+    in a run that replays oracles, an oracle.json that cannot be replayed (and, for the scripted oracle, a
+    description tasks with other oracles share); and sidecarImages keys that name nothing. Every path that
+    plans a run (the local preflight, the operator) plans from this."""
     from .tasks import load_selection
 
     tasks = load_selection(run.spec.tasks, base_dir)
-    problems = (state_problems(tasks) if states else []) + oracle_problems(run, tasks) + image_problems(run, tasks)
+    problems = state_problems(tasks) if states else []
+    problems += oracle_problems(run, tasks) + scripted_oracle_problems(run, tasks) + image_problems(run, tasks)
     if problems:
         raise SpecError(problems)
     return tasks
@@ -234,7 +278,7 @@ def selection(run: EvalRun, base_dir: Path, *, states: bool = True) -> list[Task
 def preflight(run: EvalRun, base_dir: Path, env: Mapping[str, str], *, local: bool = True) -> list[Task]:
     """Raise SpecError naming every field this machine cannot honour; else the selected tasks (for ``plan``:
     the pack is read, and its tasks hashed, once)."""
-    problems = credential_problems(run, env, local=local) + model_problems(run)
+    problems = credential_problems(run, env, local=local) + model_problems(run, base_dir)
     if bad := output_problem(run.spec.output.uri, base_dir):
         problems.append(bad)
     if problems:  # (the pack is read only for a spec that is otherwise fine)

@@ -98,9 +98,10 @@ def open_run(ref: str, endpoint_url: str | None = None, region: str | None = Non
         return S3Store(bucket, "", key, None, endpoint_url, region)
     if "://" in ref:
         raise ReportError(f"{ref}: only local folders and s3:// URIs can be reported")
-    path = Path(ref)
-    if path.is_file() and path.name in ("summary.json", "run.json"):
-        path = path.parent
+    path = _local_root(ref)
+    if path.exists() and not path.is_dir():
+        kind = "a file (an EvalRun?)" if path.is_file() else "not a folder"
+        raise ReportError(f"{ref}: is {kind}, not a run folder; give the run folder, e.g. runs/<metadata.name>")
     if not path.is_dir():
         raise ReportError(f"{ref}: no such run folder")
     if not any((path / n).exists() for n in ("summary.json", "trials", "run.json")):
@@ -176,6 +177,28 @@ def _run_name(
         or (_text(records[0].get("run")) if records else None)
         or Path(store.location().rstrip("/")).name
     )
+
+
+def _local_root(ref: str) -> Path:
+    """The folder a local run reference names (its summary.json or run.json stands for the run folder)."""
+    path = Path(ref)
+    if path.is_file() and path.name in ("summary.json", "run.json"):
+        path = path.parent
+    return path
+
+
+def output_inside_run(output: Path, refs: Iterable[str]) -> Path | None:
+    """The local run folder among ``refs`` (resolved) that ``output`` would land in, else None: a report or an
+    export written there would replace or sit among the run's own records (result.json, summary.json,
+    run.json). S3 runs cannot be reached by a local path."""
+    out = output.expanduser().resolve()
+    for ref in refs:
+        if "://" in ref:
+            continue
+        root = _local_root(ref).expanduser().resolve()
+        if root.is_dir() and out.is_relative_to(root):
+            return root
+    return None
 
 
 def load_run(ref: str, endpoint_url: str | None = None, region: str | None = None) -> RunData:
@@ -1171,6 +1194,11 @@ def write_report(
         raise ReportError(f"--output {output}: is a folder; name the HTML file to write, e.g. {output / 'report.html'}")
     if not output.parent.is_dir():
         raise ReportError(f"--output {output}: no folder {output.parent}; create it, or write the report elsewhere")
+    if (root := output_inside_run(output, refs)) is not None:
+        raise ReportError(
+            f"--output {output}: inside the run folder {root}, whose records it could replace; "
+            f"write the report outside it, e.g. -o {root.parent / 'report.html'}"
+        )
     runs = load_runs(refs, endpoint_url, region)
     html = render_html(runs, title)
     tmp = output.with_name(f".{output.name}.tmp")

@@ -49,7 +49,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from email.utils import formatdate
 from pathlib import Path
@@ -158,12 +158,53 @@ class Reply:
     tool_calls: tuple[tuple[str, str], ...] = ()
 
 
+MAX_SCRIPT_BYTES = 16 * 1024 * 1024
+
+
+class ScriptError(ValueError):
+    """A script=<path> file that cannot be played; the message names the file and why."""
+
+
+def script_path(arg: str, base: Path) -> Path:
+    """Where ``script=<arg>`` is read: an absolute path as it is, a relative one under ``base`` (``mcpfleet
+    run`` and ``validate`` give the EvalRun file's folder, as for ``tasks.path``; a standalone server its
+    ``--script-base``, else its current folder)."""
+    path = Path(arg).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def load_script(path: Path) -> list[dict[str, Any]]:
+    """The turns of a script file; ScriptError when it is missing, not JSON or not ``{"turns": [...]}``.
+    The scripted server and ``validate`` apply these same checks."""
+    try:
+        if not path.is_file():
+            raise ScriptError(f"script {path}: {'not a file' if path.exists() else 'No such file or directory'}")
+        with path.open("rb") as f:
+            raw = f.read(MAX_SCRIPT_BYTES + 1)
+    except OSError as exc:
+        raise ScriptError(f"script {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_SCRIPT_BYTES:
+        raise ScriptError(f"script {path}: larger than {MAX_SCRIPT_BYTES // 1024 // 1024} MiB")
+    try:
+        turns = json.loads(raw.decode("utf-8"))["turns"]
+        if not isinstance(turns, list) or not all(
+            isinstance(t, dict)
+            and all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in t.get("tool_calls") or [])
+            for t in turns
+        ):
+            raise ValueError("turns must be objects with 'content' and/or 'tool_calls' [{name, arguments}]")
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise ScriptError(f'script {path}: expected {{"turns": [...]}}: {str(exc)[:200]}') from None
+    return turns
+
+
 @functools.lru_cache(maxsize=1024)
 def parse_model(model: str, default_latency: float) -> Options:
     """Split ``policy[?k=v&k=v]`` (``+`` also separates); raises ModelError on anything unknown.
 
     Cached: a benchmark sends the same few model strings thousands of times.
     """
+    shown = model if len(model) <= 80 else model[:77] + "..."  # echoed in errors: a long string is cut
     if "?" in model:  # a script path may contain '+' only when '?' starts the options
         head, _, rest = model.partition("?")
         opts = [o for o in _OPTION_SPLIT.split(rest) if o]
@@ -173,21 +214,21 @@ def parse_model(model: str, default_latency: float) -> Options:
     if policy not in POLICIES:
         raise ModelError(
             404,
-            f"unknown scripted model '{model}'; policies: {', '.join(POLICIES)} "
+            f"unknown scripted model '{shown}'; policies: {', '.join(POLICIES)} "
             "(options: ?latency=S&fail=N&fail_status=CODE)",
             code="model_not_found",
         )
     if (policy == "script") != bool(arg):
-        raise ModelError(400, f"'{model}': only the script policy takes '=<path>' (script=/path/to.json)")
+        raise ModelError(400, f"'{shown}': only the script policy takes '=<path>' (script=/path/to.json)")
     values: dict[str, str] = {}
     for opt in opts:
         key, eq, val = opt.partition("=")
         if not eq or key not in OPTIONS:
-            raise ModelError(400, f"'{model}': unknown option '{opt}'; options: {', '.join(OPTIONS)}")
+            raise ModelError(400, f"'{shown}': unknown option '{opt[:80]}'; options: {', '.join(OPTIONS)}")
         values[key] = val
     fault = values.get("fault") or ("status" if "fail" in values else None)
     if fault is not None and fault not in FAULTS:
-        raise ModelError(400, f"'{model}': unknown fault '{fault}'; faults: {', '.join(FAULTS)}")
+        raise ModelError(400, f"'{shown}': unknown fault '{fault[:80]}'; faults: {', '.join(FAULTS)}")
     try:
         latency = float(values.get("latency", default_latency))
         fail = int(values["fail"]) if "fail" in values else None
@@ -197,13 +238,13 @@ def parse_model(model: str, default_latency: float) -> Options:
         wrong = float(values.get("wrong", 0.0))
         seed = int(values.get("seed", 0))
     except ValueError as exc:
-        raise ModelError(400, f"'{model}': bad option value: {exc}") from None
+        raise ModelError(400, f"'{shown}': bad option value: {str(exc)[:200]}") from None
     if latency < 0 or (fail or 0) < 0 or after < 0 or not 400 <= fail_status <= 599 or not 0 <= wrong <= 1:
         raise ModelError(
-            400, f"'{model}': latency, fail and after must be >= 0, fail_status in 400..599, wrong in 0..1"
+            400, f"'{shown}': latency, fail and after must be >= 0, fail_status in 400..599, wrong in 0..1"
         )
     if ("wrong" in values or "seed" in values) and policy != "toolcall":
-        raise ModelError(400, f"'{model}': wrong and seed are options of the toolcall policy only")
+        raise ModelError(400, f"'{shown}': wrong and seed are options of the toolcall policy only")
     if fail == 0:
         fault = None
     return Options(
@@ -321,15 +362,53 @@ def _call(name: str, arguments: Any) -> tuple[str, str]:
     return name, arguments if isinstance(arguments, str) else json.dumps(arguments)
 
 
+def _replayed(task: Task) -> str:
+    """What the oracle policy plays for a task (its steps and final answer), comparable between tasks; one
+    value for every task without a playable oracle (each gets the same "no oracle" answer)."""
+    try:
+        steps = [[step.tool, step.arguments] for step in task.oracle]
+    except (TaskError, ValueError, OSError):
+        return "no oracle"
+    return json.dumps([steps, task.oracle_answer], sort_keys=True, default=str)
+
+
+def shared_descriptions(tasks: Iterable[Task]) -> dict[str, list[str]]:
+    """Descriptions (stripped, as the oracle policy matches them) shared by tasks whose oracles differ, with
+    those tasks' ids: the oracle policy knows a task only by its description, so for these it cannot tell
+    which oracle to replay (it replayed the first found, even an unselected task's, and scored 0 silently)."""
+    by_text: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_text.setdefault(task.description.strip(), []).append(task)
+    return {
+        text: [t.id for t in group]
+        for text, group in by_text.items()
+        if len(group) > 1 and len({_replayed(t) for t in group}) > 1
+    }
+
+
+def ambiguous_message(ids: list[str], task_id: str | None = None) -> str:
+    """Why the oracle policy refuses a description that tasks with different oracles share; from ``task_id``'s
+    side when given (validate), else the request's (the server does not know which task the trial runs)."""
+    others = [i for i in ids if i != task_id]
+    named = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    who = f"{task_id}: its description.md is also that of {named}" if task_id else f"tasks {named} share a description"
+    return (
+        f"{who}, with different oracles, so the scripted oracle cannot tell which task to replay; give each task "
+        "its own description, or keep the variants in separate packs"
+    )
+
+
 class ScriptedModel:
     """Request handling; tasks are indexed once at start so a request does no file or CPU-heavy work."""
 
-    def __init__(self, tasks_roots: list[Path], latency: float = 0.0) -> None:
+    def __init__(self, tasks_roots: list[Path], latency: float = 0.0, script_base: Path | None = None) -> None:
         self.latency = latency
+        self.script_base = (script_base or Path.cwd()).resolve()
         self.tasks: dict[str, Task] = {}
-        for root in tasks_roots:
-            for task in discover(Path(root)):
-                self.tasks.setdefault(task.description.strip(), task)
+        found = [task for root in tasks_roots for task in discover(Path(root))]
+        for task in found:
+            self.tasks.setdefault(task.description.strip(), task)
+        self._shared = shared_descriptions(found)  # refused by the oracle policy, never replayed as the first
         self._by_length = sorted(self.tasks.items(), key=lambda kv: -len(kv[0]))
         self._oracles: dict[str, list[OracleStep] | str] = {}
         self._answers: dict[str, str] = {}  # an answer task's final message (oracle.json "answer")
@@ -392,6 +471,10 @@ class ScriptedModel:
                 "No oracle is known for this request: its first user message matches none of the "
                 f"{len(self.tasks)} loaded task descriptions."
             )
+        if ids := self._shared.get(task.description.strip()):
+            # A 404: the run records the harness's misconfiguration as an unscored config_error and stops the
+            # model, rather than scoring another task's replay as this one's failure.
+            raise ModelError(404, ambiguous_message(ids), code="model_not_found")
         steps = self._oracles[task.id]
         if isinstance(steps, str):
             return Reply(f"No oracle is known for task {task.id}: {steps}")
@@ -442,23 +525,22 @@ class ScriptedModel:
             calls.append(_call(c["name"], args))
         return Reply(spec.get("content"), tuple(calls))
 
-    def _load_script(self, path: str) -> list[dict[str, Any]]:
-        """Cached by (path, mtime) so an edited script is picked up without restarting."""
+    def _load_script(self, arg: str) -> list[dict[str, Any]]:
+        """Cached by (path, mtime) so an edited script is picked up without restarting. A script that cannot
+        be played is the harness's misconfiguration, not the model's answer: a 404, which a run records as an
+        unscored config_error and stops the model on (a 400 was scored as the model's llm_api_error)."""
+        path = script_path(arg, self.script_base)
         try:
-            key = (path, os.stat(path).st_mtime_ns)
-        except OSError as exc:
-            raise ModelError(400, f"script {path}: {exc.strerror}") from None
+            key = (str(path), os.stat(path).st_mtime_ns)
+        except OSError:
+            key = (str(path), -1)
         if key not in self._scripts:
             try:
-                turns = json.loads(Path(path).read_text(encoding="utf-8"))["turns"]
-                if not isinstance(turns, list) or not all(
-                    isinstance(t, dict)
-                    and all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in t.get("tool_calls") or [])
-                    for t in turns
-                ):
-                    raise ValueError("turns must be objects with 'content' and/or 'tool_calls' [{name, arguments}]")
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ModelError(400, f'script {path}: expected {{"turns": [...]}}: {exc}') from None
+                turns = load_script(path)
+            except ScriptError as exc:
+                raise ModelError(
+                    404, f"{exc} (a relative path is read from {self.script_base})", code="model_not_found"
+                ) from None
             self._scripts[key] = turns
         return self._scripts[key]
 
@@ -712,9 +794,9 @@ async def _chunks(
     yield b"data: [DONE]\n\n"
 
 
-def build_app(tasks_roots: list[Path], latency: float = 0.0) -> web.Application:
+def build_app(tasks_roots: list[Path], latency: float = 0.0, script_base: Path | None = None) -> web.Application:
     """The aiohttp application; task packs are loaded here, once."""
-    model = ScriptedModel(tasks_roots, latency)
+    model = ScriptedModel(tasks_roots, latency, script_base)
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_post("/v1/chat/completions", model.chat)
     app.router.add_post("/chat/completions", model.chat)
@@ -723,11 +805,17 @@ def build_app(tasks_roots: list[Path], latency: float = 0.0) -> web.Application:
     return app
 
 
-def serve(tasks_roots: list[Path], host: str = "127.0.0.1", port: int = 0, latency: float = 0.0) -> None:
+def serve(
+    tasks_roots: list[Path],
+    host: str = "127.0.0.1",
+    port: int = 0,
+    latency: float = 0.0,
+    script_base: Path | None = None,
+) -> None:
     """Bind, print the one listening line (callers parse it to learn the port), serve until SIGTERM/SIGINT."""
 
     async def main() -> None:
-        runner = web.AppRunner(build_app(tasks_roots, latency), access_log=None)
+        runner = web.AppRunner(build_app(tasks_roots, latency, script_base), access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
         await site.start()
@@ -753,9 +841,16 @@ class ScriptedServerProcess:
     does not kill the model mid-run; the parent stops it on exit.
     """
 
-    def __init__(self, tasks_roots: list[Path], latency: float = 0.0, startup_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        tasks_roots: list[Path],
+        latency: float = 0.0,
+        startup_timeout: float = 30.0,
+        script_base: Path | None = None,
+    ) -> None:
         self.tasks_roots = [Path(r) for r in tasks_roots]
         self.latency = latency
+        self.script_base = script_base  # where a relative script=<file> is read from: the EvalRun file's folder
         self.startup_timeout = startup_timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self.url: str | None = None
@@ -780,6 +875,8 @@ class ScriptedServerProcess:
         cmd += ["--parent-pid", str(os.getpid())]  # its own session: Ctrl-C does not reach it, a SIGKILL must
         for root in self.tasks_roots:
             cmd += ["--tasks", str(root)]
+        if self.script_base is not None:
+            cmd += ["--script-base", str(self.script_base)]
         # stderr goes to a file, not a pipe nobody reads, so a chatty server can never block on it.
         self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
@@ -865,13 +962,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--parent-pid", type=int, default=None, help="exit when this process (the one that started us) is gone"
     )
+    parser.add_argument(
+        "--script-base",
+        type=Path,
+        default=None,
+        help="folder a relative script=<path> is read from (default: the current folder; a run passes its EvalRun's)",
+    )
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
         from .lifeline import exit_with_parent
 
         exit_with_parent(args.parent_pid)
     try:
-        serve(args.tasks, args.host, args.port, args.latency)
+        serve(args.tasks, args.host, args.port, args.latency, args.script_base)
     except TaskError as exc:
         sys.exit(f"scripted model: {exc}")
 

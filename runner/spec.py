@@ -70,6 +70,16 @@ def check_image(image: str | None) -> str | None:
 MAX_PATH = 4096  # Linux PATH_MAX; an s3:// URI is far shorter (a key is at most 1024 bytes)
 MAX_URL = 2048
 MAX_ATTEMPTS = 100  # k; also the most a report trusts from a stored run.json or summary.json
+# A model string: provider model names are short, a scripted model's script=<path> is the longest real one.
+MAX_MODEL = 1024
+
+
+def check_no_surrounding_space(text: str) -> str:
+    """Refuse text with leading or trailing whitespace (a stray space, a YAML block scalar's newline): it would
+    reach a provider in every call (`openai/gpt-5 `) or name a folder with a space in it (`runs `)."""
+    if text != text.strip():
+        raise ValueError(f"{text[:80]!r} starts or ends with whitespace; remove it")
+    return text
 
 
 class SpecModel(BaseModel):
@@ -81,6 +91,7 @@ class SpecModel(BaseModel):
         extra="forbid",
         frozen=True,
         use_enum_values=True,
+        allow_inf_nan=False,  # `.nan` passed `le` bounds' wording ("must be <= 3600"), `.inf` an unbounded rate
     )
 
 
@@ -119,6 +130,7 @@ class ModelSpec(SpecModel):
     )
     model: str = Field(
         min_length=1,
+        max_length=MAX_MODEL,
         description=(
             "LiteLLM model string, e.g. 'openai/gpt-5' or 'anthropic/claude-sonnet-4'. "
             "'scripted/<policy>' uses mcpfleet's scripted model server (oracle, noop, malformed)."
@@ -161,6 +173,10 @@ class ModelSpec(SpecModel):
     @field_validator("model")
     @classmethod
     def _model(cls, v: str) -> str:
+        check_no_surrounding_space(v)
+        provider, slash, name = v.partition("/")
+        if slash and not (provider and name):
+            raise ValueError(f"{v[:80]!r}: give <provider>/<model>, e.g. openai/gpt-5 (one of the two is empty)")
         return check_no_secret_text(v)
 
     @model_validator(mode="after")
@@ -217,6 +233,8 @@ class TaskSelection(SpecModel):
     @field_validator("path", "states_path")
     @classmethod
     def _pack_uri(cls, v: str | None) -> str | None:
+        if v is not None:
+            check_no_surrounding_space(v)
         if v is not None and "://" in v:
             _check_s3_uri(v)
         return v
@@ -407,6 +425,7 @@ class Output(SpecModel):
     @field_validator("uri")
     @classmethod
     def _uri(cls, v: str) -> str:
+        check_no_surrounding_space(v)
         if "\0" in v:
             raise ValueError("must not contain a NUL byte (no file system path can)")
         if "://" in v:
@@ -878,6 +897,7 @@ def _explain(err: ErrorDetails) -> str:
         "greater_than": "must be > {gt}",
         "less_than_equal": "must be <= {le}",
         "less_than": "must be < {lt}",
+        "finite_number": "must be a finite number (not .nan or .inf)",
         "too_short": "must have at least {min_length} item(s)",
         "too_long": "must have at most {max_length} item(s)",
         "string_too_short": "must not be empty",

@@ -7,6 +7,10 @@ every alias is expanded and refuse it past a budget far above any real EvalRun.
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,28 @@ MAX_FILE_BYTES = 1024 * 1024  # the Kubernetes API server refuses objects much a
 MAX_NODES = 100_000  # an EvalRun with 1,000 models and include patterns stays well below
 MAX_INT_DIGITS = 4_300  # Python's int <-> text conversion limit (sys.get_int_max_str_digits())
 MAX_INT = 10**MAX_INT_DIGITS
+FIFO_WRITER_WAIT = 1.0  # seconds an EvalRun path that is a named pipe may wait for a writer
+
+
+def _yaml11_only(text: str, value: float) -> str | None:
+    """Why a number is refused when YAML 1.1 (PyYAML's reading) and YAML 1.2 read it apart:
+    ``010`` is octal 8 in 1.1 and 10 in 1.2; ``1:30`` is base-60 90 in 1.1 and text in 1.2. Such a number
+    (``attempts: 010``, ``timeoutSeconds: 1:30``) silently ran another experiment than the one written.
+    Refused rather than read either way: the writer meant one of the two. Hex (``0x10``) is alike in both."""
+    digits = text.replace("_", "").lstrip("+-")
+    shown = value if isinstance(value, int) else f"{value:g}"
+    if ":" in digits:
+        return (
+            f"'{text}' is a base-60 number in YAML 1.1 ({shown}) but text in YAML 1.2; write the number itself "
+            "(or quote it to give it as text)"
+        )
+    octal = len(digits) > 1 and digits[0] == "0" and digits.isdigit()
+    if octal and value != int(text.replace("_", ""), 10):  # (`07` is 7 in both)
+        return (
+            f"'{text}' is octal in YAML 1.1 ({shown}) but {int(text.replace('_', ''), 10)} in YAML 1.2; write it "
+            "without the leading zero (or quote it to give it as text)"
+        )
+    return None
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -54,6 +80,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             raise yaml.constructor.ConstructorError(
                 None, None, f"a number with more than {MAX_INT_DIGITS:,} digits; no field takes one", node.start_mark
             )
+        if why := _yaml11_only(str(node.value), value):
+            raise yaml.constructor.ConstructorError(None, None, why, node.start_mark)
+        return value
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        """A float, refused in YAML 1.1's base-60 form (``1:30.5`` is 90.5 there, text in YAML 1.2)."""
+        value: float = super().construct_yaml_float(node)
+        if why := _yaml11_only(str(node.value), value):
+            raise yaml.constructor.ConstructorError(None, None, why, node.start_mark)
         return value
 
     def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
@@ -68,6 +103,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _UniqueKeyLoader.construct_yaml_float)
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:timestamp", _UniqueKeyLoader.construct_yaml_timestamp)
 
 
@@ -120,11 +156,41 @@ def load_all(text: str, max_bytes: int = MAX_FILE_BYTES, max_nodes: int = MAX_NO
     return docs
 
 
+def _first_byte(fd: int, wait: float) -> bytes | None:
+    """The first byte of a pipe opened without blocking; None when a writer holds it with nothing written yet
+    (then read on blocking, as a shell would); b"" when no writer came within ``wait`` seconds (one blocked in
+    its own open() until a reader came, as ``echo x > fifo`` is, arrives a moment after our open)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            first = os.read(fd, 1)  # b"" at once while no process holds the pipe open for writing
+        except BlockingIOError:
+            return None
+        if first or time.monotonic() >= deadline:
+            return first
+        time.sleep(0.02)
+
+
 def load_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> list[Any]:
     """``load_all`` of a file, reading at most ``max_bytes + 1`` bytes of it (a huge file is not read whole).
+    Opened without blocking: a named pipe nothing writes to (``mkfifo``) hung ``validate`` and ``run`` for ever
+    in open(); one a writer holds (``<(...)``, a piped ``/dev/stdin``) is still read to its end.
     Raises OSError, UnicodeDecodeError, yaml.YAMLError or YAMLLimitError."""
-    with open(path, "rb") as f:
-        raw = f.read(max_bytes + 1)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        fifo = stat.S_ISFIFO(os.fstat(fd).st_mode)
+        if fifo:
+            first = _first_byte(fd, FIFO_WRITER_WAIT)
+            if first == b"":
+                raise OSError(
+                    errno.EINVAL,
+                    f"a named pipe that nothing wrote to within {FIFO_WRITER_WAIT:g} s; give the EvalRun file itself",
+                )
+            os.set_blocking(fd, True)
+            raw = (first or b"") + f.read(max_bytes + 1 - len(first or b""))
+        else:
+            os.set_blocking(fd, True)
+            raw = f.read(max_bytes + 1)
     if len(raw) > max_bytes:
         raise YAMLLimitError(f"the file is larger than {max_bytes:,} bytes; at most {max_bytes:,} are read")
     return load_all(raw.decode("utf-8"), max_bytes)

@@ -71,7 +71,6 @@ def test_validate_names_a_model_string_no_provider_matches(tmp_path: Path) -> No
     model's llm_api_error trial after trial. validate (and run) name the field instead; real prefixes pass."""
     models = [
         {"name": "typo", "model": "anthropc/claude-sonnet-4"},
-        {"name": "blank", "model": "   "},
         {"name": "fine", "model": "anthropic/claude-sonnet-4-5"},
         {"name": "bare", "model": "gpt-4o"},
     ]
@@ -79,8 +78,10 @@ def test_validate_names_a_model_string_no_provider_matches(tmp_path: Path) -> No
     assert out.returncode == 2 and "Traceback" not in out.stderr + out.stdout, out.stderr
     text = flat(out.stderr)
     assert "spec.models[0].model: 'anthropc/claude-sonnet-4' names no provider LiteLLM knows" in text
-    assert "spec.models[1].model: ' ' names no provider" in text
-    assert "spec.models[2]" not in text and "spec.models[3]" not in text and "Provider List" not in out.stdout
+    assert "spec.models[1]" not in text and "spec.models[2]" not in text and "Provider List" not in out.stdout
+    blank = [{"name": "blank", "model": "   "}]  # refused by the spec itself, before LiteLLM is asked
+    out = cli("validate", str(evalrun(tmp_path, {"models": blank, "tasks": {"path": str(TASKS)}})))
+    assert out.returncode == 2 and "spec.models[0].model: '   ' starts or ends with whitespace" in out.stderr
 
 
 def test_validate_names_a_parameter_the_model_does_not_take(tmp_path: Path) -> None:
@@ -399,3 +400,21 @@ def test_every_commands_help_renders() -> None:
         result = runner.invoke(app, [*path, "--help"])
         assert result.exit_code == 0 and result.exception is None, (path, result.output, result.exception)
         assert "Usage" in result.output, (path, result.output)
+
+
+def test_materialise_refuses_a_dest_that_is_no_folder(tmp_path: Path) -> None:
+    """`materialise --dest /dev/null` (or any existing file) was a FileExistsError traceback from copytree."""
+    task = "filesystem/standard/office_desktop/extract_contacts_csv"
+    afile = tmp_path / "afile"
+    afile.write_text("keep")
+    for dest, said in [
+        (afile, f"--dest {afile} is a file; give a folder to fill"),
+        (Path("/dev/null"), "--dest /dev/null is not a folder; give a folder to fill"),
+        (afile / "sub", f"--dest {afile / 'sub'} is under {afile}, a file; give a folder to fill"),
+    ]:
+        out = cli("materialise", "--task", task, "--dest", str(dest), cwd=tmp_path)
+        assert out.returncode == 2 and said in " ".join(out.stderr.split()), out.stderr
+        assert "Traceback" not in out.stderr
+    assert afile.read_text() == "keep"
+    filled = cli("materialise", "--task", task, "--dest", str(tmp_path / "new" / "state"), cwd=tmp_path)
+    assert filled.returncode == 0 and json.loads(filled.stdout)["files"] > 0, filled.stderr

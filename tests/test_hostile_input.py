@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import make_tiny_pack
+from conftest import TINY_ORACLE, make_tiny_pack
 from hostile import MCPFLEET, SCRIPTED, assert_clean_error, cli, flat, write_run
 
 from mcpfleet.runner.spec import SpecError, parse_evalrun
@@ -176,3 +176,90 @@ def test_a_broken_pack_is_refused_before_any_trial(tmp_path: Path, damage: str) 
     assert out.returncode == 0, out.stderr
     results = list((tmp_path / "runs" / "hostile" / "trials").glob("*/result.json"))
     assert [json.loads(r.read_text())["passed"] for r in results] == [True]
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_an_evalrun_path_that_is_a_named_pipe_is_refused_not_waited_on(tmp_path: Path, command: str) -> None:
+    """A FIFO nothing writes to blocked open() for ever (no output, killed only by a timeout); one a writer
+    holds, as `<(...)` and a piped /dev/stdin are, is still read."""
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    out = cli(command, str(fifo), cwd=tmp_path)
+    assert_clean_error(out, "(file): cannot read: a named pipe that nothing wrote to within 1 s")
+    assert time.monotonic() - started < 60
+    make_tiny_pack(tmp_path / "pack")
+    text = write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": str(tmp_path / "pack")}}).read_text()
+    writer = subprocess.Popen(["sh", "-c", f'sleep 0.5; printf %s "$0" > {fifo}', text])  # blocks until we read
+    try:
+        held = cli("validate", str(fifo), cwd=tmp_path)
+    finally:
+        writer.kill()
+        writer.wait()
+    assert held.returncode == 0 and "valid" in held.stdout, held.stderr
+
+
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        (None, "No such file or directory"),
+        ("{not json", 'expected {"turns": [...]}'),
+        ('{"steps": []}', 'expected {"turns": [...]}'),
+        ('{"turns": [{"tool_calls": [{"arguments": {}}]}]}', 'expected {"turns": [...]}: turns must be objects'),
+    ],
+    ids=["missing", "not-json", "no-turns", "bad-turn"],
+)
+def test_a_script_model_that_cannot_be_played_is_refused_by_validate(
+    tmp_path: Path, script: str | None, said: str
+) -> None:
+    """`scripted/script=<file>` was never opened before the run: a missing or broken file was valid, then every
+    trial was scored as the model's llm_api_error. A relative path is read from the EvalRun file's folder."""
+    make_tiny_pack(tmp_path / "spec" / "pack")
+    if script is not None:
+        (tmp_path / "spec" / "play.json").write_text(script)
+    model = {"name": "scripted", "model": "scripted/script=play.json"}
+    path = write_run(tmp_path / "spec", {"models": [model], "tasks": {"path": "pack"}})
+    out = cli("validate", str(path), cwd=tmp_path)
+    where = f"(a relative path is read from the EvalRun file's folder, {tmp_path / 'spec'})"
+    assert_clean_error(out, f"spec.models[0].model: script {tmp_path / 'spec' / 'play.json'}: {said}", where)
+
+
+def test_a_relative_script_is_played_from_the_evalrun_files_folder_wherever_run_is_started(tmp_path: Path) -> None:
+    """validate and the scripted server read a relative script from one place, the EvalRun file's folder (the
+    server read it from `mcpfleet run`'s current folder: the same spec passed or failed by where it was run)."""
+    spec = tmp_path / "spec"
+    make_tiny_pack(spec / "pack")
+    probe = [{"tool_calls": [{"name": "list_allowed_directories", "arguments": {}}]}]
+    steps = [{"tool_calls": [{"name": s["tool"], "arguments": s["arguments"]}]} for s in TINY_ORACLE["steps"]]
+    (spec / "play.json").write_text(json.dumps({"turns": [*probe, *steps, {"content": "Done."}]}))
+    (tmp_path / "elsewhere").mkdir()
+    model = {"name": "scripted", "model": "scripted/script=play.json"}
+    path = write_run(spec, {"models": [model], "tasks": {"path": "pack"}, "output": {"uri": "runs"}})
+    assert cli("validate", str(path), cwd=tmp_path / "elsewhere").returncode == 0
+    out = cli("run", str(path), "--no-progress", cwd=tmp_path / "elsewhere")
+    assert out.returncode == 0, out.stderr
+    (record,) = [json.loads(p.read_text()) for p in (spec / "runs" / "hostile" / "trials").glob("*/result.json")]
+    assert record["passed"] is True and record["failure"] is None, record.get("error")
+
+
+def test_the_scripted_oracle_over_a_description_two_tasks_share_is_refused_before_any_trial(tmp_path: Path) -> None:
+    """A variant task (another oracle) with the selected task's description made the scripted oracle replay the
+    variant's oracle, even though it was not selected: pass@1 0.00, no warning. validate and run now refuse."""
+    pack = make_tiny_pack(tmp_path / "pack")
+    task = pack / "filesystem" / "standard" / "tiny" / "move_todo_0"
+    variant = task.with_name("aaa_variant")
+    shutil.copytree(task, variant)
+    (variant / "meta.json").write_text((task / "meta.json").read_text().replace("move_todo_0", "aaa_variant"))
+    (variant / "oracle.json").write_text(json.dumps({"steps": TINY_ORACLE["steps"][:1]}))
+    tasks = {"path": "pack", "include": ["*/move_todo_0"]}
+    path = write_run(tmp_path, {"models": [SCRIPTED], "tasks": tasks})
+    for command in ("validate", "run"):
+        out = cli(command, str(path), cwd=tmp_path)
+        assert_clean_error(
+            out,
+            "filesystem/standard/tiny/move_todo_0: its description.md is also that of filesystem/standard/tiny/"
+            "aaa_variant, with different oracles, so the scripted oracle cannot tell which task to replay",
+        )
+    assert not (tmp_path / "runs").exists()
+    noop = write_run(tmp_path, {"models": [{"name": "noop", "model": "scripted/noop"}], "tasks": tasks}, "noop")
+    assert cli("validate", str(noop), cwd=tmp_path).returncode == 0  # only the oracle needs to tell them apart

@@ -404,3 +404,88 @@ def test_every_integer_of_the_crd_is_declared_int64() -> None:
 
     walk(build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"])
     assert len(found) > 10 and set(found) == {"int64"}, found
+
+
+# --- s28 hostile-input audit, finding 12: values YAML 1.1 or a stray character turn into another experiment ---
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("  attempts: 010", "'010' is octal in YAML 1.1 (8) but 10 in YAML 1.2; write it without the leading zero"),
+        ("  attempts: 1:30", "'1:30' is a base-60 number in YAML 1.1 (90) but text in YAML 1.2"),
+        ("  limits: {timeoutSeconds: 1:30}", "'1:30' is a base-60 number in YAML 1.1 (90)"),
+        ("  retries: {backoffSeconds: 1:30.5}", "'1:30.5' is a base-60 number in YAML 1.1 (90.5)"),
+    ],
+    ids=["octal", "base60", "base60-timeout", "base60-float"],
+)
+def test_a_number_yaml_1_1_and_1_2_read_apart_is_refused_naming_its_line(tmp_path: Path, line: str, said: str) -> None:
+    """`attempts: 010` ran 8 attempts and `1:30` 90: PyYAML reads YAML 1.1, where a leading zero is octal and
+    colons make base 60; a reader of YAML 1.2 (or of the file) sees 10 and the text 1:30."""
+    path = tmp_path / "y11.yaml"
+    path.write_text(HEAD + "  models: [{name: m, model: scripted/noop}]\n" + line + "\n")
+    with pytest.raises(SpecError) as err:
+        load_evalrun(path)
+    assert said in str(err.value) and "line 6" in str(err.value), str(err.value)
+
+
+def test_numbers_both_yaml_versions_read_alike_stay_valid() -> None:
+    docs = load_all("a: 10\nb: 0x10\nc: 07\nd: 0\ne: 1_000\nf: 0.5\ng: 010.5\nh: '010'\n")
+    assert docs == [{"a": 10, "b": 16, "c": 7, "d": 0, "e": 1000, "f": 0.5, "g": 10.5, "h": "010"}]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"retries": {"backoffSeconds": float("nan")}},
+        {"provider": {"retryAfterMaxSeconds": float("nan")}},
+        {"models": [model(params={"temperature": float("inf")})]},
+    ],
+    ids=["backoff-nan", "retry-after-nan", "temperature-inf"],
+)
+def test_nan_and_infinity_are_refused_as_no_finite_number(spec: dict[str, Any]) -> None:
+    """`.nan` was refused as "must be <= 3600.0", which it is not; `.inf` passed where no upper bound is set."""
+    said = refused({"models": [model()], **spec})
+    assert "must be a finite number (not .nan or .inf)" in said and "must be <=" not in said, said
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("openai/gpt-5 ", "'openai/gpt-5 ' starts or ends with whitespace; remove it"),
+        (" openai/gpt-5", "' openai/gpt-5' starts or ends with whitespace"),
+        ("openai/", "'openai/': give <provider>/<model>, e.g. openai/gpt-5"),
+        ("/gpt-5", "'/gpt-5': give <provider>/<model>"),
+        ("openai/" + "x" * 200_000, "spec.models[0].model: must be at most 1024 characters"),
+    ],
+    ids=["trailing-space", "leading-space", "no-model", "no-provider", "200k"],
+)
+def test_a_model_string_with_stray_space_empty_part_or_no_bound_is_refused(value: str, said: str) -> None:
+    """`"openai/gpt-5 "` and `"openai/"` passed validate (the space or empty name reached the provider on every
+    call); a 200 KB model string was valid, and a scripted one echoed whole in its error line."""
+    text = refused({"models": [model(model=value)]})
+    assert said in text and len(text) < 400, text[:400]
+
+
+def test_a_long_scripted_model_string_is_cut_in_its_error() -> None:
+    from mcpfleet.runner.scripted_model import ModelError, parse_model
+
+    with pytest.raises(ModelError) as err:
+        parse_model("orcale" + "x" * 900, 0.0)
+    assert "unknown scripted model 'orcale" in err.value.message and len(err.value.message) < 250
+
+
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [
+        ({"output": {"uri": "../runs2 "}}, "spec.output.uri: '../runs2 '"),
+        ({"output": {"uri": "runs\n"}}, "spec.output.uri: 'runs\\n'"),
+        ({"tasks": {"path": " pack"}}, "spec.tasks.path: ' pack'"),
+        ({"tasks": {"statesPath": "states "}}, "spec.tasks.statesPath: 'states '"),
+    ],
+    ids=["uri-space", "uri-newline", "path", "states"],
+)
+def test_a_path_with_surrounding_whitespace_is_refused(where: dict[str, Any], field: str) -> None:
+    """`output.uri: "../runs2 "` made a folder named `runs2 ` (a YAML block scalar's newline does the same)."""
+    said = refused({"models": [model()], **where})
+    assert f"{field} starts or ends with whitespace; remove it" in said, said

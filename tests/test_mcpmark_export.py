@@ -442,3 +442,26 @@ def test_a_single_attempt_export_warns_of_mcpmarks_k1_crash(tmp_path: Path, monk
     assert out.exit_code == 0, out.output
     text = " ".join(out.output.split())
     assert "--k 1" in text and "fails printing it: read that file" in text
+
+
+def test_an_export_into_or_over_the_run_folder_is_refused(tmp_path: Path) -> None:
+    """DEST inside the run folder, DEST/<exp> being the run folder, or a ``<model>__<service>`` folder (replaced
+    whole) that holds the run: all refused before anything is written, the run's files unchanged."""
+    from mcpfleet.runner.export import ExportError
+
+    root = tmp_path / "runs" / "synthetic"
+    write_run(root, tmp_path / "tasks")
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    for dest, exp in [(root, None), (root / "trials", "x"), (tmp_path / "runs", None), (root / "..", "synthetic")]:
+        with pytest.raises(ExportError, match=r"would be written in the run folder .*; export to a folder outside"):
+            export_mcpmark(LocalStore(root), dest, exp)
+    moved = tmp_path / "results" / "e" / "flaky__filesystem"  # a copy of the run named like an export folder
+    moved.parent.mkdir(parents=True)
+    root.rename(moved)
+    with pytest.raises(ExportError, match="would be written over the run folder"):
+        export_mcpmark(LocalStore(moved), tmp_path / "results", "e")
+    assert {p.relative_to(moved): p.read_bytes() for p in moved.rglob("*") if p.is_file()} == {
+        p.relative_to(root): b for p, b in before.items()
+    }
+    done = export_mcpmark(LocalStore(moved), tmp_path / "elsewhere")
+    assert done.trials == len(before) // 3

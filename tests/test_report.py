@@ -619,3 +619,38 @@ def test_an_absurd_attempts_in_run_json_is_not_trusted(runs: dict[str, Path], tm
     (part / "run.json").write_text(json.dumps(run_json))
     loaded = load_run(str(part))
     assert {r["attempts"] for r in loaded.summary["rows"]} == {k}
+
+
+def test_an_output_inside_a_run_folder_is_refused_before_any_record_is_replaced(tmp_path: Path) -> None:
+    """`report RUN -o RUN/trials/<id>/result.json` replaced the trial's record with the page, so the next run
+    took it as damaged and ran the paid trial again; any output inside a run given is refused, records intact."""
+    from mcpfleet.runner.report import ReportError, write_report
+
+    run = synthetic_run(tmp_path / "runs")
+    other = synthetic_run(tmp_path / "more", name="other")
+    record = next((run / "trials").glob("*/result.json"))
+    targets = [record, run / "summary.json", run / "report.html", run / "trials" / ".." / "x.html"]
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    for target in targets:
+        with pytest.raises(ReportError, match=r"^--output .*: inside the run folder .*; write the report outside"):
+            write_report([str(other), str(run / "summary.json")], target)
+    linked = tmp_path / "link"
+    linked.symlink_to(run)  # a path through a link into the run is inside it too
+    with pytest.raises(ReportError, match="inside the run folder"):
+        write_report([str(run)], linked / "summary.json")
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    proc = cli("report", str(run), "-o", str(record))
+    assert proc.returncode == 2 and "--output" in proc.stderr and "Traceback" not in proc.stderr
+    assert record.read_bytes() == before[record]
+    beside = tmp_path / "runs" / "report.html"  # next to the run folder, not in it: written
+    write_report([str(run)], beside)
+    assert beside.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_a_file_given_as_the_run_is_named_a_file(tmp_path: Path) -> None:
+    """`report evalrun.yaml` said "no such run folder" for a file that exists."""
+    spec = tmp_path / "base.yaml"
+    spec.write_text("kind: EvalRun\n")
+    proc = cli("report", str(spec), "-o", str(tmp_path / "x.html"))
+    assert proc.returncode == 2 and "is a file (an EvalRun?), not a run folder" in proc.stderr
+    assert "no such run folder" not in proc.stderr

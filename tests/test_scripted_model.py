@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -419,3 +420,47 @@ def test_ctrl_c_while_the_server_starts_stops_it(pack: Path, monkeypatch: pytest
     with pytest.raises(KeyboardInterrupt):
         server.__enter__()
     assert server.proc is not None and server.proc.returncode is not None and not _alive(server.proc.pid)
+
+
+async def test_a_description_tasks_with_other_oracles_share_is_refused_not_replayed(pack: Path) -> None:
+    """The oracle policy knows a task by its description only: with a variant sharing it (another oracle), it
+    replayed whichever was found first (an unselected task's too), scoring the oracle 0 without a word. Now the
+    call is refused (404: an unscored config_error that stops the model), naming both tasks; a copy with the
+    same oracle (a variant differing in its state only) is still replayed."""
+    original = pack / "filesystem" / "easy" / "files" / "archive_draft"
+    twin = original.with_name("aaa_same_oracle")
+    shutil.copytree(original, twin)
+    runner, base = await _start(build_app([pack]))
+    try:
+        made, final, _ = await drive(base, "oracle")
+        assert len(made) == 1 + len(ORACLE) and final == "Done."
+    finally:
+        await runner.cleanup()
+    variant = original.with_name("aaa_variant")
+    shutil.copytree(original, variant)
+    (variant / "oracle.json").write_text(json.dumps({"steps": ORACLE[:1]}))
+    runner, base = await _start(build_app([pack]))
+    try:
+        with pytest.raises(litellm.NotFoundError) as refused:
+            await drive(base, "oracle")
+        said = " ".join(str(refused.value).split())
+        assert "filesystem/easy/files/aaa_variant" in said and "filesystem/easy/files/archive_draft" in said
+        assert "with different oracles, so the scripted oracle cannot tell which task to replay" in said
+        made, final, _ = await drive(base, "noop")  # the other policies are untouched
+        assert final == "I have reviewed the request."
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_relative_script_is_read_from_the_servers_script_base(tmp_path: Path, pack: Path) -> None:
+    """A relative script=<path> is read from --script-base (mcpfleet run gives the EvalRun file's folder, where
+    validate checks it); a script that cannot be played is a 404 (config_error), not the model's 400."""
+    (tmp_path / "play.json").write_text(json.dumps({"turns": [{"content": "scripted hello"}]}))
+    runner, base = await _start(build_app([pack], script_base=tmp_path))
+    try:
+        content, _, _ = await complete(base, "script=play.json", [{"role": "user", "content": "hi"}])
+        assert content == "scripted hello"
+        with pytest.raises(litellm.NotFoundError, match=r"script .*/missing\.json: No such file or directory"):
+            await complete(base, "script=missing.json", [{"role": "user", "content": "hi"}])
+    finally:
+        await runner.cleanup()

@@ -212,3 +212,27 @@ def test_judge_eval_never_prints_or_writes_the_judge_key(tmp_path: Path) -> None
     seen = out.stdout + out.stderr + (report.read_text() if report.exists() else "")
     assert "bad request from" in seen or "400" in seen, seen[-2000:]  # the judge's failure is told ...
     assert secret not in seen and "sk-judge-eval" not in seen  # ... without the key
+
+
+def test_judge_eval_and_generate_refuse_unwritable_outputs_before_any_work(tmp_path: Path, server: JudgeServer) -> None:
+    """`judge-eval --json /` was an IsADirectoryError traceback after the whole evaluation (its judge calls paid
+    for); `--html /nonexist/x.html` created /nonexist; `toolcalls generate --out <a file>` was a traceback. Each
+    is now one line naming the option, before any judge call, with nothing created."""
+    args = ["judge-eval", str(FIXTURE), "--judge", "openai/rule", "--api-base", server.url, "--no-cache"]
+    args += ["--api-key-env", "JUDGE_KEY", "--limit", "5"]
+    served = len(server.requests)
+    missing = tmp_path / "nope" / "x.html"
+    for extra, said in [
+        (["--json", str(tmp_path)], f"--json {tmp_path}: is a folder; name the file to write"),
+        (["--html", str(missing)], f"--html {missing}: the folder {missing.parent} does not exist; create it"),
+        (["--json", str(tmp_path / "ok.json"), "--html", "/sys/x.html"], "--html /sys/x.html: /sys cannot be written"),
+    ]:
+        out = cli(*args, *extra, env={"JUDGE_KEY": "sk-test"})
+        assert out.returncode == 2 and said in " ".join(out.stderr.split()), out.stderr
+        assert "Traceback" not in out.stderr
+    assert len(server.requests) == served and not missing.parent.exists() and not (tmp_path / "ok.json").exists()
+    afile = tmp_path / "afile"
+    afile.write_text("keep")
+    out = cli("toolcalls", "generate", "--out", str(afile), "--n", "5")
+    assert out.returncode == 2 and f"--out {afile}: is a file; give a folder" in " ".join(out.stderr.split())
+    assert "Traceback" not in out.stderr and afile.read_text() == "keep"

@@ -10,6 +10,7 @@ import json
 import os
 import sqlite3
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -28,6 +29,26 @@ FORMATS = ("jsonl", "json", "parquet")
 def _fail(message: str, code: int = 2) -> NoReturn:
     err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def output_file_problem(option: str, path: Path, example: str) -> str | None:
+    """Why ``path`` cannot take an output file, checked before any work is done (judge-eval's evaluation may be
+    paid judge calls; a folder there was a traceback after them): a folder, a missing or unwritable folder. A
+    missing folder is refused, not created, as ``report -o`` refuses it (a typo made ``/nonexist/`` at the
+    root)."""
+    if path.is_dir():
+        return f"{option} {path}: is a folder; name the file to write, e.g. {path / example}"
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is not a folder" if parent.exists() else "does not exist"
+        return f"{option} {path}: the folder {parent} {what}; create it, or write elsewhere"
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".mcpfleet-probe-", dir=parent)
+    except OSError as exc:
+        return f"{option} {path}: {parent} cannot be written ({exc.strerror or exc}); write elsewhere"
+    os.close(fd)
+    os.unlink(probe)
+    return None
 
 
 def _write_parquet(rows: list[dict], path: Path) -> None:
@@ -56,15 +77,11 @@ def generate(
 
     if fmt not in FORMATS:
         _fail(f"--format must be one of {', '.join(FORMATS)}")
+    if out.exists() and not out.is_dir():  # (a FileExistsError traceback from mkdir)
+        kind = "a file" if out.is_file() else "not a folder"
+        _fail(f"--out {out}: is {kind}; give a folder to write the data set into (it is created if missing)")
     rows = [case.to_row() for case in make(n, seed)]
-    out.mkdir(parents=True, exist_ok=True)
     path = out / f"toolcalls.{fmt}"
-    if fmt == "jsonl":
-        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    elif fmt == "json":
-        path.write_text(json.dumps(rows, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    else:
-        _write_parquet(rows, path)
     labels = Counter(r["score"] for r in rows)
     mutations = Counter((r["score"], r.get("mutation") or "-") for r in rows)
     manifest = {
@@ -74,7 +91,17 @@ def generate(
         "labels": dict(sorted(labels.items())),
         "mutations": {f"{label}/{m}": c for (label, m), c in sorted(mutations.items())},
     }
-    (out / "_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if fmt == "jsonl":
+            path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+        elif fmt == "json":
+            path.write_text(json.dumps(rows, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        else:
+            _write_parquet(rows, path)
+        (out / "_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:  # a read-only or full disk, a file in the way under --out
+        _fail(f"--out {out}: cannot be written ({exc.strerror or exc}); choose another folder")
     table = Table(title=f"{n} cases (seed {seed}) -> {path}")
     for col in ("label", "mutation", "cases"):
         table.add_column(col, justify="right" if col == "cases" else "left")
@@ -137,6 +164,9 @@ def judge_eval(
     from .loader import DataError, load_cases
     from .report import html_report, text_report
 
+    for option, path, example in (("--json", json_out, "eval.json"), ("--html", html_out, "eval.html")):
+        if path is not None and (problem := output_file_problem(option, path, example)):
+            _fail(problem)  # before the evaluation: its judge calls may be paid
     try:
         loaded = load_cases(data, skip_bad=skip_bad)
     except DataError as exc:
@@ -190,15 +220,20 @@ def judge_eval(
         result = json.loads(redact(json.dumps(result, ensure_ascii=False, default=str).encode(), [key or ""]))
     else:
         result = asyncio.run(evaluate(loaded, None, judge_all, str(data)))
-    # The files first: a report that cannot be printed must not cost the evaluation.
-    if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(result, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    if html_out:
-        html_out.parent.mkdir(parents=True, exist_ok=True)
-        html_out.write_text(html_report(result), encoding="utf-8")
+    # The files first: a report that cannot be printed must not cost the evaluation. A file that cannot be
+    # written (checked above, but a disk may fill) is named after the text report, which still prints.
+    unwritten = []
+    outputs = [("--json", json_out, lambda: json.dumps(result, indent=1, ensure_ascii=False, default=str) + "\n")]
+    outputs.append(("--html", html_out, lambda: html_report(result)))
+    for option, path, text in outputs:
+        if path is not None:
+            try:
+                path.write_text(text(), encoding="utf-8")
+            except OSError as exc:
+                unwritten.append(f"{option} {path}: cannot be written ({exc.strerror or exc})")
     console.print(text_report(result, show))
-    if json_out:
-        console.print(f"json: {escape(str(json_out))}")
-    if html_out:
-        console.print(f"html: {escape(str(html_out))}")
+    for option, path, _ in outputs:
+        if path is not None and not any(u.startswith(f"{option} ") for u in unwritten):
+            console.print(f"{option.removeprefix('--')}: {escape(str(path))}")
+    if unwritten:
+        _fail("; ".join(unwritten))
