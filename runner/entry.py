@@ -32,6 +32,10 @@ def _from_interrupt(exc: SystemExit) -> bool:
 
 
 def _say_interrupted() -> None:
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):  # Python restores the default handlers as it exits: a late press
+        signal.signal(sig, signal.SIG_IGN)  # then killed the process with -2 instead of exit code 130
     try:
         sys.stderr.write(interrupted_line(sys.argv) + "\n")
         sys.stderr.flush()

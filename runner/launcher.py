@@ -18,20 +18,21 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import tmpdirs
+from .lifeline import interrupts_held
 from .llm_warmup import warm_models
 from .outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from .plan import TrialSpec, plan
 from .records import now_iso
 from .services import run_resources, sweep_leftovers
 from .spec import EvalRun, SpecError, retry_wait, spec_hash
-from .store import LocalStore, ResultStore, S3Store, StoreConfig, StoreError, store_config
+from .store import LocalStore, RecordNotStored, ResultStore, S3Store, StoreConfig, StoreError, store_config
 from .summary import PLAN_FILE, build_summary, plan_file
 from .worker import TrialCancelled, WorkItem, init_worker, make_context, run_item, start_forkserver
 from .workerpool import WorkerSlots
@@ -117,6 +118,33 @@ class RunState:
     done: dict[str, dict[str, Any]] = field(default_factory=dict)
     retries: int = 0
     stopped: dict[str, str] = field(default_factory=dict)  # model -> why its launches stopped
+    unstored: str | None = None  # why the first record could not be stored: then nothing more was launched
+    not_run: list[str] = field(default_factory=list)  # trials left unlaunched because of it
+
+
+# Added to a trial's agent and verifier timeouts for its launcher-side deadline (set-up, teardown, a worker's start):
+# the operator's pod deadline is the same sum (activeDeadlineSeconds, operator/manifests.py: pod_grace_seconds).
+TRIAL_GRACE_SECONDS = 300
+
+
+def trial_deadline(t: TrialSpec) -> tuple[float, str]:
+    """Seconds a trial's worker may hold it before the launcher kills the worker, and the sum in words. Every
+    timeout of a trial lives inside its worker: a wedged worker (SIGSTOPped, a hung mount, a deadlock) would
+    otherwise hold the run forever. The sum is the longest a trial still making progress can take, so no such
+    trial is ever killed: besides its timeouts and set-up, the provider's time its agent's clock gives back, at
+    most ``provider.trialRetryBudget`` failed calls of ``llm_call_timeout`` each, each followed by the longest wait
+    (``retryAfterMaxSeconds`` or ``backoffMaxSeconds``). Lower those to find a wedged worker sooner."""
+    lim, provider = t.limits, t.provider
+    wait = max(provider.retry_after_max_seconds, provider.backoff_max_seconds)
+    given_back = provider.trial_retry_budget * (lim.llm_call_timeout + wait)
+    total = lim.timeout_seconds + lim.verifier_timeout_seconds + TRIAL_GRACE_SECONDS + given_back
+    why = (
+        f"{total:g} s (limits.timeoutSeconds {lim.timeout_seconds} + limits.verifierTimeoutSeconds "
+        f"{lim.verifier_timeout_seconds} + {TRIAL_GRACE_SECONDS:g} s for set-up and teardown + {given_back:g} s the "
+        f"provider may take back: provider.trialRetryBudget {provider.trial_retry_budget} x (the LLM call's "
+        f"{lim.llm_call_timeout} s + a {wait:g} s wait))"
+    )
+    return total, why
 
 
 def check_credentials(run: EvalRun, env: dict[str, str] | os._Environ[str]) -> None:
@@ -175,8 +203,17 @@ def fresh_name(base: str, config: StoreConfig, limit: int = 63) -> str:
         n += 1
 
 
+@dataclass
+class InFlight:
+    trial: TrialSpec
+    attempt: int
+    deadline: float  # time.monotonic() past which its worker is killed
+    killed: str | None = None  # why its worker was killed
+
+
 class Scheduler:
-    """Feeds trials to workers under the total and per-model caps; infra errors go back in the queue."""
+    """Feeds trials to workers under the total and per-model caps; infra errors go back in the queue. A record
+    that cannot be stored stops all launches (no retry of a trial can fix the store)."""
 
     def __init__(
         self,
@@ -230,7 +267,8 @@ class Scheduler:
             waker.cancel()
 
     async def _run_all(self, loop: asyncio.AbstractEventLoop, waker: asyncio.Future[Any]) -> None:
-        running: dict[asyncio.Future[Any], tuple[TrialSpec, int]] = {}
+        running: dict[asyncio.Future[Any], InFlight] = {}
+        pool_futures: dict[asyncio.Future[Any], Future[Any]] = {}  # the pool's own future of each (to kill)
         while self.queue or self.delayed or running:
             if self.lost.why is not None:
                 raise RunLost(self.lost.why)
@@ -249,10 +287,18 @@ class Scheduler:
                     more_queued=bool(self.queue or self.delayed),
                     resources=self.resources,
                 )
-                fut = asyncio.wrap_future(self.pool.submit(run_item, work), loop=loop)
-                running[fut] = (t, n)
+                submitted = self.pool.submit(run_item, work)
+                fut = asyncio.wrap_future(submitted, loop=loop)
+                running[fut] = InFlight(t, n, time.monotonic() + trial_deadline(t)[0])
+                pool_futures[fut] = submitted
                 self.in_flight[t.model.name] += 1
-            wait_for = min((d[0] for d in self.delayed), default=now + 3600) - now
+            for fut, inf in running.items():
+                if inf.killed is None and now >= inf.deadline:
+                    # Its worker is wedged: killed as an OOM kill would (its trial fails with BrokenProcessPool).
+                    self.pool.kill(pool_futures[fut])
+                    inf.killed = f"worker killed: the trial ran past its deadline of {trial_deadline(inf.trial)[1]}"
+            due = [d[0] for d in self.delayed] + [i.deadline for i in running.values() if i.killed is None]
+            wait_for = min(due, default=now + 3600) - now
             if not running:
                 await asyncio.wait({waker}, timeout=max(0.0, wait_for))
                 continue
@@ -262,10 +308,15 @@ class Scheduler:
             for fut in finished:
                 if fut is waker:
                     continue
-                t, n = running.pop(fut)
+                inf = running.pop(fut)
+                pool_futures.pop(fut)
+                t, n = inf.trial, inf.attempt
                 self.in_flight[t.model.name] -= 1
                 try:
                     out = fut.result()
+                except RecordNotStored as exc:  # the store is broken: for every trial, and no retry fixes it
+                    self.store_broken(t, exc)
+                    continue
                 except Exception as exc:  # noqa: BLE001 - a worker died or was stopped: infrastructure, retried
                     # (TrialCancelled here is a worker stopped from outside: a Ctrl-C of the run cancels this loop.)
                     out = self.recorded(t) or {
@@ -273,7 +324,8 @@ class Scheduler:
                         "model": t.model.name,
                         "passed": False,
                         "failure": INFRA_ERROR,
-                        "error": f"worker {'stopped' if isinstance(exc, TrialCancelled) else 'failed'}: "
+                        "error": inf.killed
+                        or f"worker {'stopped' if isinstance(exc, TrialCancelled) else 'failed'}: "
                         f"{type(exc).__name__}: {exc}",
                     }
                 self.charge_retries(t.model.name, int(out.get("llm_retries") or 0))
@@ -283,6 +335,7 @@ class Scheduler:
                     out["failure"] in (INFRA_ERROR, PROVIDER_ERROR)
                     and n <= self.run.spec.retries.limit
                     and t.model.name not in self.state.stopped
+                    and self.state.unstored is None  # (a retry's record could not be stored either)
                 ):
                     self.state.retries += 1
                     delay = retry_wait(self.run.spec.retries.backoff_seconds, n)
@@ -290,6 +343,18 @@ class Scheduler:
                     continue
                 self.state.done[t.trial_id] = out
                 self.on_done(out)
+
+    def store_broken(self, t: TrialSpec, exc: RecordNotStored) -> None:
+        """A finished trial whose record could not be stored: not retried, and nothing more is launched (the
+        trials in flight finish); the run then ends naming the trials without a record (exit 4)."""
+        out = {"trial_id": t.trial_id, "model": t.model.name, "passed": False, "failure": INFRA_ERROR}
+        self.state.done[t.trial_id] = {**out, "error": f"not stored: {exc.cause}", "not_stored": True}
+        self.on_done(self.state.done[t.trial_id])
+        if self.state.unstored is None:
+            self.state.unstored = f"records cannot be stored in {exc.location}: {exc.cause}"
+        self.state.not_run += [q.trial_id for q, _ in self.queue] + [d[1].trial_id for d in self.delayed]
+        self.queue.clear()
+        self.delayed.clear()
 
     def recorded(self, t: TrialSpec) -> dict[str, Any] | None:
         """The scored record a worker stored before it died (killed between its commit and its reply): the trial
@@ -410,13 +475,16 @@ def _execute(
     if state.todo:
         start_forkserver()  # its seconds of imports overlap the scripted server's start and the pool's set-up
         with ExitStack() as stack:
+            # Entered first, so closed last: after a Ctrl-C, further ones are held (lifeline.interrupts_held) until
+            # every run resource below is stopped; a second press cut the zygote's or the model server's stop short.
+            stopping = stack.enter_context(ExitStack())
             scripted_url = None
             lost = LostWatch()
             if any(m.is_scripted for m in run.spec.models):
                 from .scripted_model import ScriptedServerProcess
 
                 roots = sorted({Path(t.tasks_root) for t in trials})
-                server = ScriptedServerProcess(roots)
+                server = ScriptedServerProcess(roots, script_base=base_dir.resolve())
                 scripted_url = stack.enter_context(server)
                 server.watch(lost)  # its death stops the run (exit 6), not its models as misconfigured
             workers = min(run.spec.concurrency.total, len(state.todo))
@@ -448,6 +516,7 @@ def _execute(
             try:
                 asyncio.run(scheduler.run_all())
             except (KeyboardInterrupt, RunLost):
+                stopping.enter_context(interrupts_held())
                 scheduler.close(interrupted=True)
                 _summary_on_interrupt(run, trials, store, state.stopped)
                 raise
@@ -460,5 +529,9 @@ def _execute(
         summary["summary_error"] = f"summary.json could not be written: {exc}"
     if summary["trials_recorded"] < summary["trials_planned"]:  # say why, for `mcpfleet run`'s exit (not stored)
         unrecorded = [(tid, o) for tid, o in sorted(state.done.items()) if store.read_result(tid) is None]
+        unrecorded.sort(key=lambda u: not u[1].get("not_stored"))  # the store's failures first: the cause
         summary["unrecorded"] = {tid: str(o.get("error") or "no record") for tid, o in unrecorded}
+        if state.unstored is not None:  # what was never launched after the first record that could not be stored
+            summary["unrecorded"] |= {tid: f"not run: {state.unstored}" for tid in sorted(state.not_run)}
+            summary["store_error"] = state.unstored
     return summary, store.root if isinstance(store, LocalStore) else store.location()

@@ -51,14 +51,19 @@ def record_unless_finished(
 
     A pod the operator gave up on (its node partitioned, past its deadline) may still finish after its retry
     did: its late record must neither replace the retry's nor mix its files with the retry's, since a finished
-    trial is never run twice or overwritten. An unscored record (an infra error, the operator's own) is replaced."""
+    trial is never run twice or overwritten. An unscored record (an infra error, the operator's own) is replaced.
+    Raises RecordNotStored when the store cannot be read or written."""
     from .outcome import is_scored
 
-    old = store.read_result(trial_id)
-    if old is not None and old.get("spec_hash") == spec_hash and is_scored(old.get("failure")):
-        return old
-    store.write_files(trial_id, files)
-    store.commit(trial_id, result())
+    try:
+        old = store.read_result(trial_id)
+        if old is not None and old.get("spec_hash") == spec_hash and is_scored(old.get("failure")):
+            return old
+        store.write_files(trial_id, files)
+        store.commit(trial_id, result())
+    except (OSError, StoreError) as exc:  # (an S3 store has retried its blips already: StoreError is for good)
+        cause = str(exc) if isinstance(exc, StoreError) else f"{type(exc).__name__}: {exc}"
+        raise RecordNotStored(trial_id, store.location(), cause) from exc
     return None
 
 
@@ -174,6 +179,19 @@ class LocalStore:
 class StoreError(RuntimeError):
     """A store operation failed for good (after retries). The message names the object and the cause,
     never a credential."""
+
+
+class RecordNotStored(StoreError):
+    """A finished trial's record could not be written (a full or read-only disk, an S3 store that gave up). Not
+    the trial's failure, and no retry of the trial can fix the store: the launcher stops launching instead of
+    paying for every remaining trial again (a worker death is what it retries). Picklable across the worker pool."""
+
+    def __init__(self, trial_id: str, location: str, cause: str) -> None:
+        super().__init__(f"record of {trial_id} not stored in {location}: {cause}")
+        self.trial_id, self.location, self.cause = trial_id, location, cause
+
+    def __reduce__(self) -> tuple[type[RecordNotStored], tuple[str, str, str]]:
+        return type(self), (self.trial_id, self.location, self.cause)
 
 
 #: The AWS variables of the standard credential chain that a store built elsewhere (a worker process)

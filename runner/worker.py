@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import tmpdirs
 from .store import StoreConfig
 
 # The forkserver's parent-death signal first, then the engine and LiteLLM's lazy imports (see warmup).
@@ -221,6 +222,7 @@ def run_item(item: WorkItem) -> dict[str, Any]:
 
 
 def make_context() -> multiprocessing.context.BaseContext:
+    tmpdirs.own_multiprocessing_names()  # what a group SIGKILL leaves is named for the run: the next run sweeps it
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     return ctx

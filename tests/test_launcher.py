@@ -475,6 +475,36 @@ def test_trials_whose_records_cannot_be_stored_make_the_run_fail(tmp_path: Path)
     assert "oracle.filesystem.standard.tiny.move_todo_0.1: " in out.stderr and "Not a directory" in out.stderr
 
 
+def count_verifier_runs(pack: Path, log: Path) -> None:
+    """Make every verify.py of ``pack`` append a line to ``log``: one line per trial execution."""
+    for verify in pack.glob("*/*/*/*/verify.py"):
+        verify.write_text(f"open({str(log)!r}, 'a').write('ran\\n')\n" + verify.read_text())
+
+
+def test_a_store_that_cannot_write_stops_the_launches_and_retries_nothing(tmp_path: Path) -> None:
+    """The chaos audit: with a read-only or full disk, every trial ran, failed to store its record and was
+    retried as a dead worker, so each remaining trial of the plan ran 1 + retries.limit times (model paid each
+    time) before exit 4. A record that cannot be stored is not retried and stops the launches (the store is
+    broken for every trial); the trials in flight finish, and the run exits 4 naming the cause."""
+    path = write_run(
+        tmp_path, "ro", [NOOP], attempts=2, concurrency={"total": 2}, retries={"limit": 2, "backoffSeconds": 0}
+    )
+    log = tmp_path / "verifier-runs.log"
+    count_verifier_runs(tmp_path / "pack", log)
+    (tmp_path / "runs" / "ro").mkdir(parents=True)
+    (tmp_path / "runs" / "ro" / "trials").write_text("not a folder")  # every record write fails (ENOTDIR)
+    out = cli("run", str(path), "--no-progress")
+    assert out.returncode == 4, (out.stdout, out.stderr)
+    assert len(log.read_text().splitlines()) == 2, "trials ran after the store failed, or were retried"  # 2 in flight
+    err = flat(out.stderr)
+    assert "6 trial(s) have no record" in err
+    shown = re.findall(r"(noop\.\S+): (not stored|not run): ([^\n]*)", out.stderr)
+    assert [kind for _, kind, _ in shown] == ["not stored", "not stored", "not run"], out.stderr
+    assert all("NotADirectoryError" in why and "Not a directory" in why for _, _, why in shown), out.stderr
+    summary = json.loads((tmp_path / "runs" / "ro" / "summary.json").read_text())
+    assert summary["trials_recorded"] == 0 and not summary["complete"] and not summary.get("stopped")
+
+
 def test_a_rerun_takes_damaged_records_as_unfinished_and_ignores_stray_files(tmp_path: Path) -> None:
     """Hands in the output folder (a note in trials/, a record of wrong types, one that is not UTF-8, a copied
     trial folder, a garbage run.json) crashed the rerun or counted a trial twice: the damaged trials run again,
@@ -610,6 +640,148 @@ def test_a_worker_killed_mid_run_costs_its_own_trial_only(tmp_path: Path, victim
         assert attempts == [1, 2]
     # A SIGKILLed worker could not remove its trial's folder; the run does once its workers are gone.
     assert not list(Path(tempfile.gettempdir()).glob(f"mcpfleet-trial-{killed[0]}-*"))
+
+
+def test_a_wedged_worker_is_killed_at_its_trials_deadline_and_the_trial_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chaos audit: a worker SIGSTOPped mid-trial (as one stuck on a hung mount or in a deadlock) held the
+    run for ever, every timeout being the worker's own. Past the trial's deadline (agent + verifier timeouts +
+    grace, as a pod's activeDeadlineSeconds) the launcher SIGKILLs the worker and what runs under it (its MCP
+    server), and the trial is retried in a fresh worker as an infrastructure error."""
+    from proctree import children
+
+    from mcpfleet.runner import launcher
+
+    monkeypatch.setattr(launcher, "TRIAL_GRACE_SECONDS", 3)  # deadline 5 + 5 + 3 s; the trial takes ~2 s
+    forkserver = ensure_forkserver()
+    slow = {"name": "slow", "model": "scripted/oracle?latency=0.3"}
+    path = write_run(
+        tmp_path,
+        "wedged",
+        [slow],
+        tasks={"include": ["*/move_todo_0"]},
+        concurrency={"total": 1},
+        limits={"timeoutSeconds": 5, "verifierTimeoutSeconds": 5},
+        retries={"limit": 1, "backoffSeconds": 0},
+        provider={"trialRetryBudget": 0},  # no provider time to give back: the deadline is the sum above
+    )
+    stopped: list[int] = []  # the worker, then what ran under it
+    finished = threading.Event()
+
+    def wedge_the_worker() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not stopped:
+            workers = [p for p, ppid, _, _ in proc_table() if ppid == forkserver]
+            if workers and children(workers[0]):  # its MCP server is up: mid-trial
+                time.sleep(0.5)
+                os.kill(workers[0], signal.SIGSTOP)
+                stopped.extend([workers[0], *children(workers[0])])
+            time.sleep(0.05)
+        if stopped and not finished.wait(45):  # no deadline (before): let it go, so the test fails, not hangs
+            os.kill(stopped[0], signal.SIGCONT)
+
+    wedger = threading.Thread(target=wedge_the_worker)
+    wedger.start()
+    start = time.monotonic()
+    try:
+        summary, root = run_file(path)
+    finally:
+        finished.set()
+        wedger.join()
+    assert len(stopped) >= 2, f"no worker with an MCP server was seen: {stopped}"
+    assert time.monotonic() - start < 40
+    (rec,) = results(root).values()
+    assert (rec["passed"], rec["infra_attempts"]) == (True, 2), rec
+    assert summary["complete"] and row(summary, "slow")["pass_at_1"] == 1.0
+    gone = [p for p in stopped if Path(f"/proc/{p}").exists() and "Z" not in proc_state(p)]
+    assert not gone, f"left running: {gone}"
+
+
+def proc_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
+
+
+class _WedgedPool:
+    """Workers that never answer until killed: a kill fails the call as a dead worker's does."""
+
+    def __init__(self) -> None:
+        self.submitted = 0
+        self.killed = 0
+
+    def submit(self, fn: Any, item: Any) -> Future[Any]:
+        self.submitted += 1
+        return Future()
+
+    def kill(self, fut: Future[Any]) -> list[int]:
+        from concurrent.futures.process import BrokenProcessPool
+
+        self.killed += 1
+        fut.set_exception(BrokenProcessPool("a worker died"))
+        return [1]
+
+
+def test_a_trial_past_its_deadline_is_an_infra_error_naming_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each try gets its own deadline; a try killed at it is retried up to retries.limit, and the trial's error
+    says which deadline it ran past (not a bare "worker failed: BrokenProcessPool")."""
+    from mcpfleet.runner import launcher
+    from mcpfleet.runner.launcher import RunState, Scheduler
+    from mcpfleet.runner.store import store_config
+    from mcpfleet.runner.workerpool import WorkerSlots
+
+    monkeypatch.setattr(launcher, "TRIAL_GRACE_SECONDS", 0.5)
+    path = write_run(
+        tmp_path,
+        "late",
+        [ORACLE],
+        tasks={"include": ["*/move_todo_0"]},
+        limits={"timeoutSeconds": 1, "verifierTimeoutSeconds": 1},
+        retries={"limit": 1, "backoffSeconds": 0},
+        provider={"trialRetryBudget": 0},
+    )
+    run = load_evalrun(path)
+    [trial] = plan(run, tmp_path)
+    pool = _WedgedPool()
+    done: list[dict[str, Any]] = []
+    config = store_config(run.spec.output, run.name, tmp_path)
+    scheduler = Scheduler(run, RunState(todo=[trial], skipped=0), cast(WorkerSlots, pool), config, None, done.append)
+    start = time.monotonic()
+    asyncio.run(asyncio.wait_for(scheduler.run_all(), 20))
+    assert 5.0 <= time.monotonic() - start < 8, "each try is killed 2.5 s after it started"
+    assert (pool.submitted, pool.killed) == (2, 2)
+    assert [(d["failure"], d["error"]) for d in done] == [
+        (
+            "infra_error",
+            "worker killed: the trial ran past its deadline of 2.5 s (limits.timeoutSeconds 1 + "
+            "limits.verifierTimeoutSeconds 1 + 0.5 s for set-up and teardown + 0 s the provider may take back: "
+            "provider.trialRetryBudget 0 x (the LLM call's 1 s + a 60 s wait))",
+        )
+    ]
+
+
+def test_a_trials_deadline_leaves_room_for_the_provider_time_its_agent_is_given_back(tmp_path: Path) -> None:
+    """Time lost to provider faults is given back to the agent's clock, so a trial still making progress can run
+    past its timeouts by up to its retry budget's worth of failed calls and waits: the launcher must not kill it
+    as wedged (it would be retried as an infra error, and under a long rate-limit spell never be scored)."""
+    from mcpfleet.runner.launcher import TRIAL_GRACE_SECONDS, trial_deadline
+
+    path = write_run(
+        tmp_path,
+        "patient",
+        [ORACLE],
+        tasks={"include": ["*/move_todo_0"]},
+        limits={"timeoutSeconds": 60, "verifierTimeoutSeconds": 10, "llmTimeoutSeconds": 20},
+        provider={"trialRetryBudget": 3, "retryAfterMaxSeconds": 10, "backoffMaxSeconds": 30},
+    )
+    [trial] = plan(load_evalrun(path), tmp_path)
+    seconds, why = trial_deadline(trial)
+    assert seconds == 60 + 10 + TRIAL_GRACE_SECONDS + 3 * (20 + 30)
+    assert "provider.trialRetryBudget 3" in why
 
 
 def test_the_scripted_model_server_dying_stops_the_run_not_its_models(tmp_path: Path) -> None:

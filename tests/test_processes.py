@@ -266,3 +266,53 @@ def test_a_verifiers_scratch_folder_is_named_for_its_worker_and_swept_once_it_is
     left = tmp_path / f"mcpfleet-trial-{dead.pid}-verify-abcd"
     left.mkdir()
     assert tmpdirs.sweep(tmp_path) == 1 and not left.exists()
+
+
+SHM = Path("/dev/shm")
+
+
+def _mapped_semaphores(pids: list[int]) -> set[str]:
+    """The named POSIX semaphores (``sem.*`` in /dev/shm) these processes have open."""
+    found = set()
+    for pid in pids:
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        found |= {line.split("/dev/shm/", 1)[1].split()[0] for line in maps.splitlines() if "/dev/shm/sem." in line}
+    return found
+
+
+def test_a_group_sigkill_leaves_nothing_the_next_run_does_not_sweep(tmp_path: Path) -> None:
+    """Chaos audit: `kill -9 -PGID` (a CI cancel, a cgroup OOM kill) also kills multiprocessing's resource
+    tracker, which alone unlinks the run's semaphores: 11 `sem.mp-*` stayed in /dev/shm per run, and a `pymp-*`
+    folder (the forkserver's socket) in TMPDIR after any SIGKILL, and no run removed them. Both are named for the
+    run's pid now, and the next run's sweep (the call `mcpfleet run` makes first) removes them."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = start(write_run(tmp_path, "scripted/oracle?latency=2"), tmp)
+    sems: set[str] = set()
+    try:
+        started = wait_for(lambda: any("mcp-server-filesystem" in c for c in ours(proc.pid, tmp).values()), 120)
+        assert started, f"no MCP server came up: {ours(proc.pid, tmp)}"
+        sems = _mapped_semaphores(list(ours(proc.pid)))
+        assert sems, "the run has no semaphores open"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        assert wait_for(lambda: not ours(proc.pid, tmp), 20), f"left running: {ours(proc.pid, tmp)}"
+        left = {s for s in sems if (SHM / s).exists()}
+        assert left and all(s.startswith(f"sem.mcpfleet-{proc.pid}-") for s in left), left
+        mp = [p.name for p in [*tmp.iterdir(), *Path("/tmp").glob(f"mcpfleet-trial-{proc.pid}-mp-*")]]
+        assert any(name.startswith(f"mcpfleet-trial-{proc.pid}-mp-") for name in mp), mp
+        owners = {int(p.name.split("-")[2]) for p in tmp.iterdir()}  # (reaped, not zombies: those count as alive)
+        assert wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in owners), 20), owners
+        sweep = "from mcpfleet.runner import tmpdirs; tmpdirs.sweep()"
+        subprocess.run([str(PYTHON), "-c", sweep], cwd=tmp_path, env={**os.environ, "TMPDIR": str(tmp)}, check=True)
+        assert not [s for s in sems if (SHM / s).exists()]
+        assert not list(tmp.iterdir()) and not list(Path("/tmp").glob(f"mcpfleet-trial-{proc.pid}-*"))
+    finally:
+        kill_all(ours(proc.pid, tmp))
+        proc.kill()
+        proc.communicate()
+        for s in sems:
+            (SHM / s).unlink(missing_ok=True)
