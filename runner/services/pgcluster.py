@@ -33,8 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from ..lifeline import interrupts_held
-
 if TYPE_CHECKING:
     from ..sandbox import Plan
 
@@ -479,6 +477,9 @@ def run_cluster(on_lost: Callable[[str], None] | None = None) -> Iterator[Cluste
         yield handle
     finally:
         # Not cut short by more Ctrl-C: a third one, inside rmtree, left the folder (60-76 MB of RAM in /dev/shm).
+        # (Imported here: this module also loads on its own, standard library only, as the postgres OS user.)
+        from ..lifeline import interrupts_held
+
         with interrupts_held():
             try:
                 if keeper is not None:
