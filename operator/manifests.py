@@ -9,10 +9,11 @@ localhost, and the runner container runs ``mcpfleet trial`` against it. Secrets 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from typing import Any
 
-from mcpfleet.runner.plan import TrialSpec
+from mcpfleet.runner.plan import TrialSpec, trial_deadline
 from mcpfleet.runner.services import SERVICES
 from mcpfleet.runner.services.base import PodContext, stdio_server_sidecar
 from mcpfleet.runner.spec import EvalRun
@@ -158,6 +159,13 @@ def state_init_args(run: EvalRun, trial: TrialSpec) -> tuple[list[str], list[dic
     return args, env
 
 
+def pod_deadline(trial: TrialSpec, settings: OperatorSettings) -> int:
+    """A trial pod's ``activeDeadlineSeconds``: the local launcher's worker deadline (plan.trial_deadline) with the
+    operator's ``podGraceSeconds``, so a try still making progress (its agent's clock given back the time lost to
+    provider faults) is never killed, and only a wedged pod is."""
+    return math.ceil(trial_deadline(trial, settings.pod_grace_seconds)[0])
+
+
 def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry: int = 0) -> dict[str, Any]:
     """The Pod for one trial (one try of it)."""
     pod = run.spec.pod
@@ -168,8 +176,7 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
     with_server = known is None or known.mcp_server  # a suite whose tools come with each case has no MCP server
     if not sidecar_image and with_server:
         raise ValueError(f"no MCP sidecar image for service '{service}'; set spec.pod.sidecarImages.{service}")
-    limits = trial.limits
-    deadline = limits.timeout_seconds + limits.verifier_timeout_seconds + settings.pod_grace_seconds
+    deadline = pod_deadline(trial, settings)
     state_mount = {"name": "state", "mountPath": STATE_MOUNT}
     remote = run.spec.tasks.in_s3
     init_args, init_env = state_init_args(run, trial)

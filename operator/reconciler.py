@@ -32,7 +32,7 @@ from mcpfleet.runner.tasks import TaskError, bundled_root
 
 from . import metrics
 from .kube import ForeignPod, Kube, PodRefused
-from .manifests import ANN_TRIAL, LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, trial_pod
+from .manifests import ANN_TRIAL, LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, pod_deadline, trial_pod
 from .runstate import DISRUPTION_LIMIT, InFlight, RunState, plan_hash
 from .settings import OperatorSettings
 
@@ -60,6 +60,8 @@ MAX_BACKOFF_SECONDS = 60.0  # the longest wait between tries of an API call the 
 REFUSAL_EVENT_SECONDS = 600.0
 REFUSAL_EVENT_GAP_SECONDS = 60.0
 DEADLINE_CHECK_SECONDS = 1.0  # how often tries in flight are checked against their deadlines
+# How often the run's pods are listed to find those gone without a DELETED event (Reconciler.resync).
+RESYNC_SECONDS = 60.0
 
 
 @dataclass
@@ -195,6 +197,8 @@ class Reconciler:
         self.store_retry_at = 0.0  # the results store failed: reading and writing it waits until then
         self.deferred_until = 0.0  # deferred pod events are taken again from then on
         self.deadlines_at = 0.0  # when check_deadlines runs next (monotonic)
+        self.resync_at = time.monotonic() + RESYNC_SECONDS  # when resync runs next (monotonic)
+        self.unlisted: set[str] = set()  # pods the last resync's list lacked
         self.settled: int | None = None  # the generation the run ended at: nothing to do until the spec changes
         self.finished_at: str | None = body.status.get("finishedAt")
         # What status last showed of a run whose state was dropped (it failed): its counts stay, none running.
@@ -482,7 +486,7 @@ class Reconciler:
         await self.write_status(force=True)
 
     async def rebuild(self) -> None:
-        assert self.state is not None and self.store is not None
+        assert self.state is not None and self.store is not None and self.run is not None
         store = self.store
         records = await asyncio.to_thread(lambda: list(store.iter_results()))
         # Listed before anything is adopted: a list the API server refuses leaves the state as it was, and
@@ -491,7 +495,7 @@ class Reconciler:
         if await self.conflict(records):
             return
         for r in records:
-            self.state.adopt_record(r)
+            self.state.adopt_record(r, self.run.spec.retries.backoff_seconds)
         # backoffLimit counts on across a restart; an edit that runs a failed run again starts it afresh
         self.state.rebuild_streak(records, since=self.refailed_at)
         stopped_by_us = self.refailed_at is not None or (self.conditions.get("Suspended") or {}).get("status") == "True"
@@ -654,6 +658,8 @@ class Reconciler:
             # and at 5,080 pods in flight a pass per step was 7% of the operator's CPU.
             self.deadlines_at = time.monotonic() + DEADLINE_CHECK_SECONDS
             await self.check_deadlines()
+        if self.state is not None and time.monotonic() >= self.resync_at:
+            await self.resync()
         if self.state is None:
             await self.write_status()
             return
@@ -843,10 +849,10 @@ class Reconciler:
     def readopt(self, records: list[dict[str, Any]]) -> None:
         """The records of a new output (no trial ran or runs): as a restarted operator would read them, the tries
         counted so far are the ones stored there (the old output's infrastructure records no longer count)."""
-        assert self.state is not None
+        assert self.state is not None and self.run is not None
         self.state.retries, self.state.retries_total = {}, 0
         for r in records:
-            self.state.adopt_record(r)
+            self.state.adopt_record(r, self.run.spec.retries.backoff_seconds)
         self.state.rebuild_streak(records, since=self.refailed_at)
 
     def per_model_free(self) -> dict[str, int]:
@@ -981,9 +987,10 @@ class Reconciler:
                 inf.ending, inf.kill_by = time.time(), _ts(meta["deletionTimestamp"])
                 inf.reason = inf.reason or "pod deleted before it finished"
         else:
-            reason = _waiting_reason(status)
+            reason, message = _waiting_reason(status)
             if reason in IMAGE_FAILURES and inf.ending is None:
-                await self.end_try(tid, f"pod cannot start: {reason}", pod)
+                # The kubelet's message says what to fix: 'secret "llm-keys" not found', the image that failed.
+                await self.end_try(tid, f"pod cannot start: {reason}" + (f": {message}" if message else ""), pod)
 
     async def end_try(self, tid: str, reason: str, pod: dict[str, Any] | None = None, gone_later: bool = False) -> None:
         """The operator gives up on a try whose pod has not finished: delete the pod (gracefully) and take the
@@ -1124,6 +1131,33 @@ class Reconciler:
         self.logger.warning("model %s stopped: %s", model, why)
         self.dirty = True
 
+    async def resync(self) -> None:
+        """Pods gone without a DELETED event. kopf restarts a watch the API server expired (410 Gone) from a fresh
+        list, and a pod deleted in between is never reported (client-go's informers report it as a tombstone; kopf
+        does not): its try waited out its whole deadline, and a draining pod held its slot. Every RESYNC_SECONDS
+        the run's pods are listed; one missing from two lists in a row (its DELETED event, if one was on its
+        way, had a whole interval to arrive) is taken as deleted, its record (if its runner stored one) deciding
+        as always."""
+        assert self.state is not None
+        self.resync_at = time.monotonic() + RESYNC_SECONDS
+        try:
+            pods = await self.shared.kube.list_pods(self.ns, f"{LABEL_RUN_UID}={self.uid}")
+        except API_FAILURES as exc:  # an optimisation: tried again at the next interval
+            self.logger.warning("listing the run's pods failed (will try again): %s", exc)
+            return
+        if self.state is None:
+            return
+        listed = {p["metadata"]["name"] for p in pods}
+        tracked = {inf.pod: tid for tid, inf in self.state.in_flight.items()}
+        missing = {name for name in [*tracked, *self.state.draining] if name not in listed}
+        for name in sorted(missing & self.unlisted):
+            self.logger.warning("pod %s is gone, though no DELETED event said so: taken as deleted", name)
+            if name in tracked:
+                self.queue.put_nowait(("DELETED", _stub(name, tracked[name])))
+            else:
+                self.drained(name)
+        self.unlisted = missing - self.unlisted
+
     async def check_deadlines(self) -> None:
         """Tries that will not end by themselves. A Pending one is deleted (its outcome is taken once it is
         gone); one whose runner certainly stopped, though its pod does not say so, is counted at once."""
@@ -1137,8 +1171,7 @@ class Reconciler:
         for tid, inf in list(self.state.in_flight.items()):
             if self.state is None:
                 return
-            overdue = float(inf.trial.limits.timeout_seconds + inf.trial.limits.verifier_timeout_seconds)
-            overdue += self.shared.settings.pod_grace_seconds + LOST_POD_GRACE_SECONDS
+            overdue = pod_deadline(inf.trial, self.shared.settings) + LOST_POD_GRACE_SECONDS
             why = None
             if inf.started is not None and now - inf.started > overdue:
                 # Past activeDeadlineSeconds and the termination grace, which its node enforces even when cut off:
@@ -1349,12 +1382,13 @@ def _note_disruption(inf: InFlight, kind: str, pod: dict[str, Any]) -> None:
         inf.disrupted = None
 
 
-def _waiting_reason(status: dict[str, Any]) -> str | None:
+def _waiting_reason(status: dict[str, Any]) -> tuple[str | None, str]:
+    """The first waiting container's reason and message (the message cut to 300 characters)."""
     for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
         waiting = (cs.get("state") or {}).get("waiting")
         if waiting and waiting.get("reason"):
-            return str(waiting["reason"])
-    return None
+            return str(waiting["reason"]), str(waiting.get("message") or "").strip()[:300]
+    return None, ""
 
 
 def _failure_reason(pod: dict[str, Any], record: dict[str, Any] | None) -> str:

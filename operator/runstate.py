@@ -88,8 +88,11 @@ class RunState:
         )
 
     # -- rebuilding -------------------------------------------------------------------------------
-    def adopt_record(self, record: dict[str, Any]) -> bool:
-        """Take a stored result. Returns True if it finishes its trial (False: retry it, or not ours)."""
+    def adopt_record(self, record: dict[str, Any], backoff: float = 0.0) -> bool:
+        """Take a stored result. Returns True if it finishes its trial (False: retry it, or not ours). A retry
+        still backing off when the record was read (``backoff``: spec.retries.backoffSeconds) waits out the rest
+        of its wait, counted from when the failed try's record was stored: kept in memory only, it was lost with
+        a restart, and every pending retry launched at once."""
         tid = str(record.get("trial_id") or "")
         trial = self.trials.get(tid)
         if trial is None or record.get("spec_hash") != trial.spec_hash:
@@ -101,6 +104,8 @@ class RunState:
         self.retries_total += min(tries, self.retry_limit) if retried else tries - 1
         if retried and tries <= self.retry_limit:
             self.retries[tid] = max(self.retries.get(tid, 0), tries)
+            if backoff and (ended := parse_time(record.get("finished_at"))) is not None:
+                self.delayed[tid] = ended.timestamp() + retry_wait(backoff, tries)
             return False
         if failure == CONFIG_ERROR:  # measured nothing, and the cause may be fixed by now: run it again
             self.retries[tid] = max(self.retries.get(tid, 0), tries - 1)

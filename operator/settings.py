@@ -33,7 +33,12 @@ class OperatorSettings(BaseModel):
     status_interval: float = Field(default=2.0, gt=0, description="Seconds between status writes of a run.")
     scripted_url: str | None = Field(default=None, description="Scripted model server, for demos and tests.")
     pod_grace_seconds: int = Field(
-        default=300, ge=0, description="Added to the agent and verifier timeouts for activeDeadlineSeconds."
+        default=300,
+        ge=0,
+        description=(
+            "Added to the agent and verifier timeouts, and the provider time the agent may be given back, for a "
+            "trial pod's activeDeadlineSeconds (set-up and teardown)."
+        ),
     )
     peering: bool = Field(
         default=True,

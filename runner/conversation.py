@@ -198,12 +198,9 @@ class Conversation:
             )
         return out
 
-    def extra_params(self, tools: list[dict[str, Any]], model: str, params: dict[str, Any] | None) -> dict[str, Any]:
-        """What this conversation adds to the run's params (mcpfleet's own adds nothing)."""
-        return mcpmark_params(model, params, tools) if self.mcpmark else {}
-
     def llm_target(self, target: LLMTarget, tools: list[dict[str, Any]]) -> LLMTarget:
-        """The target the loop calls, with ``extra_params`` applied (``mcpmark_target``, as the ReAct agent's)."""
+        """The target the loop calls: MCPMark's adds ``mcpmark_params`` (``mcpmark_target``, as the ReAct agent's);
+        mcpfleet's own adds nothing."""
         return mcpmark_target(target, tools) if self.mcpmark else target
 
     def tool_content(self, result: Any) -> str:

@@ -28,7 +28,7 @@ from . import tmpdirs
 from .lifeline import interrupts_held
 from .llm_warmup import warm_models
 from .outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
-from .plan import TrialSpec, plan
+from .plan import TrialSpec, plan, trial_deadline
 from .records import now_iso
 from .services import run_resources, sweep_leftovers
 from .spec import EvalRun, SpecError, retry_wait, spec_hash
@@ -122,29 +122,16 @@ class RunState:
     not_run: list[str] = field(default_factory=list)  # trials left unlaunched because of it
 
 
-# Added to a trial's agent and verifier timeouts for its launcher-side deadline (set-up, teardown, a worker's start):
-# the operator's pod deadline is the same sum (activeDeadlineSeconds, operator/manifests.py: pod_grace_seconds).
+# Added to a trial's agent and verifier timeouts for its launcher-side deadline (set-up, teardown, a worker's
+# start; plan.trial_deadline): the operator's pod deadline is the same sum with its podGraceSeconds.
 TRIAL_GRACE_SECONDS = 300
 
 
-def trial_deadline(t: TrialSpec) -> tuple[float, str]:
+def worker_deadline(t: TrialSpec) -> tuple[float, str]:
     """Seconds a trial's worker may hold it before the launcher kills the worker, and the sum in words. Every
     timeout of a trial lives inside its worker: a wedged worker (SIGSTOPped, a hung mount, a deadlock) would
-    otherwise hold the run forever. The sum is the longest a trial still making progress can take, so no such
-    trial is ever killed: besides its timeouts and set-up, the provider's time its agent's clock gives back, at
-    most ``provider.trialRetryBudget`` failed calls of ``llm_call_timeout`` each, each followed by the longest wait
-    (``retryAfterMaxSeconds`` or ``backoffMaxSeconds``). Lower those to find a wedged worker sooner."""
-    lim, provider = t.limits, t.provider
-    wait = max(provider.retry_after_max_seconds, provider.backoff_max_seconds)
-    given_back = provider.trial_retry_budget * (lim.llm_call_timeout + wait)
-    total = lim.timeout_seconds + lim.verifier_timeout_seconds + TRIAL_GRACE_SECONDS + given_back
-    why = (
-        f"{total:g} s (limits.timeoutSeconds {lim.timeout_seconds} + limits.verifierTimeoutSeconds "
-        f"{lim.verifier_timeout_seconds} + {TRIAL_GRACE_SECONDS:g} s for set-up and teardown + {given_back:g} s the "
-        f"provider may take back: provider.trialRetryBudget {provider.trial_retry_budget} x (the LLM call's "
-        f"{lim.llm_call_timeout} s + a {wait:g} s wait))"
-    )
-    return total, why
+    otherwise hold the run for ever."""
+    return trial_deadline(t, TRIAL_GRACE_SECONDS)
 
 
 def check_credentials(run: EvalRun, env: dict[str, str] | os._Environ[str]) -> None:
@@ -289,14 +276,14 @@ class Scheduler:
                 )
                 submitted = self.pool.submit(run_item, work)
                 fut = asyncio.wrap_future(submitted, loop=loop)
-                running[fut] = InFlight(t, n, time.monotonic() + trial_deadline(t)[0])
+                running[fut] = InFlight(t, n, time.monotonic() + worker_deadline(t)[0])
                 pool_futures[fut] = submitted
                 self.in_flight[t.model.name] += 1
             for fut, inf in running.items():
                 if inf.killed is None and now >= inf.deadline:
                     # Its worker is wedged: killed as an OOM kill would (its trial fails with BrokenProcessPool).
                     self.pool.kill(pool_futures[fut])
-                    inf.killed = f"worker killed: the trial ran past its deadline of {trial_deadline(inf.trial)[1]}"
+                    inf.killed = f"worker killed: the trial ran past its deadline of {worker_deadline(inf.trial)[1]}"
             due = [d[0] for d in self.delayed] + [i.deadline for i in running.values() if i.killed is None]
             wait_for = min(due, default=now + 3600) - now
             if not running:

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .spec import (
+    INT_MAX,
     AgentKind,
     EvalRun,
     JudgeSettings,
@@ -64,6 +65,31 @@ class TrialSpec(BaseModel):
             "attempt": self.attempt,
             "agent": str(self.agent),
         }
+
+
+def trial_deadline(trial: TrialSpec, grace_seconds: float) -> tuple[float, str]:
+    """The longest a try of ``trial`` still making progress can take, and the sum in words: past it, whatever
+    holds the try (the local launcher's worker, a pod) is wedged and is killed, and the trial retried as an
+    infrastructure error. One sum for the launcher and the operator (a pod's ``activeDeadlineSeconds``, and how
+    long a pod on a lost node is waited for), so a trial is never killed in one and let finish in the other.
+
+    Besides the agent's and verifier's timeouts and ``grace_seconds`` (set-up, teardown, a worker's or pod's
+    start), it holds the provider time the agent's clock gives back (time lost to provider faults does not count
+    against ``timeoutSeconds``): at most ``provider.trialRetryBudget`` failed calls of the LLM call's timeout,
+    each followed by the longest wait (``retryAfterMaxSeconds`` or ``backoffMaxSeconds``). Without it a trial
+    that waited out a long rate-limit spell would be killed near its end and paid for again. Lower those to have
+    a wedged try found sooner. Capped at ``INT_MAX`` (a pod's deadline is an integer a JSON number keeps)."""
+    lim, provider = trial.limits, trial.provider
+    wait = max(provider.retry_after_max_seconds, provider.backoff_max_seconds)
+    given_back = provider.trial_retry_budget * (lim.llm_call_timeout + wait)
+    total = min(float(INT_MAX), lim.timeout_seconds + lim.verifier_timeout_seconds + grace_seconds + given_back)
+    why = (
+        f"{total:g} s (limits.timeoutSeconds {lim.timeout_seconds} + limits.verifierTimeoutSeconds "
+        f"{lim.verifier_timeout_seconds} + {grace_seconds:g} s for set-up and teardown + {given_back:g} s the "
+        f"provider may take back: provider.trialRetryBudget {provider.trial_retry_budget} x (the LLM call's "
+        f"{lim.llm_call_timeout} s + a {wait:g} s wait))"
+    )
+    return total, why
 
 
 def trial_id(model: str, task: Task, attempt: int, shard: int | None = None) -> str:

@@ -888,6 +888,10 @@ def _explain(err: ErrorDetails) -> str:
     kind, ctx, msg = err["type"], err.get("ctx") or {}, err["msg"]
     if kind == "extra_forbidden":
         model = _model_at(err["loc"])
+        field = model.model_fields.get(str(err["loc"][-1])) if model else None
+        if field is not None and field.alias and field.alias != err["loc"][-1]:
+            # A field's own name is taken as well as its camelCase alias, so it is unknown only beside the alias.
+            return f"given twice, as {field.alias} and {err['loc'][-1]}; keep one"
         allowed = f"; allowed fields: {_allowed_fields(model)}" if model else ""
         return f"unknown field{allowed}"
     if kind == "missing":

@@ -786,8 +786,13 @@ def check_task(task: Task) -> list[str]:
         if isinstance(value := meta.get(key), str) and value.strip() and value != folder:
             problems.append(f"{task.id}: meta.json {key} '{value}' differs from folder '{folder}'")
     mcp = meta.get("mcp") or []
-    if "mcp" in meta and (not isinstance(mcp, list) or task.service not in mcp):
-        problems.append(f"{task.id}: meta.json mcp {meta.get('mcp')} does not list '{task.service}'")
+    if "mcp" in meta and not isinstance(mcp, list):
+        problems.append(
+            f'{task.id}: meta.json mcp must be a list of services (MCPMark\'s form), e.g. ["{task.service}"]; '
+            f"got {json.dumps(meta.get('mcp'))}"
+        )
+    elif "mcp" in meta and task.service not in mcp:
+        problems.append(f"{task.id}: meta.json mcp {json.dumps(mcp)} does not list '{task.service}'")
     service = SERVICES.get(task.service)
     if service is None:
         problems.append(f"{task.id}: service '{task.service}' is not supported; known: {', '.join(sorted(SERVICES))}")

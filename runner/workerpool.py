@@ -74,12 +74,7 @@ class WorkerSlots:
 
     def pids(self) -> list[int]:
         """The live worker processes (a slot not started yet has none)."""
-        return [
-            p.pid
-            for ex in self._slots
-            for p in list((ex._processes or {}).values())  # noqa: SLF001 - no public way to reach workers
-            if p.pid is not None
-        ]
+        return _worker_pids(self._slots)
 
     def kill(self, fut: Future[Any]) -> list[int]:
         """SIGKILL the worker running ``fut`` and every process under it (a wedged worker: SIGSTOPped, stuck on a
@@ -88,8 +83,7 @@ class WorkerSlots:
         i = self._held.get(fut)
         if i is None:
             return []
-        pids = [p.pid for p in list((self._slots[i]._processes or {}).values()) if p.pid]  # noqa: SLF001
-        return kill_tree(pids)
+        return kill_tree(_worker_pids([self._slots[i]]))
 
     def stop(self) -> None:
         """SIGTERM every worker (Ctrl-C): each cancels its trial and closes its servers."""
@@ -112,13 +106,11 @@ class WorkerSlots:
         executors = [*self._slots, *self._retired]
 
         def kill() -> None:
-            for ex in executors:
-                for p in list((ex._processes or {}).values()):  # noqa: SLF001 - as in pids()
-                    if p.pid is not None:
-                        try:
-                            os.kill(p.pid, signal.SIGKILL)
-                        except ProcessLookupError:
-                            pass
+            for pid in _worker_pids(executors):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
         timer = threading.Timer(limit_s, kill)
         timer.daemon = True
@@ -129,6 +121,16 @@ class WorkerSlots:
                     ex.shutdown(wait=True, cancel_futures=True)
             finally:
                 timer.cancel()
+
+
+def _worker_pids(executors: list[ProcessPoolExecutor]) -> list[int]:
+    """The pids of the executors' worker processes (copied first: the executors' threads edit the dicts)."""
+    return [
+        p.pid
+        for ex in executors
+        for p in list((ex._processes or {}).values())  # noqa: SLF001 - no public way to reach workers
+        if p.pid is not None
+    ]
 
 
 def _children() -> dict[int, list[int]]:

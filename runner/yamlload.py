@@ -8,6 +8,7 @@ every alias is expanded and refuse it past a budget far above any real EvalRun.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 import time
@@ -44,17 +45,28 @@ def _yaml11_only(text: str, value: float) -> str | None:
     return None
 
 
+def _key_text(key: Any) -> Any:
+    """A mapping key as JSON (and so the API server, and the spec's ``dict[str, ...]`` fields) reads it:
+    ``1`` and ``"1"`` are the same key there, and a spec holding both kept one of them without a word."""
+    if isinstance(key, bool) or key is None:
+        return json.dumps(key)
+    if isinstance(key, int | float):
+        return str(key)
+    return key
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """The safe loader, refusing a key given twice in one mapping: PyYAML keeps the last silently, so a typo'd
-    copy (``attempts: 5`` ... ``attempts: 1``) ran another experiment than the one the reader saw. A key given
-    after a ``<<`` merge still overrides the merged one, as YAML says."""
+    copy (``attempts: 5`` ... ``attempts: 1``) ran another experiment than the one the reader saw. Keys that
+    JSON writes alike count as one (``1`` and ``"1"``). A key given after a ``<<`` merge still overrides the
+    merged one, as YAML says."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, yaml.Mark] = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
-            key = self.construct_object(key_node, deep=True)
+            key = _key_text(self.construct_object(key_node, deep=True))
             try:
                 first = seen.setdefault(key, key_node.start_mark)
             except TypeError:  # an unhashable key: the base loader says so

@@ -716,6 +716,30 @@ def test_a_string_id_other_than_the_folder_names_the_task_as_in_mcpmark(tmp_path
     ]
 
 
+@pytest.mark.parametrize(
+    ("mcp", "said"),
+    [
+        (
+            "filesystem",
+            'meta.json mcp must be a list of services (MCPMark\'s form), e.g. ["filesystem"]; got "filesystem"',
+        ),
+        ({"filesystem": True}, "meta.json mcp must be a list of services"),
+        (["postgres"], "meta.json mcp [\"postgres\"] does not list 'filesystem'"),
+    ],
+    ids=["string", "mapping", "other-service"],
+)
+def test_a_meta_json_mcp_that_is_no_list_of_the_tasks_service_says_what_to_write(
+    tmp_path: Path, mcp: object, said: str
+) -> None:
+    """Before: `"mcp": "filesystem"` got "meta.json mcp filesystem does not list 'filesystem'", which contradicts
+    itself."""
+    task = tiny(tmp_path)
+    meta = json.loads((task.path / "meta.json").read_text())
+    (task.path / "meta.json").write_text(json.dumps({**meta, "mcp": mcp}))
+    [problem] = [p for p in check_task(task) if "meta.json mcp" in p]
+    assert problem.startswith(f"{task.id}: {said}"), problem
+
+
 def test_a_link_in_a_task_folder_to_a_host_file_is_refused_before_it_is_hashed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

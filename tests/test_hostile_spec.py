@@ -429,6 +429,37 @@ def test_a_number_yaml_1_1_and_1_2_read_apart_is_refused_naming_its_line(tmp_pat
     assert said in str(err.value) and "line 6" in str(err.value), str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("mapping", "key"),
+    [
+        ("{1: a, '1': b}", "1"),
+        ("{true: a, 'true': b}", "true"),
+        ("{null: a, 'null': b}", "null"),
+        ("{1.5: a, '1.5': b}", "1.5"),
+    ],
+)
+def test_keys_json_writes_alike_are_one_key_given_twice(tmp_path: Path, mapping: str, key: str) -> None:
+    """`nodeSelector: {1: a, "1": b}` kept one of the two selectors without a word: JSON (and the API server, and
+    the spec's string-keyed maps) reads both keys as the same text."""
+    path = tmp_path / "keys.yaml"
+    path.write_text(HEAD + "  models: [{name: m, model: scripted/noop}]\n  pod: {nodeSelector: " + mapping + "}\n")
+    with pytest.raises(SpecError) as err:
+        load_evalrun(path)
+    assert f"found the key '{key}' twice" in str(err.value) and "line 6" in str(err.value), str(err.value)
+    assert load_all("{1: a, 2: b, '3': c}") == [{1: "a", 2: "b", "3": "c"}]  # distinct keys stay as written
+
+
+def test_a_field_given_both_in_camel_case_and_by_its_own_name_is_named_twice() -> None:
+    """`limits: {maxTurns: 5, max_turns: 100}` was refused as "max_turns: unknown field", though max_turns alone is
+    taken: the message now says the field was given twice."""
+    said = refused({"models": [model()], "limits": {"maxTurns": 5, "max_turns": 100}})
+    assert "spec.limits.max_turns: given twice, as maxTurns and max_turns; keep one" in said, said
+    assert parse_evalrun(body({"models": [model()], "limits": {"max_turns": 7}})).spec.limits.max_turns == 7
+    assert "spec.limits.maxTurn: unknown field; allowed fields:" in refused(
+        {"models": [model()], "limits": {"maxTurn": 5}}
+    )
+
+
 def test_numbers_both_yaml_versions_read_alike_stay_valid() -> None:
     docs = load_all("a: 10\nb: 0x10\nc: 07\nd: 0\ne: 1_000\nf: 0.5\ng: 010.5\nh: '010'\n")
     assert docs == [{"a": 10, "b": 16, "c": 7, "d": 0, "e": 1000, "f": 0.5, "g": 10.5, "h": "010"}]

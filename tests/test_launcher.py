@@ -768,7 +768,7 @@ def test_a_trials_deadline_leaves_room_for_the_provider_time_its_agent_is_given_
     """Time lost to provider faults is given back to the agent's clock, so a trial still making progress can run
     past its timeouts by up to its retry budget's worth of failed calls and waits: the launcher must not kill it
     as wedged (it would be retried as an infra error, and under a long rate-limit spell never be scored)."""
-    from mcpfleet.runner.launcher import TRIAL_GRACE_SECONDS, trial_deadline
+    from mcpfleet.runner.launcher import TRIAL_GRACE_SECONDS, worker_deadline
 
     path = write_run(
         tmp_path,
@@ -779,7 +779,7 @@ def test_a_trials_deadline_leaves_room_for_the_provider_time_its_agent_is_given_
         provider={"trialRetryBudget": 3, "retryAfterMaxSeconds": 10, "backoffMaxSeconds": 30},
     )
     [trial] = plan(load_evalrun(path), tmp_path)
-    seconds, why = trial_deadline(trial)
+    seconds, why = worker_deadline(trial)
     assert seconds == 60 + 10 + TRIAL_GRACE_SECONDS + 3 * (20 + 30)
     assert "provider.trialRetryBudget 3" in why
 

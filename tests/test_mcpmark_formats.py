@@ -19,7 +19,8 @@ import mcp.types as mt
 import pytest
 
 from mcpfleet.runner import mcpmark_protocol
-from mcpfleet.runner.conversation import MCPFLEET, MCPMARK, mcpmark_tool_content
+from mcpfleet.runner.conversation import MCPFLEET, MCPMARK, Conversation, mcpmark_tool_content
+from mcpfleet.runner.llm import LLMTarget
 from mcpfleet.runner.records import (
     MCPMarkFacts,
     Timings,
@@ -217,11 +218,18 @@ def test_tools_are_offered_as_mcpmark_offers_them() -> None:
     props = gem["function"]["parameters"]["properties"]
     assert props["path"] == {"type": "string"} and props["items"]["items"] == {"type": "number"}
     assert props["mode"]["enum"] == ["a", "b"] and gem["function"]["parameters"]["required"] == ["path"]
-    assert MCPMARK.extra_params([plain], "openai/gpt-5", {}) == {"tool_choice": "auto"}
-    assert MCPMARK.extra_params([], "openai/gpt-5", {}) == {}
+    assert sent_params(MCPMARK, "openai/gpt-5", {}, [plain]) == {"tool_choice": "auto"}
+    assert sent_params(MCPMARK, "openai/gpt-5", {}, []) == {}
 
 
 CLAUDE = "anthropic/claude-sonnet-4-5-20250929"
+
+
+def sent_params(
+    conversation: Conversation, model: str, params: dict[str, Any], tools: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The params the agent loop sends with every LLM call of ``model`` under ``conversation``."""
+    return conversation.llm_target(LLMTarget(model=model, params=dict(params)), tools).params or {}
 
 
 @pytest.mark.parametrize(
@@ -240,9 +248,8 @@ CLAUDE = "anthropic/claude-sonnet-4-5-20250929"
     ],
 )
 def test_claude_gets_mcpmarks_output_cap_unless_the_run_sets_one(model: str, params: dict[str, Any], sent: Any) -> None:
-    extra = MCPMARK.extra_params([], model, params)
-    assert {**params, **extra}.get("max_tokens") == sent
-    assert MCPFLEET.extra_params([], model, params) == {}  # mcpfleet's own prompt keeps LiteLLM's default
+    assert sent_params(MCPMARK, model, params, []).get("max_tokens") == sent
+    assert sent_params(MCPFLEET, model, params, []) == params  # mcpfleet's own prompt keeps LiteLLM's default
 
 
 @pytest.mark.parametrize(

@@ -380,6 +380,20 @@ def test_toolcalls_task_refuses_names_the_task_checks_would_refuse(
     assert not (tmp_path / "pack").exists()
 
 
+def test_toolcalls_task_names_pack_when_it_is_a_file(tmp_path: Path) -> None:
+    """Before: `--pack <a file>` failed with "[Errno 20] Not a directory: '<file>/toolcall/standard/limbic'",
+    naming neither the option nor the fix."""
+    from mcpfleet.runner.tasks import TaskError
+    from mcpfleet.runner.toolcalls.pack import make_task
+
+    data = write_jsonl(tmp_path / "d.jsonl", [row(id="a")])
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(TaskError, match=re.escape(f"--pack {afile}: not a folder; give the task pack's root folder")):
+        make_task(afile, data, "limbic", "t")
+    assert afile.read_text() == "x"
+
+
 def test_toolcalls_task_takes_names_at_the_limits(tmp_path: Path) -> None:
     from mcpfleet.runner.tasks import check_selected, discover
     from mcpfleet.runner.toolcalls.pack import make_task

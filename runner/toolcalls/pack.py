@@ -32,6 +32,8 @@ def make_task(
     ``tasks.name_problems``), and data without a case."""
     if problems := name_problems("toolcall", difficulty, category, name):
         raise TaskError("; ".join(problems))
+    if pack.exists() and not pack.is_dir():
+        raise TaskError(f"--pack {pack}: not a folder; give the task pack's root folder (it is created if missing)")
     task = pack / "toolcall" / difficulty / category / name
     if data.is_dir() and task.resolve().is_relative_to(data.resolve()):
         raise DataError(f"{data}: the task folder {task} would lie inside its own data; choose another --pack")

@@ -303,6 +303,8 @@ async def test_image_pull_backoff_is_an_infra_error_at_once(
     rec = records(s3, bucket)[trial.trial_id]
     assert rec["failure"] == "infra_error" and rec["infra_attempts"] == 2, rec
     assert "ImagePullBackOff" in rec["error"], rec["error"]
+    # and the kubelet's message, which says what to fix (for a missing Secret: 'secret "x" not found')
+    assert f'Back-off pulling image "{image}"' in rec["error"], rec["error"]
     assert status["counts"]["infraErrors"] == 1 and status["counts"]["retries"] == 1
     assert any(trial.trial_id in e["message"] for e in events(kube, "InfraError"))
 

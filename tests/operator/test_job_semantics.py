@@ -302,6 +302,7 @@ async def test_after_a_restart_a_try_terminating_on_a_lost_node_is_not_retried_b
         tasks=tasks(image_pack, 0),
         limits={"timeoutSeconds": 12, "llmTimeoutSeconds": 6, "verifierTimeoutSeconds": 4},
         retries={"limit": 1, "backoffSeconds": 0},
+        provider={"trialRetryBudget": 0},  # no provider time given back: the deadline is the timeouts
     )
     stack = contextlib.ExitStack()
     stack.enter_context(operator(kube))  # no kubelet: the test plays the node, which is lost

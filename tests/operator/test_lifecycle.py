@@ -247,6 +247,7 @@ async def test_pod_on_a_lost_node_is_counted_failed_after_its_deadline(
         bucket,
         limits={"timeoutSeconds": 2, "llmTimeoutSeconds": 1, "verifierTimeoutSeconds": 1},
         retries={"limit": 0},
+        provider={"trialRetryBudget": 0},  # no provider time given back: the deadline is the timeouts
     )
     with operator(kube):  # no kubelet: the test plays the node
         kube.create(body)

@@ -4,6 +4,7 @@ deterministic and distinct names. Pure: operator.manifests.trial_pod on parsed E
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,10 @@ import kubernetes_validate
 import pytest
 from conftest import make_tiny_pack
 
-from mcpfleet.operator.manifests import LABEL_RETRY, pod_name, trial_pod
+from mcpfleet.operator.manifests import LABEL_RETRY, pod_deadline, pod_name, trial_pod
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.runner.plan import TrialSpec, plan
-from mcpfleet.runner.spec import EvalRun, parse_evalrun
+from mcpfleet.runner.spec import INT_MAX, EvalRun, parse_evalrun
 from mcpfleet.runner.tasks import bundled_root
 
 VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
@@ -164,9 +165,11 @@ def test_pods_are_locked_down(pack: Path) -> None:
     for variant, run, settings, trial, retry, pod in all_pods(pack):
         spec, where = pod["spec"], f"{variant}/{pod['metadata']['name']}"
         assert spec["restartPolicy"] == "Never", where
-        limits = run.spec.limits
+        limits, provider = run.spec.limits, run.spec.provider
+        wait = max(provider.retry_after_max_seconds, provider.backoff_max_seconds)
+        given_back = provider.trial_retry_budget * (limits.llm_call_timeout + wait)
         assert spec["activeDeadlineSeconds"] == (
-            limits.timeout_seconds + limits.verifier_timeout_seconds + settings.pod_grace_seconds
+            limits.timeout_seconds + limits.verifier_timeout_seconds + settings.pod_grace_seconds + given_back
         ), where
         assert spec["automountServiceAccountToken"] is False, where
         assert spec["securityContext"]["runAsNonRoot"] is True, where
@@ -200,6 +203,29 @@ def test_pods_are_locked_down(pack: Path) -> None:
         ], where
 
 
+def test_a_pods_deadline_is_the_local_launchers_and_leaves_room_for_provider_time(pack: Path) -> None:
+    """A pod's activeDeadlineSeconds once held only the timeouts and a grace, while the agent's clock gives back
+    the time lost to provider faults: a trial that waited out a long rate-limit spell was killed near its end
+    and paid for again, where the local launcher let it finish. One sum now serves both (plan.trial_deadline),
+    and a lost node's pod is waited for that long too."""
+    from mcpfleet.runner.launcher import TRIAL_GRACE_SECONDS, worker_deadline
+
+    limits = {"timeoutSeconds": 600, "verifierTimeoutSeconds": 60, "llmTimeoutSeconds": 100}
+    provider = {"trialRetryBudget": 4, "retryAfterMaxSeconds": 20, "backoffMaxSeconds": 45.1}
+    run = evalrun("patient", pack, limits=limits, provider=provider)
+    trial = plan(run, pack)[0]
+    settings = OperatorSettings(pod_grace_seconds=TRIAL_GRACE_SECONDS)
+    pod = trial_pod(run, trial, settings)
+    # timeouts + grace + trialRetryBudget x (the LLM call + the longer wait) = 1540.4 s, rounded up: an integer
+    assert pod["spec"]["activeDeadlineSeconds"] == math.ceil(600 + 60 + 300 + 4 * (100 + 45.1)) == 1541
+    assert pod["spec"]["activeDeadlineSeconds"] == math.ceil(worker_deadline(trial)[0])
+    assert pod_deadline(trial, OperatorSettings(pod_grace_seconds=0)) == 1241
+    # The largest limits still give a deadline the API server keeps exactly.
+    huge = {"timeoutSeconds": INT_MAX, "verifierTimeoutSeconds": INT_MAX, "llmTimeoutSeconds": INT_MAX - 1}
+    run = evalrun("huge", pack, limits=huge, provider={"trialRetryBudget": 1000})
+    assert pod_deadline(plan(run, pack)[0], settings) == INT_MAX
+
+
 def test_settings_and_spec_reach_the_pod(pack: Path) -> None:
     by_variant = {v: (run, s, t, r, pod) for v, run, s, t, r, pod in all_pods(pack) if r == 0}
     _, _, _, _, pod = by_variant["custom-images-resources"]
@@ -213,7 +239,8 @@ def test_settings_and_spec_reach_the_pod(pack: Path) -> None:
         "requests": {"cpu": "2", "memory": "4Gi", "ephemeral-storage": "1Gi"},
         "limits": {"cpu": "4", "memory": "8Gi"},
     }
-    assert pod["spec"]["activeDeadlineSeconds"] == 900 + 120 + 300
+    # timeouts + podGraceSeconds + trialRetryBudget x (the LLM call's half of timeoutSeconds + a 60 s wait)
+    assert pod["spec"]["activeDeadlineSeconds"] == 900 + 120 + 300 + 30 * (450 + 60)
     _, _, _, _, pod = by_variant["node-selector-service-account"]
     assert pod["spec"]["nodeSelector"] == {"kubernetes.io/arch": "amd64", "pool": "evals"}
     assert pod["spec"]["serviceAccountName"] == "mcpfleet-trials"
@@ -227,7 +254,7 @@ def test_settings_and_spec_reach_the_pod(pack: Path) -> None:
     env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
     assert env["MCPFLEET_SCRIPTED_URL"]["value"] == SCRIPTED_URL and env["MCP_PORT"]["value"] == "9123"
     assert pod["spec"]["initContainers"][1]["ports"][0]["containerPort"] == 9123
-    assert pod["spec"]["activeDeadlineSeconds"] == 3600 + 300 + 60
+    assert pod["spec"]["activeDeadlineSeconds"] == 3600 + 300 + 60 + 30 * (1800 + 60)
     _, _, _, _, pod = by_variant["s3-credentials"]
     env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
     assert env["MCPFLEET_OUTPUT_ENDPOINT_URL"]["value"] == "https://minio.local:9000"

@@ -181,6 +181,33 @@ async def test_a_run_failing_mid_batch_drops_the_rest_without_error(tmp_path: Pa
     assert rec.shared.inflight == 0  # every slot given back exactly once
 
 
+async def test_a_pod_gone_without_a_deleted_event_is_taken_once_two_lists_miss_it(
+    tmp_path: Path, quiet_events: None
+) -> None:
+    """kopf restarts an expired watch (410 Gone) from a fresh list: a pod deleted in between sends no DELETED
+    event, and its try waited out its whole deadline (hours with the provider's give-back). The run's pods are
+    listed every RESYNC_SECONDS; a try whose pod two lists in a row lack is taken as deleted, its stored record
+    deciding. One list is not enough (its DELETED event may still be on its way)."""
+    rec, kube = await launched_run(tmp_path, 3)
+    assert rec.store is not None and rec.state is not None
+    finished, vanished, alive = kube.created
+    tid = finished["metadata"]["annotations"][ANN_TRIAL]
+    rec.store.commit(tid, record(rec.state.trials[tid]))  # stored its record, then its pod went unseen
+    kube.pods = [{**alive, "status": {"phase": "Running"}}]
+    rec.resync_at = 0.0
+    await rec.step()
+    await rec.step()
+    assert not rec.state.done and len(rec.state.in_flight) == 3  # one list: not yet
+    rec.resync_at = 0.0
+    await rec.step()  # the second list queues the DELETED events; this step takes them
+    await rec.step()
+    assert rec.state.done[tid]["passed"] is True  # its record is its outcome: no second, paid try
+    lost = vanished["metadata"]["annotations"][ANN_TRIAL]
+    assert rec.state.done[lost]["failure"] == "infra_error"  # no record (retries.limit 0): an infra error
+    assert list(rec.state.in_flight) == [alive["metadata"]["annotations"][ANN_TRIAL]]
+    assert rec.shared.inflight == 1
+
+
 # ------------------------------------------------------------------- spec.launchOrder.learnFrom
 
 

@@ -113,6 +113,38 @@ def test_capacity_backoff_and_requeue_are_honoured(tmp_path: Path) -> None:
     assert [t.trial_id for t, _ in st.next_launches(1, free(st), 7.0)] == [trial.trial_id]
 
 
+def test_a_restarted_operator_waits_out_a_retrys_backoff_from_its_failed_trys_record(tmp_path: Path) -> None:
+    """The retry backoff lived in memory only: after a restart every pending retry launched at once. The stored
+    infrastructure record says when the try failed and how many tries failed: the wait counts from it."""
+    from datetime import UTC, datetime
+
+    ts = trials(tmp_path, tasks=1, models=1, attempts=2)
+    failed_at = 1_800_000_000.0
+    stamp = datetime.fromtimestamp(failed_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def infra(t: TrialSpec, tries: int) -> dict[str, object]:
+        return {
+            "trial_id": t.trial_id,
+            "spec_hash": t.spec_hash,
+            "passed": False,
+            "failure": "infra_error",
+            "infra_attempts": tries,
+            "finished_at": stamp,
+        }
+
+    st = RunState.plan(ts, retry_limit=3)
+    assert not st.adopt_record(infra(ts[0], 1), backoff=10.0)  # its first retry: 10 s after the failure
+    assert not st.adopt_record(infra(ts[1], 2), backoff=10.0)  # its second: 20 s after
+    st.finish_rebuild()
+    assert launch(st, 2, now=failed_at + 5) == []
+    assert [(t.trial_id, st.retries[t.trial_id]) for t in launch(st, 2, now=failed_at + 11)] == [(ts[0].trial_id, 1)]
+    assert [t.trial_id for t in launch(st, 2, now=failed_at + 21)] == [ts[1].trial_id]
+    old = RunState.plan(ts, retry_limit=3)  # a record whose wait is over, or no backoff: launched at once
+    assert not old.adopt_record(infra(ts[0], 1), backoff=0.0)
+    old.finish_rebuild()
+    assert {t.trial_id for t in launch(old, 2, now=failed_at)} == {ts[0].trial_id, ts[1].trial_id}
+
+
 def test_a_rebuild_keeps_what_it_learned_and_skips_finished_trials(tmp_path: Path) -> None:
     ts = trials(tmp_path, tasks=2, models=1, attempts=2)
     st = fresh(ts, retry_limit=1)

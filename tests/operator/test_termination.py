@@ -295,7 +295,14 @@ async def test_a_pod_terminating_for_ever_on_a_lost_node_is_counted_failed_then_
     monkeypatch.setattr("mcpfleet.operator.reconciler.LOST_POD_GRACE_SECONDS", 3.0)
     limits = {"timeoutSeconds": 8, "llmTimeoutSeconds": 4, "verifierTimeoutSeconds": 4}
     body = one_trial(
-        "lostnode", image_pack, s3, bucket, "scripted/oracle", limits=limits, retries={"limit": 1, "backoffSeconds": 0}
+        "lostnode",
+        image_pack,
+        s3,
+        bucket,
+        "scripted/oracle",
+        limits=limits,
+        retries={"limit": 1, "backoffSeconds": 0},
+        provider={"trialRetryBudget": 0},  # no provider time given back: the deadline is the timeouts
     )
     with operator(kube):  # no kubelet yet: the test plays the lost node
         kube.create(body)
