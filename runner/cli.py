@@ -429,7 +429,7 @@ def validate(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")]
         _fail(str(exc))
     tasks = len({t.task_id for t in trials})
     console.print(
-        f"{evalrun}: valid; {len(spec.spec.models)} model(s) x {tasks} task(s) x "
+        f"{escape(evalrun)}: valid; {len(spec.spec.models)} model(s) x {tasks} task(s) x "
         f"{spec.spec.attempts} attempt(s) = {len(trials)} trials"
     )
     # Valid for the operator, but `mcpfleet run` on this machine would refuse it (a Secret reference): say so.
@@ -482,7 +482,7 @@ def report(
         console.print(summary_table(summary))
         for note in run.notes:
             console.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
-    console.print(f"report: {output}")
+    console.print(f"report: {escape(output)}", highlight=False)
 
 
 class ExportFormat(StrEnum):
@@ -512,7 +512,8 @@ def export(
     except (ExportError, ReportError, StoreError) as exc:
         _fail(str(exc))
     console.print(
-        f"exported {done.trials} trial(s) of {', '.join(sorted(done.folders))} to {shown_path(done.root)}",
+        f"exported {done.trials} trial(s) of {escape(', '.join(sorted(done.folders)))} to "
+        f"{escape(shown_path(done.root))}",
         highlight=False,
     )
     if done.rebuilt:
@@ -528,14 +529,24 @@ def export(
             highlight=False,
             soft_wrap=True,
         )
+    if done.missing:
+        console.print(
+            f"[yellow]note:[/] {done.missing} planned trial(s) have no record yet (the run is not finished): MCPMark's "
+            "aggregate_specific_results counts a task missing from a run folder as a failure, so its pass rates are "
+            "lower than mcpfleet's summary until then. Run the same EvalRun again, then export again.",
+            highlight=False,
+            soft_wrap=True,
+        )
     # aggregate_results --exp-name reports a model only with results for all five of MCPMark's services (and never
     # matches <service>-easy folders); aggregate_specific_results reads one <model>__<service> folder.
     console.print(
-        f"MCPMark (from a checkout whose ./results is {shown_path(done.root.parent)}), per folder:", highlight=False
+        f"MCPMark (from a checkout whose ./results is {escape(shown_path(done.root.parent))}), per folder:",
+        highlight=False,
     )
     for folder in sorted(done.folders):
         console.print(
-            f"  python -m src.aggregators.aggregate_specific_results --result-dir results/{done.root.name}/{folder} "
+            "  python -m src.aggregators.aggregate_specific_results --result-dir "
+            f"{escape(f'results/{done.root.name}/{folder}')} "
             f"--k {done.attempts}",
             highlight=False,
             soft_wrap=True,
@@ -560,7 +571,7 @@ def tasks_list(path: Annotated[Path, typer.Argument(help="Task pack root.")] = D
         found = discover(path)
     except TaskError as exc:
         _fail(str(exc))
-    table = Table(title=f"{len(found)} tasks in {path}")
+    table = Table(title=f"{len(found)} tasks in {escape(path)}")
     for col in ("id", "difficulty", "oracle", "words"):
         table.add_column(col)
     broken = []
@@ -570,7 +581,7 @@ def tasks_list(path: Annotated[Path, typer.Argument(help="Task pack root.")] = D
         except (TaskError, OSError) as exc:  # listed all the same; the reason is printed below the table
             difficulty = words = "?"
             broken.append(str(exc) if isinstance(exc, TaskError) else f"{t.id}: unreadable: {exc}")
-        table.add_row(t.id, difficulty, "yes" if t.has_oracle else "no", words)
+        table.add_row(escape(t.id), escape(difficulty), "yes" if t.has_oracle else "no", words)
     console.print(table)
     for problem in broken:
         err.print(f"[yellow]warning:[/] {escape(problem)}", highlight=False, soft_wrap=True)
@@ -610,7 +621,7 @@ def tasks_validate(
     for r in reports:
         status = "[green]ok[/]" if r.ok else "[red]FAIL[/]"
         console.print(
-            f"{status} {r.task.id}  oracle={'-' if r.oracle_passed is None else r.oracle_passed} "
+            f"{status} {escape(r.task.id)}  oracle={'-' if r.oracle_passed is None else r.oracle_passed} "
             f"noop_fails={r.noop_failed} mutants_rejected={len(r.mutants_rejected)}/{r.mutants_run}",
             highlight=False,
         )
@@ -629,7 +640,15 @@ app.add_typer(toolcalls_app, name="toolcalls")
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except RuntimeError as exc:
+        # Python 3.11's Path.resolve() raises RuntimeError (not OSError) on a link that loops, from any of the
+        # places a command resolves a path the user gave (a pack, a states folder, a run folder, a DEST).
+        if not str(exc).startswith("Symlink loop"):
+            raise
+        err.print(f"[red]error:[/] {escape(exc)}: a symbolic link that loops; fix or remove it", highlight=False)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

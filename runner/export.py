@@ -27,6 +27,7 @@ from .filemodes import folder_mode
 from .outcome import is_scored
 from .records import MCPMarkFacts, TrialResult, dumps_mcpmark, epoch_seconds, mcpmark_meta
 from .store import LocalStore, ResultStore
+from .summary import planned as planned_trials
 from .summary import still_planned
 
 
@@ -44,6 +45,9 @@ class Exported:
     # Trials mcpfleet does not score (infra, provider, config errors) by kind: exported as MCPMark records them
     # (success false), so MCPMark's aggregators count them as failures where mcpfleet's summary leaves them out.
     unscored: dict[str, int] = field(default_factory=dict)
+    # Planned trials (plan.json) without a record: MCPMark's aggregate_specific_results counts a task missing from
+    # a run folder as a failure (its pass@1 divides by every task of the export), mcpfleet's summary does not.
+    missing: int = 0
 
 
 def model_folder(model_name: str, reasoning_effort: str | None) -> str:
@@ -189,6 +193,8 @@ def export_mcpmark(store: ResultStore, dest: Path, exp_name: str | None = None) 
     if not isinstance(exp, str) or not _safe(exp):
         raise ExportError(f"'{exp}' cannot be an experiment folder name; pass --exp-name")
     out = Exported(root=Path(dest) / exp)
+    if (plan := planned_trials(store)) is not None:
+        out.missing = len(plan) - len({r["trial_id"] for r in records})
     _refuse_overlap(store, out.root, dest, replaced=False)
     # Every target is planned before anything is written: a clash leaves DEST as it was.
     planned: list[tuple[dict[str, Any], str, str, dict[str, Any], bytes | None]] = []

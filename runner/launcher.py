@@ -15,6 +15,7 @@ import collections
 import contextlib
 import fcntl
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -93,7 +94,14 @@ def run_lock(store: ResultStore) -> Iterator[None]:
         yield
         return
     store.root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(store.root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    lock = store.root / LOCK_NAME
+    try:  # never through a link: a run folder from elsewhere with a lock linked to /etc/passwd had it truncated
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as exc:
+        raise RunRefused(f"{lock}: cannot be opened as the run's lock file ({exc.strerror}); remove it") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise RunRefused(f"{lock}: is not a regular file; remove it")
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

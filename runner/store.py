@@ -9,10 +9,12 @@ trial then has no record and is never counted, let alone as passed.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -112,16 +114,16 @@ class LocalStore:
 
     def read_result(self, trial_id: str) -> dict[str, Any] | None:
         try:
-            raw = (self.trial_dir(trial_id) / RESULT).read_bytes()
-        except OSError:  # missing, or a folder: unfinished
+            raw = read_run_file(self.trial_dir(trial_id) / RESULT)
+        except OSError:  # missing, a folder, a FIFO, a link or too large: unfinished
             return None
         return usable_record(raw, trial_id)  # damaged or another trial's: unfinished
 
     def read_trial_file(self, trial_id: str, name: str) -> bytes | None:
-        """One of a trial's record files (messages.json, meta.json), or None."""
+        """One of a trial's record files (messages.json, meta.json), or None (missing, or no regular file)."""
         try:
-            return (self.trial_dir(trial_id) / name).read_bytes()
-        except FileNotFoundError:
+            return read_run_file(self.trial_dir(trial_id) / name)
+        except OSError:
             return None
 
     def iter_results(self) -> Iterator[dict[str, Any]]:
@@ -143,9 +145,9 @@ class LocalStore:
             if len(rel) == 4 and rel[0] == skip:
                 continue
             try:
-                rec = usable_record(path.read_bytes(), rel[-2])
+                rec = usable_record(read_run_file(path), rel[-2])
             except OSError:
-                continue  # being written: not a finished trial
+                continue  # being written (or no regular file): not a finished trial
             if rec is not None:
                 yield rec
 
@@ -168,9 +170,32 @@ class LocalStore:
         """The run-level file (run.json, summary.json), or None when it is missing or damaged: both are rewritten
         from the records, which are what a run is."""
         try:
-            return json.loads((self.root / name).read_bytes())
-        except (OSError, ValueError):
+            return json.loads(read_run_file(self.root / name))
+        except (OSError, ValueError, RecursionError):  # (a deeply nested document: damaged)
             return None
+
+
+MAX_RUN_FILE_BYTES = 256 * 1024 * 1024  # a record is KBs, a long browser trial's messages.json some MBs
+
+
+def read_run_file(path: Path, limit: int = MAX_RUN_FILE_BYTES) -> bytes:
+    """A run folder's file, read only if it is a regular file (not through a link) of at most ``limit`` bytes;
+    OSError otherwise. Run folders come from elsewhere (a teammate's run to resume, a sync): a FIFO planted in
+    one hung ``report``, ``export`` and a resume in open(), and a sparse 1 GiB result.json cost 2 GB of memory."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if info.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit:,} bytes", str(path))
+        with open(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:  # grew while read
+        raise OSError(errno.EFBIG, f"larger than {limit:,} bytes", str(path))
+    return data
 
 
 # ------------------------------------------------------------------------------------------------ S3

@@ -72,6 +72,8 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True  # someone else's process: alive, and not ours to judge
+    except (OverflowError, ValueError):
+        return True  # no pid at all (a name any user can make in /tmp): not ours to remove, and no crash
     return True
 
 

@@ -263,3 +263,34 @@ def test_the_scripted_oracle_over_a_description_two_tasks_share_is_refused_befor
     assert not (tmp_path / "runs").exists()
     noop = write_run(tmp_path, {"models": [{"name": "noop", "model": "scripted/noop"}], "tasks": tasks}, "noop")
     assert cli("validate", str(noop), cwd=tmp_path).returncode == 0  # only the oracle needs to tell them apart
+
+
+def test_paths_and_names_holding_markup_are_printed_literally(tmp_path: Path) -> None:
+    """The s29 audit: a folder named `mk[/x]` made `validate`, `tasks list`, `toolcalls generate` and `toolcalls
+    task` end in a Rich MarkupError traceback (exit 1), the last two after their files were written, so a script
+    saw a failure for work done; other tags were applied (a `[link=...]` difficulty became a hyperlink)."""
+    odd = tmp_path / "mk[/x][link=https://evil.example]"
+    make_tiny_pack(odd / "pack")
+    path = write_run(odd, {"models": [{"name": "oracle", "model": "scripted/oracle"}], "tasks": {"path": "pack"}})
+    out = cli("validate", str(path), cwd=tmp_path)
+    assert out.returncode == 0 and f"{path}: valid;" in flat(out.stdout), (out.stdout, out.stderr)
+    [meta] = (odd / "pack").rglob("meta.json")
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "difficulty": "[i]L1[/i]"}))
+    out = cli("tasks", "list", str(odd / "pack"), cwd=tmp_path)
+    assert out.returncode == 0 and "[i]L1[/i]" in out.stdout, (out.stdout, out.stderr)
+    out = cli("toolcalls", "generate", "--out", str(odd / "gen"), "--n", "5", cwd=tmp_path)
+    assert out.returncode == 0 and "mk[/x]" in flat(out.stdout), (out.stdout, out.stderr)
+    data = odd / "gen" / "toolcalls.jsonl"
+    out = cli("toolcalls", "task", str(data), "--pack", str(odd / "tc"), "--name", "t1", cwd=tmp_path)
+    assert out.returncode == 0 and f"task: {odd / 'tc'}" in flat(out.stdout), (out.stdout, out.stderr)
+
+
+def test_a_symbolic_link_that_loops_is_one_clear_error_not_a_traceback(tmp_path: Path) -> None:
+    """The s29 audit: Python 3.11's Path.resolve() raises RuntimeError on a looping link, which `validate` (a
+    `tasks.path` or `tasks.statesPath` that loops), `tasks validate`, `report` and `export` printed as a
+    traceback."""
+    (tmp_path / "loop").symlink_to("loop")
+    path = write_run(tmp_path, {"models": [{"name": "oracle", "model": "scripted/oracle"}], "tasks": {"path": "loop"}})
+    assert_clean_error(cli("validate", str(path), cwd=tmp_path), "Symlink loop", "a symbolic link that loops")
+    assert_clean_error(cli("tasks", "validate", "loop", cwd=tmp_path), "a symbolic link that loops")
+    assert_clean_error(cli("report", "loop", "-o", "r.html", cwd=tmp_path), "a symbolic link that loops")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from collections import defaultdict
 from pathlib import Path
@@ -375,6 +376,35 @@ def test_a_narrowed_run_exports_and_reports_only_the_trials_its_summary_counts(t
     )
     assert report.returncode == 0, report.stderr
     assert "1 record(s) of trials no longer planned are left out" in " ".join(report.stdout.split())
+
+
+def test_an_unfinished_run_is_exported_with_a_note_that_mcpmark_counts_missing_trials_as_failures(
+    tmp_path: Path,
+) -> None:
+    """The s29 parity audit: MCPMark's aggregate_specific_results divides each run folder's passes by every task
+    of the export, so a task without a record in one run counts as a failure there; mcpfleet's summary counts
+    only recorded trials. An unfinished run's export said nothing of the difference."""
+    pack = make_tiny_pack(tmp_path / "pack", tasks=2)
+    spec = {"models": [{"name": "oracle", "model": "scripted/oracle"}], "tasks": {"path": str(pack)}}
+    body = {"apiVersion": "mcpfleet.io/v1alpha1", "kind": "EvalRun", "metadata": {"name": "half"}, "spec": spec}
+    (tmp_path / "half.yaml").write_text(yaml.safe_dump(body))
+    done = subprocess.run(
+        [str(MCPFLEET), "run", str(tmp_path / "half.yaml"), "--no-progress"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    root = tmp_path / "runs" / "half"
+    assert export_mcpmark(LocalStore(root), tmp_path / "complete").missing == 0
+    shutil.rmtree(sorted((root / "trials").iterdir())[0])  # one planned trial without a record
+    assert export_mcpmark(LocalStore(root), tmp_path / "r1").missing == 1
+    out = subprocess.run(
+        [str(MCPFLEET), "export", str(root), str(tmp_path / "r2")], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    said = " ".join(out.stdout.split())
+    assert "1 planned trial(s) have no record yet" in said and "counts a task missing" in said, said
 
 
 def test_exporting_again_replaces_the_model_folders_it_writes(tmp_path: Path) -> None:

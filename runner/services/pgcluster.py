@@ -19,10 +19,12 @@ import json
 import logging
 import os
 import pwd
+import re
 import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -196,19 +198,34 @@ def new_run_folder(user: tuple[int, int] | None) -> Path:
 def _owner_alive(base: Path) -> bool:
     try:
         owner = json.loads((base / OWNER_FILE).read_text())
-    except (OSError, ValueError):
-        # No owner file yet: a run that is creating its folder right now, or a broken one; only old ones go.
+        pid = int(owner["pid"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, OverflowError):
+        # No usable owner file yet: a run that is creating its folder right now, or a broken one; only old ones go.
         return time.time() - base.stat().st_mtime < 60
-    return owner.get("uid") == os.geteuid() and _proc_start(int(owner["pid"])) == owner.get("start") is not None
+    return owner.get("uid") == os.geteuid() and _proc_start(pid) == owner.get("start") is not None
+
+
+RUN_FOLDER = re.compile(r"^[0-9]+-[0-9a-f]{6}$")  # new_run_folder's names: <pid>-<6 hex digits>
+
+
+def _own_root(root: Path) -> bool:
+    """Whether ``root`` is a real folder of this user: a runs root that is a link (the default one sits in
+    world-writable /dev/shm) or someone else's folder is never swept."""
+    try:
+        info = os.lstat(root)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
 
 
 def sweep_stale(root: Path | None = None) -> list[Path]:
     """Stop the clusters and remove the folders of runs whose owner process is gone. Returns what was swept."""
     root = root or runs_root()
     swept: list[Path] = []
-    if not root.is_dir():  # no run of this user ever made a cluster here
+    if not _own_root(root):  # no run of this user ever made a cluster here (or it is no folder of this user's)
         return swept
-    for base in sorted(p for p in root.iterdir() if p.is_dir()):
+    # Only run folders, never through a link: $MCPFLEET_PG_DIR may be a folder holding other things too.
+    for base in sorted(p for p in root.iterdir() if RUN_FOLDER.match(p.name) and not p.is_symlink() and p.is_dir()):
         try:
             if _owner_alive(base):
                 continue

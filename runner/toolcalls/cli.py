@@ -102,7 +102,7 @@ def generate(
         (out / "_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:  # a read-only or full disk, a file in the way under --out
         _fail(f"--out {out}: cannot be written ({exc.strerror or exc}); choose another folder")
-    table = Table(title=f"{n} cases (seed {seed}) -> {path}")
+    table = Table(title=f"{n} cases (seed {seed}) -> {escape(str(path))}")
     for col in ("label", "mutation", "cases"):
         table.add_column(col, justify="right" if col == "cases" else "left")
     for (label, m), c in sorted(mutations.items()):
@@ -127,7 +127,7 @@ def task(
         folder = make_task(pack, data, category, name, difficulty)
     except (TaskError, DataError, OSError) as exc:
         _fail(str(exc))
-    console.print(f"task: {folder}")
+    console.print(f"task: {escape(str(folder))}", highlight=False)
 
 
 def judge_eval(
