@@ -283,4 +283,33 @@ def preflight(run: EvalRun, base_dir: Path, env: Mapping[str, str], *, local: bo
         problems.append(bad)
     if problems:  # (the pack is read only for a spec that is otherwise fine)
         raise SpecError(problems)
-    return selection(run, base_dir)
+    tasks = selection(run, base_dir)
+    if bad := run_folder_problem(run, base_dir, tasks):
+        raise SpecError([bad])
+    return tasks
+
+
+def run_folder_problem(run: EvalRun, base_dir: Path, tasks: list[Task]) -> str | None:
+    """Why the run's local folder (``<output.uri>/<name>``) cannot be where it is. Inside another run's folder:
+    that run's resume removes every folder under its ``trials/`` without a record, this whole run with them.
+    Inside a task pack or states folder (or holding one): the records land in what every later trial copies as
+    its initial state, earlier trials' transcripts included, and the task's content changes under the run."""
+    uri = run.spec.output.uri
+    if uri.startswith("s3://"):
+        return None
+    root = Path(uri).expanduser()
+    folder = Path(os.path.realpath((root if root.is_absolute() else base_dir / root) / run.name))
+    for parent in folder.parents:
+        if (parent / "run.json").is_file() and (parent / "trials").is_dir():
+            return (
+                f"spec.output.uri: the run folder {folder} would lie inside the run folder {parent}, whose resume "
+                "removes what it finds there; give an output folder outside any run's folder"
+            )
+    packs = {t.pack_root for t in tasks} | {t.states_path for t in tasks if t.states_path is not None}
+    for pack in sorted(Path(os.path.realpath(p)) for p in packs):
+        if folder.is_relative_to(pack) or pack.is_relative_to(folder):
+            return (
+                f"spec.output.uri: the run folder {folder} and the task pack or states folder {pack} overlap: "
+                "records would be written into what every trial copies; give an output folder outside both"
+            )
+    return None

@@ -106,3 +106,29 @@ def test_the_postgres_sweep_never_deletes_through_a_link_or_outside_its_run_fold
     assert pgcluster.sweep_stale(victim) == [victim / "1234-abcdef"]
     assert sorted(p.name for p in victim.iterdir()) == ["projectA"]
     assert (victim / "projectA" / "data.txt").read_text() == "precious\n"
+
+
+def test_a_run_folder_inside_another_run_or_inside_the_task_pack_is_refused(tmp_path: Path) -> None:
+    """The s29 audit: an output inside another run's trials/ passed `validate`, and that run's next resume removed
+    it as an unfinished trial, records and all; an output inside a task's initial state had every later trial
+    handed the earlier trials' transcripts (the oracle's: the solution), and the run could never resume."""
+    from conftest import make_tiny_pack
+    from hostile import cli, flat, write_run
+
+    pack = make_tiny_pack(tmp_path / "pack")
+    oracle = [{"name": "oracle", "model": "scripted/oracle"}]
+    first = write_run(tmp_path, {"models": oracle, "tasks": {"path": "pack"}}, name="first")
+    assert cli("run", str(first), "--no-progress", cwd=tmp_path).returncode == 0
+    for name, uri, said in [
+        ("nested", "runs/first/trials", "would lie inside the run folder"),
+        ("instate", "pack/filesystem/states/tiny/runs", "overlap: records would be written into what every trial"),
+        ("pack", ".", "overlap"),  # the run folder would be the pack itself
+    ]:
+        path = write_run(tmp_path, {"models": oracle, "tasks": {"path": "pack"}, "output": {"uri": uri}}, name=name)
+        for command in ("validate", "run"):
+            out = cli(command, str(path), cwd=tmp_path)
+            assert out.returncode == 2 and said in flat(out.stderr), (name, command, out.stdout, out.stderr)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["first"]
+    assert not (pack / "filesystem" / "states" / "tiny" / "runs").exists()
+    beside = write_run(tmp_path, {"models": oracle, "tasks": {"path": "pack"}, "output": {"uri": "elsewhere"}})
+    assert cli("validate", str(beside), cwd=tmp_path).returncode == 0
