@@ -16,9 +16,10 @@ from typing import Any
 
 from mcp import ClientSession
 
-from . import snapshot_refs
+from . import faults, snapshot_refs
+from . import mcpmark_protocol as protocol
 from .call_classes import CallClassifier
-from .conversation import MCPFLEET, MCPMARK, Conversation, timeout_error, turn_limit_error
+from .conversation import MCPFLEET, MCPMARK, MCPMARK_LLM_ATTEMPTS, Conversation, timeout_error, turn_limit_error
 from .mcp_client import AbandonedCalls, call_tool_abandoning, result_text
 from .metrics import TrialMetrics
 from .tasks import OracleStep, Task
@@ -38,6 +39,21 @@ UNSEEN_BY_MCPMARK = (STOP_TRUNCATED, STOP_FILTERED)
 STOP_PROVIDER = "provider_error"
 STOP_CONFIG = "config_error"
 STOP_MALFORMED = "malformed_tool_call"  # MCPMark's agent ends the run on arguments that are not JSON
+
+
+def mcpmark_llm_error(exc: Any) -> str:
+    """What MCPMark's tool-calling loop records when LLM calls fail for good (mcpmark_agent.py
+    ``_execute_litellm_tool_loop``, ``exc`` an ``llm.LLMFailure``): its pinned words when the per-call timeout ended
+    the last try, else str() of the final exception (mcpfleet's one line, with the retries, stays in result.json)."""
+    if exc.fault.kind == faults.TIMEOUT:
+        return protocol.render("llm_failures_error", count=MCPMARK_LLM_ATTEMPTS)
+    return str(exc.__cause__) if exc.__cause__ is not None else str(exc.summary)
+
+
+def keeps_raw_messages(model: str) -> bool:
+    """MCPMark's ``is_claude`` (src/agents/base_agent.py: "claude" in the LiteLLM model name): its agent then writes
+    a run that its timeout ended as the raw chat list, not converted (records.messages_json)."""
+    return "claude" in model.lower()
 
 
 class MalformedArguments(Exception):
@@ -76,6 +92,10 @@ class AgentRun:
     stop_reason: str = STOP_COMPLETED
     error: str | None = None  # one line: "<ExceptionType>: <cause> (...)"; details go to the trial's log
     error_type: str | None = None
+    # The error as MCPMark's agent words it for meta.json, where that is not ``error`` (an LLM call that failed for
+    # good: str() of the exception there; result.json keeps mcpfleet's one line).
+    mcpmark_error: str | None = None
+    raw_messages: bool = False  # messages.json is the chat list as kept (records.messages_json: a Claude timeout)
     final_text: str = ""
     run_model: str | None = None  # the model name the provider reported (first response), as MCPMark records it
     conversation: str = ""
@@ -246,6 +266,8 @@ async def run_llm_agent(
                 except llm.LLMFailure as exc:  # after retries; exc.stop_reason says who is charged
                     turn.retries, turn.latency_s = exc.retries, exc.seconds
                     run.stop_reason, run.error, run.error_type = exc.stop_reason, exc.summary, exc.error_type
+                    if conversation.mcpmark:
+                        run.mcpmark_error = mcpmark_llm_error(exc)
                     return run
                 turn.latency_s, turn.retries = seconds, retries
                 if run.run_model is None and getattr(response, "model", None):
@@ -310,7 +332,8 @@ async def run_llm_agent(
     except TimeoutError:
         run.stop_reason, run.error = STOP_TIMEOUT, timeout_error(timeout_s)
         if conversation.mcpmark:
-            del run.messages[progress:]
+            del run.messages[progress:]  # MCPMark's last progress snapshot (``_partial_messages``)
+            run.raw_messages = keeps_raw_messages(target.model)
     return run
 
 

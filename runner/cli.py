@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import shutil
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -16,7 +18,7 @@ from rich.markup import escape as _markup_escape
 
 from .printable import printable
 from .spec import SpecError, load_evalrun
-from .tasks import TaskError
+from .tasks import Task, TaskError
 from .toolcalls.cli import judge_eval, toolcalls_app
 
 app = typer.Typer(
@@ -156,8 +158,8 @@ def run(
         kinds = ", ".join(f"{n} {kind}" for kind, n in unscored.items())
         err.print(
             f"[red]error:[/] no trial was scored ({escape(kinds)}): the run measured nothing. Each record's "
-            f"`error` and its trial.log under {escape(shown)}/trials say why; fix the cause and run the same "
-            "command again: unscored trials run again.",
+            f"`error` and its trial.log under {escape(shown)}/trials say why (a failure MCPMark runs again says so); "
+            "fix the cause and run the same command again: unscored trials run again.",
             highlight=False,
             soft_wrap=True,
         )
@@ -250,7 +252,13 @@ def trial(
             _fail(str(exc))
     if tasks_root is not None:
         chosen = chosen.model_copy(update={"tasks_root": str(tasks_root), "states_path": None})
-    infra_attempt = int(os.environ.get("MCPFLEET_INFRA_ATTEMPT", "1"))
+    raw_attempt = os.environ.get("MCPFLEET_INFRA_ATTEMPT", "1")
+    if not re.fullmatch(r"[0-9]{1,9}", raw_attempt):  # (the operator writes it: a whole number, its try's count)
+        _fail(
+            f"MCPFLEET_INFRA_ATTEMPT: {raw_attempt[:40]!r} is not a whole number of at least 0; unset it (the "
+            "operator sets it in a trial pod)"
+        )
+    infra_attempt = int(raw_attempt)
     if metrics_port:
         from .metrics import serve
 
@@ -287,6 +295,19 @@ def _dest_problem(dest: Path) -> str | None:
     kind = "a file" if probe.is_file() else "not a folder"
     where = f"is {kind}" if probe == dest else f"is under {probe}, {kind}"
     return f"--dest {dest} {where}; give a folder to fill (it is created if missing)"
+
+
+def _dest_overlap(dest: Path, task: Task) -> str | None:
+    """Why ``materialise`` must not fill ``dest``: it is, or lies inside, the task's folder or its own initial
+    state (copying a state into itself made a 100 KB shutil.Error, or a copy of the state inside the state)."""
+    from .overlap import inside
+    from .services import get_service
+
+    owned = [("folder", task.path)] + [("initial state", p) for p in get_service(task.service).state_files(task)]
+    for what, own in owned:
+        if own.is_dir() and inside(dest, own):
+            return f"--dest {dest} is, or lies inside, the task's {what} {own}; give a folder outside it"
+    return None
 
 
 @app.command()
@@ -352,7 +373,15 @@ def materialise(
                 f"planned {digest}): the pack changed since, or the runner image bundles other tasks than the "
                 "operator's; start a new EvalRun (or use matching images)"
             )
-        n = fill(chosen, dest)
+        if problem := _dest_overlap(dest, chosen):
+            _fail(problem)
+        try:
+            if dest.is_dir() and any(dest.iterdir()):  # what it holds would become part of the task's initial state
+                _fail(f"--dest {dest} is not empty; give an empty or missing folder (the state is copied in as is)")
+            n = fill(chosen, dest)
+        except OSError as exc:  # (a destination the kernel refuses: /proc/x, a read-only or full disk)
+            why = exc.strerror or (str(exc.args[0][0][-1]) if isinstance(exc, shutil.Error) else str(exc))
+            _fail(f"--dest {dest}: the initial state could not be copied there ({why[:300]}); give a writable folder")
     except (TaskError, StoreError) as exc:
         _fail(str(exc))
     print(json.dumps({"task": task, "files": n, "dest": str(dest)}))
@@ -449,7 +478,14 @@ def scripted_server(
     """Serve the scripted OpenAI-compatible model (oracle, noop, malformed, ... policies)."""
     from .scripted_model import serve
 
-    serve(tasks, host=host, port=port, latency=latency)
+    if not 0 <= port <= 65535:
+        _fail(f"--port {port}: not a TCP port; give 0-65535 (0 picks a free one)")
+    try:
+        serve(tasks, host=host, port=port, latency=latency)
+    except TaskError as exc:
+        _fail(f"--tasks: {exc}")
+    except OSError as exc:  # (only binding raises it: the address is taken, or no interface has it)
+        _fail(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc}); give another")
 
 
 @app.command()
@@ -604,8 +640,10 @@ def tasks_validate(
     path = path.resolve()
     root, only = path, None
     # Any folder inside a pack narrows it: a service, a difficulty, a category or one task folder
-    # (<root>/<service>/<difficulty>/<category>/<task>); the pack root is the ancestor holding the service.
-    for ancestor in path.parents:
+    # (<root>/<service>/<difficulty>/<category>/<task>); the pack root is the ancestor holding the service. Unless
+    # the folder is a pack root itself: a pack kept under ~/bench/postgres/ is not the "postgres" service's.
+    holds_tasks = any(next(path.glob(f"{s}/*/*/*/description.md"), None) for s in SERVICES)
+    for ancestor in [] if holds_tasks else path.parents:
         inside = path.relative_to(ancestor).parts
         if len(inside) <= 4 and inside[0] in SERVICES:
             root, only = ancestor, path
@@ -631,8 +669,22 @@ def tasks_validate(
             console.print(f"    [yellow]{escape(w)}[/]", highlight=False)
         bad += not r.ok
     console.print(f"{len(reports) - bad}/{len(reports)} tasks valid")
+    if states is None and bad == len(reports) and all(_lacks_state(r.task) for r in reports):
+        err.print(  # one hint, not forty: MCPMark's tasks/ folder keeps no states (they are its test_environments/)
+            f"[yellow]hint:[/] no task under {escape(path)} has its initial state; a foreign pack's states (MCPMark's "
+            "test_environments/) are given with --states <folder>",
+            highlight=False,
+            soft_wrap=True,
+        )
     if bad:
         raise typer.Exit(1)
+
+
+def _lacks_state(task: Task) -> bool:
+    from .services import SERVICES
+
+    service = SERVICES.get(task.service)
+    return service is not None and bool(service.check_state(task))
 
 
 app.command("judge-eval")(judge_eval)

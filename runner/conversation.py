@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 # when the caller sets none, as MCPMark's agents do. Later LiteLLM sends the model's maximum instead (64000 for
 # Claude 4.5), which would let a Claude reply run 16 times longer here than under MCPMark.
 MCPMARK_ANTHROPIC_MAX_TOKENS = 4096
+MCPMARK_LLM_ATTEMPTS = 3  # MCPMark's loop gives up after this many consecutive failed LLM calls
 
 
 def mcpmark_llm_defaults(model: str, params: dict[str, Any] | None) -> dict[str, Any]:
@@ -199,9 +200,12 @@ class Conversation:
         return out
 
     def llm_target(self, target: LLMTarget, tools: list[dict[str, Any]]) -> LLMTarget:
-        """The target the loop calls: MCPMark's adds ``mcpmark_params`` (``mcpmark_target``, as the ReAct agent's);
-        mcpfleet's own adds nothing."""
-        return mcpmark_target(target, tools) if self.mcpmark else target
+        """The target the loop calls: MCPMark's adds ``mcpmark_params`` (``mcpmark_target``, as the ReAct agent's)
+        and tries a call the model failed as often as MCPMark's loop does (``MCPMARK_LLM_ATTEMPTS``); mcpfleet's
+        own adds nothing."""
+        if not self.mcpmark:
+            return target
+        return dataclasses.replace(mcpmark_target(target, tools), model_fault_retries=MCPMARK_LLM_ATTEMPTS - 1)
 
     def tool_content(self, result: Any) -> str:
         return mcpmark_tool_content(result) if self.mcpmark else result_text(result)

@@ -25,6 +25,7 @@ from typing import Any
 
 from .filemodes import folder_mode
 from .outcome import is_scored
+from .overlap import inside, resolved
 from .records import MCPMarkFacts, TrialResult, dumps_mcpmark, epoch_seconds, mcpmark_meta
 from .store import LocalStore, ResultStore
 from .summary import planned as planned_trials
@@ -167,9 +168,9 @@ def _refuse_overlap(store: ResultStore, target: Path, dest: Path, replaced: bool
     alone), or, when ``target`` is ``replaced`` whole (a ``<model>__<service>`` folder), a target holding it."""
     if not isinstance(store, LocalStore):
         return  # an S3 run cannot be reached by a local path
-    run, where = store.root.expanduser().resolve(), target.expanduser().resolve()
-    over = replaced and run.is_relative_to(where)
-    if over or where.is_relative_to(run):
+    run = resolved(store.root)
+    over = replaced and inside(run, target)
+    if over or inside(target, run):
         raise ExportError(
             f"DEST {dest}: {target} would be written {'over' if over else 'in'} the run folder {run}; "
             "export to a folder outside it"

@@ -122,6 +122,8 @@ def one_line(exc: BaseException, secrets: Sequence[str] = ()) -> str:
     while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:  # "unhandled errors in a TaskGroup"
         leaf = leaf.exceptions[0]
     text = str(leaf)
+    if secrets:  # first, as written: a key holding a tab, a line break or two spaces is no longer itself once
+        text = redact_text(text, list(secrets)) or ""  # the text is cut to a line and its whitespace normalised
     text = text.split("Traceback (most recent call last)")[0]
     text = text.split("received_args=")[0]
     for _ in range(4):
@@ -140,8 +142,8 @@ def one_line(exc: BaseException, secrets: Sequence[str] = ()) -> str:
         except ValueError:
             pass
     text = printable(text)
-    if secrets:
-        text = redact_text(text, list(secrets)) or ""
+    if secrets:  # again, with each key as the normalising made it (JSON's own escapes of it undone by parsing)
+        text = redact_text(text, [f for s in secrets for f in (s, printable(s))]) or ""
     if len(text) > _MAX_CAUSE:
         text = text[: _MAX_CAUSE - 3] + "..."
     return f"{type(leaf).__name__}: {text}" if text else type(leaf).__name__

@@ -93,7 +93,18 @@ def run_lock(store: ResultStore) -> Iterator[None]:
     if not isinstance(store, LocalStore):
         yield
         return
-    store.root.mkdir(parents=True, exist_ok=True)
+    try:
+        store.root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file in its place, a read-only disk: one line, not a traceback
+        raise RunRefused(
+            f"{store.root}: the run folder cannot be made ({exc.strerror or exc}); remove what is there or give "
+            "another spec.output.uri or metadata.name"
+        ) from None
+    if (store.root / "trials").is_symlink():
+        raise RunRefused(
+            f"{store.root / 'trials'} is a symbolic link: a run writes its records only into its own folder; put "
+            "the folder it points to in its place, or pass --new-run"
+        )
     lock = store.root / LOCK_NAME
     try:  # never through a link: a run folder from elsewhere with a lock linked to /etc/passwd had it truncated
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
@@ -112,8 +123,15 @@ def run_lock(store: ResultStore) -> Iterator[None]:
                 "stop it, then run the same command again (finished trials are kept), or pass --new-run for a "
                 "separate run"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:  # (a file system without locks)
+            raise RunRefused(
+                f"{lock}: cannot be locked ({exc.strerror or exc}); give a local spec.output.uri"
+            ) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:  # (a full disk)
+            raise RunRefused(f"{lock}: cannot be written ({exc.strerror or exc}); free space or move the run") from None
         yield
     finally:
         os.close(fd)  # (closing releases the lock)
@@ -153,6 +171,8 @@ def reconcile_records(run: EvalRun, trials: list[TrialSpec], store: ResultStore)
     """Decide what to run: skip finished trials, refuse contradictions, rerun infra errors and leftovers."""
     discarded = store.discard_unfinished()
     previous = store.read_json("run.json")
+    # run.json of another shape (a list, no spec_hash: edited or from elsewhere) says nothing: as if missing.
+    was = previous.get("spec_hash") if isinstance(previous, dict) else None
     conflicts = []
     todo, skipped = [], 0
     records = {r.get("trial_id"): r for r in store.iter_results()}  # one listing, not a GET per trial
@@ -170,8 +190,8 @@ def reconcile_records(run: EvalRun, trials: list[TrialSpec], store: ResultStore)
             skipped += 1
     if conflicts:
         now = spec_hash(run)
-        if previous and previous.get("spec_hash") != now:
-            what = f"a different spec (was {previous['spec_hash']}, now {now})"
+        if isinstance(was, str) and was != now:
+            what = f"a different spec (was {was[:64]}, now {now})"
         else:
             what = "different task content (a task's files or initial state changed since)"
         raise RunRefused(

@@ -23,7 +23,11 @@ from typing import Any
 import litellm  # noqa: E402 - the package __init__ configured LiteLLM's environment first
 
 from . import faults, normalise
-from .outcome import is_scored
+from .outcome import CONTENT_FILTER, LLM_API_ERROR, is_scored
+
+# Failed calls the model is charged for that a retry may turn out otherwise (``LLMTarget.model_fault_retries``); a
+# context overflow recurs word for word (MCPMark compacts the history first; mcpfleet does not compact).
+MODEL_RETRIED = frozenset({LLM_API_ERROR, CONTENT_FILTER})
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
@@ -48,6 +52,10 @@ class LLMTarget:
     backoff_max: float = 30.0
     retry_after_max: float = 60.0
     trial_retry_budget: int = 30
+    # A failed call the model is charged for (a 4xx, a content-policy refusal) tried again this often, waiting
+    # backoff_initial * 2, * 4, ... s: MCPMark's tool-calling loop tries any failed call 3 times in a row (2 more
+    # times), so a refusal that does not recur passes there; 0 (mcpfleet's agent, ReAct's): the first one ends it.
+    model_fault_retries: int = 0
     on_fault: Callable[[str], None] | None = None  # the runner's metrics, per failed attempt
     # -- state of this trial's calls --
     answered: int = 0  # calls that got a usable reply
@@ -275,7 +283,7 @@ async def complete(
     client = _client_for(target)
     if client is not None:
         kwargs["client"] = client
-    retries = 0
+    retries = model_retries = 0
     start = time.perf_counter()
     while True:
         t = time.perf_counter()
@@ -293,6 +301,15 @@ async def complete(
             _extend(deadline, time.perf_counter() - t if lost else 0.0)
             if target.on_fault is not None:
                 target.on_fault(fault.kind)
+            if fault.category in MODEL_RETRIED and model_retries < target.model_fault_retries:
+                model_retries += 1  # the model's time (no time given back) and not the provider's retry budget
+                wait = target.backoff_initial * 2**model_retries
+                target.log.append(
+                    f"{_now()} {fault.kind}: {fault.cause} (the model's; attempt {model_retries}, trying again in "
+                    f"{wait:.2f} s as MCPMark's loop does)"
+                )
+                await asyncio.sleep(wait)
+                continue
             out_of_budget = target.retries_spent >= target.trial_retry_budget
             if not fault.retryable or retries >= target.retries or out_of_budget:
                 seconds = time.perf_counter() - start

@@ -56,6 +56,23 @@ def instruction(service: str, description: str) -> str:
     return description + task_suffix(service)
 
 
+def retryable_patterns() -> frozenset[str]:
+    """MCPMark's RETRYABLE_PATTERNS (src/errors.py): the texts that make a failed task a pipeline error there."""
+    return frozenset(_data()["retryable_patterns"]["patterns"])
+
+
+def retryable_pattern(error_message: str | None) -> str | None:
+    """The first of MCPMark's retryable patterns (alphabetically) that ``error_message`` holds, else None."""
+    low = str(error_message or "").lower()
+    return next((p for p in sorted(retryable_patterns()) if p in low), None)
+
+
+def is_retryable(error_message: str | None) -> bool:
+    """MCPMark's ``is_retryable_error`` on a meta.json ``error_message``: such a failed task is re-run on resume and
+    never reported as the model's failure (its aggregate_results sets the model aside while one is left)."""
+    return retryable_pattern(error_message) is not None
+
+
 def standardize_error(error: str, service: str) -> str:
     """MCPMark's rewording of an agent error for meta.json (a few keywords become a fixed phrase)."""
     low = error.strip().lower()

@@ -5,10 +5,12 @@ explicit ones say why the agent never got there. A passing verifier wins: the en
 
 Some outcomes measured nothing of the model (``NOT_SCORED``): the harness failed (``infra_error``), the
 provider failed after its retries (``provider_error``: 5xx/429, hangs, dropped connections, unusable
-replies), or the model cannot be reached as configured (``config_error``: 401/403, unknown model, an
-unreachable base URL). They are left out of every score, counted apart, and run again on resume. A passing
-end state still wins over a provider error once the model had answered (MCPMark verifies whatever the agent
-left and records the pass); the trial decides that (``passed``), this function only names the outcome.
+replies; also a failure MCPMark runs again, its meta.json error_message holding one of MCPMark's retryable
+patterns, which the trial decides: mcpmark_protocol.is_retryable), or the model cannot be reached as
+configured (``config_error``: 401/403, unknown model, an unreachable base URL). They are left out of every
+score, counted apart, and run again on resume. A passing end state still wins over a provider error once the
+model had answered (MCPMark verifies whatever the agent left and records the pass); the trial decides that
+(``passed``), this function only names the outcome.
 """
 
 from __future__ import annotations

@@ -164,7 +164,10 @@ def task_scopes(task_id: str, states_in_pack: bool) -> list[str]:
 
 def state_scopes(task_id: str) -> list[str]:
     """What one trial needs from a separate states location (``spec.tasks.statesPath``): its category's
-    state in mcpfleet's layout (``<service>/<category>``) or MCPMark's (``<category>``), whichever is there."""
+    state in mcpfleet's layout (``<service>/<category>``), an MCPMark checkout's (``test_environments/<category>``)
+    or one MCPMark states folder's (``<category>``), whichever is there."""
     service, _, category, _ = task_id.split("/")
-    names = get_service(service).state_names(category)
-    return [f"{service}/{name}" for name in names] + names
+    known = get_service(service)
+    names = known.state_names(category)
+    mcpmark = [f"{known.mcpmark_states}/{name}" for name in names] if known.mcpmark_states else []
+    return [f"{service}/{name}" for name in names] + mcpmark + names

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic.alias_generators import to_camel
 
+from .overlap import overlap, resolved
 from .spec import AgentKind, EvalRun, SpecError
 
 if TYPE_CHECKING:
@@ -45,27 +47,37 @@ def output_problem(uri: str, base_dir: Path) -> str | None:
     return None
 
 
+def key_problem(field: str, var: str, value: str | None) -> str | None:
+    """Why the key in environment variable ``var`` cannot be sent, never showing it: unset, or holding a control
+    character or whitespace at an end (a key pasted with a tab or a line break from a spreadsheet): sent so, it
+    fails authentication, and a provider's echo of it escapes redaction once that whitespace is normalised."""
+    if not value:
+        return f"{field}: environment variable {var} is not set; export it before running"
+    if value != value.strip() or any(unicodedata.category(c) == "Cc" for c in value):
+        return (
+            f"{field}: environment variable {var} holds whitespace at its start or end or a control character "
+            "(a tab, a line break); export the key alone"
+        )
+    return None
+
+
 def credential_problems(run: EvalRun, env: Mapping[str, str], *, local: bool = True) -> list[str]:
-    """Unset API key variables (and, for a local run, Secret references only the operator can read)."""
+    """Unset or unusable API key variables (and, for a local run, Secret references only the operator can read)."""
     problems = []
     for i, m in enumerate(run.spec.models):
         if m.is_scripted:
             continue
-        if m.api_key_env and not env.get(m.api_key_env):
-            problems.append(
-                f"spec.models[{i}].apiKeyEnv: environment variable {m.api_key_env} is not set; export it before running"
-            )
+        if m.api_key_env and (bad := key_problem(f"spec.models[{i}].apiKeyEnv", m.api_key_env, env.get(m.api_key_env))):
+            problems.append(bad)
         if local and m.api_key_secret_ref and not m.api_key_env:
             problems.append(
                 f"spec.models[{i}].apiKeySecretRef: Kubernetes Secrets are only read by the operator; "
                 "locally use apiKeyEnv"
             )
     judge = run.spec.toolcalls.judge if run.spec.toolcalls else None
-    if judge is not None and judge.api_key_env and not env.get(judge.api_key_env):
-        problems.append(
-            f"spec.toolcalls.judge.apiKeyEnv: environment variable {judge.api_key_env} is not set; export it before "
-            "running"
-        )
+    if judge is not None and judge.api_key_env:
+        if bad := key_problem("spec.toolcalls.judge.apiKeyEnv", judge.api_key_env, env.get(judge.api_key_env)):
+            problems.append(bad)
     return problems
 
 
@@ -290,7 +302,8 @@ def preflight(run: EvalRun, base_dir: Path, env: Mapping[str, str], *, local: bo
 
 
 def run_folder_problem(run: EvalRun, base_dir: Path, tasks: list[Task]) -> str | None:
-    """Why the run's local folder (``<output.uri>/<name>``) cannot be where it is. Inside another run's folder:
+    """Why the run's local folder (``<output.uri>/<name>``) cannot be where it is. No folder (a file or a dangling
+    link in its place): the run's first write fails. Inside another run's folder:
     that run's resume removes every folder under its ``trials/`` without a record, this whole run with them.
     Inside a task pack or states folder (or holding one): the records land in what every later trial copies as
     its initial state, earlier trials' transcripts included, and the task's content changes under the run."""
@@ -298,7 +311,14 @@ def run_folder_problem(run: EvalRun, base_dir: Path, tasks: list[Task]) -> str |
     if uri.startswith("s3://"):
         return None
     root = Path(uri).expanduser()
-    folder = Path(os.path.realpath((root if root.is_absolute() else base_dir / root) / run.name))
+    given = Path(os.path.normpath((root if root.is_absolute() else base_dir / root) / run.name))
+    if os.path.lexists(given) and not given.is_dir():  # (the run's first mkdir would be a traceback)
+        what = "a symbolic link to no folder" if given.is_symlink() else "not a folder"
+        return (
+            f"spec.output.uri: the run folder {given} (output.uri/metadata.name) is {what}; remove or move it, or "
+            "give the run another metadata.name or output.uri"
+        )
+    folder = resolved(given)
     for parent in folder.parents:
         if (parent / "run.json").is_file() and (parent / "trials").is_dir():
             return (
@@ -306,8 +326,8 @@ def run_folder_problem(run: EvalRun, base_dir: Path, tasks: list[Task]) -> str |
                 "removes what it finds there; give an output folder outside any run's folder"
             )
     packs = {t.pack_root for t in tasks} | {t.states_path for t in tasks if t.states_path is not None}
-    for pack in sorted(Path(os.path.realpath(p)) for p in packs):
-        if folder.is_relative_to(pack) or pack.is_relative_to(folder):
+    for pack in sorted(resolved(Path(p)) for p in packs):
+        if overlap(folder, pack):
             return (
                 f"spec.output.uri: the run folder {folder} and the task pack or states folder {pack} overlap: "
                 "records would be written into what every trial copies; give an output folder outside both"

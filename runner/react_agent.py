@@ -15,6 +15,7 @@ from typing import Any
 
 from mcp import ClientSession
 
+from . import faults
 from . import mcpmark_protocol as protocol
 from .agent import (
     STOP_COMPLETED,
@@ -107,6 +108,22 @@ def check_reply(reply: Any) -> tuple[bool, str | None]:
     return follows, None
 
 
+def _failed(run: AgentRun, error: str) -> AgentRun:
+    """End the run as MCPMark's agent ends when its loop raises on a reply (``execute`` wraps the exception)."""
+    run.stop_reason = STOP_MALFORMED
+    run.error = protocol.render("react.agent_failed_error", error=error)
+    return run
+
+
+def llm_error(exc: Any, step: int) -> str:
+    """What MCPMark's ReAct loop records for an LLM call that failed (``exc`` an ``llm.LLMFailure``): its timeout
+    words when the call hit the per-call limit, else str() of the exception (result.json keeps mcpfleet's line)."""
+    if exc.fault.kind == faults.TIMEOUT:
+        return protocol.render("react.llm_timeout_error", step=step)
+    cause = exc.__cause__ if exc.__cause__ is not None else exc.summary
+    return protocol.render("react.llm_failed_error", step=step, error=cause)
+
+
 def _observation(text: str) -> dict[str, str]:
     return {"role": "user", "content": protocol.render("react.observation", observation=text)}
 
@@ -141,7 +158,23 @@ async def _act(
     finally:
         rec.duration_s = time.perf_counter() - start
     rec.is_error = bool(getattr(result, "is_error", False))
+    return observation_text(result)
+
+
+def observation_text(result: Any) -> str:
+    """A tool result as MCPMark's ReAct agent reads it back (``_tool_result_to_text``): JSON of the MCP SDK 1.12
+    ``model_dump()``, or, when that holds a value JSON cannot write, the dict's Python text. A resource's URI is
+    such a value there (the SDK parses it as pydantic's ``AnyUrl``), so a result with one reads as that text."""
+    from pydantic import AnyUrl, ValidationError
+
     dump = mcp1_result_dump(result)
+    for block in dump["content"]:
+        holder = block.get("resource") if block.get("type") == "resource" else block
+        if block.get("type") in ("resource", "resource_link") and isinstance(holder, dict) and holder.get("uri"):
+            try:
+                holder["uri"] = AnyUrl(holder["uri"])
+            except ValidationError:  # (the SDK there would have refused the result; left as the text it is)
+                pass
     try:
         return json.dumps(dump, ensure_ascii=False)
     except TypeError:  # a value JSON cannot write: MCPMark falls back to the dict's Python text
@@ -194,6 +227,7 @@ async def run_react_agent(
                     turn.retries, turn.latency_s = exc.retries, exc.seconds
                     run.stop_reason, run.error_type = exc.stop_reason, exc.error_type
                     run.error = protocol.render("react.llm_failed_error", step=step, error=exc.summary)
+                    run.mcpmark_error = llm_error(exc, step)
                     return run
                 turn.latency_s, turn.retries = seconds, retries
                 if run.run_model is None and getattr(response, "model", None):
@@ -217,28 +251,28 @@ async def run_react_agent(
                 reply = parse_reply(text)
                 follows, fatal = check_reply(reply)
                 if fatal is not None:
-                    run.stop_reason = STOP_MALFORMED
-                    run.error = protocol.render("react.agent_failed_error", error=fatal)
-                    return run
+                    return _failed(run, fatal)
                 if not follows:
                     run.messages.append({"role": "user", "content": protocol.text("react.invalid_json")})
                     error = protocol.text("react.invalid_format_error")
                     continue
+                action = reply.get("action")
+                if action is not None and not isinstance(action, dict):
+                    # MCPMark's agent reads ``action.get("tool")`` (to log it) before it looks for an answer
+                    return _failed(run, f"'{type(action).__name__}' object has no attribute 'get'")
                 if reply.get("answer") is not None:
                     run.stop_reason, run.error = STOP_COMPLETED, None
                     return run
-                action = reply.get("action")
                 if isinstance(action, dict):
+                    try:
+                        hash(action.get("tool"))  # MCPMark looks the name up in a dict: an unhashable one raises
+                    except TypeError as exc:
+                        return _failed(run, str(exc))
                     observation = await _act(session, known, action, tool_timeout_s, turn, run.classifier, abandoned)
                     if metrics is not None:
                         for c in turn.tool_calls:
                             metrics.tool_call(c.name, c.duration_s, c.is_error, c.malformed)
                     run.messages.append(_observation(observation))
-                elif action is not None:  # MCPMark's agent fails on an action that is not an object
-                    error = f"'{type(action).__name__}' object has no attribute 'get'"
-                    run.stop_reason = STOP_MALFORMED
-                    run.error = protocol.render("react.agent_failed_error", error=error)
-                    return run
                 elif reply.get("result") is not None:
                     run.messages.append(_observation(str(reply["result"])))
                 else:

@@ -223,6 +223,14 @@ def to_mcpmark_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
+def messages_json(messages: list[dict[str, Any]], *, raw: bool = False) -> list[dict[str, Any]]:
+    """What messages.json holds (and the verifier reads as MCP_MESSAGES): MCPMark's SDK items, or with ``raw`` the
+    chat list as the agent kept it, system message included. MCPMark's agent writes that raw list for a Claude
+    model whose run its timeout ended (src/agents/mcpmark_agent.py ``execute``: ``_partial_messages`` unconverted
+    when ``is_claude``), so a verifier looking for a ``"type": "message"`` answer finds none there."""
+    return messages if raw else to_mcpmark_messages(messages)
+
+
 @dataclass
 class MCPMarkFacts:
     """What meta.json needs beyond result.json, in MCPMark's terms."""
@@ -244,15 +252,18 @@ def _local_iso(ts: float) -> str:
     return datetime.fromtimestamp(ts).isoformat()  # MCPMark: naive local time, microseconds
 
 
+def mcpmark_error_message(agent_error: str | None, service: str, *, state_failed: bool = False) -> str | None:
+    """meta.json's ``error_message``: what MCPMark's evaluator records for the trial (and what its resume and
+    aggregator test for a retryable error)."""
+    if state_failed:
+        return protocol.text("state_error")
+    return protocol.standardize_error(agent_error, service) if agent_error else None
+
+
 def mcpmark_meta(result: TrialResult, facts: MCPMarkFacts, params: dict[str, Any]) -> dict[str, Any]:
     """MCPMark's per-task meta.json (src/results_reporter.py ``save_meta_json``), field for field."""
     t, v = result.totals, result.verifier
-    if facts.state_failed:
-        error: str | None = protocol.text("state_error")
-    elif facts.agent_error:
-        error = protocol.standardize_error(facts.agent_error, result.service)
-    else:
-        error = None
+    error = mcpmark_error_message(facts.agent_error, result.service, state_failed=facts.state_failed)
     verification_error: str | None = None
     verification_output: str | None = None
     if facts.verifier_ran and not facts.state_failed:

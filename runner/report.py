@@ -26,8 +26,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .outcome import CATEGORIES, is_scored
+from .overlap import inside, resolved
 from .records import now_iso
-from .scoring import ALL, ScoreRow, summarize
+from .scoring import ALL, ScoreRow, row_problem, summarize, value_problem
 from .spec import MAX_ATTEMPTS
 from .store import LocalStore, ResultStore, S3Store, parse_s3_uri
 from .summary import harness_counts, mixed_harness, still_planned
@@ -144,13 +145,25 @@ class _Summary(BaseModel):
 
 
 def _damaged(summary: dict[str, Any]) -> str | None:
-    """Why summary.json cannot be shown as it is (a field of the wrong type), else None."""
+    """Why summary.json cannot be shown as it is (a field of the wrong type, or a number no run computes: a NaN,
+    infinite, negative or above-100% rate, a negative count or cost), else None."""
     try:
         _Summary.model_validate(summary)
     except ValidationError as exc:
         first = exc.errors()[0]
         return f"summary.json is damaged ({'.'.join(str(p) for p in first['loc'])}: {first['msg']})"
-    return None
+    numbers: list[tuple[str, Any, float | None]] = [
+        (key, summary.get(key), None) for key in ("trials_planned", "trials_recorded")
+    ]
+    for model, got in (summary.get("toolcall") or {}).items():
+        for label, row in (got.get("by_label") or {}).items():
+            where = f"toolcall.{model}.by_label.{label}"
+            numbers += [(f"{where}.{k}", row.get(k), None) for k in ("cases", "passed")]
+            numbers.append((f"{where}.pass_rate", row.get("pass_rate"), 1.0))
+        numbers += [(f"toolcall.{model}.call_classes.{k}", v, None) for k, v in (got.get("call_classes") or {}).items()]
+    problems = [f"{where}: {why}" for where, value, most in numbers if (why := value_problem(value, most=most))]
+    problems += [f"rows.{i}.{why}" for i, row in enumerate(summary["rows"]) if (why := row_problem(row))]
+    return f"summary.json is damaged ({problems[0]})" if problems else None
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -191,12 +204,11 @@ def output_inside_run(output: Path, refs: Iterable[str]) -> Path | None:
     """The local run folder among ``refs`` (resolved) that ``output`` would land in, else None: a report or an
     export written there would replace or sit among the run's own records (result.json, summary.json,
     run.json). S3 runs cannot be reached by a local path."""
-    out = output.expanduser().resolve()
     for ref in refs:
         if "://" in ref:
             continue
-        root = _local_root(ref).expanduser().resolve()
-        if root.is_dir() and out.is_relative_to(root):
+        root = resolved(_local_root(ref))
+        if root.is_dir() and inside(output, root):
             return root
     return None
 
@@ -985,8 +997,9 @@ def plot_failures(series: list[Series]) -> str:
         "verifier_failed is the implicit failure (the agent finished but the end state is wrong); the "
         "others are explicit (context_overflow, turn_limit, abandoned, premature_stop, "
         "malformed_tool_call, timeout, llm_api_error, output_truncated, content_filter). infra_error, "
-        "provider_error and config_error measured nothing of the model: they are not scored (left out of "
-        "every pass rate) and shown here in grey.",
+        "provider_error and config_error measured nothing of the model (a provider_error may also be a failure "
+        "MCPMark runs again, its error says so): they are not scored (left out of every pass rate) and shown "
+        "here in grey.",
     )
 
 

@@ -13,6 +13,7 @@ every recorded trial (they were spent).
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -76,6 +77,43 @@ class ScoreRow(BaseModel):
     failures: dict[str, int] = {}
     call_classes: dict[str, int] = {}
     call_class_rates: dict[str, float] = {}
+
+
+# What each ScoreRow field can hold when a run computed it: the types alone let an edited or damaged summary.json
+# show NaN, Infinity or -500% as a pass rate (JSON readers parse NaN), so a summary read back is checked on these.
+_RATES = ("pass_at_1", "pass_at_1_std", "pass_at_k", "pass_hat_k", "pass_at_k_unbiased", "pass_hat_k_unbiased")
+_RATE_MAPS = ("pass_at_k_curve", "pass_hat_k_curve", "call_class_rates")
+_COUNTS: tuple[str, ...] = ("trials", "scored", "tasks", "attempts", "passed", "tasks_with_all_attempts")
+_COUNTS += ("input_tokens", "output_tokens", "reasoning_tokens")
+_COUNT_MAPS = ("not_scored", "failures", "call_classes")
+_AMOUNTS = ("avg_turns", "avg_tool_calls", "avg_tokens", "cost_usd", "avg_cost_usd", "avg_agent_seconds")
+
+
+def value_problem(value: Any, *, most: float | None = None) -> str | None:
+    """Why a number of a stored aggregate is impossible (not finite, negative, or above ``most``), else None."""
+    if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None  # (the type is the schema's to check)
+    if not math.isfinite(value):
+        return f"{value} is not a finite number"
+    if value < 0:
+        return f"{value} is negative"
+    if most is not None and value > most:
+        return f"{value} is above {most:g}"
+    return None
+
+
+def row_problem(row: dict[str, Any]) -> str | None:
+    """``<field>: <why>`` for the first number of a summary row (of ScoreRow's types) that no run computes: a rate
+    outside [0, 1] or not finite, a negative count, cost or average; None when every number is possible."""
+    checks: list[tuple[str, Any, float | None]] = [(k, row.get(k), 1.0) for k in _RATES]
+    checks += [(k, row.get(k), None) for k in (*_COUNTS, *_AMOUNTS)]
+    for key, most in [(k, 1.0) for k in _RATE_MAPS] + [(k, None) for k in _COUNT_MAPS]:
+        got = row.get(key)
+        checks += [(f"{key}.{name}", v, most) for name, v in (got.items() if isinstance(got, dict) else [])]
+    for key, value, most in checks:
+        if (why := value_problem(value, most=most)) is not None:
+            return f"{key}: {why}"
+    return None
 
 
 def _mean(xs: list[float]) -> float | None:

@@ -30,6 +30,16 @@ if TYPE_CHECKING:
 
 RESULT = "result.json"
 
+# plan.trial_id's shape: <model>.<service>.<difficulty>.<category>.<task>[-s<shard>].<attempt>, the model a DNS
+# label, the task path parts as tasks.NAME_RE. What discard_unfinished may remove, and nothing else.
+_PART = r"[A-Za-z0-9][A-Za-z0-9_-]*"
+TRIAL_ID_RE = re.compile(rf"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.{_PART}){{4}}\.[0-9]+")
+
+
+def is_trial_id(name: str) -> bool:
+    """Whether ``name`` has a trial id's shape (a folder under trials/ the run may have made)."""
+    return TRIAL_ID_RE.fullmatch(name) is not None
+
 
 class ResultStore(Protocol):
     def write_files(self, trial_id: str, files: dict[str, bytes]) -> None: ...
@@ -99,18 +109,29 @@ class LocalStore:
     def trial_dir(self, trial_id: str) -> Path:
         return self.root / "trials" / trial_id
 
+    def _own_trial_dir(self, trial_id: str) -> Path:
+        """The trial's folder, made if missing, and never through a link: a run folder from elsewhere whose
+        ``trials/<id>`` links to another folder would have the records replace that folder's files of the same
+        names. Such a link is replaced by a folder of the run's own; ``trials`` itself a link is an error (the
+        launcher refuses it before any trial, see ``launcher.run_lock``)."""
+        trials = self.root / "trials"
+        if trials.is_symlink():
+            raise OSError(f"{trials} is a symbolic link: records are written only into the run's own folder")
+        d = trials / trial_id
+        if d.is_symlink():
+            d.unlink()  # (the link only, never what it points to)
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
     def write_files(self, trial_id: str, files: dict[str, bytes]) -> None:
         """The trial's record files; not yet visible as finished."""
-        d = self.trial_dir(trial_id)
-        d.mkdir(parents=True, exist_ok=True)
+        d = self._own_trial_dir(trial_id)
         for name, data in files.items():
             _atomic_write(d / name, data)
 
     def commit(self, trial_id: str, result: bytes) -> None:
         """Write result.json, the completion marker, after every other file of the trial."""
-        d = self.trial_dir(trial_id)
-        d.mkdir(parents=True, exist_ok=True)
-        _atomic_write(d / RESULT, result)
+        _atomic_write(self._own_trial_dir(trial_id) / RESULT, result)
 
     def read_result(self, trial_id: str) -> dict[str, Any] | None:
         try:
@@ -152,12 +173,14 @@ class LocalStore:
                 yield rec
 
     def discard_unfinished(self) -> int:
-        """Remove trial folders without result.json (left by a crash or Ctrl-C); they will run again."""
+        """Remove trial folders without result.json (left by a crash or Ctrl-C); they will run again. Only real
+        folders named like a trial id: anything else under trials/ (another run's folder put there, a link, a
+        user's notes) is not this run's to remove."""
         trials = self.root / "trials"
         n = 0
-        if trials.is_dir():
+        if trials.is_dir() and not trials.is_symlink():
             for d in trials.iterdir():
-                if d.is_dir() and not (d / RESULT).exists():
+                if is_trial_id(d.name) and not d.is_symlink() and d.is_dir() and not (d / RESULT).exists():
                     shutil.rmtree(d, ignore_errors=True)
                     n += 1
         return n
@@ -556,7 +579,7 @@ class S3Store:
             trial, sep, _ = k[len(base) :].partition("/")
             if sep:  # like the local store, only trial "folders" count; a stray object beside them stays
                 by_trial.setdefault(trial, []).append(k)
-        doomed = {t: ks for t, ks in by_trial.items() if self._trial_key(t, RESULT) not in ks}
+        doomed = {t: ks for t, ks in by_trial.items() if is_trial_id(t) and self._trial_key(t, RESULT) not in ks}
         self._delete([k for ks in doomed.values() for k in ks])
         return len(doomed)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .outcome import is_scored
 from .plan import TrialSpec
 from .records import TrialResult
 from .services import SERVICES, run_resources
@@ -106,12 +107,17 @@ async def check_one(
     else:
         report.warnings.append(f"{task.id}: no oracle.json; solvability not checked")
     r, results = results[0], results[1:]
-    report.noop_failed = not r.passed
+    if not is_scored(r.failure):  # (its state not set up, its server not started): the verifier never judged
+        report.problems.append(f"{task.id}: the no-op trial could not run ({r.failure}): {_detail(r)}")
+    else:
+        report.noop_failed = not r.passed
     if r.passed:
         report.problems.append(f"{task.id}: the no-op agent passes; the verifier accepts the untouched state")
     report.mutants_run = len(results)
     for m, r in zip(task.mutants, results, strict=True):
-        if r.passed:
+        if not is_scored(r.failure):
+            report.problems.append(f"{task.id}: mutant '{m.name}' could not run ({r.failure}): {_detail(r)}")
+        elif r.passed:
             report.mutants_accepted.append(m.name)
             report.problems.append(f"{task.id}: the verifier accepts mutant '{m.name}' ({m.why})")
         elif r.error:

@@ -71,10 +71,20 @@ class PackCheckError(TaskError):
 
 def state_folders(pack_root: Path, states_path: Path | None, service: str) -> list[Path]:
     """Folders that may hold a service's states, in order of preference: the pack's bundled
-    ``<service>/states`` without a statesPath; else ``<statesPath>/<service>`` then ``<statesPath>`` itself."""
+    ``<service>/states`` without a statesPath; else ``<statesPath>/<service>``, the service's folder in an MCPMark
+    checkout (``<statesPath>/test_environments``, ``<statesPath>/postgres_state``: one statesPath for all of
+    MCPMark's services), then ``<statesPath>`` itself (MCPMark's folder of one service)."""
     if states_path is None:
         return [Path(pack_root) / service / "states"]
-    return [Path(states_path) / service, Path(states_path)]
+    return [Path(states_path) / service, *(Path(states_path) / f for f in mcpmark_folders(service)), Path(states_path)]
+
+
+def mcpmark_folders(service: str) -> list[str]:
+    """Where an MCPMark checkout keeps the service's states (none for an unknown service or one without)."""
+    from .services import SERVICES
+
+    known = SERVICES.get(service)
+    return [known.mcpmark_states] if known is not None and known.mcpmark_states else []
 
 
 def locate_state(pack_root: Path, states_path: Path | None, service: str, category: str) -> Path:
@@ -349,19 +359,33 @@ class Task:
 
     @cached_property
     def digest(self) -> str:
-        """Content hash of the task folder and its initial state: a changed verifier is a changed trial."""
+        """Content hash of the task folder and its initial state: a changed verifier is a changed trial.
+
+        The base hash is every file reached by ``rglob`` (names and contents), as it always was, so the trials of
+        an ordinary task keep the hashes their records carry. What a trial also gets, which that misses, is added
+        on top only where present (``_copy_extras``): what folder links lead to, empty folders, owner permission
+        bits other than rw (files) and rwx (folders), ``__pycache__`` inside a state. File times are not hashed:
+        an s3 sync and an image build do not keep them, so a pod would refuse its own task; a state whose times
+        matter pins them in ``<category>.times.json``, which is hashed."""
         from .services import SERVICES
 
         h = hashlib.sha256()
+        extras = bytearray()
         service = SERVICES.get(self.service)
-        for base in [self.path, *(service.state_files(self) if service else [])]:
+        for index, base in enumerate([self.path, *(service.state_files(self) if service else [])]):
             if base.is_dir():
-                for f in sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+                listed = sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+                for f in listed:
                     h.update(os.fsencode(f.relative_to(base)))  # a name need not be UTF-8 (as bytes on disk)
                     _hash_file(h, f)
+                found = _copy_extras(base, {f.relative_to(base) for f in listed}, skip_pycache=index == 0)
+                if found:
+                    extras += _frame(b"base", str(index).encode(), found)
             elif base.is_file():
                 _hash_file(h, base)
-        return h.hexdigest()[:16]
+        if not extras:
+            return h.hexdigest()[:16]
+        return hashlib.sha256(h.digest() + b"\0copy-extras\0" + bytes(extras)).hexdigest()[:16]
 
 
 def _hash_file(h: Any, path: Path) -> None:
@@ -369,6 +393,61 @@ def _hash_file(h: Any, path: Path) -> None:
     with path.open("rb") as f:
         while chunk := f.read(1 << 20):
             h.update(chunk)
+
+
+def _frame(kind: bytes, name: bytes, payload: bytes = b"") -> bytes:
+    """One length-prefixed record: no two different sequences of records run together alike."""
+    return kind + len(name).to_bytes(4, "big") + name + len(payload).to_bytes(8, "big") + payload
+
+
+def _copy_extras(base: Path, listed: set[Path], skip_pycache: bool) -> bytes:
+    """What a copy of ``base`` (``shutil.copytree``: links followed) holds beyond the ``listed`` files' names and
+    contents: files reached only through a folder link (with their contents), empty folders, and owner permission
+    bits other than rw for a file or rwx for a folder. Loops and dangling links are skipped here (the pack checks
+    refuse them); ``skip_pycache``: the task folder's caches are not part of the task."""
+    out = bytearray()
+
+    def walk(folder: Path, rel: Path, real: Path, ancestors: frozenset[Path]) -> None:
+        try:
+            with os.scandir(folder) as found:
+                children = sorted((e for e in found if not (skip_pycache and e.name == "__pycache__")), key=_name)
+        except OSError:  # unlistable: a copy fails on it, and the pack checks say so
+            return
+        if not children:
+            out.extend(_frame(b"empty", os.fsencode(rel)))
+        for entry in children:
+            path, sub = Path(entry.path), rel / entry.name
+            try:
+                st = path.stat()
+            except OSError:  # a dangling link copies nothing
+                continue
+            owner = (st.st_mode >> 6) & 0o7
+            if stat.S_ISDIR(st.st_mode):
+                target = path.resolve() if entry.is_symlink() else real / entry.name
+                if target in ancestors:
+                    continue
+                if owner != 0o7:
+                    out.extend(_frame(b"mode", os.fsencode(sub), bytes([owner])))
+                walk(path, sub, target, ancestors | {target})
+            elif stat.S_ISREG(st.st_mode):
+                if owner != 0o6:
+                    out.extend(_frame(b"mode", os.fsencode(sub), bytes([owner])))
+                if sub not in listed:
+                    content = hashlib.sha256()
+                    try:
+                        _hash_file(content, path)
+                    except OSError:  # unreadable: a copy fails on it, and so does the trial
+                        out.extend(_frame(b"unreadable", os.fsencode(sub)))
+                        continue
+                    out.extend(_frame(b"file", os.fsencode(sub), content.digest()))
+
+    real = base.resolve()
+    walk(base, Path("."), real, frozenset({real}))
+    return bytes(out)
+
+
+def _name(entry: os.DirEntry[str]) -> str:
+    return entry.name
 
 
 def discover(root: Path, states_path: Path | None = None) -> list[Task]:

@@ -22,7 +22,7 @@ SHM = Path("/dev/shm")  # where glibc keeps named semaphores: sem.<name without 
 SEM_PREFIX = "mcpfleet-"
 _OWNED_SEM = re.compile(rf"^sem\.{re.escape(SEM_PREFIX)}(\d+)-")
 SHORT_TMP = Path("/tmp")  # for the forkserver's socket when the temp directory's path is too long for one
-MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes (as prefork.MAX_SOCKET_PATH)
+MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes; the one limit of every Unix socket mcpfleet binds (prefork's too)
 
 
 def make() -> Path:

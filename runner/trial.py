@@ -27,7 +27,7 @@ from .conversation import MCPFLEET, MCPMARK
 from .faults import one_line
 from .mcp_client import AbandonedCalls, connect_http, connect_stdio
 from .metrics import TrialMetrics
-from .outcome import classify
+from .outcome import PROVIDER_ERROR, classify, is_scored
 from .plan import TrialSpec
 from .react_agent import run_react_agent
 from .records import (
@@ -39,12 +39,13 @@ from .records import (
     dumps,
     dumps_mcpmark,
     harness_id,
+    mcpmark_error_message,
     mcpmark_meta,
+    messages_json,
     now_iso,
     redact,
     redact_text,
     redact_values,
-    to_mcpmark_messages,
 )
 from .services import SERVICES, Service, TrialEnv, get_service
 from .services.base import EnvironmentLost
@@ -383,8 +384,10 @@ async def run_trial(
             notes.append("infrastructure error:\n" + "".join(traceback.format_exception(exc)).rstrip())
         if task is not None and run is not None and env is not None:
             messages_path = workdir / "messages.json"
-            messages_path.write_bytes(dumps_mcpmark(to_mcpmark_messages(run.messages)))
+            messages_path.write_bytes(dumps_mcpmark(messages_json(run.messages, raw=run.raw_messages)))
             verifier_env = {**env.verifier_env, "MCP_MESSAGES": str(messages_path)}
+            if service.messages_dir_env:  # MCPMark's name for the folder holding messages.json, where it sets one
+                verifier_env[service.messages_dir_env] = str(messages_path.parent)
             try:
                 if env.quiesce is not None:
                     t = time.perf_counter()
@@ -435,6 +438,24 @@ async def run_trial(
             final_text=run.final_text,
             infra_error=infra is not None,
         )
+        # meta.json's error_message, as MCPMark's evaluator would record this trial.
+        agent_error = (
+            mcpmark_protocol.render("agent_failed_error", error=infra)
+            if infra and not state_failed
+            else None
+            if run.stop_reason in agents.UNSEEN_BY_MCPMARK
+            else run.mcpmark_error or run.error
+        )
+        error = infra or run.error
+        rerun = mcpmark_protocol.retryable_pattern(
+            mcpmark_error_message(agent_error, spec.service, state_failed=state_failed or task is None)
+        )
+        if failure is not None and is_scored(failure) and rerun is not None:
+            # MCPMark runs such a failed task again and never reports it as the model's failure (its aggregator sets
+            # the model aside while one is left): here it is unscored and retried, as a provider error is.
+            failure = PROVIDER_ERROR
+            error = f"{error} (not scored: MCPMark runs a failed task again when its error_message holds {rerun!r})"
+            notes.append(f"not scored: meta.json's error_message holds MCPMark's retryable pattern {rerun!r}")
         timings.llm_wait = run.llm_seconds
         result = TrialResult(
             **spec.record_identity(),
@@ -444,7 +465,7 @@ async def run_trial(
             passed=passed,
             failure=failure,
             stop_reason=None if infra else run.stop_reason,
-            error=redact_text(infra or run.error, secrets),
+            error=redact_text(error, secrets),
             error_type=infra_type if infra else run.error_type,
             verifier=verifier,
             totals=_totals(run),
@@ -464,13 +485,7 @@ async def run_trial(
             finished=time.time(),
             turn_count=None if state_failed or task is None else run.responses,
             run_model=run.run_model,
-            agent_error=(
-                mcpmark_protocol.render("agent_failed_error", error=infra)
-                if infra and not state_failed
-                else None
-                if run.stop_reason in agents.UNSEEN_BY_MCPMARK
-                else run.error
-            ),
+            agent_error=agent_error,
             state_failed=state_failed or task is None,
             verifier_ran=verifier.exit_code is not None or verifier.timed_out,
             verifier_command=tuple(verifier_command(task.verifier, env.verifier_args if env else None)) if task else (),
@@ -479,7 +494,7 @@ async def run_trial(
         # Keys are redacted from the JSON files' values (never from the fields that name the record: see
         # records.IDENTITY_FIELDS) and from the logs' bytes.
         files = {
-            "messages.json": dumps_mcpmark(redact_values(to_mcpmark_messages(run.messages), secrets)),
+            "messages.json": dumps_mcpmark(redact_values(messages_json(run.messages, raw=run.raw_messages), secrets)),
             "meta.json": dumps_mcpmark(
                 redact_values(mcpmark_meta(result, facts, spec.model.params.litellm_kwargs()), secrets)
             ),

@@ -171,7 +171,22 @@ CASES: list[FaultCase] = [
     FaultCase(
         "unknown-model", "404 `model_not_found`", "oracle?fault=notfound", "config_error", False, how="model stopped"
     ),
-    FaultCase("bad-request", "400 on a request", "oracle?fault=status&fail_status=400", "llm_api_error", False),
+    FaultCase(
+        "bad-request",
+        "400 on every request",
+        "oracle?fault=status&fail_status=400",
+        "llm_api_error",
+        True,
+        how="twice more, as MCPMark's loop tries a failed call (the model's time, not the provider's budget)",
+    ),
+    FaultCase(
+        "bad-request-transient",
+        "400 once, then answers",
+        "oracle?fault=status&fail_status=400&fail=1",
+        PASSED,
+        True,
+        how="as MCPMark's loop does",
+    ),
     FaultCase("context-overflow", "400 `context_length_exceeded`", "overflow", "context_overflow", False),
     FaultCase("content-parts", "`content` as a list of text parts", "oracle?fault=parts", PASSED, False),
     FaultCase(

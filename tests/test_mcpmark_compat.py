@@ -100,6 +100,30 @@ def test_state_scopes_cover_both_layouts() -> None:
     assert state_scopes("filesystem/standard/file_context/t") == [
         "filesystem/file_context",
         "filesystem/file_context.times.json",
+        "test_environments/file_context",
+        "test_environments/file_context.times.json",
         "file_context",
         "file_context.times.json",
     ]
+
+
+def test_an_mcpmark_checkout_as_states_path_serves_filesystem_and_postgres(tmp_path: Path) -> None:
+    """MCPMark keeps filesystem states in <checkout>/test_environments/<category>/ and PostgreSQL dumps in
+    <checkout>/postgres_state/<database>.backup: one EvalRun over both services names the checkout once. Before,
+    one statesPath served one of the layouts (two EvalRuns, or a merged folder)."""
+    from conftest import make_tiny_pack
+    from pgpack import INVENTORY_SQL, make_mcpmark_pack
+
+    from mcpfleet.runner.services.postgres import state_source
+
+    pack = make_tiny_pack(tmp_path / "pack")
+    shutil.rmtree(pack / "filesystem" / "states")
+    make_mcpmark_pack(pack, tmp_path / "unused")
+    checkout = tmp_path / "mcpmark"
+    shutil.copytree(STATES / "filesystem" / "file_context", checkout / "test_environments" / "tiny")
+    (checkout / "postgres_state").mkdir()
+    (checkout / "postgres_state" / "inventory.sql").write_text(INVENTORY_SQL)
+    tasks = {t.category: t for t in discover(pack, checkout)}
+    assert tasks["tiny"].state_dir == checkout / "test_environments" / "tiny"
+    source = state_source(tasks["inventory"])
+    assert source is not None and source.path == checkout / "postgres_state" / "inventory.sql"

@@ -46,19 +46,9 @@ from mcpfleet.runner.scoring import summarize
 from mcpfleet.runner.store import LocalStore
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
-RETRYABLE = (
-    "ratelimit",
-    "agent execution failed",
-    "unavailable",
-    "internal server error",
-    "network error",
-    "quota",
-    "account balance",
-    "mcp network error",
-    "state duplication error",
-    "thought_signature",
-    "overloaded.",
-)
+# MCPMark's RETRYABLE_PATTERNS (src/errors.py) as pinned beside its strings, read from the data file directly
+# (tests/test_mcpmark_retryable.py checks them against MCPMark's source).
+RETRYABLE = tuple(json.loads((REPO / "runner" / "mcpmark_protocol.json").read_text())["retryable_patterns"]["patterns"])
 
 
 def discover_task_names(pack: Path, service: str, task_set: str = "standard") -> list[str]:

@@ -133,6 +133,8 @@ def test_sites_behind_stable_origins_other_origins_refused_no_download(
                     fetch = f"async () => {{ try {{ await fetch('{other}'); return 'fetched'; }} "
                     fetch += "catch (e) { return 'refused: ' + e; } }"
                     seen["fetch"] = await call("browser_evaluate", {"function": fetch})
+                    size = "() => [window.innerWidth, window.innerHeight].join('x')"
+                    seen["viewport"] = await call("browser_evaluate", {"function": size})
                     seen["ports"] = _site_ports(state)
                 assert env.quiesce is not None
                 await env.quiesce()
@@ -151,6 +153,7 @@ def test_sites_behind_stable_origins_other_origins_refused_no_download(
     assert "Page URL: chrome-error://chromewebdata/" in click and "Somebody else" not in click
     _, fetched = seen["fetch"]
     assert "refused: TypeError: Failed to fetch" in fetched
+    assert '"1280x720"' in seen["viewport"][1]  # MCPMark's viewport (its --viewport-size 1280,720)
     assert recorder.paths == []  # the loopback server next door never saw a request, nor a download attempt
     assert "browser_install" not in seen["tools"]
     assert not (state / ".browser" / "no-downloaded-browsers").exists()
@@ -1023,3 +1026,33 @@ def test_only_a_browser_that_ended_other_than_cleanly_is_a_lost_environment(tmp_
     assert playwright.browser_lost(tmp_path) == (
         "the browser (Chromium) was killed by SIGKILL, then exited with code 1 during the trial"
     )
+
+
+WORK_DIR_VERIFY = """\
+import os, sys
+
+messages = os.environ["MCP_MESSAGES"]
+work = os.environ.get("PLAYWRIGHT_WORK_DIR")
+print(work)
+sys.exit(0 if work and os.path.join(work, "messages.json") == messages and os.path.isfile(messages) else 1)
+"""
+
+
+def test_a_verifier_gets_mcpmarks_playwright_work_dir(tmp_path: Path, marker: str, scripted_url: str) -> None:
+    """MCPMark's state manager sets PLAYWRIGHT_WORK_DIR, the folder holding messages.json, for a browser task's
+    verifier (some of its verifiers look for messages.json there); before, only MCP_MESSAGES was set."""
+    from mcpfleet.runner import plan, spec, store, trial
+
+    task = site_task(tmp_path, [])
+    (task.path / "meta.json").write_text(json.dumps({"task_id": "probe", "mcp": ["playwright"]}))
+    (task.path / "description.md").write_text("Open the page and report its title.\n")
+    (task.path / "verify.py").write_text(WORK_DIR_VERIFY)
+    doc = {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "workdir"},
+        "spec": {"models": [{"name": "noop", "model": "scripted/noop"}], "tasks": {"path": str(tmp_path / "pack")}},
+    }
+    [s] = plan.plan(spec.parse_evalrun(doc), tmp_path)
+    result = asyncio.run(trial.run_trial(s, store.LocalStore(tmp_path / "out"), trial.TrialContext(scripted_url)))
+    assert result.verifier.exit_code == 0, (result.error, result.verifier)

@@ -80,7 +80,11 @@ async def test_fault_matrix(case: FaultCase, scripted_url: str, tmp_path: Path) 
     result, d = await run(run_case(case, tmp_path), tmp_path / "out", scripted_url)
     failure = None if case.outcome == PASSED else case.outcome
     assert (result.passed, result.failure) == (case.outcome == PASSED, failure), (result.error, result.stop_reason)
-    assert (result.totals.llm_retries > 0) == case.retried, (result.totals.llm_retries, result.error)
+    # Retried by the provider's backoff (llm_retries), or, a call the model failed, as MCPMark's loop tries it again.
+    log_file = d / "trial.log"  # (none when nothing was worth a note)
+    retried_as_mcpmark = log_file.is_file() and "as MCPMark's loop does" in log_file.read_text()
+    assert (result.totals.llm_retries > 0 or retried_as_mcpmark) == case.retried, (result.totals.llm_retries, result)
+    assert not (retried_as_mcpmark and result.totals.llm_retries), "the model's retries are not the provider's"
     assert is_scored(result.failure) == (case.outcome == PASSED or is_scored(case.outcome))
     # Whatever happened, the conversation so far is recorded and the verifier judged the end state.
     assert result.verifier.exit_code is not None, result.error
@@ -122,6 +126,19 @@ def test_the_matrix_covers_every_fault_the_server_plays() -> None:
 
 
 # -- specifics ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("agent", ["mcpfleet", "react"])
+async def test_only_mcpmarks_tool_calling_loop_tries_a_call_the_model_failed_again(
+    agent: str, scripted_url: str, tmp_path: Path
+) -> None:
+    """MCPMark's tool-calling loop tries any failed call three times in a row; its ReAct agent (and mcpfleet's own
+    loop) end the run at the first 400, so a 400 once is the model's failure there."""
+    s = one(unique_pack(tmp_path / "pack"), "scripted/oracle?fault=status&fail_status=400&fail=1")
+    s = s.model_copy(update={"agent": spec.AgentKind(agent)})
+    result, d = await run(s, tmp_path / "out", scripted_url)
+    assert (result.passed, result.failure) == (False, "llm_api_error"), result.error
+    assert "as MCPMark's loop does" not in (d / "trial.log").read_text()
 
 
 async def test_empty_choices_keep_the_conversation_and_name_the_cause(scripted_url: str, tmp_path: Path) -> None:

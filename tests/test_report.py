@@ -607,6 +607,61 @@ def test_a_summary_of_wrong_types_is_recomputed_not_trusted(runs: dict[str, Path
     assert load_run(str(part)).source == "recomputed"  # a rate that is no number: the page would crash on it
 
 
+@pytest.mark.parametrize(
+    ("where", "value", "said"),
+    [
+        (("rows", 0, "pass_at_1"), float("nan"), "rows.0.pass_at_1: nan is not a finite number"),
+        (("rows", 0, "pass_at_1_std"), float("inf"), "rows.0.pass_at_1_std: inf is not a finite number"),
+        (("rows", 0, "pass_at_k"), -5.0, "rows.0.pass_at_k: -5.0 is negative"),
+        (("rows", 0, "pass_hat_k"), 1.5, "rows.0.pass_hat_k: 1.5 is above 1"),
+        (("rows", 0, "pass_at_k_curve", "1"), 2.0, "rows.0.pass_at_k_curve.1: 2.0 is above 1"),
+        (("rows", 0, "cost_usd"), -0.5, "rows.0.cost_usd: -0.5 is negative"),
+        (("rows", 0, "avg_turns"), float("-inf"), "rows.0.avg_turns: -inf is not a finite number"),
+        (("rows", 0, "trials"), -3, "rows.0.trials: -3 is negative"),
+        (("rows", 0, "failures", "premature_stop"), -1, "rows.0.failures.premature_stop: -1 is negative"),
+        (("trials_planned",), -1, "trials_planned: -1 is negative"),
+    ],
+)
+def test_a_summary_of_impossible_numbers_is_recomputed_not_shown(
+    runs: dict[str, Path], tmp_path: Path, where: tuple[Any, ...], value: float, said: str
+) -> None:
+    """The s29 audit (L1): a complete summary.json with NaN, Infinity, -500% or 150% as a rate (or a negative
+    count or cost) passed the type check and was shown as it was ("pass@1 nan% ± nan%", data-pass-at-1="nan").
+    No run computes such a number: the summary is damaged, the aggregates recomputed from the records."""
+    part = tmp_path / "impossible"
+    shutil.copytree(runs["real"], part)
+    summary = json.loads((part / "summary.json").read_text())
+    assert summary["complete"] and load_run(str(part)).source == "summary.json"
+    node = summary
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    (part / "summary.json").write_text(json.dumps(summary))  # (json writes NaN and Infinity; json.loads reads them)
+    loaded = load_run(str(part))
+    assert loaded.source == "recomputed", loaded.notes
+    assert any(f"summary.json is damaged ({said}): aggregates recomputed" in n for n in loaded.notes), loaded.notes
+    for row in loaded.summary["rows"]:
+        assert 0 <= row["pass_at_1"] <= 1 and row["trials"] >= 0
+    out = tmp_path / "impossible.html"
+    proc = cli("report", str(part), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    assert not re.search(r'="-?(nan|inf)"|(nan|inf|-\d[\d.]*)%', page, re.I), "an impossible number is shown"
+
+
+def test_a_toolcall_breakdown_of_impossible_numbers_is_damaged() -> None:
+    from mcpfleet.runner.report import _damaged
+
+    row = {"model": "m", "service": "s", "trials": 1, "attempts": 1, "pass_at_1": 1.0}
+    row |= {"pass_at_1_std": 0.0, "pass_at_k": 1.0, "pass_hat_k": 1.0}
+    assert _damaged({"rows": [row]}) is None
+    label = {"cases": 2, "passed": 1, "pass_rate": float("nan")}
+    got = _damaged({"rows": [row], "toolcall": {"m": {"by_label": {"correct": label}}}})
+    assert got == "summary.json is damaged (toolcall.m.by_label.correct.pass_rate: nan is not a finite number)"
+    got = _damaged({"rows": [row], "toolcall": {"m": {"call_classes": {"valid": -2}}}})
+    assert got == "summary.json is damaged (toolcall.m.call_classes.valid: -2 is negative)"
+
+
 def test_an_absurd_attempts_in_run_json_is_not_trusted(runs: dict[str, Path], tmp_path: Path) -> None:
     """run.json is a file anyone may edit: `attempts: 3000000` made the report compute pass@3000000 (a loop of k
     steps per task); a k above what a spec allows is set aside for the records' own."""

@@ -217,10 +217,14 @@ def test_iter_results_paginates_past_1000_and_discard_unfinished(
         list(
             pool.map(
                 lambda t: st.write_files(t, {"messages.json": b"[]", "meta.json": b"{}"}),
-                [f"m.x{i}.1" for i in range(3)],
+                [f"m.fs.std.cat.x{i}.1" for i in range(3)],
             )
         )
     s3.put_object(Bucket=bucket, Key="big/run/trials/stray.txt", Body=b"not a trial")
+    # Not trial ids (another run's folder put under trials/, a user's notes): never this run's to delete.
+    nested = ["big/run/trials/r5b/trials/m.fs.std.cat.t.1/messages.json", "big/run/trials/notes/todo.txt"]
+    for key in nested:
+        s3.put_object(Bucket=bucket, Key=key, Body=b"not ours")
     s3.put_object(Bucket=bucket, Key="big/run/trials/m.t0000.1/nested/result.json", Body=b"{}")
     s3.put_object(Bucket=bucket, Key="big/other-run/trials/m.o.1/result.json", Body=record("m.o.1"))
 
@@ -233,7 +237,8 @@ def test_iter_results_paginates_past_1000_and_discard_unfinished(
 
     assert st.discard_unfinished() == 3  # the three unfinished trials; "stray.txt" is no trial folder
     left = keys(s3, bucket, "big/run/trials/")
-    assert not [k for k in left if "/m.x" in k] and "big/run/trials/stray.txt" in left
+    assert not [k for k in left if "/m.fs.std.cat.x" in k] and "big/run/trials/stray.txt" in left
+    assert set(nested) <= set(left)
     assert sum(k.endswith("/result.json") for k in left) == 1011  # incl. the nested one, kept with its trial
     assert st.discard_unfinished() == 0
     assert keys(s3, bucket, "big/other-run/") == ["big/other-run/trials/m.o.1/result.json"]

@@ -216,6 +216,12 @@ class Service:
     # The keys its tasks may set in meta.json's "mcpfleet" object, each with the values it takes (None: checked
     # elsewhere, as sites are): a misspelt key or value is refused, never silently taken for the default.
     meta_keys: dict[str, tuple[str, ...] | None] = {}
+    # The folder of an MCPMark checkout that holds this service's states (test_environments, postgres_state), so a
+    # ``tasks.statesPath`` naming the checkout serves every service of one EvalRun; None: MCPMark keeps none.
+    mcpmark_states: str | None = None
+    # A variable MCPMark's state manager sets for this service's verifiers to the folder holding messages.json
+    # (PLAYWRIGHT_WORK_DIR), beside MCP_MESSAGES which every verifier gets.
+    messages_dir_env: str | None = None
 
     def meta_problems(self, task: Task) -> list[str]:
         """meta.json's "mcpfleet" keys and values this service does not know (``mcpfleet tasks validate``)."""

@@ -23,6 +23,7 @@ class FilesystemService(Service):
     name = "filesystem"
     spare_servers = True
     oracle_root_tool = "list_allowed_directories"
+    mcpmark_states = "test_environments"
 
     def server_command(self, state_dir: Path) -> ServerCommand:
         exe = servers_bin() / EXECUTABLE

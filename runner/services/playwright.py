@@ -62,6 +62,7 @@ CHROMIUM = "/usr/bin/chromium"
 DATA_ENV = "MCPFLEET_SITES_DATA"  # what the verifier reads: the folder with store.db and/or forum.db
 HOST_SUFFIX = ".test"  # a reserved TLD: http://shop.test/ is the shop, whatever port it really has
 SETTLE_MS = 50  # wait after an action for triggered work: 500 ms by default, ~0.4 s per click saved
+VIEWPORT = "1280,720"  # MCPMark starts the server with --viewport-size 1280,720 (its config's default)
 SITE_START_TIMEOUT_S = 60.0  # ~0.4 s idle; seconds under heavy load
 SITE_STOP_TIMEOUT_S = 3.0
 HEALTH_TIMEOUT_S = 5.0  # a site idle since the agent ended answers in milliseconds
@@ -375,6 +376,7 @@ class PlaywrightService(Service):
     name = "playwright"
     meta_keys = {"sites": None}  # checked by task_sites
     spare_servers = True  # see BrowserSpare
+    messages_dir_env = "PLAYWRIGHT_WORK_DIR"  # read by MCPMark's verifiers that look for messages.json there
     # Runs JavaScript in the server's Node process ("RCE-equivalent", its own description says): the model
     # could read the worker's environment (API keys) and write the sites' databases the verifiers grade.
     refused_tools = frozenset({"browser_run_code_unsafe"})
@@ -417,6 +419,8 @@ class PlaywrightService(Service):
             str(write_launcher(home, browser)),
             "--no-sandbox",
             "--isolated",
+            "--viewport-size",
+            VIEWPORT,
             "--timeout-settle",
             str(SETTLE_MS),
             "--output-dir",
@@ -649,6 +653,8 @@ def pod_sidecars(
         CHROMIUM,
         "--no-sandbox",
         "--isolated",
+        "--viewport-size",
+        VIEWPORT,
         "--timeout-settle",
         str(SETTLE_MS),
         "--output-dir",

@@ -148,7 +148,12 @@ def _manages_roles(task: Task) -> bool:
 
 
 def state_source(task: Task) -> StateSource | None:
-    for folder in (task.states_folder, task.states_folder.parent):
+    """The category's dump (or generator script), in the first states folder that holds one (``state_folders``)."""
+    from ..tasks import state_folders
+
+    folders = state_folders(task.pack_root, task.states_path, task.service)
+    searched = [task.states_folder, task.states_folder.parent, *folders]
+    for folder in dict.fromkeys(searched):
         for ext, kind in STATE_KINDS:
             path = folder / f"{task.category}.{ext}"
             if path.is_file():
@@ -514,8 +519,16 @@ async def run_prepare(task: Task, login: Login) -> None:
     if res.timed_out:
         raise RuntimeError(f"{task.id}: {PREPARE} took longer than {PREPARE_TIMEOUT_S:g} s")
     if res.exit_code != 0:
-        text = (res.stderr.strip() or res.stdout.strip())[-2000:]
-        raise RuntimeError(f"{task.id}: {PREPARE} failed ({res.exit_code}): {text}")
+        raise RuntimeError(prepare_failure(task.id, res.exit_code, res.stderr, res.stdout))
+
+
+def prepare_failure(task_id: str, exit_code: int | None, stderr: str, stdout: str) -> str:
+    """A failed prepare_environment.py, its cause first: the record keeps only an error's first line, cut where a
+    traceback starts (faults.one_line), so the script's last line (``ModuleNotFoundError: No module named
+    'numpy'``) leads, and its output follows for the trial's log."""
+    text = (stderr.strip() or stdout.strip())[-2000:]
+    last = text.splitlines()[-1].strip() if text else "no output"
+    return f"{task_id}: {PREPARE} failed ({exit_code}): {last}\n{text}"
 
 
 def _cluster(resource: Any) -> ClusterHandle:
@@ -530,6 +543,7 @@ def _cluster(resource: Any) -> ClusterHandle:
 class PostgresService(Service):
     name = "postgres"
     meta_keys = {"isolation": ISOLATIONS}
+    mcpmark_states = "postgres_state"
     spare_servers = True  # see DatabaseSpare
     pod_images = ("postgres-db",)  # the database sidecar (pod_sidecars)
 

@@ -22,12 +22,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..tmpdirs import MAX_SOCKET_PATH
 from .base import SAFE_ENV, Prefork, ServerCommand
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
 STUB = Path(__file__).with_name("zygote_stub.py")
 SOCKET_NAME = "zygote.sock"
-MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
 LISTEN_TIMEOUT_S = 15.0  # until it has bound its socket (interpreter start, no server import yet)
 READY_TIMEOUT_S = 120.0  # until it has imported the server; queued stubs wait that long at most
 STOP_TIMEOUT_S = 5.0
