@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -31,6 +32,10 @@ class VerifierResult:
     stderr: str
     timed_out: bool
     duration_s: float
+
+
+# The line _clip and _read_clipped end a cut output with: no line of the program's own.
+CLIP_MARK = re.compile(r"\[\.\.\. [0-9]+ more (characters|bytes) cut by mcpfleet\]")
 
 
 def _clip(data: bytes) -> str:

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..verifier import run_program, run_verifier, verifier_env
+from ..verifier import CLIP_MARK, run_program, run_verifier, verifier_env
 from . import pgcluster
 from .base import (
     EnvironmentLost,
@@ -526,8 +526,9 @@ def prepare_failure(task_id: str, exit_code: int | None, stderr: str, stdout: st
     """A failed prepare_environment.py, its cause first: the record keeps only an error's first line, cut where a
     traceback starts (faults.one_line), so the script's last line (``ModuleNotFoundError: No module named
     'numpy'``) leads, and its output follows for the trial's log."""
-    text = (stderr.strip() or stdout.strip())[-2000:]
-    last = text.splitlines()[-1].strip() if text else "no output"
+    text = (stderr.strip() or stdout.strip())[-1800:]
+    own = [line.strip() for line in text.splitlines() if line.strip() and not CLIP_MARK.fullmatch(line.strip())]
+    last = own[-1][:300] if own else "no output"
     return f"{task_id}: {PREPARE} failed ({exit_code}): {last}\n{text}"
 
 
