@@ -81,6 +81,7 @@ class TurnRecord:
     reasoning_tokens: int = 0
     cached_tokens: int = 0
     cost_usd: float | None = None
+    total_tokens: int = 0  # the provider's total (meta.json's token_usage: records.mcpmark_token_usage)
     finish_reason: str | None = None
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
 
@@ -116,6 +117,15 @@ class AgentRun:
 
     def turns_json(self) -> list[dict[str, Any]]:
         return [asdict(t) for t in self.turns]
+
+
+def run_clock(timeout_s: float, started: float | None) -> asyncio.Timeout:
+    """The whole run's timeout, counted from ``started`` (the event loop's time) when given: MCPMark's agents
+    start it before the MCP server (``asyncio.wait_for`` around the server's start, ``list_tools`` and the loop),
+    so the trial passes the time it began connecting to its server."""
+    if started is None:
+        return asyncio.timeout(timeout_s)
+    return asyncio.timeout_at(started + timeout_s)
 
 
 class ServerGone(RuntimeError):
@@ -240,10 +250,12 @@ async def run_llm_agent(
     metrics: TrialMetrics | None = None,
     conversation: Conversation = MCPMARK,
     abandoned: AbandonedCalls,
+    started: float | None = None,
 ) -> AgentRun:
     """The tool-calling loop: ask, execute every tool call in order, repeat until the model stops or a limit
     hits. Limits end the run with MCPMark's wording ("Max turns (N) exceeded", "Execution timed out ...").
-    Tool calls abandoned at their timeout (MCPMark's conversation) go to ``abandoned``: the caller ends them."""
+    Tool calls abandoned at their timeout (MCPMark's conversation) go to ``abandoned``: the caller ends them.
+    ``started``: when the run's clock started (the event loop's time; default now), as ``run_clock`` says."""
     from . import llm  # heavy import, paid once per warm worker
 
     listed = await session.list_tools()
@@ -256,7 +268,7 @@ async def run_llm_agent(
     run.classifier = classifier = CallClassifier(listed.tools)
     progress = len(run.messages)  # what a timeout keeps: MCPMark's last progress snapshot
     try:
-        async with asyncio.timeout(timeout_s) as deadline:
+        async with run_clock(timeout_s, started) as deadline:
             for index in range(max_turns):
                 turn = TurnRecord(index=index)
                 run.turns.append(turn)
@@ -273,7 +285,11 @@ async def run_llm_agent(
                 if run.run_model is None and getattr(response, "model", None):
                     run.run_model = str(response.model).split("/")[-1]
                 u = llm.usage_of(response, target)
-                turn.input_tokens, turn.output_tokens = u.input_tokens, u.output_tokens
+                turn.input_tokens, turn.output_tokens, turn.total_tokens = (
+                    u.input_tokens,
+                    u.output_tokens,
+                    u.total_tokens,
+                )
                 turn.reasoning_tokens, turn.cached_tokens, turn.cost_usd = (
                     u.reasoning_tokens,
                     u.cached_tokens,

@@ -286,12 +286,16 @@ def trial(
 
 def _dest_problem(dest: Path) -> str | None:
     """Why ``materialise --dest`` cannot be filled: it, or the nearest of its folders that exists, is no folder
-    (``--dest /dev/null`` was a FileExistsError traceback)."""
+    (``--dest /dev/null`` was a FileExistsError traceback), or it cannot be looked at (a folder above it that the
+    user may not enter was a PermissionError traceback)."""
     probe = dest
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if probe.is_dir():
-        return None
+    try:
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        if probe.is_dir():
+            return None
+    except OSError as exc:
+        return f"--dest {dest}: cannot be looked at ({exc.strerror or exc}); give a folder you may write to"
     kind = "a file" if probe.is_file() else "not a folder"
     where = f"is {kind}" if probe == dest else f"is under {probe}, {kind}"
     return f"--dest {dest} {where}; give a folder to fill (it is created if missing)"
@@ -669,7 +673,7 @@ def tasks_validate(
             console.print(f"    [yellow]{escape(w)}[/]", highlight=False)
         bad += not r.ok
     console.print(f"{len(reports) - bad}/{len(reports)} tasks valid")
-    if states is None and bad == len(reports) and all(_lacks_state(r.task) for r in reports):
+    if states is None and bad == len(reports) and all(r.state_missing for r in reports):
         err.print(  # one hint, not forty: MCPMark's tasks/ folder keeps no states (they are its test_environments/)
             f"[yellow]hint:[/] no task under {escape(path)} has its initial state; a foreign pack's states (MCPMark's "
             "test_environments/) are given with --states <folder>",
@@ -678,13 +682,6 @@ def tasks_validate(
         )
     if bad:
         raise typer.Exit(1)
-
-
-def _lacks_state(task: Task) -> bool:
-    from .services import SERVICES
-
-    service = SERVICES.get(task.service)
-    return service is not None and bool(service.check_state(task))
 
 
 app.command("judge-eval")(judge_eval)

@@ -27,6 +27,7 @@ from .filemodes import folder_mode
 from .outcome import is_scored
 from .overlap import inside, resolved
 from .records import MCPMarkFacts, TrialResult, dumps_mcpmark, epoch_seconds, mcpmark_meta
+from .spec import Limits
 from .store import LocalStore, ResultStore
 from .summary import planned as planned_trials
 from .summary import still_planned
@@ -62,14 +63,25 @@ def service_folder(service: str, difficulty: str) -> str:
     return service if difficulty in ("standard", "") else f"{service}-{difficulty}"
 
 
-def _rebuilt_meta(rec: dict[str, Any]) -> dict[str, Any]:
+def run_timeout(store: ResultStore) -> float:
+    """The run's whole-run limit (``spec.limits.timeoutSeconds``) as its run.json records it; MCPMark's and
+    mcpfleet's default (3600) when run.json is missing, damaged or silent (an operator's run keeps none)."""
+    run_json = store.read_json("run.json")
+    value: Any = run_json
+    for key in ("evalrun", "spec", "limits", "timeoutSeconds"):
+        value = value.get(key) if isinstance(value, dict) else None
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf")
+    return float(value) if ok else float(Limits().timeout_seconds)
+
+
+def _rebuilt_meta(rec: dict[str, Any], timeout: float) -> dict[str, Any]:
     """meta.json for a trial recorded before mcpfleet wrote MCPMark's exact format."""
     result = TrialResult.model_validate(rec)
     _, _, category, name = result.task_id.split("/")
     infra = result.failure == "infra_error"
     facts = MCPMarkFacts(
         task_name=f"{category}__{name}",
-        timeout=3600,
+        timeout=timeout,
         started=epoch_seconds(result.started_at) or 0.0,
         finished=epoch_seconds(result.finished_at) or 0.0,
         turn_count=result.totals.turns,
@@ -200,11 +212,12 @@ def export_mcpmark(store: ResultStore, dest: Path, exp_name: str | None = None) 
     # Every target is planned before anything is written: a clash leaves DEST as it was.
     planned: list[tuple[dict[str, Any], str, str, dict[str, Any], bytes | None]] = []
     seen: dict[tuple[str, int, str], dict[str, Any]] = {}
+    timeout = run_timeout(store)  # for meta.json rebuilt from an old record
     for rec in sorted(records, key=lambda r: (r["model"], r["task_id"], int(r["attempt"]))):
         raw_meta = store.read_trial_file(rec["trial_id"], "meta.json")
         meta = _stored_meta(raw_meta, rec)
         if meta is None:
-            meta, raw_meta = _rebuilt_meta(rec), None
+            meta, raw_meta = _rebuilt_meta(rec, timeout), None
             out.rebuilt += 1
         service, difficulty = rec["service"], rec["task_id"].split("/")[1]
         effort = meta.get("reasoning_effort")

@@ -37,6 +37,17 @@ ContextWindowExceededError = litellm.ContextWindowExceededError
 
 
 @dataclass
+class _ClientSlot:
+    """A trial's HTTP client, held in one object that every copy of its target shares: an agent calls through a
+    copy (``dataclasses.replace`` with MCPMark's params), the trial closes the target it made, and that closes the
+    client the copy opened. Each copy holding its own left that client open (an aiohttp session per trial)."""
+
+    client: Any = None
+    ready: bool = False
+    shared: bool = False  # a warm worker's, kept for its next trials: never closed by a trial
+
+
+@dataclass
 class LLMTarget:
     """Everything needed to reach one model, plus the trial's retry state; one per trial.
 
@@ -61,9 +72,7 @@ class LLMTarget:
     answered: int = 0  # calls that got a usable reply
     retries_spent: int = 0  # retries over all calls (the trial's budget)
     log: list[str] = field(default_factory=list)  # one line per failed attempt, tracebacks of final failures
-    _client: Any = field(default=None, repr=False)
-    _client_ready: bool = field(default=False, repr=False)
-    _client_shared: bool = field(default=False, repr=False)
+    _slot: _ClientSlot = field(default_factory=_ClientSlot, repr=False, compare=False)
 
 
 class LLMFailure(Exception):
@@ -84,6 +93,7 @@ class Usage:
     reasoning_tokens: int = 0
     cached_tokens: int = 0
     cost_usd: float | None = None
+    total_tokens: int = 0  # as the provider reported it: some count tokens in it that no other field holds
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,7 @@ def usage_of(response: Any, target: LLMTarget) -> Usage:
     usage = Usage(
         input_tokens=_detail(u, "prompt_tokens"),
         output_tokens=_detail(u, "completion_tokens"),
+        total_tokens=_detail(u, "total_tokens"),
         reasoning_tokens=_detail(getattr(u, "completion_tokens_details", None), "reasoning_tokens"),
         cached_tokens=_detail(getattr(u, "prompt_tokens_details", None), "cached_tokens"),
     )
@@ -201,19 +212,20 @@ def dialect_of(model: str, api_base: str | None = None) -> str | None:
 def _client_for(target: LLMTarget) -> Any:
     """The trial's normalising client (created on first use, inside the trial's event loop; a warm worker's is
     shared with its other trials to the same endpoint with the same key)."""
-    if not target._client_ready:
-        target._client_ready = True
+    slot = target._slot
+    if not slot.ready:
+        slot.ready = True
         provider = dialect_of(target.model, target.api_base)
         if provider is not None:
             key = (asyncio.get_running_loop(), provider, target.api_base, target.api_key, target.timeout)
             if _shared is not None and key in _shared:
-                target._client = _shared[key]
+                slot.client = _shared[key]
             else:
-                target._client = normalise.make_client(provider, target.api_base, target.api_key, target.timeout)
-                if _shared is not None and target._client is not None:
-                    _shared[key] = target._client
-            target._client_shared = _shared is not None and target._client is not None
-    return target._client
+                slot.client = normalise.make_client(provider, target.api_base, target.api_key, target.timeout)
+                if _shared is not None and slot.client is not None:
+                    _shared[key] = slot.client
+            slot.shared = _shared is not None and slot.client is not None
+    return slot.client
 
 
 async def close_shared() -> None:
@@ -229,11 +241,11 @@ async def close_shared() -> None:
 
 async def close(target: LLMTarget) -> None:
     """Release the trial's HTTP client (its connections), unless its worker keeps it for its next trials."""
-    client, target._client, target._client_ready = target._client, None, False
-    if target._client_shared:
-        target._client_shared = False
-        return
-    await normalise.close_client(client)
+    slot = target._slot
+    client, shared = slot.client, slot.shared
+    slot.client, slot.ready, slot.shared = None, False, False
+    if not shared:
+        await normalise.close_client(client)
 
 
 def backoff(target: LLMTarget, retry: int) -> float:

@@ -5,8 +5,8 @@ explicit ones say why the agent never got there. A passing verifier wins: the en
 
 Some outcomes measured nothing of the model (``NOT_SCORED``): the harness failed (``infra_error``), the
 provider failed after its retries (``provider_error``: 5xx/429, hangs, dropped connections, unusable
-replies; also a failure MCPMark runs again, its meta.json error_message holding one of MCPMark's retryable
-patterns, which the trial decides: mcpmark_protocol.is_retryable), or the model cannot be reached as
+replies; also a failure MCPMark runs again: its meta.json ``error_message`` holds one of MCPMark's retryable
+patterns, mcpmark_protocol.is_retryable), or the model cannot be reached as
 configured (``config_error``: 401/403, unknown model, an unreachable base URL). They are left out of every
 score, counted apart, and run again on resume. A passing end state still wins over a provider error once the
 model had answered (MCPMark verifies whatever the agent left and records the pass); the trial decides that
@@ -16,6 +16,8 @@ model had answered (MCPMark verifies whatever the agent left and records the pas
 from __future__ import annotations
 
 import re
+
+from .mcpmark_protocol import is_retryable
 
 VERIFIER_FAILED = "verifier_failed"
 CONTEXT_OVERFLOW = "context_overflow"
@@ -72,14 +74,20 @@ def classify(
     last_call_malformed: bool,
     final_text: str | None,
     infra_error: bool = False,
+    error_message: str | None = None,
 ) -> str | None:
-    """Return None for a pass, else the failure category (final_text None: the model ended without text)."""
+    """Return None for a pass, else the failure category (final_text None: the model ended without text).
+    ``error_message``: meta.json's, as MCPMark's evaluator words it. A failure it marks retryable is a
+    provider error: MCPMark runs such a task again and never reports it as the model's failure (its aggregator
+    sets the model aside while one is left)."""
     if infra_error:
         return INFRA_ERROR
     if passed:
         return None
     if stop_reason in (PROVIDER_ERROR, CONFIG_ERROR):
         return stop_reason
+    if is_retryable(error_message):
+        return PROVIDER_ERROR
     explicit = {
         "timeout": TIMEOUT,
         "context_overflow": CONTEXT_OVERFLOW,

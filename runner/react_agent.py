@@ -8,7 +8,6 @@ tool-calling loop, so records and aggregates are the same.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
@@ -26,6 +25,7 @@ from .agent import (
     ToolCallRecord,
     TurnRecord,
     raise_if_server_gone,
+    run_clock,
 )
 from .call_classes import CallClassifier
 from .conversation import mcp1_result_dump, mcpmark_target
@@ -191,9 +191,10 @@ async def run_react_agent(
     tool_timeout_s: float,
     metrics: TrialMetrics | None = None,
     abandoned: AbandonedCalls,
+    started: float | None = None,
 ) -> AgentRun:
     """The ReAct loop: at most ``max_turns`` replies; an answer ends it, anything else is answered. Tool calls
-    abandoned at their timeout go to ``abandoned``: the caller ends them."""
+    abandoned at their timeout go to ``abandoned``: the caller ends them. ``started``: as ``agent.run_clock``."""
     from . import llm  # heavy import, paid once per warm worker
 
     listed = list((await session.list_tools()).tools)
@@ -216,7 +217,7 @@ async def run_react_agent(
     target = mcpmark_target(target)  # MCPMark's ReAct agent calls LiteLLM too (no native tools: no tool_choice)
     error: str | None = None
     try:
-        async with asyncio.timeout(timeout_s) as deadline:
+        async with run_clock(timeout_s, started) as deadline:
             for step in range(1, max_turns + 1):
                 turn = TurnRecord(index=step - 1)
                 run.turns.append(turn)
@@ -233,7 +234,11 @@ async def run_react_agent(
                 if run.run_model is None and getattr(response, "model", None):
                     run.run_model = str(response.model).split("/")[-1]
                 u = llm.usage_of(response, target)
-                turn.input_tokens, turn.output_tokens = u.input_tokens, u.output_tokens
+                turn.input_tokens, turn.output_tokens, turn.total_tokens = (
+                    u.input_tokens,
+                    u.output_tokens,
+                    u.total_tokens,
+                )
                 turn.reasoning_tokens, turn.cached_tokens, turn.cost_usd = (
                     u.reasoning_tokens,
                     u.cached_tokens,

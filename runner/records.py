@@ -262,7 +262,7 @@ def mcpmark_error_message(agent_error: str | None, service: str, *, state_failed
 
 def mcpmark_meta(result: TrialResult, facts: MCPMarkFacts, params: dict[str, Any]) -> dict[str, Any]:
     """MCPMark's per-task meta.json (src/results_reporter.py ``save_meta_json``), field for field."""
-    t, v = result.totals, result.verifier
+    v = result.verifier
     error = mcpmark_error_message(facts.agent_error, result.service, state_failed=facts.state_failed)
     verification_error: str | None = None
     verification_output: str | None = None
@@ -294,15 +294,41 @@ def mcpmark_meta(result: TrialResult, facts: MCPMarkFacts, params: dict[str, Any
             "verification_error": verification_error,
             "verification_output": verification_output,
         },
-        "token_usage": {}
-        if state_only
-        else {
-            "input_tokens": t.input_tokens,
-            "output_tokens": t.output_tokens,
-            "total_tokens": t.input_tokens + t.output_tokens,
-            "reasoning_tokens": t.reasoning_tokens,
-        },
+        "token_usage": {} if state_only else mcpmark_token_usage(result),
         "turn_count": facts.turn_count,
+    }
+
+
+def _count(turn: dict[str, Any], key: str) -> int | None:
+    value = turn.get(key)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def mcpmark_token_usage(result: TrialResult) -> dict[str, int]:
+    """meta.json's ``token_usage`` as MCPMark's agents sum it over the responses. Its tool-calling agent counts
+    ``output_tokens`` as the provider's total less the prompt (the completion tokens when the total is 0) and
+    keeps the provider's total; its ReAct agent counts the completion tokens and the provider's total (prompt
+    plus completion when there is none). Both differ from result.json's totals only for a provider whose total
+    holds tokens no other field does: the totals are adjusted by each turn's difference, so a record whose turns
+    lack the provider's total (older ones) reads as prompt plus completion."""
+    react = result.agent == "react"
+    t = result.totals
+    more_output = more_total = 0
+    for turn in result.turns:
+        total = _count(turn, "total_tokens")
+        if total is None:
+            continue
+        hidden = total - (_count(turn, "input_tokens") or 0) - (_count(turn, "output_tokens") or 0)
+        if react:
+            more_total += hidden if total else 0
+        else:
+            more_output += hidden if total > 0 else 0
+            more_total += hidden
+    return {
+        "input_tokens": t.input_tokens,
+        "output_tokens": t.output_tokens + more_output,
+        "total_tokens": t.input_tokens + t.output_tokens + more_total,
+        "reasoning_tokens": t.reasoning_tokens,
     }
 
 

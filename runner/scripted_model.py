@@ -25,7 +25,9 @@ conversation from ``after=M`` (default 0) on, for ``fail=N`` calls (default: all
 ``choices: []``), ``nomessage`` (a choice without a message), ``garbage`` (200 with an HTML body),
 ``hang`` (never answers), ``drop`` (closes the connection), ``auth``/``forbidden``/``notfound`` (401/403/404;
 the 401 echoes the key it was given, as some providers do), and odd-but-usable replies: ``parts``
-(content as a list of text parts), ``odd_usage`` (usage with strings, lists and vendor fields), ``dup_ids``
+(content as a list of text parts), ``odd_usage`` (usage with strings, lists and vendor fields),
+``hidden_tokens`` (a ``total_tokens`` above prompt plus completion, as providers that bill unseen thinking
+tokens only in the total report it: ``HIDDEN_TOKENS`` more), ``dup_ids``
 and ``no_ids`` (tool calls with one shared id, or none), ``length`` (an empty answer with
 ``finish_reason: length``), ``filter`` (``finish_reason: content_filter``). ``key=K`` answers 401 to any
 other key. Like a strict provider, the server refuses (400) a conversation whose tool-call ids are
@@ -85,6 +87,7 @@ FAULTS = (
     "notfound",
     "parts",
     "odd_usage",
+    "hidden_tokens",
     "dup_ids",
     "no_ids",
     "length",
@@ -103,6 +106,7 @@ OPTIONS = (
     "wrong",
     "seed",
 )
+HIDDEN_TOKENS = 16  # per reply, in total_tokens only (fault ``hidden_tokens``)
 ODD_USAGE_EXTRA = {
     "total_tokens": None,
     "prompt_tokens_details": [{"cached_tokens": 0}],
@@ -599,10 +603,11 @@ class ScriptedModel:
         out_chars = len(reply.content or "") + sum(len(n) + len(a) for n, a in reply.tool_calls)
         prompt = _usage_chars(body["messages"]) // 4
         completion = max(1, out_chars // 4)
+        hidden = HIDDEN_TOKENS if fault == "hidden_tokens" else 0
         usage = {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
-            "total_tokens": prompt + completion,
+            "total_tokens": prompt + completion + hidden,
             "completion_tokens_details": {"reasoning_tokens": 0},
             "prompt_tokens_details": {"cached_tokens": 0},
         }

@@ -274,7 +274,12 @@ class Limits(SpecModel):
     """Per-trial limits; defaults are MCPMark's."""
 
     max_turns: int = Field(default=100, ge=1, le=10_000)
-    timeout_seconds: int = Field(default=3600, ge=1, le=INT_MAX, description="Whole agent run.")
+    timeout_seconds: int = Field(
+        default=3600,
+        ge=1,
+        le=INT_MAX,
+        description="Whole agent run, counted from the MCP server's start (as MCPMark counts it).",
+    )
     tool_call_timeout_seconds: int = Field(default=60, ge=1, le=INT_MAX)
     verifier_timeout_seconds: int = Field(default=300, ge=1, le=INT_MAX)
     llm_retries: int = Field(

@@ -16,7 +16,7 @@ from .records import TrialResult
 from .services import SERVICES, run_resources
 from .spec import AgentKind, Limits, ModelSpec
 from .store import LocalStore
-from .tasks import Mutant, Task, check_task
+from .tasks import Mutant, Task, inspect_task
 from .trial import Replay, TrialContext, run_trial
 
 T = TypeVar("T")
@@ -33,6 +33,7 @@ class TaskReport:
     mutants_rejected: list[str] = field(default_factory=list)  # names of mutants the verifier rejected
     mutants_accepted: list[str] = field(default_factory=list)  # names of mutants it wrongly accepted
     mutants_run: int = 0
+    state_missing: bool = False  # its initial state was not found (a foreign pack run without --states)
 
     @property
     def ok(self) -> bool:
@@ -75,7 +76,8 @@ async def check_one(
     resources: dict[str, Any] | None = None,
 ) -> TaskReport:
     """Run the oracle, the no-op agent and every mutant of one task; each trial holds ``sem`` while it runs."""
-    report = TaskReport(task, problems=check_task(task))
+    checked = inspect_task(task)
+    report = TaskReport(task, problems=checked.problems, state_missing=checked.state_missing)
     if report.problems:
         return report
     sem = sem or asyncio.Semaphore(1)

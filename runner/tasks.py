@@ -74,23 +74,19 @@ def state_folders(pack_root: Path, states_path: Path | None, service: str) -> li
     ``<service>/states`` without a statesPath; else ``<statesPath>/<service>``, the service's folder in an MCPMark
     checkout (``<statesPath>/test_environments``, ``<statesPath>/postgres_state``: one statesPath for all of
     MCPMark's services), then ``<statesPath>`` itself (MCPMark's folder of one service)."""
-    if states_path is None:
-        return [Path(pack_root) / service / "states"]
-    return [Path(states_path) / service, *(Path(states_path) / f for f in mcpmark_folders(service)), Path(states_path)]
-
-
-def mcpmark_folders(service: str) -> list[str]:
-    """Where an MCPMark checkout keeps the service's states (none for an unknown service or one without)."""
     from .services import SERVICES
 
+    if states_path is None:
+        return [Path(pack_root) / service / "states"]
     known = SERVICES.get(service)
-    return [known.mcpmark_states] if known is not None and known.mcpmark_states else []
+    checkout = [Path(states_path) / known.mcpmark_states] if known is not None and known.mcpmark_states else []
+    return [Path(states_path) / service, *checkout, Path(states_path)]
 
 
 def locate_state(pack_root: Path, states_path: Path | None, service: str, category: str) -> Path:
     """Where ``category``'s initial state folder is: the first candidate folder holding it (the first one when
     none does, so a missing state is reported at mcpfleet's own layout). Services whose states are files
-    (``<category>.sql``) look beside it, in :attr:`Task.states_folder` and its parent."""
+    (``<category>.sql``) look in :attr:`Task.states_folder` and the same candidates."""
     name = category
     folders = state_folders(pack_root, states_path, service)
     return next((f / name for f in folders if (f / name).exists()), folders[0] / name)
@@ -841,22 +837,34 @@ def _plan_problems(service: Service, task: Task) -> list[str]:
     return []
 
 
+@dataclass(frozen=True)
+class TaskCheck:
+    problems: list[str]
+    state_missing: bool = False  # the service found the task's initial state missing or unusable
+
+
 def check_task(task: Task) -> list[str]:
     """Static checks of one task folder: files, names, links, meta.json fields, description.md and verify.py.
     Returns problems."""
+    return inspect_task(task).problems
+
+
+def inspect_task(task: Task) -> TaskCheck:
+    """``check_task``, also saying whether the problems include the task's missing state (``tasks validate``'s
+    hint about ``--states`` reads it rather than checking every state again)."""
     from .services import SERVICES
 
     problems = check_task_files(task)
     if problems:
-        return problems
+        return TaskCheck(problems)
     try:
         meta, _ = task.meta, task.description
     except TaskError as exc:
-        return [str(exc)]
+        return TaskCheck([str(exc)])
     except OSError as exc:
-        return [f"{task.id}: unreadable: {exc}"]
+        return TaskCheck([f"{task.id}: unreadable: {exc}"])
     if problem := _folder_too_large(task):
-        return [problem]
+        return TaskCheck([problem])
     problems += content_problems(task)
     missing = [k for k in META_FIELDS if k not in meta]
     if missing:
@@ -873,6 +881,7 @@ def check_task(task: Task) -> list[str]:
     elif "mcp" in meta and task.service not in mcp:
         problems.append(f"{task.id}: meta.json mcp {json.dumps(mcp)} does not list '{task.service}'")
     service = SERVICES.get(task.service)
+    state: list[str] = []
     if service is None:
         problems.append(f"{task.id}: service '{task.service}' is not supported; known: {', '.join(sorted(SERVICES))}")
     else:
@@ -889,4 +898,4 @@ def check_task(task: Task) -> list[str]:
         else:
             if any(m.after_oracle for m in mutants) and not task.has_oracle:
                 problems.append(f"{task.id}: a mutant replays the oracle (after_oracle) but there is no oracle.json")
-    return problems
+    return TaskCheck(problems, state_missing=bool(state))

@@ -27,7 +27,7 @@ from .conversation import MCPFLEET, MCPMARK
 from .faults import one_line
 from .mcp_client import AbandonedCalls, connect_http, connect_stdio
 from .metrics import TrialMetrics
-from .outcome import PROVIDER_ERROR, classify, is_scored
+from .outcome import PROVIDER_ERROR, classify
 from .plan import TrialSpec
 from .react_agent import run_react_agent
 from .records import (
@@ -220,6 +220,7 @@ async def _run_agent(
 
         stack.callback(stopped)  # the stack's last exit: after the session and the server are gone
         t = time.perf_counter()
+        clock = asyncio.get_running_loop().time()  # the run's timeout counts the server's start, as MCPMark's does
         if ctx.mcp_url:
             session = await stack.enter_async_context(connect_http(ctx.mcp_url))
         elif ctx.warm is not None:
@@ -269,6 +270,7 @@ async def _run_agent(
                         tool_timeout_s=lim.tool_call_timeout_seconds,
                         metrics=metrics,
                         abandoned=abandoned,
+                        started=clock,
                     )
                 return await agents.run_llm_agent(
                     session,
@@ -280,6 +282,7 @@ async def _run_agent(
                     tool_timeout_s=lim.tool_call_timeout_seconds,
                     metrics=metrics,
                     abandoned=abandoned,
+                    started=clock,
                 )
             finally:
                 await llm.close(target)
@@ -429,15 +432,6 @@ async def run_trial(
         credited = run.stop_reason == agents.STOP_PROVIDER and run.responses > 0
         whole = infra is None and (run.stop_reason not in (agents.STOP_PROVIDER, agents.STOP_CONFIG) or credited)
         passed = whole and verifier.exit_code == 0
-        failure = classify(
-            passed=passed,
-            stop_reason=run.stop_reason,
-            tool_calls=len(calls),
-            malformed_calls=sum(c.malformed for c in calls),
-            last_call_malformed=bool(calls and calls[-1].malformed),
-            final_text=run.final_text,
-            infra_error=infra is not None,
-        )
         # meta.json's error_message, as MCPMark's evaluator would record this trial.
         agent_error = (
             mcpmark_protocol.render("agent_failed_error", error=infra)
@@ -446,14 +440,20 @@ async def run_trial(
             if run.stop_reason in agents.UNSEEN_BY_MCPMARK
             else run.mcpmark_error or run.error
         )
-        error = infra or run.error
-        rerun = mcpmark_protocol.retryable_pattern(
-            mcpmark_error_message(agent_error, spec.service, state_failed=state_failed or task is None)
+        meta_error = mcpmark_error_message(agent_error, spec.service, state_failed=state_failed or task is None)
+        failure = classify(
+            passed=passed,
+            stop_reason=run.stop_reason,
+            tool_calls=len(calls),
+            malformed_calls=sum(c.malformed for c in calls),
+            last_call_malformed=bool(calls and calls[-1].malformed),
+            final_text=run.final_text,
+            infra_error=infra is not None,
+            error_message=meta_error,
         )
-        if failure is not None and is_scored(failure) and rerun is not None:
-            # MCPMark runs such a failed task again and never reports it as the model's failure (its aggregator sets
-            # the model aside while one is left): here it is unscored and retried, as a provider error is.
-            failure = PROVIDER_ERROR
+        error = infra or run.error
+        if failure == PROVIDER_ERROR and run.stop_reason not in (agents.STOP_PROVIDER, agents.STOP_CONFIG):
+            rerun = mcpmark_protocol.retryable_pattern(meta_error)
             error = f"{error} (not scored: MCPMark runs a failed task again when its error_message holds {rerun!r})"
             notes.append(f"not scored: meta.json's error_message holds MCPMark's retryable pattern {rerun!r}")
         timings.llm_wait = run.llm_seconds

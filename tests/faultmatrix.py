@@ -192,6 +192,13 @@ CASES: list[FaultCase] = [
     FaultCase(
         "odd-usage", "`usage` with strings, nulls, lists and vendor fields", "oracle?fault=odd_usage", PASSED, False
     ),
+    FaultCase(
+        "hidden-tokens",
+        "`total_tokens` above prompt plus completion (thinking billed only in the total)",
+        "oracle?fault=hidden_tokens",
+        PASSED,
+        False,
+    ),
     FaultCase("duplicate-tool-call-ids", "every tool call with the same id", "oracle?fault=dup_ids", PASSED, False),
     FaultCase("missing-tool-call-ids", 'tool calls without an id, or with `""`', "oracle?fault=no_ids", PASSED, False),
     FaultCase(

@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import make_tiny_pack
@@ -207,6 +208,32 @@ def test_materialise_refuses_a_dest_it_cannot_or_must_not_fill(tmp_path: Path) -
     assert out.returncode == 0 and json.loads(out.stdout)["files"] == 2, (out.stdout, out.stderr)
     (tmp_path / "empty").mkdir()
     assert cli(*args, str(tmp_path / "empty"), cwd=tmp_path).returncode == 0
+
+
+def test_materialise_names_a_dest_it_may_not_look_at(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A --dest under a folder the user may not enter (mode 000, as a non-root user): Path.exists raises
+    PermissionError there. Before: a PermissionError traceback. The tests run as root, for whom no mode bars a
+    folder, so the kernel's refusal is played by Path.exists."""
+    from typer.testing import CliRunner
+
+    from mcpfleet.runner.cli import app
+
+    pack = make_tiny_pack(tmp_path / "pack")
+    barred = tmp_path / "barred"
+    real = Path.exists
+
+    def exists(self: Path, *args: Any, **kwargs: Any) -> bool:
+        if self.is_relative_to(barred) and self != barred:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "exists", exists)
+    dest = barred / "state"
+    args = ["materialise", "--task", "filesystem/standard/tiny/move_todo_0", "--tasks-root", str(pack)]
+    out = CliRunner().invoke(app, [*args, "--dest", str(dest)])
+    assert out.exit_code == 2, (out.output, out.exception)
+    assert f"--dest {dest}: cannot be looked at (Permission denied); give a folder you may write to" in out.output
+    assert "Traceback" not in out.output and not os.path.exists(dest)
 
 
 def test_a_bad_infra_attempt_or_scripted_server_argument_is_one_line(tmp_path: Path) -> None:

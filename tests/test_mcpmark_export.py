@@ -331,6 +331,27 @@ def test_export_stays_inside_dest_and_ships_no_stale_or_damaged_meta(tmp_path: P
         export_mcpmark(LocalStore(root), tmp_path / "dest2")
 
 
+def test_a_rebuilt_meta_says_the_runs_own_timeout(tmp_path: Path) -> None:
+    """meta.json rebuilt from an old record carries the run's spec.limits.timeoutSeconds from run.json, as the
+    trial's own meta.json would; 3600 (the default) when run.json is missing or does not say."""
+    pack, root = tmp_path / "tasks", tmp_path / "runs" / "synthetic"
+    write_run(root, pack)
+    for meta in (root / "trials").glob("*/meta.json"):
+        meta.unlink()
+
+    def timeouts(dest: Path) -> set[object]:
+        done = export_mcpmark(LocalStore(root), dest)
+        assert done.rebuilt == done.trials == 24
+        return {json.loads(m.read_text())["timeout"] for m in done.root.rglob("meta.json")}
+
+    assert timeouts(tmp_path / "d1") == {3600}
+    evalrun = {"spec": {"limits": {"timeoutSeconds": 900}}}
+    (root / "run.json").write_text(json.dumps({"run": "synthetic", "evalrun": evalrun}))
+    assert timeouts(tmp_path / "d2") == {900}
+    (root / "run.json").write_text(json.dumps({"evalrun": {"spec": {"limits": {"timeoutSeconds": "soon"}}}}))
+    assert timeouts(tmp_path / "d3") == {3600}
+
+
 def test_a_narrowed_run_exports_and_reports_only_the_trials_its_summary_counts(tmp_path: Path) -> None:
     """After `tasks.include` is narrowed and the run resumed, the dropped task's records stay in the folder (a
     run's records are never deleted) but summary.json no longer counts them, so neither may the export (MCPMark's

@@ -37,6 +37,7 @@ def c(
     last_call_malformed: bool = False,
     final_text: str = "Finished.",
     infra_error: bool = False,
+    error_message: str | None = None,
 ) -> str | None:
     return classify(
         passed=passed,
@@ -46,6 +47,7 @@ def c(
         last_call_malformed=last_call_malformed,
         final_text=final_text,
         infra_error=infra_error,
+        error_message=error_message,
     )
 
 
@@ -247,6 +249,19 @@ def test_asking_the_user_is_premature_stop(text: str) -> None:
 def test_no_tool_calls_is_premature_stop() -> None:
     assert c(tool_calls=0, final_text="I have reviewed the request.") == PREMATURE_STOP
     assert c(tool_calls=0, final_text="") == PREMATURE_STOP
+
+
+@pytest.mark.parametrize("stop", ["completed", "timeout", "turn_limit", "llm_api_error", "content_filter"])
+def test_a_failure_mcpmark_runs_again_is_a_provider_error(stop: str) -> None:
+    # MCPMark's RETRYABLE_PATTERNS, matched as a lower-cased substring of meta.json's error_message.
+    retryable = "ReAct agent execution failed: 'str' object has no attribute 'get'"
+    assert c(stop_reason=stop, error_message=retryable) == PROVIDER_ERROR
+    assert c(stop_reason=stop, error_message="Error: QUOTA exceeded") == PROVIDER_ERROR
+    # Other messages keep the model's failure; a pass, an infra error and a config error keep theirs.
+    assert c(stop_reason=stop, error_message="Max turns (3) exceeded") not in NOT_SCORED
+    assert c(passed=True, stop_reason=stop, error_message=retryable) is None
+    assert c(infra_error=True, error_message=retryable) == INFRA_ERROR
+    assert c(stop_reason=CONFIG_ERROR, error_message=retryable) == CONFIG_ERROR
 
 
 def test_question_mark_only_counts_at_the_end() -> None:

@@ -411,6 +411,32 @@ async def test_a_warm_workers_trials_share_one_connection_to_their_model(monkeyp
         await endpoint.stop()
 
 
+async def test_a_lone_trial_closes_the_client_its_agent_opened_through_a_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """MCPMark's agents call through a copy of the trial's target (MCPMark's params, its retries); the trial
+    closes the target it made. Each copy held its own client, so the one that made the calls was never closed:
+    an aiohttp session and its connection left to the garbage collector, per trial of a pod or the serial loop."""
+    from mcpfleet.runner import llm
+    from mcpfleet.runner.conversation import MCPMARK
+
+    monkeypatch.setattr(llm, "_shared", None)
+    endpoint = CountingEndpoint()
+    base = await endpoint.start()
+    try:
+        target = llm.LLMTarget(model="hosted_vllm/m", api_base=base, api_key="k", timeout=10, retries=0)
+        copy = MCPMARK.llm_target(target, [])
+        assert copy is not target and copy.model_fault_retries > 0
+        for _ in range(2):
+            response, _, _ = await llm.complete(copy, [{"role": "user", "content": "hi"}], [])
+            assert llm.reply_of(response, []).tool_calls[0].name == "warm"
+        assert endpoint.made == 1 and await endpoint.open_after(0.2) == 1
+        await llm.close(target)
+        assert await endpoint.open_after() == 0
+    finally:
+        await endpoint.stop()
+
+
 def test_a_worker_closes_the_clients_its_trials_shared_when_it_exits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pool workers leave through os._exit; their exit finalizer ends the kept connections (a FIN the provider
     sees), as it stops the spare MCP server."""

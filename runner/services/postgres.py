@@ -151,9 +151,8 @@ def state_source(task: Task) -> StateSource | None:
     """The category's dump (or generator script), in the first states folder that holds one (``state_folders``)."""
     from ..tasks import state_folders
 
-    folders = state_folders(task.pack_root, task.states_path, task.service)
-    searched = [task.states_folder, task.states_folder.parent, *folders]
-    for folder in dict.fromkeys(searched):
+    # The folder the category was found in (a task built by hand names its own) first; never above statesPath.
+    for folder in dict.fromkeys([task.states_folder, *state_folders(task.pack_root, task.states_path, task.service)]):
         for ext, kind in STATE_KINDS:
             path = folder / f"{task.category}.{ext}"
             if path.is_file():
