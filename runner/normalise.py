@@ -63,8 +63,8 @@ def normalise_usage(usage: Any) -> dict[str, Any] | None:
     for key in _USAGE_COUNTS:
         value = out.get(key, 0)
         out[key] = int(value) if isinstance(value, int | float) else 0
-    if not out["total_tokens"]:
-        out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]
+    # A total the provider did not give stays 0, as LiteLLM reads it from a raw body and MCPMark's agents add it
+    # to meta.json's token_usage (records.mcpmark_token_usage).
     return out
 
 

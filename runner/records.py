@@ -294,7 +294,7 @@ def mcpmark_meta(result: TrialResult, facts: MCPMarkFacts, params: dict[str, Any
             "verification_error": verification_error,
             "verification_output": verification_output,
         },
-        "token_usage": {} if state_only else mcpmark_token_usage(result),
+        "token_usage": {} if state_only else mcpmark_token_usage(result, str(effort)),
         "turn_count": facts.turn_count,
     }
 
@@ -304,13 +304,14 @@ def _count(turn: dict[str, Any], key: str) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def mcpmark_token_usage(result: TrialResult) -> dict[str, int]:
-    """meta.json's ``token_usage`` as MCPMark's agents sum it over the responses. Its tool-calling agent counts
-    ``output_tokens`` as the provider's total less the prompt (the completion tokens when the total is 0) and
-    keeps the provider's total; its ReAct agent counts the completion tokens and the provider's total (prompt
-    plus completion when there is none). Both differ from result.json's totals only for a provider whose total
-    holds tokens no other field does: the totals are adjusted by each turn's difference, so a record whose turns
-    lack the provider's total (older ones) reads as prompt plus completion."""
+def mcpmark_token_usage(result: TrialResult, reasoning_effort: str = "default") -> dict[str, int]:
+    """meta.json's ``token_usage`` as MCPMark's agents sum it over the responses. Both keep the provider's total
+    (0 when it gives none, as LiteLLM reads it). Its tool-calling agent counts ``output_tokens`` as that total less
+    the prompt (the completion tokens when the total is 0); ReAct counts the completion tokens. They differ from
+    result.json's totals only for a provider whose total is missing or holds tokens no other field does: the
+    totals are adjusted by each turn's difference, so a record whose turns lack the provider's total (older ones)
+    reads as prompt plus completion. A Claude run with a reasoning effort goes to Anthropic's API directly there,
+    which it counts no reasoning tokens for (a TODO in its agent), so neither does this."""
     react = result.agent == "react"
     t = result.totals
     more_output = more_total = 0
@@ -319,16 +320,17 @@ def mcpmark_token_usage(result: TrialResult) -> dict[str, int]:
         if total is None:
             continue
         hidden = total - (_count(turn, "input_tokens") or 0) - (_count(turn, "output_tokens") or 0)
-        if react:
-            more_total += hidden if total else 0
-        else:
-            more_output += hidden if total > 0 else 0
-            more_total += hidden
+        more_total += hidden
+        if not react and total > 0:
+            more_output += hidden
+    # MCPMark's use_claude_thinking: is_claude ("claude" in the model name) and an effort other than "default".
+    is_claude = "claude" in result.litellm_model.lower()
+    claude_native = result.agent == "mcpmark" and is_claude and reasoning_effort != "default"
     return {
         "input_tokens": t.input_tokens,
         "output_tokens": t.output_tokens + more_output,
         "total_tokens": t.input_tokens + t.output_tokens + more_total,
-        "reasoning_tokens": t.reasoning_tokens,
+        "reasoning_tokens": 0 if claude_native else t.reasoning_tokens,
     }
 
 

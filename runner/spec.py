@@ -278,7 +278,8 @@ class Limits(SpecModel):
         default=3600,
         ge=1,
         le=INT_MAX,
-        description="Whole agent run, counted from the MCP server's start (as MCPMark counts it).",
+        description="Whole agent run, counted from the trial's connection to its MCP server (MCPMark counts from the "
+        "server's start; a warm spare or a pod's sidecar is up already). A toolcalls shard's whole limit.",
     )
     tool_call_timeout_seconds: int = Field(default=60, ge=1, le=INT_MAX)
     verifier_timeout_seconds: int = Field(default=300, ge=1, le=INT_MAX)

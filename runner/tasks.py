@@ -849,6 +849,17 @@ def check_task(task: Task) -> list[str]:
     return inspect_task(task).problems
 
 
+def _state_missing(task: Task) -> bool:
+    """Whether the service finds the task's initial state missing, for a task whose other checks stopped early."""
+    from .services import SERVICES
+
+    service = SERVICES.get(task.service)
+    try:
+        return service is not None and bool(service.check_state(task))
+    except (TaskError, OSError):
+        return False
+
+
 def inspect_task(task: Task) -> TaskCheck:
     """``check_task``, also saying whether the problems include the task's missing state (``tasks validate``'s
     hint about ``--states`` reads it rather than checking every state again)."""
@@ -856,15 +867,15 @@ def inspect_task(task: Task) -> TaskCheck:
 
     problems = check_task_files(task)
     if problems:
-        return TaskCheck(problems)
+        return TaskCheck(problems, _state_missing(task))
     try:
         meta, _ = task.meta, task.description
     except TaskError as exc:
-        return TaskCheck([str(exc)])
+        return TaskCheck([str(exc)], _state_missing(task))
     except OSError as exc:
-        return TaskCheck([f"{task.id}: unreadable: {exc}"])
+        return TaskCheck([f"{task.id}: unreadable: {exc}"], _state_missing(task))
     if problem := _folder_too_large(task):
-        return TaskCheck([problem])
+        return TaskCheck([problem], _state_missing(task))
     problems += content_problems(task)
     missing = [k for k in META_FIELDS if k not in meta]
     if missing:

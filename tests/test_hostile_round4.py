@@ -273,6 +273,11 @@ def test_tasks_validate_of_a_pack_without_its_states_hints_at_states_once(tmp_pa
     assert flat(out.stderr).count(hint) == 1, out.stderr
     out = cli("tasks", "validate", "pack", "--states", "elsewhere", cwd=tmp_path)
     assert out.returncode == 0 and "2/2 tasks valid" in out.stdout and hint not in flat(out.stderr), out.stderr
+    # A task whose meta.json is broken as well stops its checks early; its state is missing all the same.
+    (pack / "filesystem" / "standard" / "tiny" / "move_todo_1" / "meta.json").write_text("{broken")
+    out = cli("tasks", "validate", "pack", cwd=tmp_path)
+    assert out.returncode == 1 and "0/2 tasks valid" in out.stdout, (out.stdout, out.stderr)
+    assert flat(out.stderr).count(hint) == 1, out.stderr
 
 
 async def test_a_failed_prepare_environment_names_its_cause_in_the_record(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import make_tiny_pack
+from hostile import SCRIPTED, cli, write_run
 from test_mcpmark_retryable import run, trial_spec
 
 from mcpfleet.runner import trial
@@ -78,9 +79,51 @@ def test_token_usage_of_failed_calls_zero_totals_and_old_records() -> None:
         {"input_tokens": 5, "output_tokens": 2},  # a record from before turns kept the provider's total
     ]
     mcpmark = mcpmark_token_usage(_record("mcpmark", turns))
-    assert mcpmark == {"input_tokens": 22, "output_tokens": 10 + 3 + 2, "total_tokens": 20 + 0 + 7} | NO_REASONING
+    assert mcpmark == {"input_tokens": 22, "output_tokens": 10 + 3 + 2, "total_tokens": 20 + 0 + 0 + 7} | NO_REASONING
     react = mcpmark_token_usage(_record("react", turns))
-    assert react == {"input_tokens": 22, "output_tokens": 4 + 3 + 2, "total_tokens": 20 + 10 + 7} | NO_REASONING
+    assert react == {"input_tokens": 22, "output_tokens": 4 + 3 + 2, "total_tokens": 20 + 0 + 0 + 7} | NO_REASONING
+
+
+@pytest.mark.parametrize(
+    ("agent", "model", "effort", "reasoning"),
+    [
+        ("mcpmark", "anthropic/claude-sonnet-4-5", "high", 0),  # MCPMark calls Anthropic's API: counts none
+        ("mcpmark", "anthropic/claude-sonnet-4-5", "default", 9),  # through LiteLLM there, as here
+        ("react", "anthropic/claude-sonnet-4-5", "high", 9),  # ReAct always goes through LiteLLM
+        ("mcpmark", "openai/gpt-5", "high", 9),
+    ],
+)
+def test_reasoning_tokens_as_mcpmark_counts_them(agent: str, model: str, effort: str, reasoning: int) -> None:
+    rec = _record(agent, [{"input_tokens": 10, "output_tokens": 40, "total_tokens": 50}])
+    totals = rec.totals.model_copy(update={"reasoning_tokens": 9})
+    rec = rec.model_copy(update={"litellm_model": model, "totals": totals})
+    assert mcpmark_token_usage(rec, effort)["reasoning_tokens"] == reasoning
+
+
+async def test_a_provider_without_a_total_counts_none(scripted_url: str, tmp_path: Path) -> None:
+    """A usage block with no usable total_tokens (null here): LiteLLM reads 0 and MCPMark's agents add 0; the
+    normaliser no longer fills in prompt plus completion."""
+    pack = make_tiny_pack(tmp_path / "pack")
+    result, d = await run(trial_spec(pack, "scripted/oracle?fault=odd_usage"), tmp_path / "out", scripted_url)
+    assert result.passed, result.error
+    t = result.totals
+    usage = json.loads((d / "meta.json").read_text())["token_usage"]
+    assert t.input_tokens > 0 and t.output_tokens > 0
+    assert usage == {"input_tokens": t.input_tokens, "output_tokens": t.output_tokens, "total_tokens": 0} | NO_REASONING
+
+
+def test_a_fresh_trial_process_pays_litellms_import_before_the_run_clock(scripted_url: str, tmp_path: Path) -> None:
+    """A trial pod (or `mcpfleet trial`) is a fresh process: importing LiteLLM there takes ~2 s, which MCPMark's
+    modules pay before its wait_for starts. Inside the run's clock, a 2 s run timed out before its first answer;
+    counted from the server's start, the trial's ~0.5 s fit."""
+    make_tiny_pack(tmp_path / "pack")
+    path = write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}, "limits": {"timeoutSeconds": 2}})
+    task = "filesystem/standard/tiny/move_todo_0"
+    out = cli("trial", str(path), "--model", "oracle", "--task", task, "--scripted-url", scripted_url, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    [record] = (tmp_path / "runs").rglob("result.json")
+    rec = json.loads(record.read_text())
+    assert rec["passed"] and rec["totals"]["turns"] >= 2, (rec["failure"], rec["error"])
 
 
 async def test_the_run_timeout_counts_the_mcp_servers_start(
