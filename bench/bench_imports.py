@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 OLD_PINS = ["rfc3987-syntax==1.1.0", "lark==1.3.1"]
 
 PROCESSES = {
-    "trial pod runner (import the engine)": [sys.executable, "-c", "import mcpfleet.runner.trial"],
+    "trial pod runner (import the engine)": [sys.executable, "-c", "import mcpfleet.runner.trial.engine"],
     "operator (import the handlers)": [sys.executable, "-c", "import mcpfleet.operator.handlers"],
     "mcpfleet validate quickstart": [
         str(Path(sys.executable).with_name("mcpfleet")),

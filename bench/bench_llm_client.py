@@ -1,7 +1,7 @@
 """Harness time per LLM round trip: mcpfleet's normalising client against LiteLLM's own, side by side.
 
 Every mcpfleet call to an OpenAI-compatible endpoint (``hosted_vllm/``, ``openai/`` with a base URL) goes
-through ``runner/normalise.py``'s transport, which rewrites odd replies before LiteLLM parses them. This
+through ``runner/llm/normalise.py``'s transport, which rewrites odd replies before LiteLLM parses them. This
 prints what that costs per call against the scripted model server (no latency), in interleaved rounds so a
 busy spell on a shared machine hits both modes alike:
 
@@ -16,8 +16,9 @@ import statistics
 import time
 from pathlib import Path
 
-from mcpfleet.runner import llm, normalise
-from mcpfleet.runner.scripted_model import ScriptedServerProcess
+from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess
+from mcpfleet.runner.llm import client as llm
+from mcpfleet.runner.llm import normalise
 
 REPO = Path(__file__).resolve().parents[1]
 

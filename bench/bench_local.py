@@ -85,11 +85,11 @@ def evalrun(
 
 def serial_main(path: Path) -> None:
     """The baseline: one process, one trial after another, a fresh MCP server each (no warm workers)."""
-    from mcpfleet.runner.plan import plan
-    from mcpfleet.runner.scripted_model import ScriptedServerProcess
-    from mcpfleet.runner.spec import load_evalrun
-    from mcpfleet.runner.store import open_store
-    from mcpfleet.runner.trial import TrialContext, run_trial
+    from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess
+    from mcpfleet.runner.plan.expand import plan
+    from mcpfleet.runner.results.store import open_store
+    from mcpfleet.runner.spec.evalrun import load_evalrun
+    from mcpfleet.runner.trial.engine import TrialContext, run_trial
 
     run = load_evalrun(path)
     trials = plan(run, path.parent)
@@ -189,7 +189,7 @@ def main() -> None:
         playwright_bench(args, evalrun, MCPFLEET, __file__)
         return
 
-    from mcpfleet.runner.tasks import discover
+    from mcpfleet.runner.tasks.discovery import discover
 
     suite = sorted(t.id for t in discover(REPO / "tasks") if t.service == "filesystem")
     include = suite[: args.limit] if args.limit else []

@@ -40,10 +40,10 @@ def verifier_messages(description: str, answer: str | None) -> list[dict[str, An
 async def _mcpmark_task(task: Any, h: Any, template: str | None, latency: float, n: int, work: Path) -> dict[str, Any]:
     from psycopg2 import sql
 
-    from mcpfleet.runner.mcp_client import connect_stdio
+    from mcpfleet.runner.environment.mcp_client import connect_stdio
+    from mcpfleet.runner.environment.verifier import run_verifier
     from mcpfleet.runner.services import ServerCommand
     from mcpfleet.runner.services.postgres import PREPARE, Login, run_prepare, server_executable
-    from mcpfleet.runner.verifier import run_verifier
 
     db = f"{task.name[:40]}_{n}"
     login = Login(h.host, h.port, db, "postgres", h.password)
@@ -82,11 +82,11 @@ async def _mcpmark_task(task: Any, h: Any, template: str | None, latency: float,
 
 def mcpmark_main(spec_path: Path, latency: float) -> None:
     """MCPMark's way, in this process: results go to <spec>.mcpmark.json."""
-    from mcpfleet.runner.plan import plan
+    from mcpfleet.runner.plan.expand import plan
     from mcpfleet.runner.services import run_resources
     from mcpfleet.runner.services.postgres import ensure_template, state_source
-    from mcpfleet.runner.spec import load_evalrun
-    from mcpfleet.runner.tasks import find_task
+    from mcpfleet.runner.spec.evalrun import load_evalrun
+    from mcpfleet.runner.tasks.discovery import find_task
 
     run = load_evalrun(spec_path)
     trials = plan(run, spec_path.parent)

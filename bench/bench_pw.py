@@ -7,7 +7,7 @@ navigations), MCP start (playwright-mcp's handshake), verify, teardown (sites, s
 Peak memory: the proportional set size (PSS, shared pages split fairly) of every site, playwright-mcp and
 Chromium process of the run, sampled every 0.2 s, divided by the concurrency (a worker's spare included).
 
-`mcpfleet run` gives each worker a spare (runner/warm.py): its next trial's playwright-mcp and Chromium boot
+`mcpfleet run` gives each worker a spare (runner/trial/warm.py): its next trial's playwright-mcp and Chromium boot
 while the current trial runs. A trial that claims one records only what it waited for them (MCP start ~0, and
 a first call without the browser's launch) and the spare's own boot apart (spare_mcp_start, spare_started):
 the "spare boot (hidden)" column is that boot's median over the trials that claimed a spare, "spared" how
@@ -130,7 +130,7 @@ def _pair(p: dict[str, float]) -> str:
 
 
 def playwright_bench(args: Any, evalrun: Any, mcpfleet: Path, bench_script: str) -> None:
-    from mcpfleet.runner.tasks import discover
+    from mcpfleet.runner.tasks.discovery import discover
 
     # The standard suite: an `easy` smoke task would shift `--limit`'s selection and the medians.
     suite = sorted(t.id for t in discover(args.tasks) if t.service == "playwright" and t.difficulty == "standard")

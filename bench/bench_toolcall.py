@@ -34,14 +34,14 @@ sys.path.insert(0, str(REPO / "tests"))
 from kubeemu import operator_crds, running_emulator  # noqa: E402
 from kubelet import Kubelet  # noqa: E402
 
-from mcpfleet.runner.launcher import execute  # noqa: E402
-from mcpfleet.runner.scripted_model import ScriptedServerProcess  # noqa: E402
-from mcpfleet.runner.spec import parse_evalrun  # noqa: E402
+from mcpfleet.runner.launch.launcher import execute  # noqa: E402
+from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess  # noqa: E402
+from mcpfleet.runner.launch.scripted_toolcall import ToolCallAnswers  # noqa: E402
+from mcpfleet.runner.spec.evalrun import parse_evalrun  # noqa: E402
+from mcpfleet.runner.tasks.toolcall_pack import make_task  # noqa: E402
 from mcpfleet.runner.toolcalls.generator import generate  # noqa: E402
 from mcpfleet.runner.toolcalls.loader import load_cases  # noqa: E402
 from mcpfleet.runner.toolcalls.models import ToolCall  # noqa: E402
-from mcpfleet.runner.toolcalls.pack import make_task  # noqa: E402
-from mcpfleet.runner.toolcalls.scripted import ToolCallAnswers  # noqa: E402
 from mcpfleet.runner.toolcalls.shards import count_cases  # noqa: E402
 from mcpfleet.runner.toolcalls.suite import Answer, openai_tools, score  # noqa: E402
 

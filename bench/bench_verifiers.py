@@ -84,7 +84,7 @@ def _apply(login: Any, steps: list[Any]) -> None:
 
 def _run_once(script: Path, env: dict[str, str], db: str, pm: int) -> tuple[float, float, float, int, str]:
     """(wall, own CPU, backend CPU, exit code, output) of one verify.py run."""
-    from mcpfleet.runner.verifier import verifier_command
+    from mcpfleet.runner.environment.verifier import verifier_command
 
     with tempfile.TemporaryFile() as out:
         before = _reaped_cpu(pm)
@@ -137,8 +137,8 @@ def _ref_script(rev: str, task: Any, into: Path) -> Path:
 async def _state(
     service: Any, handle: Any, task: Any, name: str, steps: list[Any], answer: str | None, args: Any, work: Path
 ) -> list[dict[str, Any]]:
+    from mcpfleet.runner.environment.verifier import verifier_env
     from mcpfleet.runner.services.postgres import Login
-    from mcpfleet.runner.verifier import verifier_env
 
     rows = []
     async with service.environment(task, work / f"{task.name}-{name}", handle) as env:
@@ -178,7 +178,7 @@ async def _state(
 
 async def _main(args: argparse.Namespace) -> int:
     from mcpfleet.runner.services import get_service
-    from mcpfleet.runner.tasks import discover
+    from mcpfleet.runner.tasks.discovery import discover
 
     tasks = [t for t in discover(ROOT / "tasks") if t.service == "postgres"]
     if args.tasks:

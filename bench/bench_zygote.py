@@ -40,7 +40,7 @@ def _children_cpu() -> float:
 
 async def _start(cmd: Any, work: Path) -> float:
     """Wall seconds to a session with the tools listed; the server is stopped before returning."""
-    from mcpfleet.runner.mcp_client import connect_stdio
+    from mcpfleet.runner.environment.mcp_client import connect_stdio
 
     with open(work / "server.log", "ab") as log:
         t = time.perf_counter()

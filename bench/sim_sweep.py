@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from mcpfleet.operator.runstate import RunState, WaitQueue  # noqa: E402
-from mcpfleet.runner.plan import TrialSpec  # noqa: E402
+from mcpfleet.runner.plan.expand import TrialSpec  # noqa: E402
 
 MEAN_TRIAL_S = 475.0  # ~67 h for 127 tasks x 4 attempts, serial (FIELD-NOTES)
 TIMEOUT_S = 3600.0  # MCPMark's per-run timeout caps a trial
@@ -253,8 +253,8 @@ def sweep_trials(work: Path, models: int, tasks: int, attempts: int) -> list[Tri
     from bench_operator import spec
     from conftest import make_tiny_pack
 
-    from mcpfleet.runner.plan import plan
-    from mcpfleet.runner.spec import parse_evalrun
+    from mcpfleet.runner.plan.expand import plan
+    from mcpfleet.runner.spec.evalrun import parse_evalrun
 
     pack = make_tiny_pack(work / "pack", tasks=tasks)
     return plan(parse_evalrun(spec("sim", pack, work / "out", models, attempts, 1)), work)

@@ -4,4 +4,4 @@ Importing this package registers the handlers, so ``kopf run -m mcpfleet.operato
 ``mcpfleet operator``.
 """
 
-from . import handlers as handlers  # noqa: F401 - registers the kopf handlers
+from mcpfleet.operator import handlers as handlers  # noqa: F401 - registers the kopf handlers

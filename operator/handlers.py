@@ -12,11 +12,11 @@ from typing import Any
 
 import kopf
 
-from . import metrics
-from .kube import PLURAL, VERSION, Kube, api_client
-from .manifests import GROUP, LABEL_RUN_UID
-from .reconciler import Reconciler, Shared
-from .settings import OperatorSettings
+from mcpfleet.operator import metrics
+from mcpfleet.operator.kube import PLURAL, VERSION, Kube, api_client
+from mcpfleet.operator.manifests import GROUP, LABEL_RUN_UID
+from mcpfleet.operator.reconciler import Reconciler, Shared
+from mcpfleet.operator.settings import OperatorSettings
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 

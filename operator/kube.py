@@ -15,8 +15,8 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
-from . import metrics
-from .manifests import GROUP, LABEL_RUN_UID
+from mcpfleet.operator import metrics
+from mcpfleet.operator.manifests import GROUP, LABEL_RUN_UID
 
 VERSION = "v1alpha1"
 PLURAL = "evalruns"

@@ -13,12 +13,11 @@ import math
 import re
 from typing import Any
 
-from mcpfleet.runner.plan import TrialSpec, trial_deadline
+from mcpfleet.operator.settings import OperatorSettings
+from mcpfleet.runner.plan.expand import TrialSpec, trial_deadline
 from mcpfleet.runner.services import SERVICES
 from mcpfleet.runner.services.base import PodContext, stdio_server_sidecar
-from mcpfleet.runner.spec import EvalRun
-
-from .settings import OperatorSettings
+from mcpfleet.runner.spec.evalrun import EvalRun
 
 GROUP = "mcpfleet.io"
 LABEL_RUN = f"{GROUP}/run"

@@ -106,7 +106,7 @@ def init_run(ns: str, run: str, model_services: list[tuple[str, str]]) -> None:
     """Create a run's counter and histogram series at zero, so rate()/increase() see the first trial of each
     kind (a labelled series that first appears at 1 hides that step: trials that all finish between two scrapes
     left the duration quantiles NaN) and dashboards show 0, not "no data"."""
-    from mcpfleet.runner.outcome import CATEGORIES
+    from mcpfleet.runner.results.outcome import CATEGORIES
 
     RECONCILE_ERRORS.labels(ns, run)
     for model in {m for m, _ in model_services}:
@@ -153,7 +153,7 @@ def observe_record(ns: str, run: str, record: dict[str, Any], scheduling_s: floa
 def outcome_of(category: str) -> str:
     """The outcome label of a failure category: "failed" for the model's failures; an outcome that measured
     nothing of the model (infra_error, provider_error, config_error) is its own outcome, counted apart."""
-    from mcpfleet.runner.outcome import is_scored
+    from mcpfleet.runner.results.outcome import is_scored
 
     return "failed" if is_scored(category) else category
 

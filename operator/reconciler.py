@@ -20,21 +20,20 @@ import aiohttp
 import kopf
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from mcpfleet.runner.history import read_history
-from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
-from mcpfleet.runner.plan import TrialSpec, plan
-from mcpfleet.runner.preflight import scripted_problems, selection
-from mcpfleet.runner.records import TrialResult, dumps, epoch_seconds, now_iso
-from mcpfleet.runner.spec import FROZEN_OUTPUT, RESULT_FIELDS, EvalRun, Output, SpecError, parse_evalrun
-from mcpfleet.runner.store import ResultStore, StoreError, open_store, store_config
-from mcpfleet.runner.summary import PLAN_FILE, build_summary, mixed_harness, plan_file
-from mcpfleet.runner.tasks import TaskError, bundled_root
-
-from . import metrics
-from .kube import ForeignPod, Kube, PodRefused
-from .manifests import ANN_TRIAL, LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, pod_deadline, trial_pod
-from .runstate import DISRUPTION_LIMIT, InFlight, RunState, plan_hash
-from .settings import OperatorSettings
+from mcpfleet.operator import metrics
+from mcpfleet.operator.kube import ForeignPod, Kube, PodRefused
+from mcpfleet.operator.manifests import ANN_TRIAL, LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, pod_deadline, trial_pod
+from mcpfleet.operator.runstate import DISRUPTION_LIMIT, InFlight, RunState, plan_hash
+from mcpfleet.operator.settings import OperatorSettings
+from mcpfleet.runner.launch.preflight import scripted_problems, selection
+from mcpfleet.runner.plan.expand import TrialSpec, plan
+from mcpfleet.runner.plan.history import read_history
+from mcpfleet.runner.report.summary import PLAN_FILE, build_summary, mixed_harness, plan_file
+from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
+from mcpfleet.runner.results.records import TrialResult, dumps, epoch_seconds, now_iso
+from mcpfleet.runner.results.store import ResultStore, StoreError, open_store, store_config
+from mcpfleet.runner.spec.evalrun import FROZEN_OUTPUT, RESULT_FIELDS, EvalRun, Output, SpecError, parse_evalrun
+from mcpfleet.runner.tasks.discovery import TaskError, bundled_root
 
 TERMINAL = ("Succeeded", "Failed")
 IMAGE_FAILURES = {

@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from mcpfleet.runner.history import measured_seconds
-from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, NOT_SCORED, PROVIDER_ERROR, is_scored
-from mcpfleet.runner.plan import TrialSpec
-from mcpfleet.runner.records import parse_time
-from mcpfleet.runner.spec import retry_wait
-
-from .launchorder import WaitQueue
+from mcpfleet.operator.launchorder import WaitQueue
+from mcpfleet.runner.plan.expand import TrialSpec
+from mcpfleet.runner.plan.history import measured_seconds
+from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, NOT_SCORED, PROVIDER_ERROR, is_scored
+from mcpfleet.runner.results.records import parse_time
+from mcpfleet.runner.spec.evalrun import retry_wait
 
 # A trial whose pod Kubernetes disrupts (a drain, a preemption, an eviction) runs again as the same try, like a Job's
 # podFailurePolicy ``Ignore`` on DisruptionTarget. A pod evicted for what it does itself (a kubelet eviction for its

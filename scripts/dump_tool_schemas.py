@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mcpfleet.runner.mcp_client import connect_stdio
+from mcpfleet.runner.environment.mcp_client import connect_stdio
 from mcpfleet.runner.services import get_service
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,8 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import SITES, build, default_seed, seed, site_info
-from .common.db import content_hash
+from mcpfleet.sites import SITES, build, default_seed, seed, site_info
+from mcpfleet.sites.common.db import content_hash
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import boto3
 import pytest
 
-from mcpfleet.runner.scripted_model import ScriptedServerProcess
+from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess
 
 _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:  # s3server.py and friends live here; tests/ is not a package on purpose
@@ -81,7 +81,7 @@ TINY_ORACLE = {
 def trial_record(trial_id: str, **fields: object) -> dict[str, object]:
     """A whole trial record (every field a TrialResult requires), for tests that write records by hand: readers
     take only records that validate (records.usable_record)."""
-    from mcpfleet.runner.records import TrialResult
+    from mcpfleet.runner.results.records import TrialResult
 
     base: dict[str, object] = {
         "run": "r",

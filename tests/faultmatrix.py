@@ -28,7 +28,7 @@ class FaultCase:
 
     id: str
     fault: str  # the README's words for what the endpoint does
-    model: str  # a scripted model string (see runner/scripted_model.py), or a LiteLLM one with model_extra
+    model: str  # a scripted model string (see runner/launch/scripted_model.py), or a LiteLLM one with model_extra
     outcome: str  # PASSED or the failure category
     retried: bool
     how: str = ""  # the README's words on the retry (e.g. "after the wait it asked for")
@@ -215,7 +215,7 @@ def model_string(case: FaultCase) -> str:
 
 def charged(outcome: str) -> str:
     """The README's answer to "counted against the model?", from the code's own rule (outcome.is_scored)."""
-    from mcpfleet.runner.outcome import is_scored
+    from mcpfleet.runner.results.outcome import is_scored
 
     if outcome == PASSED:
         return "no: the trial passes"

@@ -14,9 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mcpfleet.runner.mcp_client import connect_stdio, result_text
+from mcpfleet.runner.environment.mcp_client import connect_stdio, result_text
 from mcpfleet.runner.services import get_service
-from mcpfleet.runner.tasks import Task
+from mcpfleet.runner.tasks.discovery import Task
 
 REPO = Path(__file__).resolve().parents[1]
 VERIFY = REPO / "tasks" / "postgres" / "standard" / "hr" / "vp_org_payroll" / "verify.py"

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from conftest import make_tiny_pack
 
-from mcpfleet.runner.call_classes import CallClassifier
-from mcpfleet.runner.launcher import execute
-from mcpfleet.runner.spec import load_evalrun
+from mcpfleet.runner.agent.call_classes import CallClassifier
+from mcpfleet.runner.launch.launcher import execute
+from mcpfleet.runner.spec.evalrun import load_evalrun
 
 READ = mcp.types.Tool.model_validate(
     {
@@ -122,7 +122,7 @@ def test_a_trials_calls_are_classified_in_its_record_summary_and_report(tmp_path
     assert rows["careless"]["call_class_rates"]["schema_valid"] == pytest.approx(2 / 5)
     assert rows["oracle"]["call_class_rates"] == {"schema_valid": 1.0}
 
-    from mcpfleet.runner.report import write_report
+    from mcpfleet.runner.report.html import write_report
 
     write_report([str(root)], tmp_path / "report.html")
     html = (tmp_path / "report.html").read_text()

@@ -508,7 +508,7 @@ def test_operator_cli_accepts_the_args(scenario: str) -> None:
     import typer.core
     import typer.main
 
-    from mcpfleet.runner.cli import app
+    from mcpfleet.runner.cli.app import app
 
     values, docs = rendered(scenario)
     c = operator_container(docs)
@@ -662,9 +662,9 @@ def test_selectors_match_the_pods_the_operator_creates(tmp_path: Path) -> None:
 
     from mcpfleet.operator.manifests import trial_pod
     from mcpfleet.operator.settings import OperatorSettings
-    from mcpfleet.runner.plan import plan
-    from mcpfleet.runner.spec import parse_evalrun
-    from mcpfleet.runner.tasks import bundled_root
+    from mcpfleet.runner.plan.expand import plan
+    from mcpfleet.runner.spec.evalrun import parse_evalrun
+    from mcpfleet.runner.tasks.discovery import bundled_root
 
     pack = make_tiny_pack(tmp_path / "pack")
     run = parse_evalrun(

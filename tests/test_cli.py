@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import REPO, TASKS
 
-from mcpfleet.runner.tasks import discover
+from mcpfleet.runner.tasks.discovery import discover
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
 BUNDLED = discover(TASKS)
@@ -187,7 +187,7 @@ def test_crd_output_is_the_committed_crd() -> None:
 def _table_text(summary: dict[str, Any]) -> str:
     from rich.console import Console
 
-    from mcpfleet.runner.summary_table import summary_table
+    from mcpfleet.runner.report.table import summary_table
 
     console = Console(width=300, record=True)
     console.print(summary_table(summary))
@@ -231,8 +231,8 @@ def test_summary_table_shows_provider_text_literally() -> None:
 
     from rich.console import Console
 
-    from mcpfleet.runner.cli import escape
-    from mcpfleet.runner.summary_table import summary_table
+    from mcpfleet.runner.cli.app import escape
+    from mcpfleet.runner.report.table import summary_table
 
     why = "config_error: Invalid key; see [/v1/keys] \x1b]0;PWNED\x07\x1b[2J[blink]all passed[/blink]"
     summary = {
@@ -255,7 +255,7 @@ def test_a_run_measured_nothing_only_when_no_trial_or_case_was_scored() -> None:
     """A tool-call run whose judge failed on some cases of every shard has every shard unscored (each runs again
     on resume), yet the cases scored by their gold calls count: it measured something. It exited 5 saying "no
     trial was scored ... the run measured nothing"."""
-    from mcpfleet.runner.cli import measured_nothing
+    from mcpfleet.runner.cli.app import measured_nothing
 
     shards = {"trials_recorded": 2, "not_scored": {"infra_error": 2}}
     assert not measured_nothing({**shards, "rows": [{"scored": 61}]})
@@ -265,7 +265,7 @@ def test_a_run_measured_nothing_only_when_no_trial_or_case_was_scored() -> None:
 
 
 def test_printed_paths_are_normalised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mcpfleet.runner.cli import shown_path
+    from mcpfleet.runner.cli.app import shown_path
 
     monkeypatch.chdir(tmp_path)
     assert shown_path(tmp_path / "examples" / ".." / "runs" / "quickstart") == "runs/quickstart"
@@ -294,7 +294,9 @@ def test_tasks_validate_narrows_to_any_folder_inside_a_pack(tmp_path: Path) -> N
 def test_every_command_starts_without_the_toolcall_checkers_grammar() -> None:
     """Importing the CLI built jsonschema's rfc3987 grammar (~3.5 s of CPU) for every command, `validate` and
     each trial pod's `mcpfleet trial` included; only the commands that check tool calls need it."""
-    code = "import sys, mcpfleet.runner.cli; print([m for m in ('jsonschema', 'rfc3987_syntax') if m in sys.modules])"
+    code = (
+        "import sys, mcpfleet.runner.cli.app; print([m for m in ('jsonschema', 'rfc3987_syntax') if m in sys.modules])"
+    )
     out = subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-c", code], capture_output=True, text=True, cwd="/")
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
     from mcpfleet.runner.toolcalls import LABELS, classify_call  # still importable by name, on first use
@@ -385,7 +387,7 @@ def test_every_commands_help_renders() -> None:
     import typer.main
     from typer.testing import CliRunner
 
-    from mcpfleet.runner.cli import app
+    from mcpfleet.runner.cli.app import app
 
     def paths(cmd: Any, prefix: list[str]) -> list[list[str]]:
         found = [prefix]

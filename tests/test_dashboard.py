@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from mcpfleet.operator import metrics as operator_metrics
-from mcpfleet.runner import metrics as runner_metrics
+from mcpfleet.runner.agent import metrics as runner_metrics
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "charts" / "mcpfleet" / "dashboards" / "mcpfleet.json"
 SUFFIXES = ("_bucket", "_sum", "_count", "_created")

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from test_mcpmark_export import write_run
 
-from mcpfleet.runner.export import export_mcpmark
-from mcpfleet.runner.filemodes import umask
-from mcpfleet.runner.store import LocalStore
-from mcpfleet.runner.toolcalls.pack import make_task
+from mcpfleet.runner._util.filemodes import umask
+from mcpfleet.runner.report.export import export_mcpmark
+from mcpfleet.runner.results.store import LocalStore
+from mcpfleet.runner.tasks.toolcall_pack import make_task
 
 DATA = Path(__file__).parent / "data" / "toolcalls_200.jsonl"
 

@@ -19,10 +19,18 @@ import pytest
 from conftest import REPO, make_tiny_pack
 from hostile import SCRIPTED, assert_clean_error, cli, flat, write_run
 
-from mcpfleet.runner import states
+from mcpfleet.runner.environment import states
+from mcpfleet.runner.environment.states import copy_state, load_times
 from mcpfleet.runner.services import get_service
-from mcpfleet.runner.states import copy_state, load_times
-from mcpfleet.runner.tasks import PackCheckError, Task, TaskError, check_selected, check_task, discover, find_task
+from mcpfleet.runner.tasks.discovery import (
+    PackCheckError,
+    Task,
+    TaskError,
+    check_selected,
+    check_task,
+    discover,
+    find_task,
+)
 
 
 def tiny(tmp_path: Path) -> Task:
@@ -485,9 +493,9 @@ def test_a_scripted_model_the_server_would_refuse_is_refused_up_front(tmp_path: 
 
 def test_plan_uses_the_selection_preflight_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The pack is read and its tasks hashed once per run (before: twice, by preflight and by plan)."""
-    from mcpfleet.runner import plan as plan_module
-    from mcpfleet.runner.preflight import preflight
-    from mcpfleet.runner.spec import load_evalrun
+    from mcpfleet.runner.launch.preflight import preflight
+    from mcpfleet.runner.plan import expand as plan_module
+    from mcpfleet.runner.spec.evalrun import load_evalrun
 
     make_tiny_pack(tmp_path / "pack", tasks=2)
     path = write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}})
@@ -755,7 +763,7 @@ def test_a_link_in_a_task_folder_to_a_host_file_is_refused_before_it_is_hashed(
     def no_digest(*_: object) -> None:
         raise AssertionError("a host file was hashed")
 
-    monkeypatch.setattr("mcpfleet.runner.tasks._hash_file", no_digest)
+    monkeypatch.setattr("mcpfleet.runner.tasks.discovery._hash_file", no_digest)
     start = time.monotonic()
     with pytest.raises(PackCheckError, match=r"move_todo_0/data.bin: symbolic link to .*host.bin, outside the pack"):
         check_selected([task])

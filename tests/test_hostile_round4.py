@@ -17,8 +17,8 @@ import pytest
 from conftest import make_tiny_pack
 from hostile import SCRIPTED, assert_clean_error, cli, flat, write_run
 
-from mcpfleet.runner.launcher import RunRefused, run_lock
-from mcpfleet.runner.store import LocalStore
+from mcpfleet.runner.launch.launcher import RunRefused, run_lock
+from mcpfleet.runner.results.store import LocalStore
 
 TRIAL = "oracle.filesystem.standard.tiny.move_todo_0.1"
 
@@ -127,7 +127,7 @@ def test_discard_unfinished_removes_only_trial_folders(tmp_path: Path) -> None:
 def test_a_key_holding_whitespace_is_redacted_from_a_providers_echo(key: str) -> None:
     """L3. Before: the echo's whitespace was normalised (and the text cut at its first line) before redaction,
     so a key with a tab, a line break or two spaces inside no longer matched any of its forms."""
-    from mcpfleet.runner.faults import one_line
+    from mcpfleet.runner.llm.faults import one_line
 
     for body in (
         json.dumps({"error": {"message": f"Incorrect API key provided: {key}. You can find your key"}}),
@@ -163,9 +163,9 @@ async def test_tasks_validate_calls_a_task_whose_no_op_trial_cannot_run_a_proble
 ) -> None:
     """Parity F5. Before: a no-op trial that ended as an infra error (its state not set up, its server not
     started) has passed=false, so the task read `ok ... noop_fails=True` and the run then looped on infra errors."""
+    from mcpfleet.runner.launch.taskcheck import validate
     from mcpfleet.runner.services.base import SERVERS_ENV
-    from mcpfleet.runner.taskcheck import validate
-    from mcpfleet.runner.tasks import discover
+    from mcpfleet.runner.tasks.discovery import discover
 
     pack = make_tiny_pack(tmp_path / "pack")
     task = pack / "filesystem" / "standard" / "tiny" / "move_todo_0"
@@ -216,7 +216,7 @@ def test_materialise_names_a_dest_it_may_not_look_at(tmp_path: Path, monkeypatch
     folder, so the kernel's refusal is played by Path.exists."""
     from typer.testing import CliRunner
 
-    from mcpfleet.runner.cli import app
+    from mcpfleet.runner.cli.app import app
 
     pack = make_tiny_pack(tmp_path / "pack")
     barred = tmp_path / "barred"
@@ -285,7 +285,7 @@ async def test_a_failed_prepare_environment_names_its_cause_in_the_record(tmp_pa
     and nothing more: the message went on with the script's traceback, which the record's one line cuts off."""
     from types import SimpleNamespace
 
-    from mcpfleet.runner.faults import one_line
+    from mcpfleet.runner.llm.faults import one_line
     from mcpfleet.runner.services.postgres import Login, run_prepare
 
     task = tmp_path / "task"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from mcpfleet.runner import tmpdirs
-from mcpfleet.runner.launcher import LOCK_NAME, RunRefused, run_lock
+from mcpfleet.runner._util import tmpdirs
+from mcpfleet.runner.launch.launcher import LOCK_NAME, RunRefused, run_lock
+from mcpfleet.runner.results.store import LocalStore, read_run_file
 from mcpfleet.runner.services import pgcluster
-from mcpfleet.runner.store import LocalStore, read_run_file
 
 TRIAL = "oracle.filesystem.standard.tiny.move_todo_0.1"
 

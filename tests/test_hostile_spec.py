@@ -15,11 +15,11 @@ import pytest
 import yaml
 from conftest import REPO, make_tiny_pack
 
-from mcpfleet.runner import plan as plan_module
-from mcpfleet.runner.crd import build_crd
-from mcpfleet.runner.records import redact, redact_text
-from mcpfleet.runner.spec import INT_MAX, SpecError, load_evalrun, parse_evalrun
-from mcpfleet.runner.yamlload import YAMLLimitError, load_all
+from mcpfleet.runner.plan import expand as plan_module
+from mcpfleet.runner.results.records import redact, redact_text
+from mcpfleet.runner.spec.crd import build_crd
+from mcpfleet.runner.spec.evalrun import INT_MAX, SpecError, load_evalrun, parse_evalrun
+from mcpfleet.runner.spec.yamlload import YAMLLimitError, load_all
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
 CANARY = "sk-canary-7e6d5c4b3a291807"
@@ -499,7 +499,7 @@ def test_a_model_string_with_stray_space_empty_part_or_no_bound_is_refused(value
 
 
 def test_a_long_scripted_model_string_is_cut_in_its_error() -> None:
-    from mcpfleet.runner.scripted_model import ModelError, parse_model
+    from mcpfleet.runner.launch.scripted_model import ModelError, parse_model
 
     with pytest.raises(ModelError) as err:
         parse_model("orcale" + "x" * 900, 0.0)

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import make_tiny_pack
 
+from mcpfleet.runner.environment.states import copy_state
+from mcpfleet.runner.environment.verifier import run_verifier
 from mcpfleet.runner.services import get_service
-from mcpfleet.runner.states import copy_state
-from mcpfleet.runner.tasks import Task, TaskError, discover
-from mcpfleet.runner.verifier import run_verifier
+from mcpfleet.runner.tasks.discovery import Task, TaskError, discover
 
 
 def alive(pid: int) -> bool:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from mcpfleet.runner.records import Timings, Totals, TrialResult, dumps
-from mcpfleet.runner.store import LocalStore
-from mcpfleet.runner.verifier import run_verifier
+from mcpfleet.runner.environment.verifier import run_verifier
+from mcpfleet.runner.results.records import Timings, Totals, TrialResult, dumps
+from mcpfleet.runner.results.store import LocalStore
 
 # Double fork and setsid(): the grandchild is in a session and process group of its own, so no killpg of the
 # verifier's group reaches it, and its parent is gone before the verifier exits.
@@ -185,7 +185,7 @@ MCPFLEET = Path(sys.executable).parent / "mcpfleet"
 
 def one_run(root: Path) -> Path:
     """A run folder with one finished trial record (written as a trial writes it) and its plan.json, no
-    summary.json. (Without plan.json, runner/summary.py's still_planned reads run.json itself.)"""
+    summary.json. (Without plan.json, runner/report/summary.py's still_planned reads run.json itself.)"""
     store = LocalStore(root / "good")
     res = TrialResult(
         run="good",

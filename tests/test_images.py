@@ -90,7 +90,7 @@ def test_the_database_image_prebuilds_the_bundled_states_as_pods_use_them() -> N
     names the database and login each bundled task's pod gets, and the prebuilt root is where pg-init looks."""
     from mcpfleet.runner.services.base import PodContext
     from mcpfleet.runner.services.postgres import PostgresService, pod_containers
-    from mcpfleet.runner.tasks import discover
+    from mcpfleet.runner.tasks.discovery import discover
 
     db = (REPO / "servers" / "Dockerfile.postgres-db").read_text()
     runner_base = re.search(r"^FROM\s+(\S+)", (REPO / "runner" / "Dockerfile").read_text(), re.M)

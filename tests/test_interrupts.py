@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from mcpfleet.runner import tmpdirs
-from mcpfleet.runner.lifeline import interrupts_held
-from mcpfleet.runner.workerpool import WorkerSlots
+from mcpfleet.runner._util import tmpdirs
+from mcpfleet.runner._util.lifeline import interrupts_held
+from mcpfleet.runner.launch.workerpool import WorkerSlots
 
 
 def _finish_late(seconds: float, marker: str) -> None:

@@ -26,11 +26,11 @@ import pytest
 import yaml
 from conftest import REPO, make_tiny_pack
 
-from mcpfleet.runner.launcher import RunRefused, execute
-from mcpfleet.runner.plan import plan
-from mcpfleet.runner.records import TrialResult, dumps, now_iso
-from mcpfleet.runner.spec import SpecError, load_evalrun
-from mcpfleet.runner.worker import make_context
+from mcpfleet.runner.launch.launcher import RunRefused, execute
+from mcpfleet.runner.launch.worker import make_context
+from mcpfleet.runner.plan.expand import plan
+from mcpfleet.runner.results.records import TrialResult, dumps, now_iso
+from mcpfleet.runner.spec.evalrun import SpecError, load_evalrun
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
 ORACLE = {"name": "oracle", "model": "scripted/oracle"}
@@ -212,8 +212,8 @@ def test_plan_alternates_models_task_major(tmp_path: Path) -> None:
 
 
 def test_plan_puts_the_largest_tasks_first() -> None:
-    from mcpfleet.runner.plan import task_weight
-    from mcpfleet.runner.spec import parse_evalrun
+    from mcpfleet.runner.plan.expand import task_weight
+    from mcpfleet.runner.spec.evalrun import parse_evalrun
 
     run = parse_evalrun(
         {
@@ -228,7 +228,7 @@ def test_plan_puts_the_largest_tasks_first() -> None:
         }
     )
     trials = plan(run, REPO)
-    from mcpfleet.runner.tasks import discover
+    from mcpfleet.runner.tasks.discovery import discover
 
     weights = {t.id: task_weight(t) for t in discover(REPO / "tasks")}
     sizes = [weights[t.task_id] for t in trials]
@@ -306,9 +306,9 @@ def test_resume_runs_only_unfinished_trials(tmp_path: Path, capsys: pytest.Captu
 def test_new_run_names_stay_dns_labels(tmp_path: Path, length: int) -> None:
     """`--new-run` on a 63-character name wrote `<name>-2`, 65 characters: a run name no spec may have (it names
     pods and labels), which the operator would refuse and `--new-run` again would extend."""
-    from mcpfleet.runner.launcher import fresh_name
-    from mcpfleet.runner.spec import DNS_LABEL
-    from mcpfleet.runner.store import store_config
+    from mcpfleet.runner.launch.launcher import fresh_name
+    from mcpfleet.runner.results.store import store_config
+    from mcpfleet.runner.spec.evalrun import DNS_LABEL
 
     base = ("r" * (length - 2)) + "-x" if length > 2 else "r" * length
     config = store_config(str(tmp_path / "runs"), base, tmp_path)
@@ -529,7 +529,7 @@ def test_a_rerun_takes_damaged_records_as_unfinished_and_ignores_stray_files(tmp
 
 
 def test_retry_waits_double_up_to_an_hour_and_an_endless_backoff_is_refused(tmp_path: Path) -> None:
-    from mcpfleet.runner.spec import retry_wait
+    from mcpfleet.runner.spec.evalrun import retry_wait
 
     assert [retry_wait(10, n) for n in (1, 2, 3)] == [10, 20, 40]
     assert retry_wait(10, 20) == 3600  # not 10 * 2**19 s (61 days) before the last of 20 retries
@@ -651,7 +651,7 @@ def test_a_wedged_worker_is_killed_at_its_trials_deadline_and_the_trial_retried(
     server), and the trial is retried in a fresh worker as an infrastructure error."""
     from proctree import children
 
-    from mcpfleet.runner import launcher
+    from mcpfleet.runner.launch import launcher
 
     monkeypatch.setattr(launcher, "TRIAL_GRACE_SECONDS", 3)  # deadline 5 + 5 + 3 s; the trial takes ~2 s
     forkserver = ensure_forkserver()
@@ -729,10 +729,10 @@ def test_a_trial_past_its_deadline_is_an_infra_error_naming_the_deadline(
 ) -> None:
     """Each try gets its own deadline; a try killed at it is retried up to retries.limit, and the trial's error
     says which deadline it ran past (not a bare "worker failed: BrokenProcessPool")."""
-    from mcpfleet.runner import launcher
-    from mcpfleet.runner.launcher import RunState, Scheduler
-    from mcpfleet.runner.store import store_config
-    from mcpfleet.runner.workerpool import WorkerSlots
+    from mcpfleet.runner.launch import launcher
+    from mcpfleet.runner.launch.launcher import RunState, Scheduler
+    from mcpfleet.runner.launch.workerpool import WorkerSlots
+    from mcpfleet.runner.results.store import store_config
 
     monkeypatch.setattr(launcher, "TRIAL_GRACE_SECONDS", 0.5)
     path = write_run(
@@ -768,7 +768,7 @@ def test_a_trials_deadline_leaves_room_for_the_provider_time_its_agent_is_given_
     """Time lost to provider faults is given back to the agent's clock, so a trial still making progress can run
     past its timeouts by up to its retry budget's worth of failed calls and waits: the launcher must not kill it
     as wedged (it would be retried as an infra error, and under a long rate-limit spell never be scored)."""
-    from mcpfleet.runner.launcher import TRIAL_GRACE_SECONDS, worker_deadline
+    from mcpfleet.runner.launch.launcher import TRIAL_GRACE_SECONDS, worker_deadline
 
     path = write_run(
         tmp_path,
@@ -788,7 +788,7 @@ def test_the_scripted_model_server_dying_stops_the_run_not_its_models(tmp_path: 
     """A review found: mcpfleet's own scripted model server killed mid-run made every model a config_error
     ("fix the key or model"), exit 3. Its death now stops the run as a lost run-wide server (RunLost, exit 6:
     run the same command again), and the trials it failed are not scored, so a rerun runs them."""
-    from mcpfleet.runner.launcher import RunLost
+    from mcpfleet.runner.launch.launcher import RunLost
 
     slow = {"name": "slow", "model": "scripted/oracle?latency=0.3"}
     path = write_run(tmp_path, "modelless", [slow], attempts=3, concurrency={"total": 2})
@@ -826,9 +826,9 @@ def test_a_worker_killed_after_storing_its_record_does_not_run_the_trial_again(t
     """A worker killed between storing a trial's record and its reply to the launcher: the trial is finished, so
     the scheduler takes the stored record instead of paying for the trial again (its second result was thrown
     away, "a scored record of this trial is stored already")."""
-    from mcpfleet.runner.launcher import RunState, Scheduler
-    from mcpfleet.runner.store import store_config
-    from mcpfleet.runner.workerpool import WorkerSlots
+    from mcpfleet.runner.launch.launcher import RunState, Scheduler
+    from mcpfleet.runner.launch.workerpool import WorkerSlots
+    from mcpfleet.runner.results.store import store_config
 
     run = load_evalrun(write_run(tmp_path, "raced", [ORACLE], tasks={"include": ["*/move_todo_0"]}))
     [trial] = plan(run, tmp_path)
@@ -866,7 +866,7 @@ def test_a_summary_that_cannot_be_written_is_one_line_and_exit_4(
 ) -> None:
     """A full or read-only disk when the run ends: before, a traceback from write_summary (exit 1); now the
     records that were stored stay and `mcpfleet run` says why, exit 4 (nothing lost: the next run writes it)."""
-    from mcpfleet.runner import launcher
+    from mcpfleet.runner.launch import launcher
 
     def full(*args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
@@ -1179,9 +1179,9 @@ def test_a_lost_run_resource_stops_the_scheduler_at_once(tmp_path: Path, when: s
     """A run-scoped resource lost for good (said from its own thread, as the PostgreSQL keeper does) stops the
     run's loop at once with RunLost, trials still in flight, instead of waiting for them or being seen only when
     the next trial ends (nothing ends here)."""
-    from mcpfleet.runner.launcher import LostWatch, RunLost, RunState, Scheduler
-    from mcpfleet.runner.store import store_config
-    from mcpfleet.runner.workerpool import WorkerSlots
+    from mcpfleet.runner.launch.launcher import LostWatch, RunLost, RunState, Scheduler
+    from mcpfleet.runner.launch.workerpool import WorkerSlots
+    from mcpfleet.runner.results.store import store_config
 
     run = load_evalrun(write_run(tmp_path, "lost", [ORACLE], concurrency={"total": 2}))
     trials = plan(run, tmp_path)

@@ -14,10 +14,13 @@ import pytest
 from aiohttp import web
 from conftest import TINY_DESCRIPTION, make_tiny_pack
 
-import mcpfleet.runner.llm  # noqa: F401 - the warm-worker import (sets its LiteLLM env defaults once)
-from mcpfleet.runner import plan, spec, store, trial
-from mcpfleet.runner.records import TrialResult
-from mcpfleet.runner.scripted_model import ScriptedModel
+import mcpfleet.runner.llm.client  # noqa: F401 - the warm-worker import (sets its LiteLLM env defaults once)
+from mcpfleet.runner.launch.scripted_model import ScriptedModel
+from mcpfleet.runner.plan import expand as plan
+from mcpfleet.runner.results import store
+from mcpfleet.runner.results.records import TrialResult
+from mcpfleet.runner.spec import evalrun as spec
+from mcpfleet.runner.trial import engine as trial
 
 # The protocol strings are read from the data file directly, not through the code under test.
 PROTOCOL = json.loads((Path(__file__).parents[1] / "runner" / "mcpmark_protocol.json").read_text())["strings"]
@@ -197,7 +200,7 @@ def test_react_replies_that_are_json_but_no_object_end_the_run_where_mcpmarks_do
 ) -> None:
     """MCPMark tests ``not parsed or "thought" not in parsed`` and then calls ``parsed.get``: a truthy number
     makes the test raise, a list or string holding "thought" makes ``get`` raise; either ends its run."""
-    from mcpfleet.runner.react_agent import check_reply, parse_reply
+    from mcpfleet.runner.agent.react import check_reply, parse_reply
 
     assert check_reply(parse_reply(text)) == (follows, fatal)
 
@@ -207,7 +210,7 @@ def test_react_prompt_shows_a_tool_without_description_as_mcpmark_does() -> None
     'None' (its 'No description provided.' fallback is for a missing key, which an MCP tool never has)."""
     from mcp.types import Tool
 
-    from mcpfleet.runner.react_agent import describe_tools
+    from mcpfleet.runner.agent.react import describe_tools
 
     text = describe_tools([Tool(name="ping", input_schema={"type": "object", "properties": {}})])
     assert "Description: None" in text and "No description provided." not in text

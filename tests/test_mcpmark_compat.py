@@ -10,11 +10,11 @@ from pathlib import Path
 
 import yaml
 
-from mcpfleet.runner.launcher import execute
-from mcpfleet.runner.packs import state_scopes
-from mcpfleet.runner.spec import load_evalrun
-from mcpfleet.runner.taskcheck import validate
-from mcpfleet.runner.tasks import discover
+from mcpfleet.runner.launch.launcher import execute
+from mcpfleet.runner.launch.taskcheck import validate
+from mcpfleet.runner.spec.evalrun import load_evalrun
+from mcpfleet.runner.tasks.discovery import discover
+from mcpfleet.runner.tasks.packs import state_scopes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PACK = FIXTURES / "mcpmark_pack"

@@ -4,7 +4,7 @@ pass@1 (mean and std), pass@k and pass^k as mcpfleet's summary.
 MCPMark's aggregation script (src/aggregators/aggregate_results.py) is not installable here (it is no
 package on any registry this project can reach), so ``mcpmark_aggregate`` below is an INDEPENDENT
 RE-IMPLEMENTATION, written for this test from a reading of that script (commit in
-runner/mcpmark_protocol.json), not a copy of it. What it does, as the script does:
+runner/spec/mcpmark_protocol.json), not a copy of it. What it does, as the script does:
   - tasks are ``<category>__<task>`` folder names under ``tasks/<service>/<task set>/``;
   - results are read from ``<exp>/<model>__<service>/run-1..k/<category>__<task>/meta.json``;
   - a model counts only when every task has a meta.json in every run and no failed task carries a
@@ -30,8 +30,9 @@ import pytest
 import yaml
 from conftest import REPO, make_tiny_pack
 
-from mcpfleet.runner.export import export_mcpmark, model_folder, service_folder
-from mcpfleet.runner.records import (
+from mcpfleet.runner.report.export import export_mcpmark, model_folder, service_folder
+from mcpfleet.runner.report.scoring import summarize
+from mcpfleet.runner.results.records import (
     MCPMarkFacts,
     Timings,
     Totals,
@@ -42,8 +43,7 @@ from mcpfleet.runner.records import (
     mcpmark_meta,
     to_mcpmark_messages,
 )
-from mcpfleet.runner.scoring import summarize
-from mcpfleet.runner.store import LocalStore
+from mcpfleet.runner.results.store import LocalStore
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
 # MCPMark's RETRYABLE_PATTERNS (src/errors.py) as pinned beside its strings, read from the data file directly
@@ -300,7 +300,7 @@ def test_export_stays_inside_dest_and_ships_no_stale_or_damaged_meta(tmp_path: P
     infra record after the pod's commit failed) is rebuilt from the record; a run name '..' is refused."""
     import pytest
 
-    from mcpfleet.runner.export import ExportError
+    from mcpfleet.runner.report.export import ExportError
 
     pack, root = tmp_path / "tasks", tmp_path / "runs" / "synthetic"
     write_run(root, pack)
@@ -447,7 +447,7 @@ def test_two_models_with_one_mcpmark_folder_are_refused_before_anything_is_writt
     one model's result filed under the other's folder)."""
     import pytest
 
-    from mcpfleet.runner.export import ExportError
+    from mcpfleet.runner.report.export import ExportError
 
     root = tmp_path / "runs" / "synthetic"
     write_run(root, tmp_path / "tasks")
@@ -475,7 +475,7 @@ def test_a_single_attempt_export_warns_of_mcpmarks_k1_crash(tmp_path: Path, monk
 
     from typer.testing import CliRunner
 
-    from mcpfleet.runner.cli import app
+    from mcpfleet.runner.cli.app import app
 
     monkeypatch.setattr(sys.modules[__name__], "PATTERN", {"steady": {"a": [True], "b": [False]}})
     write_run(tmp_path / "runs" / "synthetic", tmp_path / "tasks")
@@ -488,7 +488,7 @@ def test_a_single_attempt_export_warns_of_mcpmarks_k1_crash(tmp_path: Path, monk
 def test_an_export_into_or_over_the_run_folder_is_refused(tmp_path: Path) -> None:
     """DEST inside the run folder, DEST/<exp> being the run folder, or a ``<model>__<service>`` folder (replaced
     whole) that holds the run: all refused before anything is written, the run's files unchanged."""
-    from mcpfleet.runner.export import ExportError
+    from mcpfleet.runner.report.export import ExportError
 
     root = tmp_path / "runs" / "synthetic"
     write_run(root, tmp_path / "tasks")

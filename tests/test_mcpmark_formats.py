@@ -1,7 +1,7 @@
 """messages.json, meta.json and tool messages are byte for byte what MCPMark's own code writes.
 
 The fixtures in fixtures/mcpmark_records were written by hand from MCPMark's code paths (commit in
-runner/mcpmark_protocol.json): ``chat.json`` is a conversation as its LiteLLM loop holds it, with tool
+runner/spec/mcpmark_protocol.json): ``chat.json`` is a conversation as its LiteLLM loop holds it, with tool
 messages as ``json.dumps(CallToolResult.model_dump())`` under the mcp 1.12.1 SDK it pins;
 ``messages.json`` is what ``_convert_to_sdk_format`` + ``save_messages_json`` make of it; the ``meta_*``
 files are ``save_meta_json`` outputs for a pass, the turn limit, a state that could not be set up and an
@@ -18,10 +18,9 @@ from typing import Any
 import mcp.types as mt
 import pytest
 
-from mcpfleet.runner import mcpmark_protocol
-from mcpfleet.runner.conversation import MCPFLEET, MCPMARK, Conversation, mcpmark_tool_content
-from mcpfleet.runner.llm import LLMTarget
-from mcpfleet.runner.records import (
+from mcpfleet.runner.agent.conversation import MCPFLEET, MCPMARK, Conversation, mcpmark_tool_content
+from mcpfleet.runner.llm.client import LLMTarget
+from mcpfleet.runner.results.records import (
     MCPMarkFacts,
     Timings,
     Totals,
@@ -31,7 +30,8 @@ from mcpfleet.runner.records import (
     mcpmark_meta,
     to_mcpmark_messages,
 )
-from mcpfleet.runner.tasks import find_task
+from mcpfleet.runner.spec import mcpmark_protocol
+from mcpfleet.runner.tasks.discovery import find_task
 
 FIX = Path(__file__).parent / "fixtures" / "mcpmark_records"
 CHAT: list[dict[str, Any]] = json.loads((FIX / "chat.json").read_text())
@@ -267,8 +267,8 @@ def test_claude_gets_mcpmarks_output_cap_unless_the_run_sets_one(model: str, par
 def test_record_times_are_read_one_way(value: object, epoch: float | None) -> None:
     """Records, exports, the history of earlier runs and the operator read timestamps through one function:
     a record from another zone or a damaged one means the same everywhere (None: the caller's fallback)."""
-    from mcpfleet.runner.history import record_seconds
-    from mcpfleet.runner.records import epoch_seconds, parse_time
+    from mcpfleet.runner.plan.history import record_seconds
+    from mcpfleet.runner.results.records import epoch_seconds, parse_time
 
     got = parse_time(value)
     assert (got.timestamp() if got else None) == epoch == epoch_seconds(value)

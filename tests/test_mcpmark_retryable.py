@@ -3,7 +3,7 @@
 MCPMark (src/errors.py ``is_retryable_error``) treats a failed task whose meta.json ``error_message`` holds one of
 its RETRYABLE_PATTERNS as a pipeline error: its evaluator runs the task again on resume and its
 ``aggregate_results`` reports no model that still has one. mcpfleet pins the patterns in
-runner/mcpmark_protocol.json and leaves such a trial unscored (``provider_error``), retried like one. Separately,
+runner/spec/mcpmark_protocol.json and leaves such a trial unscored (``provider_error``), retried like one. Separately,
 MCPMark's agent writes a Claude run that its timeout ended as the raw chat list (``_partial_messages``), not in
 the SDK format, both as messages.json and as the verifier's MCP_MESSAGES.
 """
@@ -23,11 +23,15 @@ from aiohttp import web
 from conftest import TINY_DESCRIPTION, make_tiny_pack
 from test_mcpmark_export import discover_task_names, mcpmark_aggregate
 
-import mcpfleet.runner.llm  # noqa: F401 - the warm-worker import (sets its LiteLLM env defaults once)
-from mcpfleet.runner import mcpmark_protocol, plan, spec, store, trial
-from mcpfleet.runner.export import export_mcpmark
-from mcpfleet.runner.outcome import is_scored
-from mcpfleet.runner.records import TrialResult, dumps_mcpmark, messages_json
+import mcpfleet.runner.llm.client  # noqa: F401 - the warm-worker import (sets its LiteLLM env defaults once)
+from mcpfleet.runner.plan import expand as plan
+from mcpfleet.runner.report.export import export_mcpmark
+from mcpfleet.runner.results import store
+from mcpfleet.runner.results.outcome import is_scored
+from mcpfleet.runner.results.records import TrialResult, dumps_mcpmark, messages_json
+from mcpfleet.runner.spec import evalrun as spec
+from mcpfleet.runner.spec import mcpmark_protocol
+from mcpfleet.runner.trial import engine as trial
 
 DATA = json.loads((Path(__file__).parents[1] / "runner" / "mcpmark_protocol.json").read_text())
 PINNED = DATA["retryable_patterns"]["patterns"]
@@ -393,7 +397,7 @@ def test_react_reads_a_resource_result_as_mcpmarks_python_text() -> None:
     raises, and it reads back ``str()`` of the dict instead. Text results stay JSON, non-ASCII kept."""
     import mcp.types as mt
 
-    from mcpfleet.runner.react_agent import observation_text
+    from mcpfleet.runner.agent.react import observation_text
 
     contents = mt.TextResourceContents(uri="file:///w/a.txt", mime_type="text/plain", text="hi")
     embedded = mt.CallToolResult(content=[mt.EmbeddedResource(type="resource", resource=contents)])

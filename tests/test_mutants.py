@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from mcpfleet.runner.plan import TrialSpec
-from mcpfleet.runner.spec import AgentKind, Limits, ModelSpec
-from mcpfleet.runner.store import LocalStore
-from mcpfleet.runner.taskcheck import validate
-from mcpfleet.runner.tasks import OracleStep, Task, TaskError, check_task, discover, parse_mutants
-from mcpfleet.runner.trial import Replay, TrialContext, run_trial
+from mcpfleet.runner.launch.taskcheck import validate
+from mcpfleet.runner.plan.expand import TrialSpec
+from mcpfleet.runner.results.store import LocalStore
+from mcpfleet.runner.spec.evalrun import AgentKind, Limits, ModelSpec
+from mcpfleet.runner.tasks.discovery import OracleStep, Task, TaskError, check_task, discover, parse_mutants
+from mcpfleet.runner.trial.engine import Replay, TrialContext, run_trial
 
 PATH = Path("/pack/filesystem/standard/tiny/move_todo_0/mutants.json")
 GOOD = {"name": "blank_line", "why": "an extra blank line", "after_oracle": True, "steps": []}

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from mcpfleet.runner import outcome
-from mcpfleet.runner.outcome import (
+from mcpfleet.runner.results import outcome
+from mcpfleet.runner.results.outcome import (
     ABANDONED,
     CATEGORIES,
     CONFIG_ERROR,
@@ -26,7 +26,7 @@ from mcpfleet.runner.outcome import (
     classify,
     is_scored,
 )
-from mcpfleet.runner.records import dumps, redact, to_mcpmark_messages
+from mcpfleet.runner.results.records import dumps, redact, to_mcpmark_messages
 
 
 def c(

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from pgpack import write_task
 
+from mcpfleet.runner.environment.verifier import run_program, verifier_env
 from mcpfleet.runner.services.postgres import Login, PostgresService, run_prepare
-from mcpfleet.runner.tasks import discover
-from mcpfleet.runner.verifier import run_program, verifier_env
+from mcpfleet.runner.tasks.discovery import discover
 
 CANARY = "sk-canary-pack-programs"
 

@@ -18,13 +18,13 @@ from botocore.config import Config
 from conftest import REPO, make_tiny_pack
 from s3server import new_bucket
 
-from mcpfleet.runner import store as store_mod
-from mcpfleet.runner.launcher import execute
-from mcpfleet.runner.packs import MANIFEST, PackError, mirror_path, sync
-from mcpfleet.runner.plan import plan
-from mcpfleet.runner.spec import load_evalrun, parse_evalrun
-from mcpfleet.runner.store import S3Tuning
-from mcpfleet.runner.tasks import TaskError
+from mcpfleet.runner.launch.launcher import execute
+from mcpfleet.runner.plan.expand import plan
+from mcpfleet.runner.results import store as store_mod
+from mcpfleet.runner.results.store import S3Tuning
+from mcpfleet.runner.spec.evalrun import load_evalrun, parse_evalrun
+from mcpfleet.runner.tasks.discovery import TaskError
+from mcpfleet.runner.tasks.packs import MANIFEST, PackError, mirror_path, sync
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
 FAST = S3Tuning(max_attempts=2, op_attempts=2, backoff_s=0.01, connect_timeout=0.5, read_timeout=2)

@@ -25,7 +25,7 @@ from pgpack import CONNECT, make_pg_pack, run_cluster_in, scratch_runs_root, sql
 
 from mcpfleet.runner.services import pgcluster
 from mcpfleet.runner.services.postgres import PostgresService, isolation
-from mcpfleet.runner.tasks import find_task
+from mcpfleet.runner.tasks.discovery import find_task
 
 MCPFLEET = Path(sys.executable).with_name("mcpfleet")
 PG = PostgresService()

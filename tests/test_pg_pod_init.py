@@ -316,7 +316,7 @@ def test_the_bundled_states_dumps_are_the_same_bytes_in_the_image_and_in_a_pod(t
     stage (servers/postgres/state_dumps.py) and a pod's state init container (`mcpfleet materialise`) must
     write the same bytes, whatever the hash seed, the time zone or the working directory."""
     from mcpfleet.runner.services.postgres import PostgresService
-    from mcpfleet.runner.tasks import discover
+    from mcpfleet.runner.tasks.discovery import discover
 
     image_dumps = tmp_path / "image"
     env = {**os.environ, "PYTHONHASHSEED": "1", "TZ": "Pacific/Kiritimati"}

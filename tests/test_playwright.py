@@ -26,11 +26,11 @@ import pytest
 import yaml
 from proctree import processes_naming
 
-from mcpfleet.runner.mcp_client import connect_stdio, result_text
+from mcpfleet.runner.environment.mcp_client import connect_stdio, result_text
+from mcpfleet.runner.launch.taskcheck import validate
 from mcpfleet.runner.services import get_service, playwright
-from mcpfleet.runner.taskcheck import validate
-from mcpfleet.runner.tasks import Task, discover
-from mcpfleet.runner.warm import WarmServer
+from mcpfleet.runner.tasks.discovery import Task, discover
+from mcpfleet.runner.trial.warm import WarmServer
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "tasks"
@@ -114,7 +114,7 @@ def test_sites_behind_stable_origins_other_origins_refused_no_download(
                     seen["admin"] = await call("browser_navigate", {"url": "http://admin.test/login"})
                     for url in (other, f"http://localhost:{recorder.port}/", "http://example.com/"):
                         seen[url] = await call("browser_navigate", {"url": url})
-                    from mcpfleet.runner.snapshot_refs import RefError, find_ref, snapshot_of
+                    from mcpfleet.runner.agent.snapshot_refs import RefError, find_ref, snapshot_of
 
                     link = f"() => {{ const a = document.createElement('a'); a.href = '{other}'; "
                     link += "a.textContent = 'Elsewhere'; document.querySelector('main').prepend(a); return 'added'; }"
@@ -300,10 +300,10 @@ def test_trials_claiming_a_spare_keep_their_outcomes_and_record_its_boot_apart(t
     """The bundled task's oracle and its near-miss mutant, each through a spare booted before the trial (as a
     worker's next trial claims it): the oracle passes and the mutant is rejected, as in a cold trial; the record
     says the trial waited ~0 for its server and keeps the spare's boot (server, browser launch) apart."""
-    from mcpfleet.runner.spec import AgentKind, Limits
-    from mcpfleet.runner.store import LocalStore
-    from mcpfleet.runner.taskcheck import _spec
-    from mcpfleet.runner.trial import Replay, TrialContext, run_trial
+    from mcpfleet.runner.launch.taskcheck import _spec
+    from mcpfleet.runner.results.store import LocalStore
+    from mcpfleet.runner.spec.evalrun import AgentKind, Limits
+    from mcpfleet.runner.trial.engine import Replay, TrialContext, run_trial
 
     task = next(t for t in discover(TASKS) if t.id == "playwright/easy/shop_account/wishlist_add_two")
     mutant = next(m for m in task.mutants if m.name == "third_product_too")
@@ -330,9 +330,9 @@ def test_trials_claiming_a_spare_keep_their_outcomes_and_record_its_boot_apart(t
 HOLD = """
 import asyncio, json, sys
 from pathlib import Path
-from mcpfleet.runner.mcp_client import connect_stdio
+from mcpfleet.runner.environment.mcp_client import connect_stdio
 from mcpfleet.runner.services import get_service
-from mcpfleet.runner.tasks import Task
+from mcpfleet.runner.tasks.discovery import Task
 
 async def main(base: Path) -> None:
     path = base / "task"
@@ -352,7 +352,7 @@ asyncio.run(main(Path(sys.argv[1])))
 
 HOLD_SPARE = """
 import asyncio
-from mcpfleet.runner.warm import WarmServer
+from mcpfleet.runner.trial.warm import WarmServer
 
 async def main() -> None:
     server = WarmServer("playwright")
@@ -566,11 +566,11 @@ def test_pod_sidecars_serve_a_trial_over_streamable_http(
     """The trial pod's sidecars (sites from the runner image, playwright-mcp in streamable HTTP with
     --allowed-hosts) run here as processes, as a kubelet would start them ($(VAR) expanded, the startup probes
     awaited); the oracle then plays the bundled task against them as `mcpfleet trial` in the pod does."""
-    from mcpfleet.runner.plan import TrialSpec
+    from mcpfleet.runner.plan.expand import TrialSpec
+    from mcpfleet.runner.results.store import LocalStore
     from mcpfleet.runner.services.base import servers_bin
-    from mcpfleet.runner.spec import AgentKind, Limits, ModelSpec
-    from mcpfleet.runner.store import LocalStore
-    from mcpfleet.runner.trial import TrialContext, run_trial
+    from mcpfleet.runner.spec.evalrun import AgentKind, Limits, ModelSpec
+    from mcpfleet.runner.trial.engine import TrialContext, run_trial
 
     task = next(t for t in discover(TASKS) if t.id == "playwright/easy/shop_account/wishlist_add_two")
     monkeypatch.setattr(playwright, "POD_SITE_PORTS", {s: _free_port() for s in playwright.POD_SITE_PORTS})
@@ -713,7 +713,7 @@ def test_a_model_can_neither_see_nor_call_code_run_in_the_servers_process(
     worker's API keys and write the sites' databases the verifiers grade. It is refused for every agent: left
     out of the tool list, and a call by name (MCPMark's agent calls whatever the model names) never runs. So is
     a page that is no web page (view-source:file:// showed a task's verify.py, its answer key)."""
-    from mcpfleet.runner.trial import ToolGate
+    from mcpfleet.runner.trial.engine import ToolGate
 
     script = tmp_path / "script.json"
     probe = "async (page) => 'RAN-' + (40 + 2)"
@@ -1041,7 +1041,10 @@ sys.exit(0 if work and os.path.join(work, "messages.json") == messages and os.pa
 def test_a_verifier_gets_mcpmarks_playwright_work_dir(tmp_path: Path, marker: str, scripted_url: str) -> None:
     """MCPMark's state manager sets PLAYWRIGHT_WORK_DIR, the folder holding messages.json, for a browser task's
     verifier (some of its verifiers look for messages.json there); before, only MCP_MESSAGES was set."""
-    from mcpfleet.runner import plan, spec, store, trial
+    from mcpfleet.runner.plan import expand as plan
+    from mcpfleet.runner.results import store
+    from mcpfleet.runner.spec import evalrun as spec
+    from mcpfleet.runner.trial import engine as trial
 
     task = site_task(tmp_path, [])
     (task.path / "meta.json").write_text(json.dumps({"task_id": "probe", "mcp": ["playwright"]}))

@@ -22,11 +22,11 @@ import yaml
 from mcp.types import TextContent
 from pgpack import big_orders, make_mcpmark_pack, make_pg_pack, run_cluster_in, scratch_runs_root
 
-from mcpfleet.runner.mcp_client import connect_stdio
+from mcpfleet.runner.environment.mcp_client import connect_stdio
+from mcpfleet.runner.launch.taskcheck import validate
 from mcpfleet.runner.services import get_service, pgcluster, run_resources
 from mcpfleet.runner.services.postgres import PostgresService, isolation, state_source
-from mcpfleet.runner.taskcheck import validate
-from mcpfleet.runner.tasks import check_task, discover, find_task
+from mcpfleet.runner.tasks.discovery import check_task, discover, find_task
 
 REPO = Path(__file__).resolve().parents[1]
 MCPFLEET = Path(sys.executable).with_name("mcpfleet")
@@ -487,7 +487,7 @@ async def test_spare_database_serves_the_claiming_trial(
     cluster: pgcluster.ClusterHandle, pack: Path, tmp_path: Path
 ) -> None:
     """A worker's spare: postgres-mcp started before its trial is known, then handed the trial's clone."""
-    from mcpfleet.runner.warm import WarmServer
+    from mcpfleet.runner.trial.warm import WarmServer
 
     spare = WarmServer("postgres", None, cluster)
     try:
@@ -510,9 +510,9 @@ async def test_spare_database_serves_the_claiming_trial(
 async def test_validate_reports_an_oracle_step_that_fails(cluster: pgcluster.ClusterHandle, tmp_path: Path) -> None:
     from pgpack import ADD_TOTAL_VERIFY, GENERATOR, sql, write_task
 
-    from mcpfleet.runner.spec import Limits
-    from mcpfleet.runner.store import LocalStore
-    from mcpfleet.runner.taskcheck import check_one
+    from mcpfleet.runner.launch.taskcheck import check_one
+    from mcpfleet.runner.results.store import LocalStore
+    from mcpfleet.runner.spec.evalrun import Limits
 
     root = tmp_path / "pack"
     (root / "postgres/states").mkdir(parents=True)
@@ -573,10 +573,10 @@ async def test_a_task_can_ask_for_a_cluster_of_its_own_with_its_owners_login(
 async def _oracle_trial(root: Path, task_id: str, out: Path, cluster: pgcluster.ClusterHandle) -> tuple[Any, list[str]]:
     """The task's oracle.json replayed through the real postgres-mcp server; its result and the text of every tool
     result that is an error."""
-    from mcpfleet.runner.plan import TrialSpec
-    from mcpfleet.runner.spec import AgentKind, Limits, ModelSpec
-    from mcpfleet.runner.store import LocalStore
-    from mcpfleet.runner.trial import TrialContext, run_trial
+    from mcpfleet.runner.plan.expand import TrialSpec
+    from mcpfleet.runner.results.store import LocalStore
+    from mcpfleet.runner.spec.evalrun import AgentKind, Limits, ModelSpec
+    from mcpfleet.runner.trial.engine import TrialContext, run_trial
 
     spec = TrialSpec(
         run="horizon",

@@ -253,8 +253,8 @@ def test_a_verifiers_scratch_folder_is_named_for_its_worker_and_swept_once_it_is
     the scratch folder now names its worker's pid, as trial folders do, so the next run's sweep removes it."""
     import asyncio
 
-    from mcpfleet.runner import tmpdirs
-    from mcpfleet.runner.verifier import run_verifier
+    from mcpfleet.runner._util import tmpdirs
+    from mcpfleet.runner.environment.verifier import run_verifier
 
     verify = tmp_path / "verify.py"
     verify.write_text("import os\nprint(os.getcwd())\n")

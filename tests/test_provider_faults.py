@@ -16,10 +16,13 @@ import pytest
 from conftest import TINY_DESCRIPTION, make_tiny_pack
 from faultmatrix import CASES, CLOSED_PORT, FAST, PASSED, README, FaultCase, model_string, readme_table, render_table
 
-import mcpfleet.runner.llm  # noqa: F401 - the warm-worker import (sets its LiteLLM env defaults once)
-from mcpfleet.runner import plan, spec, store, trial
-from mcpfleet.runner.outcome import is_scored
-from mcpfleet.runner.records import TrialResult
+import mcpfleet.runner.llm.client  # noqa: F401 - the warm-worker import (sets its LiteLLM env defaults once)
+from mcpfleet.runner.plan import expand as plan
+from mcpfleet.runner.results import store
+from mcpfleet.runner.results.outcome import is_scored
+from mcpfleet.runner.results.records import TrialResult
+from mcpfleet.runner.spec import evalrun as spec
+from mcpfleet.runner.trial import engine as trial
 
 SECRET = "sk-fault-secret-7f3a9c"
 
@@ -118,7 +121,7 @@ def test_readme_fault_table_is_generated_from_the_matrix() -> None:
 
 
 def test_the_matrix_covers_every_fault_the_server_plays() -> None:
-    from mcpfleet.runner.scripted_model import FAULTS
+    from mcpfleet.runner.launch.scripted_model import FAULTS
 
     played = {part.split("=", 1)[1] for c in CASES for part in c.model.replace("?", "&").split("&") if "fault=" in part}
     assert played == set(FAULTS)
@@ -278,7 +281,7 @@ NOW = 1_800_000_000.0
     ],
 )
 def test_retry_after_seconds(headers: dict[str, str], seconds: float | None) -> None:
-    from mcpfleet.runner.faults import retry_after_seconds
+    from mcpfleet.runner.llm.faults import retry_after_seconds
 
     assert NOW == 1_800_000_000.0  # 2027-01-15T08:00:00Z
     got = retry_after_seconds(headers, now=NOW)
@@ -286,7 +289,7 @@ def test_retry_after_seconds(headers: dict[str, str], seconds: float | None) -> 
 
 
 def test_one_line_drops_tracebacks_prefixes_and_dumps() -> None:
-    from mcpfleet.runner.faults import one_line
+    from mcpfleet.runner.llm.faults import one_line
 
     class APIError(Exception):
         pass
@@ -306,7 +309,7 @@ def test_one_line_drops_tracebacks_prefixes_and_dumps() -> None:
 def test_one_line_redacts_a_key_before_cutting_it_and_drops_control_characters() -> None:
     """A provider's 401 that echoes the key across the 300-character cut: redacted after the cut, the key's first
     part would survive (no later redaction recognises part of a key). Terminal controls are dropped."""
-    from mcpfleet.runner.faults import classify, one_line
+    from mcpfleet.runner.llm.faults import classify, one_line
 
     key = "sk-proj-Abc123SECRETkeyMaterial0987654321xyz"
 
@@ -322,7 +325,7 @@ def test_one_line_redacts_a_key_before_cutting_it_and_drops_control_characters()
 
 
 def test_normalise_completion() -> None:
-    from mcpfleet.runner.normalise import normalise_completion
+    from mcpfleet.runner.llm.normalise import normalise_completion
 
     body = {
         "choices": [

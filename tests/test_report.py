@@ -29,16 +29,16 @@ from botocore.config import Config
 from conftest import REPO, make_tiny_pack
 from s3server import moto_endpoint
 
-from mcpfleet.runner import store as store_mod
-from mcpfleet.runner.launcher import execute
-from mcpfleet.runner.outcome import CATEGORIES, is_scored
-from mcpfleet.runner.plan import TrialSpec
-from mcpfleet.runner.records import Timings, Totals, TrialResult, dumps
-from mcpfleet.runner.report import PLOT_IDS, load_run
-from mcpfleet.runner.scoring import ALL
-from mcpfleet.runner.spec import AgentKind, Limits, ModelSpec, load_evalrun, parse_evalrun
-from mcpfleet.runner.store import LocalStore
-from mcpfleet.runner.summary import build_summary
+from mcpfleet.runner.launch.launcher import execute
+from mcpfleet.runner.plan.expand import TrialSpec
+from mcpfleet.runner.report.html import PLOT_IDS, load_run
+from mcpfleet.runner.report.scoring import ALL
+from mcpfleet.runner.report.summary import build_summary
+from mcpfleet.runner.results import store as store_mod
+from mcpfleet.runner.results.outcome import CATEGORIES, is_scored
+from mcpfleet.runner.results.records import Timings, Totals, TrialResult, dumps
+from mcpfleet.runner.results.store import LocalStore
+from mcpfleet.runner.spec.evalrun import AgentKind, Limits, ModelSpec, load_evalrun, parse_evalrun
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
 CHROMIUM = shutil.which("chromium")
@@ -650,7 +650,7 @@ def test_a_summary_of_impossible_numbers_is_recomputed_not_shown(
 
 
 def test_a_toolcall_breakdown_of_impossible_numbers_is_damaged() -> None:
-    from mcpfleet.runner.report import _damaged
+    from mcpfleet.runner.report.html import _damaged
 
     row = {"model": "m", "service": "s", "trials": 1, "attempts": 1, "pass_at_1": 1.0}
     row |= {"pass_at_1_std": 0.0, "pass_at_k": 1.0, "pass_hat_k": 1.0}
@@ -679,7 +679,7 @@ def test_an_absurd_attempts_in_run_json_is_not_trusted(runs: dict[str, Path], tm
 def test_an_output_inside_a_run_folder_is_refused_before_any_record_is_replaced(tmp_path: Path) -> None:
     """`report RUN -o RUN/trials/<id>/result.json` replaced the trial's record with the page, so the next run
     took it as damaged and ran the paid trial again; any output inside a run given is refused, records intact."""
-    from mcpfleet.runner.report import ReportError, write_report
+    from mcpfleet.runner.report.html import ReportError, write_report
 
     run = synthetic_run(tmp_path / "runs")
     other = synthetic_run(tmp_path / "more", name="other")

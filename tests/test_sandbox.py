@@ -1,6 +1,6 @@
 """The trial servers an agent can make read files (a trial cluster's superuser: ``COPY ... FROM PROGRAM``,
-``pg_read_file``; the browser: ``view-source:file://``) run in a sandbox (runner/sandbox.py): the task packs (the
-verifiers, the oracles), the run's output (other trials' transcripts), the packs cache and other trials' folders
+``pg_read_file``; the browser: ``view-source:file://``) run in a sandbox (runner/environment/sandbox.py): the task packs
+(the verifiers, the oracles), the run's output (other trials' transcripts), the packs cache and other trials' folders
 are not there. The attacks succeed with the sandbox off (``MCPFLEET_SANDBOX=off``: what runs when we are not
 root and the kernel allows no user namespace), fail with it on, as root and not; the services' oracle trials
 still pass inside it."""
@@ -23,11 +23,11 @@ import pytest
 from pgpack import make_pg_pack, scratch_runs_root
 from sandbox_attacks import TRANSCRIPT, VERIFY, browser_attacks
 
-from mcpfleet.runner import sandbox
+from mcpfleet.runner.environment import sandbox
+from mcpfleet.runner.launch.taskcheck import validate
 from mcpfleet.runner.services import pgcluster
 from mcpfleet.runner.services.postgres import isolation
-from mcpfleet.runner.taskcheck import validate
-from mcpfleet.runner.tasks import discover, find_task
+from mcpfleet.runner.tasks.discovery import discover, find_task
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "tasks"
@@ -196,7 +196,7 @@ def test_a_worker_hides_its_runs_output_and_packs_from_every_server(
 ) -> None:
     """What `mcpfleet run`'s workers register before each trial (worker.run_item): the run's local output folder,
     its task packs and its states folder, hidden in every sandbox made after, once each."""
-    from mcpfleet.runner import worker
+    from mcpfleet.runner.launch import worker
 
     monkeypatch.setattr(sandbox, "_roots", [])
     monkeypatch.setattr(worker, "_hidden", set())

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from mcpfleet.runner.scoring import pass_at_k_unbiased, pass_hat_k_unbiased, score_group, summarize
+from mcpfleet.runner.report.scoring import pass_at_k_unbiased, pass_hat_k_unbiased, score_group, summarize
 
 
 def r(

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from mcpfleet.runner import snapshot_refs as refs
-from mcpfleet.runner.scripted_model import Options, ScriptedModel
+from mcpfleet.runner.agent import snapshot_refs as refs
+from mcpfleet.runner.launch.scripted_model import Options, ScriptedModel
 
 DATA = Path(__file__).parent / "data" / "playwright"
 SEARCH = (DATA / "shop_search_lamp.txt").read_text()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mcpfleet.runner.spec import AgentKind, SpecError, load_evalrun, parse_evalrun, spec_hash
+from mcpfleet.runner.spec.evalrun import AgentKind, SpecError, load_evalrun, parse_evalrun, spec_hash
 
 DNS_MSG = "must be a DNS label: lowercase letters, digits and '-', starting and ending alphanumeric"
 
@@ -279,8 +279,8 @@ def test_an_llm_call_may_take_half_the_agents_time_unless_set(
 ) -> None:
     """Before, the default 600 s refused `timeoutSeconds: 300` (the call outlasted the agent) and cut every longer
     call of a slow reasoning model as a provider hang. MCPMark's agent waits timeout / 2 per call; so does this."""
-    from mcpfleet.runner.plan import plan
-    from mcpfleet.runner.trial import TrialContext, llm_target
+    from mcpfleet.runner.plan.expand import plan
+    from mcpfleet.runner.trial.engine import TrialContext, llm_target
 
     doc = minimal()
     spec(doc)["limits"] = limits

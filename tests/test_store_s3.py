@@ -22,13 +22,13 @@ from botocore.config import Config
 from conftest import make_tiny_pack, trial_record
 from s3server import FaultProxy, new_bucket
 
-from mcpfleet.runner import store as store_mod
-from mcpfleet.runner.history import read_history
-from mcpfleet.runner.launcher import execute
-from mcpfleet.runner.plan import plan
-from mcpfleet.runner.spec import Output, load_evalrun, parse_evalrun
-from mcpfleet.runner.store import LocalStore, S3Store, S3Tuning, StoreError, open_store, store_config
-from mcpfleet.runner.trial import TrialContext, run_trial
+from mcpfleet.runner.launch.launcher import execute
+from mcpfleet.runner.plan.expand import plan
+from mcpfleet.runner.plan.history import read_history
+from mcpfleet.runner.results import store as store_mod
+from mcpfleet.runner.results.store import LocalStore, S3Store, S3Tuning, StoreError, open_store, store_config
+from mcpfleet.runner.spec.evalrun import Output, load_evalrun, parse_evalrun
+from mcpfleet.runner.trial.engine import TrialContext, run_trial
 
 KEY_ID = "AKIAMCPFLEETTEST0042"
 SECRET = "mcpfleet/Test+Secret/0123456789abcdefXYZ"
@@ -475,8 +475,8 @@ def test_a_second_run_on_an_s3_root_is_refused_while_the_first_holds_it(
 ) -> None:
     """Before, an s3:// run had no lock: a second `mcpfleet run` of the same root deleted the first one's
     in-flight trial files as leftovers and ran its unfinished trials again beside it."""
-    from mcpfleet.runner.launcher import RunRefused
-    from mcpfleet.runner.s3lease import LEASE_NAME, LeaseHeld, S3Lease
+    from mcpfleet.runner.launch.launcher import RunRefused
+    from mcpfleet.runner.launch.s3lease import LEASE_NAME, LeaseHeld, S3Lease
 
     root = "team/evals/leased"
     in_flight = f"{root}/trials/oracle.filesystem.standard.tiny.move_todo_0.1/messages.json"
@@ -499,7 +499,7 @@ def test_a_dead_runs_lease_is_taken_over_after_its_ttl_and_a_renewed_one_is_not(
     s3: Any,
     bucket: str,
 ) -> None:
-    from mcpfleet.runner.s3lease import LEASE_NAME, LeaseHeld, S3Lease
+    from mcpfleet.runner.launch.s3lease import LEASE_NAME, LeaseHeld, S3Lease
 
     dead = S3Lease(lease_store(s3_endpoint, bucket), ttl_s=2, owner="dead")
     dead.acquire()  # and never renewed, as by a SIGKILLed run

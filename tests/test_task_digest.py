@@ -18,7 +18,7 @@ import pytest
 from conftest import make_tiny_pack
 from hostile import cli, write_run
 
-from mcpfleet.runner.tasks import Task, discover
+from mcpfleet.runner.tasks.discovery import Task, discover
 
 
 def tiny(tmp_path: Path) -> Task:

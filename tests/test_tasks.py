@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from conftest import TASKS
 
-from mcpfleet.runner.agent import run_oracle_agent
-from mcpfleet.runner.mcp_client import connect_stdio
+from mcpfleet.runner.agent.loop import run_oracle_agent
+from mcpfleet.runner.environment.mcp_client import connect_stdio
+from mcpfleet.runner.environment.states import DEFAULT_TIME, copy_state, load_times, materialise
+from mcpfleet.runner.environment.verifier import run_verifier
+from mcpfleet.runner.launch.taskcheck import TaskReport, validate
 from mcpfleet.runner.services import get_service
 from mcpfleet.runner.services.filesystem import FilesystemService
-from mcpfleet.runner.states import DEFAULT_TIME, copy_state, load_times, materialise
-from mcpfleet.runner.taskcheck import TaskReport, validate
-from mcpfleet.runner.tasks import Task, check_task, discover
-from mcpfleet.runner.verifier import run_verifier
+from mcpfleet.runner.tasks.discovery import Task, check_task, discover
 
 # The filesystem suite (the PostgreSQL suite's tasks are checked by their own tests and `tasks validate`).
 SUITE = [t for t in discover(TASKS) if t.service == "filesystem"]
@@ -171,7 +171,7 @@ def test_a_description_saved_with_windows_line_ends_reads_as_mcpmark_reads_it(tm
     """MCPMark reads description.md with universal newlines: CRLF (and a lone CR) reach the model as LF."""
     import shutil
 
-    from mcpfleet.runner.conversation import MCPMARK
+    from mcpfleet.runner.agent.conversation import MCPMARK
 
     task = SUITE[0]
     pack = tmp_path / "pack"

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from mcpfleet.runner.agent import ToolCallRecord, TurnRecord, _call_tool_as_mcpmark
-from mcpfleet.runner.call_classes import CallClassifier
-from mcpfleet.runner.conversation import MCPMARK
-from mcpfleet.runner.mcp_client import AbandonedCalls, call_tool_abandoning, connect_stdio
-from mcpfleet.runner.react_agent import _act
+from mcpfleet.runner.agent.call_classes import CallClassifier
+from mcpfleet.runner.agent.conversation import MCPMARK
+from mcpfleet.runner.agent.loop import ToolCallRecord, TurnRecord, _call_tool_as_mcpmark
+from mcpfleet.runner.agent.react import _act
+from mcpfleet.runner.environment.mcp_client import AbandonedCalls, call_tool_abandoning, connect_stdio
 from mcpfleet.runner.services import ServerCommand
 
 SLOW_SERVER = """
@@ -128,8 +128,11 @@ async def test_a_trial_ends_its_own_agents_abandoned_calls_and_no_other(
     end state, and leaves alone those of a trial still running beside it in the same process."""
     from conftest import make_tiny_pack
 
-    from mcpfleet.runner import agent as agents
-    from mcpfleet.runner import plan, spec, store, trial
+    from mcpfleet.runner.agent import loop as agents
+    from mcpfleet.runner.plan import expand as plan
+    from mcpfleet.runner.results import store
+    from mcpfleet.runner.spec import evalrun as spec
+    from mcpfleet.runner.trial import engine as trial
 
     pack = make_tiny_pack(tmp_path / "pack")
     doc = {

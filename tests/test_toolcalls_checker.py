@@ -309,7 +309,7 @@ def test_importing_the_engine_does_not_compile_lark_grammars() -> None:
     import sys
 
     probe = (
-        "import sys, mcpfleet.runner.trial, jsonschema\n"
+        "import sys, mcpfleet.runner.trial.engine, jsonschema\n"
         "print(sorted(m for m in ('lark', 'rfc3987_syntax') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", probe], cwd="/", capture_output=True, text=True, check=True)

@@ -10,26 +10,19 @@ from typing import Any
 import pytest
 import yaml
 
-from mcpfleet.runner.launcher import execute
-from mcpfleet.runner.llm import LLMTarget
-from mcpfleet.runner.plan import plan
-from mcpfleet.runner.scripted_model import ModelError, parse_model
-from mcpfleet.runner.spec import load_evalrun, parse_evalrun, spec_hash
-from mcpfleet.runner.tasks import check_task, find_task
+from mcpfleet.runner.launch.launcher import execute
+from mcpfleet.runner.launch.scripted_model import ModelError, parse_model
+from mcpfleet.runner.launch.scripted_toolcall import _unit
+from mcpfleet.runner.llm.client import LLMTarget
+from mcpfleet.runner.plan.expand import plan
+from mcpfleet.runner.spec.evalrun import load_evalrun, parse_evalrun, spec_hash
+from mcpfleet.runner.tasks.discovery import check_task, find_task
+from mcpfleet.runner.tasks.toolcall_pack import make_task
 from mcpfleet.runner.toolcalls.gold import MATCH, NAMES, TOOL, VALUES, compare
 from mcpfleet.runner.toolcalls.loader import DataError, load_cases
 from mcpfleet.runner.toolcalls.models import Case, Label, Tool, ToolCall, Verdict
-from mcpfleet.runner.toolcalls.pack import make_task
-from mcpfleet.runner.toolcalls.scripted import _unit
 from mcpfleet.runner.toolcalls.shards import count_cases, load_shard
-from mcpfleet.runner.toolcalls.suite import (
-    LLM_ERROR,
-    MALFORMED,
-    NO_CALL,
-    REPEATS_LABELLED,
-    Answer,
-    score,
-)
+from mcpfleet.runner.toolcalls.suite import LLM_ERROR, MALFORMED, NO_CALL, REPEATS_LABELLED, Answer, score
 
 DATA = Path(__file__).parent / "data" / "toolcalls_200.jsonl"
 TARGET = LLMTarget(model="openai/unused")  # where ask() is replaced by the test
@@ -234,7 +227,7 @@ def test_a_local_run_scores_every_case_with_pass_at_k(tmp_path: Path) -> None:
     assert failed_correct and all(d["scored_by"] == "gold" and d["gold_diff"] for d in failed_correct)
     # The HTML report counts cases, not shards, and shows the passes by gold label, from summary.json or, with
     # it gone, recomputed from the records.
-    from mcpfleet.runner.report import write_report
+    from mcpfleet.runner.report.html import write_report
 
     cell = f'data-model="sloppy" data-label="correct" data-passed="{2 * (len(correct) - spoiled)}"'
     for _ in range(2):
@@ -300,7 +293,7 @@ def test_a_shard_asks_the_named_judge_only_for_calls_without_gold(
     """A real Judge (LiteLLM over HTTP to a fake judge, cached on disk) from the EvalRun's judge settings."""
     from judge_server import judge_server
 
-    from mcpfleet.runner.spec import JudgeSettings
+    from mcpfleet.runner.spec.evalrun import JudgeSettings
     from mcpfleet.runner.toolcalls import suite
 
     monkeypatch.setenv("MCPFLEET_JUDGE_CACHE_DIR", str(tmp_path / "cache"))
@@ -352,9 +345,9 @@ def test_a_shard_closes_its_judges_connections(tmp_path: Path, monkeypatch: pyte
     closed, none left to a reset when the process ends (or to an "Unclosed client session" warning)."""
     from judge_server import judge_server
 
-    from mcpfleet.runner.store import open_store
+    from mcpfleet.runner.results.store import open_store
     from mcpfleet.runner.toolcalls import suite
-    from mcpfleet.runner.trial import TrialContext
+    from mcpfleet.runner.trial.engine import TrialContext
 
     monkeypatch.setenv("MCPFLEET_JUDGE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(suite, "ask", fresh_call)
@@ -391,8 +384,8 @@ def test_cases_unanswered_when_the_shard_time_is_up_fail_as_timeout(monkeypatch:
 
 
 def test_a_local_run_needs_the_judge_key_it_names(tmp_path: Path) -> None:
-    from mcpfleet.runner.launcher import check_credentials
-    from mcpfleet.runner.spec import SpecError
+    from mcpfleet.runner.launch.launcher import check_credentials
+    from mcpfleet.runner.spec.evalrun import SpecError
 
     judge = {"model": "openai/gpt-5-mini", "apiKeyEnv": "TC_JUDGE_KEY"}
     path = toolcall_run(tmp_path, [{"name": "a", "model": "scripted/toolcall"}], toolcalls={"judge": judge})
@@ -405,7 +398,7 @@ def test_a_local_run_needs_the_judge_key_it_names(tmp_path: Path) -> None:
 def test_the_oracle_replays_labelled_calls_and_the_noop_agent_calls_nothing(tmp_path: Path) -> None:
     """No model at all: ``agent: oracle`` plays each case's labelled call (so exactly the correct cases pass),
     ``agent: noop`` answers without a call; ``tasks validate`` sees the no-op agent fail."""
-    from mcpfleet.runner.taskcheck import validate
+    from mcpfleet.runner.launch.taskcheck import validate
 
     cases = load_cases(DATA).cases
     correct = sum(c.label == "correct" for c in cases)
@@ -478,9 +471,9 @@ def test_a_shards_judge_has_a_retry_budget_per_case(tmp_path: Path, monkeypatch:
     request costs a shard one retry per judged case, and with more judged cases than 30 none is judge_error."""
     from judge_server import judge_server
 
-    from mcpfleet.runner.store import open_store
+    from mcpfleet.runner.results.store import open_store
     from mcpfleet.runner.toolcalls import suite
-    from mcpfleet.runner.trial import TrialContext
+    from mcpfleet.runner.trial.engine import TrialContext
 
     monkeypatch.setenv("MCPFLEET_JUDGE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(suite, "ask", fresh_call)
@@ -524,9 +517,9 @@ class FailingJudge:
 def test_a_shard_redacts_the_judge_key_its_settings_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The key named by spec.toolcalls.judge.apiKeyEnv never reaches result.json or cases.jsonl, even when the
     judge's error echoes it; the cases the judge failed are judge_error and the shard is not scored."""
-    from mcpfleet.runner.store import open_store
+    from mcpfleet.runner.results.store import open_store
     from mcpfleet.runner.toolcalls import suite
-    from mcpfleet.runner.trial import TrialContext
+    from mcpfleet.runner.trial.engine import TrialContext
 
     secret = "judge-secret-value-42"
     monkeypatch.setattr(suite, "ask", fresh_call)
@@ -563,7 +556,7 @@ def test_a_judge_error_fails_only_its_case(monkeypatch: pytest.MonkeyPatch) -> N
 def test_judge_error_cases_are_not_scored(monkeypatch: pytest.MonkeyPatch) -> None:
     """A case the judge could not classify measured nothing of the model: left out of pass@1 like a provider
     error, in the shard's record and in the per-case results the summaries score."""
-    from mcpfleet.runner.outcome import is_scored
+    from mcpfleet.runner.results.outcome import is_scored
     from mcpfleet.runner.toolcalls import suite
     from mcpfleet.runner.toolcalls.case_records import expand
 
@@ -645,7 +638,7 @@ def test_an_unexpected_error_in_one_cases_scoring_leaves_it_unscored_and_the_oth
 ) -> None:
     import sqlite3
 
-    from mcpfleet.runner.outcome import is_scored
+    from mcpfleet.runner.results.outcome import is_scored
     from mcpfleet.runner.toolcalls import suite
     from mcpfleet.runner.toolcalls.case_records import expand
 
@@ -676,7 +669,7 @@ def test_an_unexpected_error_in_one_cases_scoring_leaves_it_unscored_and_the_oth
 def test_a_cases_history_reaches_the_model_as_a_valid_openai_conversation(monkeypatch: pytest.MonkeyPatch) -> None:
     """limbic's shape (no ids, arguments as objects, Anthropic blocks) is converted before it is sent: a strict
     provider's 400 would otherwise be scored against the model as llm_api_error."""
-    from mcpfleet.runner import llm
+    from mcpfleet.runner.llm import client as llm
     from mcpfleet.runner.toolcalls.suite import ask
 
     history: list[dict[str, Any]] = [
@@ -723,7 +716,7 @@ def test_a_task_made_again_from_the_same_data_keeps_its_content_digest(
     digest (part of every trial's spec hash), or its run could not be resumed. Changed data still changes it."""
     from datetime import UTC, datetime
 
-    from mcpfleet.runner.toolcalls import pack
+    from mcpfleet.runner.tasks import toolcall_pack as pack
 
     data = tmp_path / "d.jsonl"
     data.write_text(DATA.read_text().splitlines()[0] + "\n")

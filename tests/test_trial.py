@@ -26,12 +26,16 @@ from typing import Any
 import pytest
 from conftest import TASKS, TINY_DESCRIPTION, make_tiny_pack
 
-import mcpfleet.runner.llm  # noqa: F401 - the warm-worker import (sets its LiteLLM env defaults once)
-from mcpfleet.runner import mcpmark_protocol, plan, spec, store, trial
-from mcpfleet.runner.records import TrialResult
+import mcpfleet.runner.llm.client  # noqa: F401 - the warm-worker import (sets its LiteLLM env defaults once)
+from mcpfleet.runner.environment.states import materialise
+from mcpfleet.runner.plan import expand as plan
+from mcpfleet.runner.results import store
+from mcpfleet.runner.results.records import TrialResult
 from mcpfleet.runner.services import servers_bin
-from mcpfleet.runner.states import materialise
-from mcpfleet.runner.tasks import find_task
+from mcpfleet.runner.spec import evalrun as spec
+from mcpfleet.runner.spec import mcpmark_protocol
+from mcpfleet.runner.tasks.discovery import find_task
+from mcpfleet.runner.trial import engine as trial
 
 TINY_ID = "filesystem/standard/tiny/move_todo_0"
 REAL_ID = "filesystem/standard/team_project/spend_vs_budget"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from mcpfleet.runner.verifier import run_verifier
+from mcpfleet.runner.environment.verifier import run_verifier
 
 SCRIPT = """\
 import numpy as np

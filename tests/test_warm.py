@@ -17,16 +17,18 @@ import pytest
 from conftest import make_tiny_pack
 from proctree import processes_naming
 
-from mcpfleet.runner import mcp_client, warm, warmup
-from mcpfleet.runner.launcher import RunState, Scheduler
-from mcpfleet.runner.mcp_client import connect_stdio
-from mcpfleet.runner.plan import plan
+from mcpfleet.runner.environment import mcp_client
+from mcpfleet.runner.environment.mcp_client import connect_stdio
+from mcpfleet.runner.launch import warmup
+from mcpfleet.runner.launch.launcher import RunState, Scheduler
+from mcpfleet.runner.launch.workerpool import WorkerSlots
+from mcpfleet.runner.plan.expand import plan
+from mcpfleet.runner.results.store import store_config
 from mcpfleet.runner.services import ServerCommand
-from mcpfleet.runner.spec import parse_evalrun
-from mcpfleet.runner.store import store_config
-from mcpfleet.runner.trial import AfterFirstCall
-from mcpfleet.runner.warm import WarmServer
-from mcpfleet.runner.workerpool import WorkerSlots
+from mcpfleet.runner.spec.evalrun import parse_evalrun
+from mcpfleet.runner.trial import warm
+from mcpfleet.runner.trial.engine import AfterFirstCall
+from mcpfleet.runner.trial.warm import WarmServer
 
 
 async def test_a_spare_boots_only_through_the_gate_and_gives_it_back() -> None:
@@ -191,9 +193,9 @@ class _FakeSpare:
 
 async def test_a_worker_starts_its_spare_once_the_next_model_request_is_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """Not on the first tool call's return, where its spawn and handshake landed on the agent's next request."""
-    from mcpfleet.runner import trial as trial_mod
-    from mcpfleet.runner import worker
-    from mcpfleet.runner.spec import AgentKind
+    from mcpfleet.runner.launch import worker
+    from mcpfleet.runner.spec.evalrun import AgentKind
+    from mcpfleet.runner.trial import engine as trial_mod
 
     monkeypatch.setattr(warm, "WarmServer", _FakeSpare)
     monkeypatch.setattr(worker, "_spare", None)
@@ -232,10 +234,10 @@ async def test_a_worker_starts_its_spare_once_the_next_model_request_is_out(monk
 FIRST_CALL = """
 import asyncio, sys
 from pathlib import Path
-import mcpfleet.runner.warmup  # what the forkserver preloads
+import mcpfleet.runner.launch.warmup  # what the forkserver preloads
 import pydantic
 from mcpfleet.runner import llm
-from mcpfleet.runner.scripted_model import ScriptedServerProcess
+from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess
 
 def deferred():
     seen, todo, out = set(), list(pydantic.BaseModel.__subclasses__()), set()
@@ -284,9 +286,9 @@ def test_a_warm_workers_first_llm_call_imports_and_builds_nothing_more(tmp_path:
 WARMED_FIRST_CALL = """
 import asyncio, os, resource, sys
 from pathlib import Path
-import mcpfleet.runner.warmup  # what the forkserver preloads
+import mcpfleet.runner.launch.warmup  # what the forkserver preloads
 from mcpfleet.runner import llm, worker
-from mcpfleet.runner.scripted_model import ScriptedServerProcess
+from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess
 
 TOOL = {"type": "function", "function": {"name": "list_allowed_directories", "parameters": {"type": "object"}}}
 
@@ -328,7 +330,7 @@ def test_a_worker_makes_its_first_llm_round_trip_before_its_first_trial(tmp_path
 
 
 def test_the_warm_up_covers_the_providers_the_trials_own_client_covers() -> None:
-    from mcpfleet.runner.llm_warmup import providers, warm_models
+    from mcpfleet.runner.llm.warmup import providers, warm_models
 
     models = [
         SimpleNamespace(is_scripted=True, model="scripted/oracle"),
@@ -355,7 +357,7 @@ class CountingEndpoint:
     async def start(self) -> str:
         from aiohttp import web
 
-        from mcpfleet.runner import llm_warmup
+        from mcpfleet.runner.llm import warmup as llm_warmup
 
         self.server = web.Server(llm_warmup._answer, access_log=None)  # (it needs the running loop)
         self.listener = await asyncio.get_running_loop().create_server(self._connection, "127.0.0.1", 0)
@@ -375,7 +377,7 @@ class CountingEndpoint:
 
 
 async def _trials(base: str, n: int, key: str = "k") -> None:
-    from mcpfleet.runner import llm
+    from mcpfleet.runner.llm import client as llm
 
     for _ in range(n):
         target = llm.LLMTarget(model="hosted_vllm/m", api_base=base, api_key=key, timeout=10, retries=0)
@@ -387,7 +389,7 @@ async def _trials(base: str, n: int, key: str = "k") -> None:
 async def test_a_warm_workers_trials_share_one_connection_to_their_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each trial's client opened its own connection (a TLS handshake to a real provider on its first call);
     a worker's trials now reuse one, while a lone trial (a pod, the serial loop) still closes its own."""
-    from mcpfleet.runner import llm
+    from mcpfleet.runner.llm import client as llm
 
     endpoint = CountingEndpoint()
     base = await endpoint.start()
@@ -417,8 +419,8 @@ async def test_a_lone_trial_closes_the_client_its_agent_opened_through_a_copy(
     """MCPMark's agents call through a copy of the trial's target (MCPMark's params, its retries); the trial
     closes the target it made. Each copy held its own client, so the one that made the calls was never closed:
     an aiohttp session and its connection left to the garbage collector, per trial of a pod or the serial loop."""
-    from mcpfleet.runner import llm
-    from mcpfleet.runner.conversation import MCPMARK
+    from mcpfleet.runner.agent.conversation import MCPMARK
+    from mcpfleet.runner.llm import client as llm
 
     monkeypatch.setattr(llm, "_shared", None)
     endpoint = CountingEndpoint()
@@ -440,7 +442,8 @@ async def test_a_lone_trial_closes_the_client_its_agent_opened_through_a_copy(
 def test_a_worker_closes_the_clients_its_trials_shared_when_it_exits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pool workers leave through os._exit; their exit finalizer ends the kept connections (a FIN the provider
     sees), as it stops the spare MCP server."""
-    from mcpfleet.runner import llm, worker
+    from mcpfleet.runner.launch import worker
+    from mcpfleet.runner.llm import client as llm
 
     loop = asyncio.new_event_loop()
     monkeypatch.setattr(worker, "_loop", loop)

@@ -21,13 +21,13 @@ from mcp.types import TextContent
 from pgpack import make_pg_pack, run_cluster_in, scratch_runs_root
 from proctree import children, processes_naming
 
-from mcpfleet.runner import mcp_client
-from mcpfleet.runner.mcp_client import connect_stdio, server_env
+from mcpfleet.runner.environment import mcp_client
+from mcpfleet.runner.environment.mcp_client import connect_stdio, server_env
 from mcpfleet.runner.services import ServerCommand, pgcluster
 from mcpfleet.runner.services.base import Prefork
 from mcpfleet.runner.services.postgres import Login, PostgresService, server_executable
 from mcpfleet.runner.services.prefork import Zygote, console_script, route, run_zygote
-from mcpfleet.runner.tasks import find_task
+from mcpfleet.runner.tasks.discovery import find_task
 
 PG = PostgresService()
 PYTHON = server_executable().with_name("python")  # the server's own interpreter (its venv, mcp 1.x)

@@ -12,11 +12,19 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from .base import SERVERS_ENV, ServerCommand, Service, Spare, TrialEnv, servers_bin, servers_root
-from .filesystem import FilesystemService
-from .playwright import PlaywrightService
-from .postgres import PostgresService
-from .toolcall import ToolCallService
+from mcpfleet.runner.services.base import (
+    SERVERS_ENV,
+    ServerCommand,
+    Service,
+    Spare,
+    TrialEnv,
+    servers_bin,
+    servers_root,
+)
+from mcpfleet.runner.services.filesystem import FilesystemService
+from mcpfleet.runner.services.playwright import PlaywrightService
+from mcpfleet.runner.services.postgres import PostgresService
+from mcpfleet.runner.services.toolcall import ToolCallService
 
 SERVICES: dict[str, Service] = {
     s.name: s for s in (FilesystemService(), PostgresService(), PlaywrightService(), ToolCallService())

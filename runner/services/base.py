@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..plan import TrialSpec
-    from ..records import TrialResult
-    from ..spec import EvalRunSpec
-    from ..store import ResultStore
-    from ..tasks import Task
-    from ..trial import TrialContext
+    from mcpfleet.runner.plan.expand import TrialSpec
+    from mcpfleet.runner.results.records import TrialResult
+    from mcpfleet.runner.results.store import ResultStore
+    from mcpfleet.runner.spec.evalrun import EvalRunSpec
+    from mcpfleet.runner.tasks.discovery import Task
+    from mcpfleet.runner.trial.engine import TrialContext
 
 SERVERS_ENV = "MCPFLEET_SERVERS_DIR"
 

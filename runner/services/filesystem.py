@@ -11,10 +11,10 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .base import SERVERS_ENV, ServerCommand, Service, Spare, TrialEnv, servers_bin
+from mcpfleet.runner.services.base import SERVERS_ENV, ServerCommand, Service, Spare, TrialEnv, servers_bin
 
 if TYPE_CHECKING:
-    from ..tasks import Task
+    from mcpfleet.runner.tasks.discovery import Task
 
 EXECUTABLE = "mcp-server-filesystem"
 
@@ -52,7 +52,7 @@ class FilesystemService(Service):
         yield TrialEnv(state_dir, self.server_command(state_dir), self.verifier_env(state_dir))
 
     def materialise(self, task: Task, dest: Path) -> int:
-        from ..states import copy_state
+        from mcpfleet.runner.environment.states import copy_state
 
         return copy_state(task.state_dir, dest, task.state_times, bound=task.state_bound)
 
@@ -66,8 +66,8 @@ class FilesystemService(Service):
         """What ``materialise`` would refuse, found before any trial (``validate``, the run's preflight, ``tasks
         validate``): a missing state, links out of it or looping, a device, pipe or socket in it, a state too
         large to copy into every trial, and a malformed ``<category>.times.json``."""
-        from ..states import check_copyable, contained, load_times
-        from ..tasks import TaskError
+        from mcpfleet.runner.environment.states import check_copyable, contained, load_times
+        from mcpfleet.runner.tasks.discovery import TaskError
 
         if not task.state_dir.is_dir():
             return [f"{task.id}: initial state {task.state_dir} not found"]

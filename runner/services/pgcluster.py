@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from ..sandbox import Plan
+    from mcpfleet.runner.environment.sandbox import Plan
 
 PG_BIN_ENV = "MCPFLEET_PG_BIN"
 PG_DIR_ENV = "MCPFLEET_PG_DIR"
@@ -495,7 +495,7 @@ def run_cluster(on_lost: Callable[[str], None] | None = None) -> Iterator[Cluste
     finally:
         # Not cut short by more Ctrl-C: a third one, inside rmtree, left the folder (60-76 MB of RAM in /dev/shm).
         # (Imported here: this module also loads on its own, standard library only, as the postgres OS user.)
-        from ..lifeline import interrupts_held
+        from mcpfleet.runner._util.lifeline import interrupts_held
 
         with interrupts_held():
             try:
@@ -722,7 +722,7 @@ def _open_to_trials(base: Path) -> Path:
 
 
 with contextlib.suppress(ImportError):  # not when this file is loaded on its own (standard library only)
-    from .. import sandbox
+    from mcpfleet.runner.environment import sandbox
 
     sandbox.register_root(lambda: runs_root(create=False))  # every run's clusters: hidden in every trial's sandbox
 
@@ -734,8 +734,8 @@ async def private_cluster(run: ClusterHandle, name: str, hide: Sequence[Path] = 
 
     As root it runs as a throwaway uid/gid (``trial_user``), so its superuser's ``COPY ... PROGRAM`` reaches
     neither the run's cluster nor other trials'; whatever runs as that uid is killed when the trial ends. Its
-    postmaster (and so that shell, and ``pg_read_file``) runs in a sandbox (``runner/sandbox.py``) where the task
-    packs, the run's output, the packs cache, other trials' folders and ``hide`` are empty: only its own folder
+    postmaster (and so that shell, and ``pg_read_file``) runs in a sandbox (``runner/environment/sandbox.py``) where
+    the task packs, the run's output, the packs cache, other trials' folders and ``hide`` are empty: only its own folder
     and the system are there."""
     base = Path(run.base)
     throwaway = trial_user(run.user)
@@ -750,7 +750,7 @@ async def private_cluster(run: ClusterHandle, name: str, hide: Sequence[Path] = 
         await asyncio.to_thread(_copy_as, base / "blank", folder / "data", throwaway)
         # The run's folder stays (its modes and the throwaway uids keep other trials' folders out, as without a
         # sandbox): the rest of the runs root, the temp folder, the packs and the run's output go.
-        from .. import sandbox
+        from mcpfleet.runner.environment import sandbox
 
         hidden = await asyncio.to_thread(sandbox.plan, [base, Path(run.bin_dir)], hide)
         pm = await start_async(folder / "data", folder, user, Path(run.bin_dir), hidden=hidden)

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .. import sandbox
-from .base import (
+from mcpfleet.runner.environment import sandbox
+from mcpfleet.runner.services.base import (
     SAFE_ENV,
     SERVERS_ENV,
     EnvironmentLost,
@@ -54,7 +54,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from ..tasks import Task
+    from mcpfleet.runner.tasks.discovery import Task
 
 EXECUTABLE = "playwright-mcp"
 CHROMIUM_ENV = "MCPFLEET_CHROMIUM"  # a Chromium executable instead of Debian's
@@ -180,7 +180,7 @@ def write_launcher(home: Path, browser: str) -> Path:
 
 SERVER_LAUNCHER = """#!/bin/sh
 # mcpfleet's playwright-mcp (runner/services/playwright.py): the server, and so its browser, in a sandbox of its own
-# (runner/sandbox.py) where the task packs, the run's output and other trials' folders are empty.
+# (runner/environment/sandbox.py) where the task packs, the run's output and other trials' folders are empty.
 exec {command} "$@"
 """
 
@@ -556,7 +556,7 @@ class BrowserSpare(Spare):
     async def started(self, session: Any) -> None:
         """Launch Chromium: listing the tabs opens the browser with one blank tab, as a cold trial's first call
         does, and navigates nowhere (no history entry, no snapshot file)."""
-        from ..mcp_client import result_text
+        from mcpfleet.runner.environment.mcp_client import result_text
 
         result = await session.call_tool("browser_tabs", {"action": "list"})
         if result.is_error:

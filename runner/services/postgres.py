@@ -46,9 +46,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..verifier import CLIP_MARK, run_program, run_verifier, verifier_env
-from . import pgcluster
-from .base import (
+from mcpfleet.runner.environment.verifier import CLIP_MARK, run_program, run_verifier, verifier_env
+from mcpfleet.runner.services import pgcluster
+from mcpfleet.runner.services.base import (
     EnvironmentLost,
     PodContext,
     Prefork,
@@ -59,11 +59,11 @@ from .base import (
     servers_root,
     stdio_server_sidecar,
 )
-from .pgcluster import SETTINGS, SUPERUSER, TEMPLATE_ROLE, ClusterHandle
-from .prefork import console_script, route, run_zygote
+from mcpfleet.runner.services.pgcluster import SETTINGS, SUPERUSER, TEMPLATE_ROLE, ClusterHandle
+from mcpfleet.runner.services.prefork import console_script, route, run_zygote
 
 if TYPE_CHECKING:
-    from ..tasks import Task
+    from mcpfleet.runner.tasks.discovery import Task
 
 SERVER_ENV = "MCPFLEET_POSTGRES_MCP"  # path to a postgres-mcp executable, instead of servers/postgres-mcp/.venv
 PREPARE = "prepare_environment.py"
@@ -149,7 +149,7 @@ def _manages_roles(task: Task) -> bool:
 
 def state_source(task: Task) -> StateSource | None:
     """The category's dump (or generator script), in the first states folder that holds one (``state_folders``)."""
-    from ..tasks import state_folders
+    from mcpfleet.runner.tasks.discovery import state_folders
 
     # The folder the category was found in (a task built by hand names its own) first; never above statesPath.
     for folder in dict.fromkeys([task.states_folder, *state_folders(task.pack_root, task.states_path, task.service)]):
@@ -694,7 +694,7 @@ class PostgresService(Service):
                 cwd=str(dest),
             )
         else:
-            from ..states import contained
+            from mcpfleet.runner.environment.states import contained
 
             shutil.copyfile(contained(src.path, task.state_bound), dest / src.path.name)
         return 1
@@ -717,8 +717,8 @@ class PostgresService(Service):
             names = "/".join(f"{task.category}.{ext}" for ext, _ in STATE_KINDS)
             return [f"{task.id}: no initial state ({names} in {task.states_folder}) and no {PREPARE}"]
         if src is not None:
-            from ..states import contained
-            from ..tasks import TaskError
+            from mcpfleet.runner.environment.states import contained
+            from mcpfleet.runner.tasks.discovery import TaskError
 
             try:
                 contained(src.path, task.state_bound)

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..tmpdirs import MAX_SOCKET_PATH
-from .base import SAFE_ENV, Prefork, ServerCommand
+from mcpfleet.runner._util.tmpdirs import MAX_SOCKET_PATH
+from mcpfleet.runner.services.base import SAFE_ENV, Prefork, ServerCommand
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
 STUB = Path(__file__).with_name("zygote_stub.py")

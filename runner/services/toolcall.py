@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import Service
+from mcpfleet.runner.services.base import Service
 
 if TYPE_CHECKING:
-    from ..plan import TrialSpec
-    from ..records import TrialResult
-    from ..spec import EvalRunSpec
-    from ..store import ResultStore
-    from ..tasks import Task
-    from ..trial import TrialContext
+    from mcpfleet.runner.plan.expand import TrialSpec
+    from mcpfleet.runner.results.records import TrialResult
+    from mcpfleet.runner.results.store import ResultStore
+    from mcpfleet.runner.spec.evalrun import EvalRunSpec
+    from mcpfleet.runner.tasks.discovery import Task
+    from mcpfleet.runner.trial.engine import TrialContext
 
 
 class ToolCallService(Service):
@@ -28,10 +28,10 @@ class ToolCallService(Service):
     required_files = ("description.md", "meta.json")
 
     def shards(self, task: Task, spec: EvalRunSpec) -> int | None:
-        from ..spec import ToolCallSettings
-        from ..tasks import TaskError
-        from ..toolcalls.loader import DataError
-        from ..toolcalls.shards import cases_path, count_cases, shard_count
+        from mcpfleet.runner.spec.evalrun import ToolCallSettings
+        from mcpfleet.runner.tasks.discovery import TaskError
+        from mcpfleet.runner.toolcalls.loader import DataError
+        from mcpfleet.runner.toolcalls.shards import cases_path, count_cases, shard_count
 
         data = cases_path(task.path)
         if data is None:
@@ -45,14 +45,14 @@ class ToolCallService(Service):
     async def run_trial(
         self, spec: TrialSpec, store: ResultStore, ctx: TrialContext, infra_attempt: int
     ) -> TrialResult:
-        from ..toolcalls.suite import run_shard
+        from mcpfleet.runner.toolcalls.suite import run_shard
 
         return await run_shard(spec, store, ctx, infra_attempt)
 
     def check_state(self, task: Task) -> list[str]:
         """Every row of the task's data must load (``mcpfleet tasks validate``)."""
-        from ..toolcalls.loader import DataError, load_cases
-        from ..toolcalls.shards import cases_path
+        from mcpfleet.runner.toolcalls.loader import DataError, load_cases
+        from mcpfleet.runner.toolcalls.shards import cases_path
 
         data = cases_path(task.path)
         if data is None:

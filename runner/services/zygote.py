@@ -52,7 +52,7 @@ STOPS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}  # what stops the zygote
 
 
 def parent_death_signal(sig: int) -> None:
-    """The kernel sends ``sig`` to this process when its parent dies (runner/lifeline.py's, restated)."""
+    """The kernel sends ``sig`` to this process when its parent dies (runner/_util/lifeline.py's, restated)."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig))
     except (OSError, AttributeError):

@@ -13,17 +13,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .checker import classify_call
-    from .models import JUDGE_ERROR, LABELS, SCHEMA_VALID, Case, Label, Reason, Tool, ToolCall, Verdict
+    from mcpfleet.runner.toolcalls.checker import classify_call
+    from mcpfleet.runner.toolcalls.models import (
+        JUDGE_ERROR,
+        LABELS,
+        SCHEMA_VALID,
+        Case,
+        Label,
+        Reason,
+        Tool,
+        ToolCall,
+        Verdict,
+    )
 
 
 def __getattr__(name: str) -> Any:
     if name == "classify_call":
-        from .checker import classify_call
+        from mcpfleet.runner.toolcalls.checker import classify_call
 
         return classify_call
     if name in __all__:
-        from . import models
+        from mcpfleet.runner.toolcalls import models
 
         return getattr(models, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

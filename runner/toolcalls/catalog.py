@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from .models import Tool
-from .slots import check_kind
+from mcpfleet.runner.toolcalls.models import Tool
+from mcpfleet.runner.toolcalls.slots import check_kind
 
 DATA = Path(__file__).resolve().parent / "data"
 FILESYSTEM_TOOLS = DATA / "mcp_filesystem_tools.json"

@@ -59,8 +59,8 @@ from jsonschema.exceptions import SchemaError, ValidationError, best_match
 from jsonschema.protocols import Validator
 from referencing.exceptions import Unresolvable
 
-from . import iri
-from .models import SCHEMA_VALID, Reason, Tool, ToolCall, Verdict
+from mcpfleet.runner.toolcalls import iri
+from mcpfleet.runner.toolcalls.models import SCHEMA_VALID, Reason, Tool, ToolCall, Verdict
 
 TOOL, NAMES, VALUES = "incorrect_tool", "incorrect_parameter_names", "incorrect_parameter_values"
 _RANK = {TOOL: 0, NAMES: 1, VALUES: 2}

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ..records import now_iso
-from .judge import RUBRIC_VERSION, Assessment, Judge, assess_all
-from .loader import Loaded
-from .metrics import classification_report
-from .models import SCHEMA_VALID, Case
+from mcpfleet.runner.results.records import now_iso
+from mcpfleet.runner.toolcalls.judge import RUBRIC_VERSION, Assessment, Judge, assess_all
+from mcpfleet.runner.toolcalls.loader import Loaded
+from mcpfleet.runner.toolcalls.metrics import classification_report
+from mcpfleet.runner.toolcalls.models import SCHEMA_VALID, Case
 
 CHECKER, JUDGE, COMBINED = "checker", "judge", "checker+judge"
 

@@ -22,10 +22,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .catalog import SLOT_REF, Scenario, Server, ToolSpec, load_catalog
-from .models import Case, Label, Tool, ToolCall
-from .mutations import NAME_MUTATIONS, VALUE_MUTATIONS, Maker, Mutated, show
-from .slots import Slot, draw
+from mcpfleet.runner.toolcalls.catalog import SLOT_REF, Scenario, Server, ToolSpec, load_catalog
+from mcpfleet.runner.toolcalls.models import Case, Label, Tool, ToolCall
+from mcpfleet.runner.toolcalls.mutations import NAME_MUTATIONS, VALUE_MUTATIONS, Maker, Mutated, show
+from mcpfleet.runner.toolcalls.slots import Slot, draw
 
 #: Label mix of a generated set: correct calls and each kind of wrong call.
 LABEL_WEIGHTS: dict[Label, float] = {

@@ -12,7 +12,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from .models import Tool, ToolCall
+from mcpfleet.runner.toolcalls.models import Tool, ToolCall
 
 MATCH = "match"
 TOOL, NAMES, VALUES = "incorrect_tool", "incorrect_parameter_names", "incorrect_parameter_values"

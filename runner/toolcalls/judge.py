@@ -19,10 +19,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from ..llm import LLMTarget, complete, usage_of
-from .checker import classify_call
-from .judge_cache import JudgeCache, cache_key
-from .models import JUDGE_ERROR, SCHEMA_VALID, Case, Label, Verdict
+from mcpfleet.runner.llm.client import LLMTarget, complete, usage_of
+from mcpfleet.runner.toolcalls.checker import classify_call
+from mcpfleet.runner.toolcalls.judge_cache import JudgeCache, cache_key
+from mcpfleet.runner.toolcalls.models import JUDGE_ERROR, SCHEMA_VALID, Case, Label, Verdict
 
 RUBRIC_VERSION = "limbic-4class-v1"
 RUBRIC = """You judge one tool call made by an AI assistant. You get the tools that were available (name, \
@@ -208,7 +208,7 @@ class Judge:
     async def aclose(self) -> None:
         """Release the judge's cache and HTTP client, inside the loop that used it: a client left open warns at
         exit and ends its connections with a reset, not a close the provider sees."""
-        from ..llm import close
+        from mcpfleet.runner.llm.client import close
 
         if self.cache is not None:
             self.cache.close()

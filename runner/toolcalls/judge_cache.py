@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .models import Case
+from mcpfleet.runner.toolcalls.models import Case
 
 CACHE_ENV = "MCPFLEET_JUDGE_CACHE_DIR"
 FILE_NAME = "judge-cache.sqlite"

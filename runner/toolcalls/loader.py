@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .models import LABELS, Case, Tool, ToolCall
+from mcpfleet.runner.toolcalls.models import LABELS, Case, Tool, ToolCall
 
 SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet")
 LABEL_KEYS = ("score", "label")

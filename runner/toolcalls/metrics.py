@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from .models import LABELS
+from mcpfleet.runner.toolcalls.models import LABELS
 
 
 def _ratio(num: int, den: int) -> float | None:

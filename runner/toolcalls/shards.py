@@ -14,8 +14,17 @@ from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
-from .loader import DataError, RowError, checked_row, data_files, decode_line, duplicate_ids, iter_rows, jsonl_lines
-from .models import Case
+from mcpfleet.runner.toolcalls.loader import (
+    DataError,
+    RowError,
+    checked_row,
+    data_files,
+    decode_line,
+    duplicate_ids,
+    iter_rows,
+    jsonl_lines,
+)
+from mcpfleet.runner.toolcalls.models import Case
 
 CASE_NAMES = ("cases.jsonl", "cases.ndjson", "cases.json", "cases.parquet", "cases")
 

@@ -29,20 +29,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR
-from .checker import classify_call
-from .gold import MATCH, compare
-from .models import JUDGE_ERROR, SCHEMA_VALID, Case, Reason, Tool, ToolCall, Verdict
-from .shards import cases_path, load_shard
+from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR
+from mcpfleet.runner.toolcalls.checker import classify_call
+from mcpfleet.runner.toolcalls.gold import MATCH, compare
+from mcpfleet.runner.toolcalls.models import JUDGE_ERROR, SCHEMA_VALID, Case, Reason, Tool, ToolCall, Verdict
+from mcpfleet.runner.toolcalls.shards import cases_path, load_shard
 
 if TYPE_CHECKING:
-    from ..llm import LLMTarget
-    from ..plan import TrialSpec
-    from ..records import TrialResult
-    from ..spec import JudgeSettings
-    from ..store import ResultStore
-    from ..trial import TrialContext
-    from .judge import Judge
+    from mcpfleet.runner.llm.client import LLMTarget
+    from mcpfleet.runner.plan.expand import TrialSpec
+    from mcpfleet.runner.results.records import TrialResult
+    from mcpfleet.runner.results.store import ResultStore
+    from mcpfleet.runner.spec.evalrun import JudgeSettings
+    from mcpfleet.runner.toolcalls.judge import Judge
+    from mcpfleet.runner.trial.engine import TrialContext
 
 NO_CALL = "no_tool_call"
 MALFORMED = "malformed_tool_call"
@@ -144,8 +144,8 @@ def first_call(message: Any) -> tuple[ToolCall | None, str | None]:
 async def ask(target: LLMTarget, case: Case) -> Answer:
     """One model call for one case: the case's conversation (as a valid OpenAI conversation, loader's
     ``openai_history``) and tools, nothing else."""
-    from ..llm import LLMFailure, complete, usage_of
-    from .loader import RowError, openai_history
+    from mcpfleet.runner.llm.client import LLMFailure, complete, usage_of
+    from mcpfleet.runner.toolcalls.loader import RowError, openai_history
 
     answer = Answer()
     try:
@@ -214,7 +214,7 @@ async def _score(case: Case, answer: Answer, judge: Judge | None, timeout_s: flo
         return CaseOutcome(case, answer, False, REPEATS_LABELLED, "checker", verdict.label, detail=checked)
     if judge is None:
         return CaseOutcome(case, answer, True, None, "checker", verdict.label, detail=checked)
-    from .judge import JudgeError
+    from mcpfleet.runner.toolcalls.judge import JudgeError
 
     asked = case.model_copy(update={"call": call, "call_content": answer.text, "label": None})
     try:
@@ -246,8 +246,8 @@ def make_judge(settings: JudgeSettings | None, env: Any, *, budget_scale: int = 
     """The judge ``settings`` name (None for none); ``budget_scale`` multiplies its retry budget (judge_target)."""
     if settings is None:
         return None
-    from .judge import Judge, judge_target
-    from .judge_cache import JudgeCache, default_cache_dir
+    from mcpfleet.runner.toolcalls.judge import Judge, judge_target
+    from mcpfleet.runner.toolcalls.judge_cache import JudgeCache, default_cache_dir
 
     key = env.get(settings.api_key_env) if settings.api_key_env else env.get(JUDGE_KEY_ENV)
     try:
@@ -308,7 +308,7 @@ async def run_cases(
 
 
 def shard_result(spec: TrialSpec, outcomes: list[CaseOutcome], started: str, total_s: float) -> TrialResult:
-    from ..records import Timings, Totals, TrialResult, harness_id, now_iso
+    from mcpfleet.runner.results.records import Timings, Totals, TrialResult, harness_id, now_iso
 
     answers = [o.answer for o in outcomes]
     costs = [a.cost_usd for a in answers if a.cost_usd is not None]
@@ -358,7 +358,7 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
     """Run one shard and record it whole (result.json last); unreadable data is an ``infra_error`` record."""
     import os
 
-    from ..records import (
+    from mcpfleet.runner.results.records import (
         CASE_IDENTITY,
         TrialResult,
         dumps,
@@ -368,9 +368,9 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
         redact_text,
         redact_values,
     )
-    from ..spec import AgentKind, ToolCallSettings
-    from ..tasks import find_task
-    from ..trial import api_key, llm_target
+    from mcpfleet.runner.spec.evalrun import AgentKind, ToolCallSettings
+    from mcpfleet.runner.tasks.discovery import find_task
+    from mcpfleet.runner.trial.engine import api_key, llm_target
 
     started, t0 = now_iso(), time.perf_counter()
     settings = spec.toolcalls or ToolCallSettings()
@@ -398,7 +398,7 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
             if judge is not None:
                 await judge.aclose()
             if target is not None:
-                from ..llm import close
+                from mcpfleet.runner.llm.client import close
 
                 await close(target)
     except asyncio.CancelledError:
@@ -425,7 +425,7 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
     files = {"cases.jsonl": dumps_lines(redact_values(o.full(), secrets, keep=CASE_IDENTITY) for o in outcomes)}
 
     async def write() -> None:
-        from ..store import record_unless_finished
+        from mcpfleet.runner.results.store import record_unless_finished
 
         await asyncio.to_thread(
             record_unless_finished,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from ..common import signin
-from ..common.web import Page
-from .site import routes
+from mcpfleet.sites.admin.site import routes
+from mcpfleet.sites.common import signin
+from mcpfleet.sites.common.web import Page
 
 STAFF = signin.Accounts(
     table="admin_users",

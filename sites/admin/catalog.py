@@ -10,11 +10,11 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from ..common.forms import Form
-from ..common.seeding import slugify
-from ..common.web import Page
-from ..store import logic
-from .site import routes, staff
+from mcpfleet.sites.admin.site import routes, staff
+from mcpfleet.sites.common.forms import Form
+from mcpfleet.sites.common.seeding import slugify
+from mcpfleet.sites.common.web import Page
+from mcpfleet.sites.store import logic
 
 PER_PAGE = 25
 PRODUCT_SORTS = {

@@ -7,10 +7,10 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from ..common.forms import Form
-from ..common.web import Page
-from ..store import queries
-from .site import routes, staff
+from mcpfleet.sites.admin.site import routes, staff
+from mcpfleet.sites.common.forms import Form
+from mcpfleet.sites.common.web import Page
+from mcpfleet.sites.store import queries
 
 PER_PAGE = 25
 GROUPS = {"general": "General", "wholesale": "Wholesale", "vip": "VIP"}

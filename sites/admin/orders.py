@@ -13,11 +13,11 @@ from urllib.parse import urlencode
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from ..common.forms import Form
-from ..common.names import US_STATES
-from ..common.web import Page
-from ..store import logic, queries
-from .site import routes, staff
+from mcpfleet.sites.admin.site import routes, staff
+from mcpfleet.sites.common.forms import Form
+from mcpfleet.sites.common.names import US_STATES
+from mcpfleet.sites.common.web import Page
+from mcpfleet.sites.store import logic, queries
 
 PER_PAGE = 25
 SORTS = {

@@ -10,10 +10,10 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from ..common.forms import Form
-from ..common.web import Page
-from ..store import logic
-from .site import routes, staff
+from mcpfleet.sites.admin.site import routes, staff
+from mcpfleet.sites.common.forms import Form
+from mcpfleet.sites.common.web import Page
+from mcpfleet.sites.store import logic
 
 COUNTED = "o.status NOT IN ('cancelled', 'refunded')"
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 
-from ..common.web import Page, RouteTable, Site
-from ..store import logic
+from mcpfleet.sites.common.web import Page, RouteTable, Site
+from mcpfleet.sites.store import logic
 
 routes = RouteTable()
 
@@ -58,7 +58,7 @@ def _layout(page: Page) -> dict[str, Any]:
 
 
 def make_site() -> Site:
-    from . import auth, catalog, customers, orders, reports  # noqa: F401  (each registers its routes)
+    from mcpfleet.sites.admin import auth, catalog, customers, orders, reports  # noqa: F401  (each registers its routes)
 
     return Site(
         name="admin",

@@ -12,7 +12,7 @@ import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
-from .db import clock
+from mcpfleet.sites.common.db import clock
 
 
 def record(

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
-from .db import COMMON_SCHEMA
-from .names import CITIES, EMAIL_DOMAINS, FIRST_NAMES, LAST_NAMES, STREET_TYPES, STREETS
+from mcpfleet.sites.common.db import COMMON_SCHEMA
+from mcpfleet.sites.common.names import CITIES, EMAIL_DOMAINS, FIRST_NAMES, LAST_NAMES, STREET_TYPES, STREETS
 
 T = TypeVar("T")
 

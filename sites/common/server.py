@@ -27,7 +27,7 @@ from pathlib import Path
 
 import uvicorn
 
-from .web import Site, create_app
+from mcpfleet.sites.common.web import Site, create_app
 
 POLL = 0.1
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .security import token
+from mcpfleet.sites.common.security import token
 
 
 @dataclass

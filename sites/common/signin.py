@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from starlette.responses import Response
 
-from .security import check_password
-from .web import Page
+from mcpfleet.sites.common.security import check_password
+from mcpfleet.sites.common.web import Page
 
 
 @dataclass(frozen=True)

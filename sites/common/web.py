@@ -25,10 +25,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from . import audit, db, sessions
-from .forms import Form
-from .pagination import Pager, paginate
-from .security import same
+from mcpfleet.sites.common import audit, db, sessions
+from mcpfleet.sites.common.forms import Form
+from mcpfleet.sites.common.pagination import Pager, paginate
+from mcpfleet.sites.common.security import same
 
 COMMON_TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -307,7 +307,7 @@ class _BytecodeCache(jinja2.FileSystemBytecodeCache):
 
 
 def _bytecode_cache() -> jinja2.BytecodeCache | None:
-    from .. import cache_dir
+    from mcpfleet.sites import cache_dir
 
     folder = cache_dir() / "jinja"
     try:

@@ -9,12 +9,12 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from ..common.forms import Form
-from ..common.seeding import slugify
-from ..common.web import Page
-from . import content
-from .browse import post_page
-from .site import ban_of, forum_by_name, routes
+from mcpfleet.sites.common.forms import Form
+from mcpfleet.sites.common.seeding import slugify
+from mcpfleet.sites.common.web import Page
+from mcpfleet.sites.forum import content
+from mcpfleet.sites.forum.browse import post_page
+from mcpfleet.sites.forum.site import ban_of, forum_by_name, routes
 
 
 def post_url(row: sqlite3.Row | dict[str, object], forum_name: str) -> str:

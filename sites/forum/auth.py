@@ -6,10 +6,10 @@ import re
 
 from starlette.responses import Response
 
-from ..common.forms import Form
-from ..common.security import check_password, new_password_hash
-from ..common.web import Page
-from .site import routes
+from mcpfleet.sites.common.forms import Form
+from mcpfleet.sites.common.security import check_password, new_password_hash
+from mcpfleet.sites.common.web import Page
+from mcpfleet.sites.forum.site import routes
 
 USERNAME = re.compile(r"^[A-Za-z0-9_]{3,20}$")
 

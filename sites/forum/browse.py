@@ -9,10 +9,10 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from ..common import db
-from ..common.forms import Form
-from ..common.web import Page
-from .site import ban_of, forum_by_name, is_moderator, routes
+from mcpfleet.sites.common import db
+from mcpfleet.sites.common.forms import Form
+from mcpfleet.sites.common.web import Page
+from mcpfleet.sites.forum.site import ban_of, forum_by_name, is_moderator, routes
 
 PER_PAGE = 25
 SORTS = {"hot": "Hot", "new": "New", "top": "Top", "comments": "Most comments"}

@@ -13,11 +13,11 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from ..common.forms import Form
-from ..common.web import Page
-from . import content
-from .actions import _comment, _post, post_url
-from .site import forum_by_name, moderated_forums, require_moderator, routes
+from mcpfleet.sites.common.forms import Form
+from mcpfleet.sites.common.web import Page
+from mcpfleet.sites.forum import content
+from mcpfleet.sites.forum.actions import _comment, _post, post_url
+from mcpfleet.sites.forum.site import forum_by_name, moderated_forums, require_moderator, routes
 
 PER_PAGE = 20
 REPORT_STATUSES = {"open": "Open", "dismissed": "Dismissed", "actioned": "Actioned"}

@@ -15,10 +15,10 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..common import seeding
-from ..common.names import FIRST_NAMES, USERNAME_WORDS
-from ..common.security import hash_password
-from . import content
+from mcpfleet.sites.common import seeding
+from mcpfleet.sites.common.names import FIRST_NAMES, USERNAME_WORDS
+from mcpfleet.sites.common.security import hash_password
+from mcpfleet.sites.forum import content
 
 DEFAULT_SEED = 20250614
 TODAY = date(2025, 6, 14)

@@ -10,8 +10,8 @@ from typing import Any
 
 from starlette.exceptions import HTTPException
 
-from ..common import db
-from ..common.web import Page, RouteTable, Site
+from mcpfleet.sites.common import db
+from mcpfleet.sites.common.web import Page, RouteTable, Site
 
 routes = RouteTable()
 
@@ -100,7 +100,7 @@ def _layout(page: Page) -> dict[str, Any]:
 
 
 def make_site() -> Site:
-    from . import actions, auth, browse, moderation  # noqa: F401  (each registers its routes)
+    from mcpfleet.sites.forum import actions, auth, browse, moderation  # noqa: F401  (each registers its routes)
 
     return Site(
         name="forum",

@@ -7,13 +7,13 @@ import sqlite3
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from ..common.forms import Form
-from ..common.names import US_STATES
-from ..common.security import check_password, new_password_hash
-from ..common.web import Page
-from ..store import logic, queries
-from .cart import validate_address
-from .site import routes
+from mcpfleet.sites.common.forms import Form
+from mcpfleet.sites.common.names import US_STATES
+from mcpfleet.sites.common.security import check_password, new_password_hash
+from mcpfleet.sites.common.web import Page
+from mcpfleet.sites.shop.cart import validate_address
+from mcpfleet.sites.shop.site import routes
+from mcpfleet.sites.store import logic, queries
 
 CANCEL_REASONS = {
     "mistake": "Ordered by mistake",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from ..common import signin
-from ..common.security import new_password_hash
-from ..common.web import Page
-from .site import routes
+from mcpfleet.sites.common import signin
+from mcpfleet.sites.common.security import new_password_hash
+from mcpfleet.sites.common.web import Page
+from mcpfleet.sites.shop.site import routes
 
 CUSTOMERS = signin.Accounts(
     table="customers",

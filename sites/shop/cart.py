@@ -8,11 +8,11 @@ from typing import Any
 
 from starlette.responses import Response
 
-from ..common.forms import Form
-from ..common.names import US_STATES
-from ..common.web import Page
-from ..store import logic, queries
-from .site import routes
+from mcpfleet.sites.common.forms import Form
+from mcpfleet.sites.common.names import US_STATES
+from mcpfleet.sites.common.web import Page
+from mcpfleet.sites.shop.site import routes
+from mcpfleet.sites.store import logic, queries
 
 STATE_CODES = {code for code, _ in US_STATES}
 

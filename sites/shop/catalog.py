@@ -8,11 +8,11 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from ..common.forms import Form
-from ..common.web import Page
-from ..store import logic
-from ..store.queries import RATINGS_JOIN
-from .site import routes
+from mcpfleet.sites.common.forms import Form
+from mcpfleet.sites.common.web import Page
+from mcpfleet.sites.shop.site import routes
+from mcpfleet.sites.store import logic
+from mcpfleet.sites.store.queries import RATINGS_JOIN
 
 PER_PAGE = 24
 SORTS = {

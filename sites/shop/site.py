@@ -6,8 +6,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ..common.web import Page, RouteTable, Site
-from ..store import logic
+from mcpfleet.sites.common.web import Page, RouteTable, Site
+from mcpfleet.sites.store import logic
 
 routes = RouteTable()
 
@@ -37,7 +37,7 @@ def _layout(page: Page) -> dict[str, Any]:
 
 
 def make_site() -> Site:
-    from . import account, auth, cart, catalog  # noqa: F401  (each registers its routes)
+    from mcpfleet.sites.shop import account, auth, cart, catalog  # noqa: F401  (each registers its routes)
 
     return Site(
         name="shop",

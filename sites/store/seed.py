@@ -14,9 +14,9 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..common import seeding
-from ..common.security import hash_password
-from . import content, logic
+from mcpfleet.sites.common import seeding
+from mcpfleet.sites.common.security import hash_password
+from mcpfleet.sites.store import content, logic
 
 DEFAULT_SEED = 20250614
 TODAY = date(2025, 6, 14)

@@ -15,9 +15,9 @@ from conftest import make_tiny_pack
 
 from mcpfleet.operator.manifests import LABEL_RETRY, pod_deadline, pod_name, trial_pod
 from mcpfleet.operator.settings import OperatorSettings
-from mcpfleet.runner.plan import TrialSpec, plan
-from mcpfleet.runner.spec import INT_MAX, EvalRun, parse_evalrun
-from mcpfleet.runner.tasks import bundled_root
+from mcpfleet.runner.plan.expand import TrialSpec, plan
+from mcpfleet.runner.spec.evalrun import INT_MAX, EvalRun, parse_evalrun
+from mcpfleet.runner.tasks.discovery import bundled_root
 
 VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -208,7 +208,7 @@ def test_a_pods_deadline_is_the_local_launchers_and_leaves_room_for_provider_tim
     the time lost to provider faults: a trial that waited out a long rate-limit spell was killed near its end
     and paid for again, where the local launcher let it finish. One sum now serves both (plan.trial_deadline),
     and a lost node's pod is waited for that long too."""
-    from mcpfleet.runner.launcher import TRIAL_GRACE_SECONDS, worker_deadline
+    from mcpfleet.runner.launch.launcher import TRIAL_GRACE_SECONDS, worker_deadline
 
     limits = {"timeoutSeconds": 600, "verifierTimeoutSeconds": 60, "llmTimeoutSeconds": 100}
     provider = {"trialRetryBudget": 4, "retryAfterMaxSeconds": 20, "backoffMaxSeconds": 45.1}

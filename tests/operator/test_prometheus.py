@@ -54,7 +54,7 @@ TASKS = 3
 # Grafana's variables, as a dashboard user would have them: the run picked, a 1m rate window, a range
 # covering the whole run.
 RATE_INTERVAL, RANGE = "1m", "10m"
-# A trial id: <model>.<service>.<difficulty>.<category>.<task>.<attempt> (runner/plan.py).
+# A trial id: <model>.<service>.<difficulty>.<category>.<task>.<attempt> (runner/plan/expand.py).
 TRIAL_ID = re.compile(r"[a-z0-9-]+(\.[A-Za-z0-9_-]+){4}\.\d+")
 DIGEST = re.compile(r"[0-9a-f]{10}")  # pod names carry a 10-hex digest of the trial
 

@@ -19,7 +19,7 @@ from kubeemu import merge_patch
 from test_outcomes import FakeKube, edit, evalrun, reconciler, record, tid_of
 
 from mcpfleet.operator.reconciler import Reconciler
-from mcpfleet.runner.store import LocalStore
+from mcpfleet.runner.results.store import LocalStore
 
 
 @pytest.fixture(autouse=True)

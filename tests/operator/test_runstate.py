@@ -19,8 +19,8 @@ from sim_sweep import ElapsedOrder, PlanOrder, lower_bound, simulate  # noqa: E4
 
 from mcpfleet.operator.launchorder import model_factors, posterior  # noqa: E402
 from mcpfleet.operator.runstate import RunState  # noqa: E402
-from mcpfleet.runner.plan import TrialSpec, plan  # noqa: E402
-from mcpfleet.runner.spec import parse_evalrun  # noqa: E402
+from mcpfleet.runner.plan.expand import TrialSpec, plan  # noqa: E402
+from mcpfleet.runner.spec.evalrun import parse_evalrun  # noqa: E402
 
 
 def trials(tmp_path: Path, tasks: int, models: int, attempts: int) -> list[TrialSpec]:
@@ -217,8 +217,8 @@ def test_history_reads_every_uid_of_a_named_run_but_the_readers_own(tmp_path: Pa
     """read_history: an earlier run's records under each of its UIDs (an operator keeps a re-created run of one
     name apart), never the reading run's own records; infrastructure failures and records without times say
     nothing of a task's length; a missing run is a problem line, not an exception."""
-    from mcpfleet.runner.history import read_history
-    from mcpfleet.runner.store import LocalStore, store_config
+    from mcpfleet.runner.plan.history import read_history
+    from mcpfleet.runner.results.store import LocalStore, store_config
 
     def put(root: Path, tid: str, failure: str | None, seconds: int | None) -> None:
         times = {} if seconds is None else {"started_at": "2026-11-01T10:00:00Z"}

@@ -23,12 +23,12 @@ from support import NS, evalrun, infra_errors, s3_keys, status_of, wait_until
 
 from mcpfleet.operator.manifests import trial_pod
 from mcpfleet.operator.settings import OperatorSettings
-from mcpfleet.runner.plan import plan
-from mcpfleet.runner.scripted_model import ScriptedServerProcess
+from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess
+from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.services import playwright
 from mcpfleet.runner.services.postgres import POD_DATABASE, POD_ROLE, PostgresService
-from mcpfleet.runner.spec import parse_evalrun
-from mcpfleet.runner.tasks import Task, find_task
+from mcpfleet.runner.spec.evalrun import parse_evalrun
+from mcpfleet.runner.tasks.discovery import Task, find_task
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "tasks"

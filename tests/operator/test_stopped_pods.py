@@ -20,7 +20,7 @@ import mcpfleet.operator.reconciler as reconciler_module
 from mcpfleet.operator.kube import ForeignPod, Kube, PodRefused
 from mcpfleet.operator.manifests import LABEL_RUN_UID
 from mcpfleet.operator.reconciler import Reconciler
-from mcpfleet.runner.records import now_iso
+from mcpfleet.runner.results.records import now_iso
 
 
 class PodsKube:

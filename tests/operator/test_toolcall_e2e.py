@@ -16,9 +16,9 @@ from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet
 from support import NS, evalrun, infra_errors, run_uid, status_of, wait_until
 
-from mcpfleet.runner.scripted_model import ScriptedServerProcess
+from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess
+from mcpfleet.runner.tasks.toolcall_pack import make_task
 from mcpfleet.runner.toolcalls.loader import load_cases
-from mcpfleet.runner.toolcalls.pack import make_task
 
 DATA = REPO / "tests" / "data" / "toolcalls_200.jsonl"
 

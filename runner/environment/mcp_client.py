@@ -1,0 +1,132 @@
+"""Connect to an MCP server over stdio (local) or streamable HTTP (a pod's sidecar) with one API."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import IO, Any, TextIO, cast
+
+import mcp.client.stdio as sdk_stdio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from mcpfleet.runner.services import ServerCommand
+from mcpfleet.runner.services.base import SAFE_ENV
+
+# A trial's server is disposable: when it is stopped it has answered every call it will get, and the verifier
+# reads the state, not the server. The SDK closes the server's stdin and then waits up to 2 s for it to exit
+# before SIGTERM to its process group; postgres-mcp takes 0.5-2 s to exit on EOF (measured), which every
+# PostgreSQL trial paid in its teardown. The group gets SIGTERM after this grace instead (SIGKILL 2 s later).
+STOP_GRACE_S = 0.2
+if not hasattr(sdk_stdio, "PROCESS_TERMINATION_TIMEOUT"):  # the pinned SDK has it: fail loudly on an upgrade
+    raise ImportError("mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT is gone: update runner/environment/mcp_client.py")
+sdk_stdio.PROCESS_TERMINATION_TIMEOUT = STOP_GRACE_S
+
+
+def server_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: os.environ[k] for k in SAFE_ENV if k in os.environ}
+    env.update(extra)
+    return env
+
+
+@asynccontextmanager
+async def connect_stdio(cmd: ServerCommand, errlog: IO[Any], cwd: Path | None = None) -> AsyncIterator[ClientSession]:
+    """``cmd`` over stdio, in its own working folder if it names one, else in ``cwd``."""
+    where = cmd.cwd or cwd
+    params = StdioServerParameters(
+        command=cmd.command, args=cmd.args, env=server_env(cmd.env), cwd=str(where) if where else None
+    )
+    # The server's stderr goes straight into ``errlog``'s file descriptor (the SDK hands it to the child process),
+    # so a binary log file works although the SDK annotates a text stream.
+    async with stdio_client(params, errlog=cast(TextIO, errlog)) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+@asynccontextmanager
+async def connect_http(url: str) -> AsyncIterator[ClientSession]:
+    async with streamable_http_client(url) as streams:
+        read, write = streams[0], streams[1]
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+class AbandonedCalls:
+    """One agent run's tool calls abandoned at their timeout and still running. The trial makes one per agent
+    run and ends it when the agent ends, so it stops that run's calls and no other's (the session the agent
+    gets is wrapped, ToolGate and AfterFirstCall, and may be a warm spare's: no session identity to match on).
+    Held here too so a call is not garbage-collected mid-call."""
+
+    def __init__(self) -> None:
+        self._calls: set[asyncio.Future[Any]] = set()
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def add(self, call: asyncio.Future[Any]) -> None:
+        self._calls.add(call)
+        call.add_done_callback(self._forget)
+
+    async def end(self, wait: float = 5.0) -> int:
+        """Cancel the calls that still run, once the agent has ended: MCPMark stops the server then, and what it
+        was doing with it, before the verifier reads the end state. Returns how many."""
+        calls = list(self._calls)
+        for call in calls:
+            call.cancel()
+        if calls:
+            await asyncio.wait(calls, timeout=wait)
+        return len(calls)
+
+    def _forget(self, call: asyncio.Future[Any]) -> None:
+        self._calls.discard(call)
+        if not call.cancelled():
+            call.exception()  # read, so a call that failed after it was abandoned is not reported as unretrieved
+
+
+async def call_tool_abandoning(
+    session: Any, name: str, arguments: Any, timeout: float, abandoned: AbandonedCalls
+) -> Any:
+    """``session.call_tool`` bounded by ``timeout`` the way MCPMark's agents bound it: ``asyncio.wait_for`` on an
+    MCP client (1.12) that sends no cancellation. At the timeout the request is abandoned, not cancelled, and
+    raises TimeoutError: the server finishes it while the model reads that it timed out and goes on, so a slow
+    PostgreSQL statement commits as under MCPMark (a cancelled one rolled back). It is kept in ``abandoned``,
+    whose ``end`` stops what is left when the agent ends."""
+    call = asyncio.ensure_future(session.call_tool(name, arguments))
+    try:
+        done, _ = await asyncio.wait({call}, timeout=timeout)
+    except BaseException:  # the agent itself was stopped (its run's time is up): nothing waits for the call
+        call.cancel()
+        raise
+    if call in done:
+        return call.result()
+    abandoned.add(call)
+    raise TimeoutError
+
+
+def tool_to_openai(tool: Any) -> dict[str, Any]:
+    """MCP tool -> OpenAI function tool; '$schema' is dropped since some providers reject it."""
+    schema = {k: v for k, v in (tool.input_schema or {}).items() if k != "$schema"}
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description or "", "parameters": schema},
+    }
+
+
+def result_text(result: Any) -> str:
+    """Flatten a CallToolResult's content blocks to text, never truncated (MCPMark does not truncate)."""
+    parts = []
+    for block in getattr(result, "content", None) or []:
+        text = getattr(block, "text", None)
+        if text is not None:
+            parts.append(text)
+        else:
+            parts.append(f"[{getattr(block, 'type', 'content')} omitted]")
+    return "\n".join(parts)

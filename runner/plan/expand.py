@@ -1,0 +1,206 @@
+"""Expand an EvalRun into trials: pure, deterministic, and the same for the launcher and the operator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mcpfleet.runner.spec.evalrun import (
+    INT_MAX,
+    AgentKind,
+    EvalRun,
+    JudgeSettings,
+    Limits,
+    ModelSpec,
+    ProviderPolicy,
+    SpecError,
+    ToolCallSettings,
+    canonical_hash,
+)
+from mcpfleet.runner.tasks.discovery import Task, load_selection, resolve_pack
+
+
+class TrialSpec(BaseModel):
+    """Everything one trial needs, serialisable: a worker process or a pod runs it from this alone."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run: str
+    trial_id: str
+    spec_hash: str
+    model: ModelSpec
+    task_id: str
+    tasks_root: str
+    states_path: str | None = None
+    task_digest: str | None = None  # the task's content when planned; a pod refuses a different one
+    attempt: int
+    agent: AgentKind
+    limits: Limits
+    # A sharded task (a toolcall data set): which slice of its cases this trial runs, and the suite's settings.
+    shard: int | None = None
+    toolcalls: ToolCallSettings | None = None
+    provider: ProviderPolicy = Field(default_factory=ProviderPolicy)  # how provider faults are waited out
+    # The judge that classifies an MCP trial's valid tool calls (spec.toolcalls.judge); outside the trial's hash:
+    # it annotates calls, never changes an outcome.
+    judge: JudgeSettings | None = None
+    # What the trial's pod needs to know about the task (Service.trial_params: e.g. a browser task's sites).
+    service_params: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def service(self) -> str:
+        return self.task_id.split("/", 1)[0]
+
+    def record_identity(self) -> dict[str, Any]:
+        """The fields by which every record of this trial (the runner's, the operator's own) names it."""
+        return {
+            "run": self.run,
+            "trial_id": self.trial_id,
+            "spec_hash": self.spec_hash,
+            "model": self.model.name,
+            "litellm_model": self.model.model,
+            "service": self.service,
+            "task_id": self.task_id,
+            "attempt": self.attempt,
+            "agent": str(self.agent),
+        }
+
+
+def trial_deadline(trial: TrialSpec, grace_seconds: float) -> tuple[float, str]:
+    """The longest a try of ``trial`` still making progress can take, and the sum in words: past it, whatever
+    holds the try (the local launcher's worker, a pod) is wedged and is killed, and the trial retried as an
+    infrastructure error. One sum for the launcher and the operator (a pod's ``activeDeadlineSeconds``, and how
+    long a pod on a lost node is waited for), so a trial is never killed in one and let finish in the other.
+
+    Besides the agent's and verifier's timeouts and ``grace_seconds`` (set-up, teardown, a worker's or pod's
+    start), it holds the provider time the agent's clock gives back (time lost to provider faults does not count
+    against ``timeoutSeconds``): at most ``provider.trialRetryBudget`` failed calls of the LLM call's timeout,
+    each followed by the longest wait (``retryAfterMaxSeconds`` or ``backoffMaxSeconds``). Without it a trial
+    that waited out a long rate-limit spell would be killed near its end and paid for again. Lower those to have
+    a wedged try found sooner. Capped at ``INT_MAX`` (a pod's deadline is an integer a JSON number keeps)."""
+    lim, provider = trial.limits, trial.provider
+    wait = max(provider.retry_after_max_seconds, provider.backoff_max_seconds)
+    given_back = provider.trial_retry_budget * (lim.llm_call_timeout + wait)
+    total = min(float(INT_MAX), lim.timeout_seconds + lim.verifier_timeout_seconds + grace_seconds + given_back)
+    why = (
+        f"{total:g} s (limits.timeoutSeconds {lim.timeout_seconds} + limits.verifierTimeoutSeconds "
+        f"{lim.verifier_timeout_seconds} + {grace_seconds:g} s for set-up and teardown + {given_back:g} s the "
+        f"provider may take back: provider.trialRetryBudget {provider.trial_retry_budget} x (the LLM call's "
+        f"{lim.llm_call_timeout} s + a {wait:g} s wait))"
+    )
+    return total, why
+
+
+def trial_id(model: str, task: Task, attempt: int, shard: int | None = None) -> str:
+    """Readable and unique: model names are DNS labels, task path parts match [A-Za-z0-9_-]."""
+    name = task.name if shard is None else f"{task.name}-s{shard:04d}"
+    return f"{model}.{task.service}.{task.difficulty}.{task.category}.{name}.{attempt}"
+
+
+def trial_hash(run: EvalRun, model: ModelSpec, task: Task, attempt: int, shard: int | None = None) -> str:
+    what: dict[str, object] = {
+        "model": model.model_dump(mode="json", include={"name", "model", "api_base", "params"}),
+        "agent": run.spec.agent,
+        "limits": run.spec.limits.model_dump(mode="json"),
+        "task": task.id,
+        "task_digest": task.digest,
+        "attempt": attempt,
+    }
+    if shard is not None:  # only for sharded tasks: every other trial keeps the hash it had
+        what["shard"] = shard
+        what["toolcalls"] = (run.spec.toolcalls or ToolCallSettings()).measured()
+    return canonical_hash(what)
+
+
+def shards_of(run: EvalRun, task: Task) -> list[int | None]:
+    """The trials one attempt of a task is cut into: [None] for a whole task, else its shard numbers."""
+    from mcpfleet.runner.services import SERVICES
+
+    service = SERVICES.get(task.service)
+    count = service.shards(task, run.spec) if service is not None else None
+    return [None] if count is None else list(range(count))
+
+
+def service_params(task: Task) -> dict[str, Any]:
+    """The task's service's ``trial_params`` (what its pod needs to know), {} for a service not registered."""
+    from mcpfleet.runner.services import SERVICES
+
+    service = SERVICES.get(task.service)
+    return service.trial_params(task) if service is not None else {}
+
+
+def task_weight(task: Task) -> int:
+    """Expected size of a task: its oracle's length when it has one (a fair proxy for agent turns)."""
+    try:
+        return len(task.oracle) if task.has_oracle else 0
+    except Exception:  # noqa: BLE001 - a broken oracle is reported by `tasks validate`, not here
+        return 0
+
+
+MAX_TRIALS = 100_000  # a sweep is a few thousand trials; past this the plan alone costs minutes and gigabytes
+
+
+def check_plan_size(run: EvalRun, tasks: int, slices: int) -> None:
+    """Refuse a plan of more than MAX_TRIALS trials (models x tasks' slices x attempts), naming the factors,
+    before any of it is built: a 200 KB spec could ask for millions, held in memory, in plan.json and in the
+    operator's status."""
+    models, attempts = len(run.spec.models), run.spec.attempts
+    total = models * slices * attempts
+    if total > MAX_TRIALS:
+        shards = f" in {slices:,} shard(s)" if slices != tasks else ""
+        raise SpecError(
+            [
+                f"spec: {models:,} model(s) x {tasks:,} task(s){shards} x {attempts} attempt(s) = {total:,} trials; "
+                f"at most {MAX_TRIALS:,} are allowed in one run: select fewer models or tasks (tasks.include, "
+                "tasks.categories), lower attempts (or raise toolcalls.shardSize), or split the sweep into runs"
+            ]
+        )
+
+
+def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path | None = None) -> list[TrialSpec]:
+    """models x tasks x attempts in launch order.
+
+    Largest tasks first across the whole run (longest-processing-time first keeps the tail of a concurrent
+    run short: no big task starts last); a task's attempts next to each other, so a run stopped early has
+    whole pass@k / pass^k evidence for the tasks it reached; models interleaved on every step so provider
+    rate limits spread out.
+    """
+    ordered = sorted(tasks, key=lambda t: (-task_weight(t), t.id))
+    cuts = {task.id: shards_of(run, task) for task in ordered}
+    check_plan_size(run, len(ordered), sum(len(c) for c in cuts.values()))
+    out = []
+    for task in ordered:
+        shards = cuts[task.id]
+        params = service_params(task)
+        settings = (run.spec.toolcalls or ToolCallSettings()) if shards != [None] else None
+        for shard in shards:
+            for attempt in range(1, run.spec.attempts + 1):
+                for model in run.spec.models:
+                    out.append(
+                        TrialSpec(
+                            run=run.name,
+                            trial_id=trial_id(model.name, task, attempt, shard),
+                            spec_hash=trial_hash(run, model, task, attempt, shard),
+                            model=model,
+                            task_id=task.id,
+                            tasks_root=str(tasks_root),
+                            states_path=str(states_path) if states_path else None,
+                            task_digest=task.digest,
+                            attempt=attempt,
+                            agent=run.spec.agent,
+                            limits=run.spec.limits,
+                            shard=shard,
+                            toolcalls=settings,
+                            provider=run.spec.provider,
+                            judge=(run.spec.toolcalls.judge if run.spec.toolcalls and shard is None else None),
+                            service_params=params,
+                        )
+                    )
+    return out
+
+
+def plan(run: EvalRun, base_dir: Path, tasks: list[Task] | None = None) -> list[TrialSpec]:
+    """The run's trials; ``tasks``: its selection when already loaded (``preflight`` returns it)."""
+    root, states = resolve_pack(run.spec.tasks, base_dir)
+    return expand(run, load_selection(run.spec.tasks, base_dir) if tasks is None else tasks, root, states)

@@ -1,0 +1,103 @@
+"""summary.json: the run's aggregates over its planned trials, the same for the launcher and the operator."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from mcpfleet.runner.plan.expand import TrialSpec
+from mcpfleet.runner.report.scoring import summarize
+from mcpfleet.runner.results.outcome import is_scored
+from mcpfleet.runner.results.records import now_iso
+from mcpfleet.runner.results.store import ResultStore
+from mcpfleet.runner.spec.evalrun import EvalRun, spec_hash
+from mcpfleet.runner.toolcalls.case_records import breakdown, expand
+
+PLAN_FILE = "plan.json"  # the planned trials' ids and spec hashes, for readers without the task pack
+
+
+def plan_file(run: EvalRun, trials: list[TrialSpec]) -> dict[str, Any]:
+    """What ``planned`` reads back: written by the launcher when it plans and by the operator when it
+    summarises, so that an export or report counts the records summary.json counts, and no other."""
+    return {"run": run.name, "spec_hash": spec_hash(run), "trials": {t.trial_id: t.spec_hash for t in trials}}
+
+
+def planned(store: ResultStore) -> dict[str, str] | None:
+    """The run's planned trials (trial id -> spec hash), or None when plan.json is missing or damaged (older
+    runs; an operator run before its first summary): readers then fall back to the models and attempts."""
+    raw = store.read_json(PLAN_FILE)
+    trials = raw.get("trials") if isinstance(raw, dict) else None
+    if not isinstance(trials, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in trials.items()):
+        return None
+    return trials
+
+
+def still_planned(
+    store: ResultStore, models: set[str] | None = None, attempts: int | None = None
+) -> Callable[[dict[str, Any]], bool]:
+    """Which records the run plans now, as summary.json counts them: its planned trials (plan.json) at their
+    spec; without plan.json, its models and attempts (run.json). Records of dropped tasks, models or attempts,
+    and of an earlier spec, are left out. ``models``, ``attempts``: what to keep when neither file says."""
+    plan = planned(store)
+    if plan is not None:
+        return lambda r: plan.get(r["trial_id"]) == r.get("spec_hash")
+    run_json = store.read_json("run.json")  # damaged or foreign: its fields are ignored, never trusted
+    evalrun = run_json.get("evalrun") if isinstance(run_json, dict) else None
+    spec = evalrun.get("spec") if isinstance(evalrun, dict) else None
+    spec = spec if isinstance(spec, dict) else {}
+    listed = spec.get("models")
+    named = (
+        {m["name"] for m in listed if isinstance(m, dict) and isinstance(m.get("name"), str)}
+        if isinstance(listed, list)
+        else set()
+    )
+    models = named or models
+    given = spec.get("attempts")
+    attempts = given if isinstance(given, int) and not isinstance(given, bool) and given > 0 else attempts
+    return lambda r: (
+        (models is None or r.get("model") in models) and (attempts is None or int(r.get("attempt", 0)) <= attempts)
+    )
+
+
+def build_summary(
+    run: EvalRun, trials: list[TrialSpec], store: ResultStore, stopped: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Aggregate the stored records of the planned trials (records of trials no longer planned are ignored).
+
+    ``stopped``: models whose launches were stopped (a configuration error, the retry budget), with why."""
+    wanted = {t.trial_id: t.spec_hash for t in trials}
+    results = [r for r in store.iter_results() if wanted.get(r.get("trial_id", "")) == r.get("spec_hash")]
+    # A shard's cases count one by one (each a task of its own); every other result as it is.
+    scored = list(expand(results))
+    not_scored = Counter(r["failure"] for r in results if not is_scored(r.get("failure")))
+    out = {
+        "run": run.name,
+        "spec_hash": spec_hash(run),
+        "generated_at": now_iso(),
+        "trials_planned": len(trials),
+        "trials_recorded": len(results),
+        "complete": len(results) == len(trials),
+        "not_scored": dict(sorted(not_scored.items())),  # infra, provider and config errors: re-run on resume
+        "stopped": dict(sorted((stopped or {}).items())),
+        "rows": summarize(scored, run.spec.attempts),
+        "harness": harness_counts(results),
+    }
+    if toolcall := breakdown(scored):
+        out["toolcall"] = toolcall
+    return out
+
+
+def harness_counts(records: list[dict[str, Any]]) -> dict[str, int]:
+    """What ran the records (records.harness_id), with how many each; more than one: see mixed_harness."""
+    return dict(sorted(Counter(r["harness"] for r in records if isinstance(r.get("harness"), str)).items()))
+
+
+def mixed_harness(summary: dict[str, Any]) -> str | None:
+    """A warning when the run's records were written by more than one harness (a runner image edited mid-run,
+    a resume under another mcpfleet version): its scores may mix two harnesses' behaviour. None otherwise."""
+    harness = summary.get("harness")
+    if not isinstance(harness, dict) or len(harness) < 2:
+        return None
+    named = ", ".join(f"{h} ({n} trial{'s' if n != 1 else ''})" for h, n in harness.items())
+    return f"this run's trials were run by {len(harness)} harnesses: {named}; scores may not be comparable"

@@ -1,0 +1,1028 @@
+"""The EvalRun resource: the single source of truth for CLI validation, the CRD schema and docs.
+
+Keys follow the Kubernetes API conventions (camelCase) because the same object is applied with
+``kubectl`` as a custom resource and run locally with ``mcpfleet run``. Unknown fields are errors
+everywhere: a typo such as ``maxTurn`` must never be silently ignored in a 10,000-trial sweep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from decimal import Decimal
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+from pydantic_core import ErrorDetails
+
+API_GROUP = "mcpfleet.io"
+API_VERSION = "v1alpha1"
+KIND = "EvalRun"
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+ENV_VAR_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# The largest integer a field takes when nothing smaller is meaningful: the API server (and every JSON parser
+# that reads numbers as doubles) keeps integers exactly only up to 2**53 - 1, and the operator sums timeouts into
+# a pod's int64 activeDeadlineSeconds, which three of these cannot overflow.
+INT_MAX = 2**53 - 1
+# The results store's S3 credentials, in every runner's environment: named as a model's (or the judge's) key,
+# they would be sent to that model's provider, whose URL the spec's author chooses.
+STORE_CREDENTIALS = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"})
+# A container image reference as the container runtimes parse it: [registry[:port]/]path[:tag][@digest], the path
+# in lowercase. Anything else gives pods that never start (InvalidImageName), each trial an infra error.
+_IMAGE_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REGISTRY = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]{1,5})?"
+IMAGE_REF = re.compile(
+    rf"(?:{_REGISTRY}/)?{_IMAGE_PART}(?:/{_IMAGE_PART})*(?::\w[\w.-]{{0,127}})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
+    re.ASCII,
+)
+
+
+def check_key_env(name: str | None) -> str | None:
+    """Refuse an apiKeyEnv naming the results store's credentials (see STORE_CREDENTIALS)."""
+    if name is not None and name.upper() in STORE_CREDENTIALS:
+        raise ValueError(
+            f"'{name}' holds the results store's S3 credentials, which would be sent to the model's provider as "
+            "its API key; put the model's key in a variable of its own and name that"
+        )
+    return name
+
+
+def check_image(image: str | None) -> str | None:
+    """Refuse what no container runtime can pull (see IMAGE_REF), naming the expected shape; empty: the default."""
+    if image and (len(image) > 512 or not IMAGE_REF.fullmatch(image)):
+        raise ValueError(
+            f"'{image[:80]}' is not a container image reference: [registry[:port]/]repository[:tag][@sha256:<digest>], "
+            "the repository in lowercase (e.g. ghcr.io/mcpfleet/runner:0.1.0); a pod with it would never start"
+        )
+    return image
+
+
+# Bounds on free-text locations: a path no file system accepts, or a URL no client sends, is refused up front with
+# the field's name, and the CRD's CEL rule, which compares output.uri and output.endpointUrl, is priced by the
+# API server on these lengths rather than on a 3 MiB worst case.
+MAX_PATH = 4096  # Linux PATH_MAX; an s3:// URI is far shorter (a key is at most 1024 bytes)
+MAX_URL = 2048
+MAX_ATTEMPTS = 100  # k; also the most a report trusts from a stored run.json or summary.json
+# A model string: provider model names are short, a scripted model's script=<path> is the longest real one.
+MAX_MODEL = 1024
+
+
+def check_no_surrounding_space(text: str) -> str:
+    """Refuse text with leading or trailing whitespace (a stray space, a YAML block scalar's newline): it would
+    reach a provider in every call (`openai/gpt-5 `) or name a folder with a space in it (`runs `)."""
+    if text != text.strip():
+        raise ValueError(f"{text[:80]!r} starts or ends with whitespace; remove it")
+    return text
+
+
+class SpecModel(BaseModel):
+    """Base for every spec object: camelCase aliases, unknown fields forbidden."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_enum_values=True,
+        allow_inf_nan=False,  # `.nan` passed `le` bounds' wording ("must be <= 3600"), `.inf` an unbounded rate
+    )
+
+
+class SecretKeyRef(SpecModel):
+    """A key in a Kubernetes Secret in the EvalRun's namespace."""
+
+    name: str = Field(pattern=DNS_LABEL.replace("[-a-z0-9]", "[-.a-z0-9]"), max_length=253, description="Secret name.")
+    key: str = Field(min_length=1, description="Key inside the Secret.")
+
+
+class ReasoningEffort(StrEnum):
+    minimal = "minimal"
+    low = "low"
+    medium = "medium"
+    high = "high"
+
+
+class ModelParams(SpecModel):
+    """Sampling parameters passed to LiteLLM; unset ones are not sent at all."""
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=INT_MAX, description="Max output tokens per LLM call.")
+    reasoning_effort: ReasoningEffort | None = None
+    seed: int | None = Field(default=None, ge=-INT_MAX, le=INT_MAX)
+
+    def litellm_kwargs(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump(by_alias=False).items() if v is not None}
+
+
+class ModelSpec(SpecModel):
+    """One model under test. Secrets are referenced, never inlined."""
+
+    name: str = Field(
+        pattern=DNS_LABEL, max_length=40, description="Short DNS-label name used in trial ids, pod labels and reports."
+    )
+    model: str = Field(
+        min_length=1,
+        max_length=MAX_MODEL,
+        description=(
+            "LiteLLM model string, e.g. 'openai/gpt-5' or 'anthropic/claude-sonnet-4'. "
+            "'scripted/<policy>' uses mcpfleet's scripted model server (oracle, noop, malformed)."
+        ),
+    )
+    api_base: str | None = Field(default=None, max_length=MAX_URL, description="OpenAI-compatible base URL override.")
+    api_key_env: str | None = Field(
+        default=None, pattern=ENV_VAR_NAME, description="Name of the environment variable holding the API key."
+    )
+    api_key_secret_ref: SecretKeyRef | None = Field(
+        default=None, description="Kubernetes Secret key holding the API key (operator only)."
+    )
+    params: ModelParams = Field(default_factory=ModelParams)
+    concurrency: int | None = Field(
+        default=None, ge=1, le=10_000, description="Max trials of this model in flight; overrides concurrency.perModel."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_inline_secrets(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for bad in ("apiKey", "api_key", "key", "token"):
+                if bad in data:
+                    raise ValueError(
+                        f"inline secret field '{bad}' is not allowed; reference it with "
+                        "apiKeyEnv (an environment variable name) or apiKeySecretRef {name, key}"
+                    )
+        return data
+
+    @field_validator("api_base")
+    @classmethod
+    def _api_base(cls, v: str | None) -> str | None:
+        return check_no_credentials(v)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env(cls, v: str | None) -> str | None:
+        return check_key_env(v)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        check_no_surrounding_space(v)
+        provider, slash, name = v.partition("/")
+        if slash and not (provider and name):
+            raise ValueError(f"{v[:80]!r}: give <provider>/<model>, e.g. openai/gpt-5 (one of the two is empty)")
+        return check_no_secret_text(v)
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> ModelSpec:
+        if self.api_key_env and self.api_key_secret_ref:
+            raise ValueError("set at most one of apiKeyEnv and apiKeySecretRef")
+        return self
+
+    @property
+    def is_scripted(self) -> bool:
+        return self.model.startswith("scripted/")
+
+
+class TaskSelection(SpecModel):
+    """Which tasks to run: a task pack and filters on it. Empty filters select everything."""
+
+    path: str = Field(
+        default="tasks",
+        max_length=MAX_PATH,
+        description=(
+            "Task-pack root in MCPMark layout (<service>/<difficulty>/<category>/<task>/): a folder, or "
+            "s3://bucket/prefix for a pack kept in S3. Relative folders resolve against the EvalRun file's "
+            "folder locally, and against the runner image's bundled tasks."
+        ),
+    )
+    states_path: str | None = Field(
+        default=None,
+        max_length=MAX_PATH,
+        description=(
+            "Folder (or s3://bucket/prefix) holding initial states for packs that do not bundle them (e.g. "
+            "MCPMark's own tasks), as <category>/ (MCPMark's layout: its filesystem test_environments folder "
+            "as is) or <service>/<category>/. Defaults to <path>/<service>/states."
+        ),
+    )
+    endpoint_url: str | None = Field(
+        default=None, max_length=MAX_URL, description="S3 endpoint of an s3:// pack (non-AWS stores)."
+    )
+    region: str | None = Field(default=None, description="S3 region of an s3:// pack.")
+    credentials_secret_ref: str | None = Field(
+        default=None,
+        description=(
+            "Secret with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY that trial pods use to read an s3:// pack "
+            "(the operator reads it with its own credentials; locally the environment's are used)."
+        ),
+    )
+    services: list[str] = Field(default_factory=list, description="e.g. [filesystem, postgres]")
+    difficulties: list[str] = Field(default_factory=list, description="e.g. [standard, easy]")
+    categories: list[str] = Field(default_factory=list)
+    include: list[str] = Field(
+        default_factory=list, description=("Glob patterns over task ids '<service>/<difficulty>/<category>/<task>'.")
+    )
+    exclude: list[str] = Field(default_factory=list, description="Glob patterns over task ids.")
+
+    @field_validator("path", "states_path")
+    @classmethod
+    def _pack_uri(cls, v: str | None) -> str | None:
+        if v is not None:
+            check_no_surrounding_space(v)
+        if v is not None and "://" in v:
+            _check_s3_uri(v)
+        return v
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        return check_no_credentials(v)
+
+    @property
+    def in_s3(self) -> bool:
+        return self.path.startswith("s3://")
+
+    def location_view(self) -> set[str]:
+        """Fields that say where the pack is read from, not which tasks run (left out of the spec hash)."""
+        return {"endpoint_url", "region", "credentials_secret_ref"}
+
+
+class AgentKind(StrEnum):
+    """Who acts in a trial. ``mcpmark`` (the default) shows the model exactly what MCPMark's agent does:
+    its system prompt, the suffix it appends to every task description, tool results serialised as it
+    serialises them. ``react`` is MCPMark's ReAct agent (JSON replies, no native tool calling).
+    ``mcpfleet`` is the same tool-calling loop with mcpfleet's own prompt: the bare description, no system
+    prompt, tool results as plain text. ``oracle`` replays oracle.json; ``noop`` does nothing."""
+
+    mcpmark = "mcpmark"
+    react = "react"
+    mcpfleet = "mcpfleet"
+    oracle = "oracle"
+    noop = "noop"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Limits(SpecModel):
+    """Per-trial limits; defaults are MCPMark's."""
+
+    max_turns: int = Field(default=100, ge=1, le=10_000)
+    timeout_seconds: int = Field(
+        default=3600,
+        ge=1,
+        le=INT_MAX,
+        description="Whole agent run, counted from the trial's connection to its MCP server (MCPMark counts from the "
+        "server's start; a warm spare or a pod's sidecar is up already). A toolcalls shard's whole limit.",
+    )
+    tool_call_timeout_seconds: int = Field(default=60, ge=1, le=INT_MAX)
+    verifier_timeout_seconds: int = Field(default=300, ge=1, le=INT_MAX)
+    llm_retries: int = Field(
+        default=5,
+        ge=0,
+        le=20,
+        description=(
+            "Retries of one LLM call after a provider fault (429, 5xx, a hang, a dropped connection, an unusable "
+            "reply); waits follow spec.provider. When they run out the trial is a provider_error: not scored, "
+            "re-run on resume."
+        ),
+    )
+    llm_timeout_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=INT_MAX,
+        description=(
+            "One LLM call: no reply within it is a provider hang, retried. Default: half of timeoutSeconds, as "
+            "MCPMark's agent waits (1800 s of its 3600 s), so a reasoning model's long call is no hang. Must be "
+            "less than timeoutSeconds; time lost to provider faults does not count against timeoutSeconds."
+        ),
+    )
+
+    @property
+    def llm_call_timeout(self) -> int:
+        """The limit of one LLM call: ``llmTimeoutSeconds``, else half the agent's time (MCPMark's ``timeout / 2``)."""
+        if self.llm_timeout_seconds is not None:
+            return self.llm_timeout_seconds
+        return max(1, self.timeout_seconds // 2)
+
+    @model_validator(mode="after")
+    def _llm_call_fits(self) -> Limits:
+        # A call that may outlast the whole agent run would end as the agent's timeout, charged to the model,
+        # when it is the provider that hangs.
+        if self.llm_timeout_seconds is not None and self.llm_timeout_seconds >= self.timeout_seconds:
+            raise ValueError(
+                f"llmTimeoutSeconds ({self.llm_timeout_seconds}) must be less than timeoutSeconds "
+                f"({self.timeout_seconds}): a hung provider must end as a provider fault, not as the agent's "
+                "timeout; lower llmTimeoutSeconds or raise timeoutSeconds"
+            )
+        return self
+
+
+class ProviderPolicy(SpecModel):
+    """How provider faults are waited out and when a model's launches stop.
+
+    Not part of the spec hash: waits and budgets change how long a run takes, never what a finished trial
+    measured. Configuration errors (401/402/403, unknown model, an apiBase still unreachable after a few quick
+    retries) stop a model's launches at once, whatever these say."""
+
+    backoff_initial_seconds: float = Field(
+        default=1.0, ge=0, le=600, description="First wait of the jittered exponential backoff between retries."
+    )
+    backoff_max_seconds: float = Field(default=30.0, ge=0, le=3600, description="Longest backoff wait.")
+    retry_after_max_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        le=3600,
+        description=(
+            "Longest wait honoured when a provider says how long to wait (Retry-After in seconds or as an HTTP "
+            "date, retry-after-ms, x-ratelimit-reset-*, anthropic-ratelimit-*-reset); longer asks wait this long."
+        ),
+    )
+    trial_retry_budget: int = Field(
+        default=30,
+        ge=0,
+        le=1000,
+        description=(
+            "LLM retries one trial may spend over all its calls; when spent, the trial ends as a provider_error. "
+            "In toolcall tasks, per case (a shard of N cases has N times this budget)."
+        ),
+    )
+    model_retry_budget: int | None = Field(
+        default=1000,
+        ge=0,
+        le=INT_MAX,
+        description=(
+            "LLM retries the trials of one model may spend, counted from when its launches (re)started (a "
+            "`mcpfleet run`, an operator start, a spec edit). When exceeded, no more of its trials are launched: "
+            "the run reports the model as stopped, and re-running resumes it. null: no limit."
+        ),
+    )
+
+
+class Concurrency(SpecModel):
+    total: int = Field(default=4, ge=1, le=10_000, description="Max trials in flight for the run.")
+    per_model: int | None = Field(default=None, ge=1, le=10_000, description="Max trials in flight per model.")
+
+
+RETRY_WAIT_MAX_SECONDS = 3600.0  # the longest wait before a trial's retry (the doubling stops there)
+
+
+def retry_wait(backoff_seconds: float, tries: int) -> float:
+    """Seconds before retry number ``tries`` (1-based): doubling from backoff_seconds, capped at an hour (20
+    retries of 10 s doubled would wait 61 days before the last)."""
+    return min(RETRY_WAIT_MAX_SECONDS, backoff_seconds * 2.0 ** min(tries - 1, 64))
+
+
+class Retries(SpecModel):
+    """Retries of trials that measured nothing (infra_error, provider_error); model outcomes are never retried."""
+
+    limit: int = Field(default=2, ge=0, le=20)
+    backoff_seconds: float = Field(
+        default=10,
+        ge=0,
+        le=RETRY_WAIT_MAX_SECONDS,
+        description="Wait before a trial's first retry; doubled for each next one, at most an hour.",
+    )
+    backoff_limit: int | None = Field(
+        default=None,
+        ge=0,
+        le=INT_MAX,
+        description=(
+            "Operator: infrastructure failures in a row (no trial recorded in between) after which the run "
+            "stops as Failed (BackoffLimitExceeded), like a Job's backoffLimit: a bad image or a missing Secret "
+            "fails every pod. Default: twice concurrency.total, at least 6."
+        ),
+    )
+
+
+class LaunchOrder(SpecModel):
+    """Operator: which waiting trial gets the next free pod. Longest expected first, learned as the run goes;
+    the order never changes what a trial measures, only when the sweep ends."""
+
+    learn_from: list[Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]] = Field(
+        default_factory=list,
+        max_length=20,
+        description=(
+            "Operator: earlier runs, by name, stored in this run's spec.output (every run of that name: it keeps "
+            "each under its UID): their finished trials' times tell the launch order how long each task takes "
+            "before this run has measured any, so a sweep of tasks run before starts its longest trials first. "
+            "Other models' and other hardware's times serve too (their speed is fitted apart). A run that cannot "
+            "be read is reported by an event and skipped."
+        ),
+    )
+
+
+class Output(SpecModel):
+    """Where records go: a local folder, or s3://bucket/prefix."""
+
+    uri: str = Field(default="runs", min_length=1, max_length=MAX_PATH, description="Local path or s3://bucket/prefix.")
+    endpoint_url: str | None = Field(default=None, max_length=MAX_URL, description="S3 endpoint for non-AWS stores.")
+    region: str | None = None
+    credentials_secret_ref: str | None = Field(
+        default=None, description="Secret with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (operator only)."
+    )
+
+    @field_validator("uri")
+    @classmethod
+    def _uri(cls, v: str) -> str:
+        check_no_surrounding_space(v)
+        if "\0" in v:
+            raise ValueError("must not contain a NUL byte (no file system path can)")
+        if "://" in v:
+            _check_s3_uri(v)
+        return v
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        return check_no_credentials(v)
+
+
+SECRET_QUERY = re.compile(r"(key|token|secret|password|passwd|signature|credential|auth)", re.IGNORECASE)
+# What an API key looks like where no key belongs (a model string, a URL's path): a parameter named like one
+# (api_key=..., token:...), or a part starting as providers' keys do (sk-..., AKIA..., ghp_..., AIza..., hf_...).
+SECRET_TEXT = re.compile(
+    r"(?<![a-z0-9])(api[-_]?key|key|token|secret|password|passwd|signature|credential|auth)[^/=:&;?#]{0,20}[=:]"
+    r"|(^|[/=:?&;#@,])(?-i:sk-|sk_|rk_|AKIA[0-9A-Z]{12}|ASIA[0-9A-Z]{12}|ghp_|gho_|github_pat_|glpat-|xox[abpr]-"
+    r"|AIza|hf_|gsk_)",
+    re.IGNORECASE,
+)
+
+
+def check_no_secret_text(text: str) -> str:
+    """Refuse a model string that carries what looks like a key: it is copied into run.json, every record, the
+    EvalRun and its pods. A scripted model's options (``scripted/oracle?key=...&fault=auth``) are test settings
+    of mcpfleet's own server, no credential."""
+    if not text.startswith("scripted/") and SECRET_TEXT.search(text):
+        raise ValueError(
+            "looks like it carries a credential (a key=value or a key such as sk-...); give the bare model string "
+            "and put the key in the environment variable named by apiKeyEnv (or apiKeySecretRef in a cluster)"
+        )
+    return text
+
+
+def shown_url(url: str) -> str:
+    """A URL safe to print: its user-info and the values of its query parameters replaced."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        netloc = ("***@" if "@" in parts.netloc else "") + host + (f":{parts.port}" if parts.port else "")
+    except ValueError:
+        return "<unparseable URL>"
+    query = "&".join(f"{q.split('=', 1)[0]}=***" if "=" in q else q for q in parts.query.split("&") if q)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def check_no_credentials(url: str | None) -> str | None:
+    """Refuse a URL that is not http(s) (every call would fail: a run of retried provider errors), or that carries
+    credentials (user:password@, ?api_key=...): the spec is copied into run.json, the EvalRun's status, events and
+    every trial pod. Secrets go through apiKeyEnv or a Secret reference."""
+    if url is None:
+        return None
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise ValueError("is not a valid URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:  # every trial would fail on its first call
+        raise ValueError(f"'{shown_url(url)}' is not an http(s) URL; write it as http(s)://host[:port][/path]")
+    if "@" in parts.netloc:
+        raise ValueError(
+            f"'{shown_url(url)}' embeds credentials (user-info before '@'); put the key in the environment "
+            "variable named by apiKeyEnv (or apiKeySecretRef in a cluster) and give the URL without it"
+        )
+    try:
+        parts.port  # noqa: B018 - reading it checks it: every call would fail on a port out of 0..65535
+    except ValueError:
+        raise ValueError(
+            f"'{parts.scheme}://{parts.hostname}:...' has no valid port (a number 1-65535); fix the port"
+        ) from None
+    bare = f"{parts.scheme}://{parts.netloc}"
+    if parts.fragment:  # never sent to the server: no use but to hide a key
+        raise ValueError(f"'{bare}/...#***' has a #fragment, which is never sent; give the URL without it")
+    if SECRET_TEXT.search(unquote(parts.path)):
+        raise ValueError(
+            f"'{bare}/***' looks like it carries credentials in its path; use apiKeyEnv or apiKeySecretRef for "
+            "keys, and credentialsSecretRef or the environment for S3"
+        )
+    query = parts.query.replace(";", "&")  # servers that split parameters at ';' too would read a key there
+    named = sorted({k for k, _ in parse_qsl(query, keep_blank_values=True) if SECRET_QUERY.search(k)})
+    if named:
+        raise ValueError(
+            f"'{shown_url(url)}' carries credentials in its query ({', '.join(named)}); use apiKeyEnv or "
+            "apiKeySecretRef for keys, and credentialsSecretRef or the environment for S3"
+        )
+    return url
+
+
+def _check_s3_uri(v: str) -> None:
+    if not v.startswith("s3://"):
+        raise ValueError("must be a local path or s3://bucket/prefix")
+    if not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", v):
+        raise ValueError("s3 URI must be s3://<bucket>/<prefix> with a valid bucket name")
+
+
+# Kubernetes' quantity grammar (k8s.io/apimachinery resource.Quantity), without the sign a resource may not have:
+# a number, then a binary suffix (Ki..Ei), a decimal one (n, u, m, k, M..E) or an exponent (e3, E-2).
+QUANTITY = r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"
+_QUANTITY_SCALE = {
+    **{s: 1024**i for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)},
+    **{s: 1000**i for i, s in enumerate(("k", "M", "G", "T", "P", "E"), 1)},
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+}
+
+
+def quantity_value(q: str) -> Decimal:
+    """The value of a Kubernetes quantity (matching QUANTITY): '500m' -> 0.5, '1Gi' -> 1073741824."""
+    m = re.fullmatch(QUANTITY, q)
+    if m is None:
+        raise ValueError(f"'{q[:40]}' is not a Kubernetes quantity (e.g. 500m, 2, 1Gi)")
+    number, suffix = Decimal(m.group(1)), m.group(3) or ""
+    if suffix[1:] and suffix[:1] in ("e", "E") and suffix != "Ei":  # an exponent; "E" alone is exa, "Ei" exbi
+        return number.scaleb(int(suffix[1:]))
+    return number * _QUANTITY_SCALE.get(suffix, 1)
+
+
+class Resources(SpecModel):
+    """Kubernetes resource requests and limits for a container (cpu, memory, ephemeral-storage)."""
+
+    requests: dict[Literal["cpu", "memory", "ephemeral-storage"], str] = Field(default_factory=dict)
+    limits: dict[Literal["cpu", "memory", "ephemeral-storage"], str] = Field(default_factory=dict)
+
+    @field_validator("requests", "limits")
+    @classmethod
+    def _quantities(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, q in v.items():
+            try:
+                quantity_value(str(q))
+            except ValueError as exc:
+                raise ValueError(f"{key}: {exc}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> Resources:
+        # The API server refuses such a pod at creation: every trial of the run would fail the same way.
+        for key, limit in self.limits.items():
+            request = self.requests.get(key)
+            if request is not None and quantity_value(request) > quantity_value(limit):
+                raise ValueError(
+                    f"requests.{key} ({request}) is more than limits.{key} ({limit}); the API server refuses such "
+                    f"a pod: lower the request or raise the limit"
+                )
+        return self
+
+
+class PodSettings(SpecModel):
+    """How trial pods are built (operator only; ignored by ``mcpfleet run``)."""
+
+    runner_image: str | None = Field(default=None, description="Overrides the operator's default runner image.")
+    sidecar_images: dict[str, str] = Field(
+        default_factory=dict, description="MCP sidecar image per service, e.g. {filesystem: ...}."
+    )
+    resources: Resources = Field(
+        default_factory=lambda: Resources(
+            requests={"cpu": "250m", "memory": "512Mi", "ephemeral-storage": "256Mi"},
+            limits={"memory": "2Gi", "ephemeral-storage": "2Gi"},
+        ),
+        description="Runner container (agent loop and verifier).",
+    )
+    sidecar_resources: Resources = Field(
+        default_factory=lambda: Resources(
+            requests={"cpu": "100m", "memory": "256Mi", "ephemeral-storage": "64Mi"},
+            limits={"memory": "1Gi", "ephemeral-storage": "1Gi"},
+        )
+    )
+    init_resources: Resources = Field(
+        default_factory=lambda: Resources(
+            requests={"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "64Mi"},
+            limits={"memory": "512Mi", "ephemeral-storage": "1Gi"},
+        ),
+        description="The init container that materialises the initial state (and fetches an s3:// pack's task).",
+    )
+    volume_size_limit: str = Field(
+        default="2Gi",
+        pattern=QUANTITY,
+        description="sizeLimit of each scratch emptyDir (state, /tmp, task): a trial filling it is evicted.",
+    )
+    service_account_name: str | None = Field(default=None, pattern=DNS_LABEL)
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node labels a trial pod must run on (label keys and values)."
+    )
+    pending_timeout_seconds: int = Field(
+        default=600,
+        ge=10,
+        le=INT_MAX,
+        description=(
+            "A trial pod still Pending after this long (unschedulable, image pull failure) is an infrastructure "
+            "error and is retried. Pending, as Kubernetes counts it, includes pulling images and the init "
+            "containers (materialising the state, fetching an s3:// pack's task), so leave room for them."
+        ),
+    )
+
+    @field_validator("runner_image")
+    @classmethod
+    def _runner_image(cls, v: str | None) -> str | None:
+        return check_image(v)
+
+    @field_validator("sidecar_images")
+    @classmethod
+    def _sidecar_images(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, image in v.items():
+            try:
+                check_image(image)
+            except ValueError as exc:
+                raise ValueError(f"{key[:80]}: {exc}") from None
+        return v
+
+    @field_validator("node_selector")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        # The API server refuses a pod whose nodeSelector is no label: every trial of the run would fail alike.
+        for key, value in v.items():
+            if problem := label_key_problem(key):
+                raise ValueError(f"key '{key[:80]}': {problem}")
+            if value and not (len(value) <= 63 and re.fullmatch(LABEL_NAME, value)):
+                raise ValueError(
+                    f"{key}: value '{value[:80]}' is not a label value: at most 63 letters, digits, '-', '_' or '.', "
+                    "starting and ending with a letter or digit (or empty)"
+                )
+        return v
+
+
+LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why ``key`` is no Kubernetes label key ([prefix/]name), or None."""
+    prefix, _, name = key.rpartition("/")
+    if not (len(name) <= 63 and re.fullmatch(LABEL_NAME, name)):
+        return (
+            "not a label key: [prefix/]name, the name at most 63 letters, digits, '-', '_' or '.', starting and "
+            "ending with a letter or digit"
+        )
+    if "/" in key and not (len(prefix) <= 253 and re.fullmatch(DNS_SUBDOMAIN, prefix)):
+        return "not a label key: its prefix (before '/') must be a DNS subdomain (e.g. node.kubernetes.io)"
+    return None
+
+
+class JudgeSettings(SpecModel):
+    """The LLM judge of the toolcall suite: any LiteLLM model, with the four-class rubric (see the README)."""
+
+    model: str = Field(min_length=1, description="LiteLLM model string, e.g. 'openai/gpt-5-mini'.")
+    api_base: str | None = Field(default=None, description="OpenAI-compatible base URL (a self-hosted judge).")
+    api_key_env: str | None = Field(
+        default=None, pattern=ENV_VAR_NAME, description="Name of the environment variable holding the judge's key."
+    )
+    api_key_secret_ref: SecretKeyRef | None = Field(
+        default=None, description="Kubernetes Secret key holding the judge's API key (operator only)."
+    )
+    concurrency: int = Field(default=4, ge=1, le=256, description="Judge calls in flight per trial.")
+    rate_per_second: float | None = Field(default=None, gt=0, description="Judge calls started per second per trial.")
+
+    @field_validator("api_base")
+    @classmethod
+    def _api_base(cls, v: str | None) -> str | None:
+        return check_no_credentials(v)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env(cls, v: str | None) -> str | None:
+        return check_key_env(v)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        return check_no_secret_text(v)
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> JudgeSettings:
+        if self.api_key_env and self.api_key_secret_ref:
+            raise ValueError("set at most one of apiKeyEnv and apiKeySecretRef")
+        return self
+
+
+class ToolCallSettings(SpecModel):
+    """How toolcall tasks (limbic-format single-call cases) run: cases per trial and who judges calls without a
+    gold call. A 10,000-case task is 10,000 / shardSize trials (pods), not 10,000."""
+
+    shard_size: int = Field(default=250, ge=1, le=100_000, description="Cases per trial (one pod per shard).")
+    concurrency: int = Field(default=8, ge=1, le=256, description="Model calls in flight inside one shard.")
+    judge: JudgeSettings | None = Field(
+        default=None,
+        description=(
+            "Judge of calls that have no gold call (cases labelled incorrect_*). Without one such a call passes "
+            "when the checker finds it schema-valid and it is not the case's labelled wrong call (an upper bound)."
+        ),
+    )
+
+    def measured(self) -> dict[str, Any]:
+        """What changes a shard's outcome (the judge's key and rate do not)."""
+        judge = self.judge.model_dump(mode="json", include={"model", "api_base"}) if self.judge else None
+        return {"shard_size": self.shard_size, "judge": judge}
+
+
+RESULT_FIELDS = ("models", "tasks", "attempts", "agent", "limits", "toolcalls")  # frozen once trials exist
+# Where the records are: frozen once trials exist too (the operator reads each trial's record there), but not
+# hashed (a run copied to another bucket measured the same thing).
+FROZEN_OUTPUT = ("uri", "endpoint_url")
+
+
+MAX_MODELS = 1000  # models in one run; the plan's size (models x tasks x attempts) is capped as well
+
+
+class EvalRunSpec(SpecModel):
+    models: list[ModelSpec] = Field(min_length=1, max_length=MAX_MODELS)
+    tasks: TaskSelection = Field(default_factory=TaskSelection)
+    attempts: int = Field(default=1, ge=1, le=MAX_ATTEMPTS, description="k: independent attempts per (model, task).")
+    agent: AgentKind = Field(
+        default=AgentKind.mcpmark,
+        validate_default=True,  # -> "mcpmark", like parsed values
+        description=(
+            "mcpmark (MCPMark's agent: its system prompt and task suffix, the default), react (MCPMark's ReAct "
+            "agent), mcpfleet (the same loop with mcpfleet's bare prompt), oracle (replays oracle.json) or noop."
+        ),
+    )
+    limits: Limits = Field(default_factory=Limits)
+    concurrency: Concurrency = Field(default_factory=Concurrency)
+    retries: Retries = Field(default_factory=Retries)
+    provider: ProviderPolicy = Field(default_factory=ProviderPolicy)
+    output: Output = Field(default_factory=Output)
+    suspend: bool = Field(
+        default=False,
+        description=(
+            "Operator: while true, like a Job's: the run's trial pods are deleted and none is launched; a trial "
+            "whose pod stored no record goes back to pending without using a retry. False again: launches resume."
+        ),
+    )
+    launch_order: LaunchOrder = Field(default_factory=LaunchOrder)
+    ttl_seconds_after_finished: int | None = Field(
+        default=None,
+        ge=0,
+        le=INT_MAX,
+        description=(
+            "Operator: delete the EvalRun (and so its pods) this long after it finished, Succeeded or Failed, "
+            "like a Job's; its records and summary.json stay in spec.output. Unset: kept."
+        ),
+    )
+    active_deadline_seconds: int | None = Field(
+        default=None,
+        gt=0,
+        le=INT_MAX,
+        description=(
+            "Operator: like a Job's, the longest the run may be active, counted from status.startedAt (which a "
+            "resume from suspend resets, so suspended time does not count); past it the run's pods are deleted "
+            "and it ends Failed (DeadlineExceeded), its stored records kept. Unset: no limit. `mcpfleet run` "
+            "(the local launcher) ignores it. It does not change what a trial measures (nor the spec hash)."
+        ),
+    )
+    pod: PodSettings = Field(default_factory=PodSettings)
+    toolcalls: ToolCallSettings | None = Field(
+        default=None, description="Settings of toolcall tasks (single tool-call cases); defaults apply when unset."
+    )
+
+    @field_validator("models")
+    @classmethod
+    def _unique_names(cls, v: list[ModelSpec]) -> list[ModelSpec]:
+        seen: set[str] = set()
+        for m in v:
+            if m.name in seen:
+                raise ValueError(f"model names must be unique; '{m.name}' appears twice")
+            seen.add(m.name)
+        return v
+
+    def frozen_view(self) -> dict[str, Any]:
+        """What cannot change once trials exist: what a trial measures, and where its record is stored."""
+        return self.results_view() | {"output": self.output.model_dump(mode="json", include=set(FROZEN_OUTPUT))}
+
+    def results_view(self) -> dict[str, Any]:
+        """The part of the spec that changes what a trial measures (not how fast or where)."""
+        models = [m.model_dump(mode="json", include={"name", "model", "api_base", "params"}) for m in self.models]
+        view = {
+            "models": models,
+            "tasks": self.tasks.model_dump(mode="json", exclude=self.tasks.location_view()),
+            "attempts": self.attempts,
+            "agent": self.agent,
+            "limits": self.limits.model_dump(mode="json"),
+        }
+        if self.toolcalls is not None:  # only when set: the hash of every run without it stays as it was
+            view["toolcalls"] = self.toolcalls.measured()
+        return view
+
+
+class ObjectMeta(BaseModel):
+    """The subset of Kubernetes ObjectMeta we read; the rest is allowed but ignored (it is the API server's)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str = Field(pattern=DNS_LABEL, max_length=63)
+    namespace: str | None = None
+    uid: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class EvalRun(SpecModel):
+    api_version: Literal["mcpfleet.io/v1alpha1"]
+    kind: Literal["EvalRun"]
+    metadata: ObjectMeta
+    spec: EvalRunSpec
+    status: dict[str, Any] | None = Field(default=None, exclude=True)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+
+class SpecError(ValueError):
+    """An invalid EvalRun, with one human line per problem: '<field path>: <what is allowed>'."""
+
+    def __init__(self, problems: list[str], source: str | None = None):
+        self.problems = problems
+        self.source = source
+        head = f"invalid EvalRun{f' in {source}' if source else ''}:"
+        super().__init__("\n".join([head, *(f"  {p}" for p in problems)]))
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part == "[key]" or str(part).startswith(("function-", "literal[")):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(root)"
+
+
+def _allowed_fields(model: type[BaseModel]) -> str:
+    return ", ".join(sorted(f.alias or n for n, f in model.model_fields.items()))
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """Walk the pydantic model tree along a location to find the object an unknown field sits in."""
+    model: Any = EvalRun
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        fields = {f.alias or n: f for n, f in model.model_fields.items()}
+        field = fields.get(part)
+        if field is None:
+            return None
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        cand = [a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not cand:
+            return None
+        model = cand[0]
+    return model
+
+
+def _explain(err: ErrorDetails) -> str:
+    kind, ctx, msg = err["type"], err.get("ctx") or {}, err["msg"]
+    if kind == "extra_forbidden":
+        model = _model_at(err["loc"])
+        field = model.model_fields.get(str(err["loc"][-1])) if model else None
+        if field is not None and field.alias and field.alias != err["loc"][-1]:
+            # A field's own name is taken as well as its camelCase alias, so it is unknown only beside the alias.
+            return f"given twice, as {field.alias} and {err['loc'][-1]}; keep one"
+        allowed = f"; allowed fields: {_allowed_fields(model)}" if model else ""
+        return f"unknown field{allowed}"
+    if kind == "missing":
+        return "required field is missing"
+    table = {
+        "greater_than_equal": "must be >= {ge}",
+        "greater_than": "must be > {gt}",
+        "less_than_equal": "must be <= {le}",
+        "less_than": "must be < {lt}",
+        "finite_number": "must be a finite number (not .nan or .inf)",
+        "too_short": "must have at least {min_length} item(s)",
+        "too_long": "must have at most {max_length} item(s)",
+        "string_too_short": "must not be empty",
+        "string_too_long": "must be at most {max_length} characters",
+        "string_pattern_mismatch": "must match {pattern}",
+        "literal_error": "must be {expected}",
+        "enum": "must be one of {expected}",
+    }
+    if kind in table:
+        try:
+            text = table[kind].format(**ctx)
+        except KeyError:
+            text = msg
+        if kind == "string_pattern_mismatch" and ctx.get("pattern") == DNS_LABEL:
+            text = "must be a DNS label: lowercase letters, digits and '-', starting and ending alphanumeric"
+        elif kind == "string_pattern_mismatch" and ctx.get("pattern") == QUANTITY:
+            text = "must be a Kubernetes quantity, e.g. 500m, 2, 1Gi (no sign, no other suffix)"
+        return text
+    if kind == "value_error":
+        return str(ctx.get("error", msg)).removeprefix("Value error, ")
+    strict = {
+        "int_type": "a whole number",
+        "float_type": "a number",
+        "bool_type": "true or false",
+        "string_type": "text",
+    }
+    if kind in strict:  # strict, as the CRD's schema: say what was given, since YAML decides its type
+        given = json.dumps(err.get("input"), default=str)
+        if kind == "string_type":
+            hint = " (quote it in YAML)"
+        else:
+            hint = " (quoted in YAML, so it is text: remove the quotes)" if isinstance(err.get("input"), str) else ""
+        return f"must be {strict[kind]}, not {given[:60]}{hint}"
+    return msg[0].lower() + msg[1:] if msg else kind
+
+
+def format_validation_error(exc: ValidationError) -> list[str]:
+    return [f"{_path(e['loc'])}: {_explain(e)}" for e in exc.errors()]
+
+
+MAX_SPEC_BYTES = 256 * 1024  # a spec is a few KiB; the API server's own object limit is ~1.5 MiB
+MAX_ANNOTATION_BYTES = 256 * 1024  # the API server's limit for all of an object's annotations together
+
+
+def _size_problems(data: dict[str, Any]) -> list[str]:
+    """Refuse a spec or annotations too large to be an EvalRun (a document expanded from YAML aliases, or an
+    annotation stuffed with data): they would be copied into run.json, status and every trial pod."""
+    from mcpfleet.runner.spec.yamlload import YAMLLimitError, expanded_nodes
+
+    problems = []
+    try:
+        expanded_nodes(data)
+    except YAMLLimitError as exc:
+        return [f"(root): refused: {exc}"]
+    try:
+        spec_size = len(json.dumps(data.get("spec"), default=str))
+    except (ValueError, OverflowError):  # an int of more than 4,300 digits cannot be written as text
+        return ["(root): refused: a number with more than 4,300 digits; no field takes one"]
+    if spec_size > MAX_SPEC_BYTES:
+        problems.append(f"spec: {spec_size:,} bytes as JSON; at most {MAX_SPEC_BYTES:,} are allowed")
+    meta = data.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    if isinstance(annotations, dict):
+        size = sum(len(str(k)) + len(str(v)) for k, v in annotations.items())
+        if size > MAX_ANNOTATION_BYTES:
+            problems.append(
+                f"metadata.annotations: {size:,} bytes in all; at most {MAX_ANNOTATION_BYTES:,} are allowed"
+            )
+    return problems
+
+
+def parse_evalrun(data: Any, source: str | None = None) -> EvalRun:
+    """Validate a decoded EvalRun document; raise SpecError naming every bad field."""
+    if not isinstance(data, dict):
+        raise SpecError(["(root): must be a mapping with apiVersion, kind, metadata and spec"], source)
+    if problems := _size_problems(data):
+        raise SpecError(problems, source)
+    try:
+        # Strict, as the API server's schema is: `attempts: true`, `attempts: "3"` or `suspend: "yes"` is refused
+        # by kubectl apply, so it is refused here too instead of running 1 attempt. JSON mode: enums are their
+        # values; anything YAML decodes beyond JSON (an unquoted date) arrives as its text, as kubectl sends it.
+        text = json.dumps(data, default=str)
+    except (ValueError, OverflowError):  # an int of more than 4,300 digits (in metadata: spec was sized above)
+        raise SpecError(["(root): refused: a number with more than 4,300 digits; no field takes one"], source) from None
+    try:
+        return EvalRun.model_validate_json(text, strict=True)
+    except ValidationError as exc:
+        raise SpecError(format_validation_error(exc), source) from None
+
+
+def load_evalrun(path: str | Path) -> EvalRun:
+    from mcpfleet.runner.spec.yamlload import YAMLLimitError, load_file
+
+    path = Path(path)
+    try:
+        docs = load_file(path)
+    except yaml.YAMLError as exc:
+        raise SpecError([f"(file): not valid YAML: {exc}"], str(path)) from None
+    except YAMLLimitError as exc:
+        raise SpecError([f"(file): refused: {exc}"], str(path)) from None
+    except UnicodeDecodeError:
+        raise SpecError(["(file): not UTF-8 text; an EvalRun is a YAML file"], str(path)) from None
+    except OSError as exc:
+        raise SpecError([f"(file): cannot read: {exc.strerror}"], str(path)) from None
+    runs = [d for d in docs if isinstance(d, dict) and d.get("kind") == KIND]
+    if len(runs) != 1:
+        raise SpecError([f"(file): expected exactly one document of kind EvalRun, found {len(runs)}"], str(path))
+    return parse_evalrun(runs[0], str(path))
+
+
+def canonical_hash(obj: Any, length: int = 16) -> str:
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:length]
+
+
+def spec_hash(run: EvalRun) -> str:
+    """Hash of what the run measures; concurrency, retries, output, suspend and deadlines do not change it."""
+    return canonical_hash(run.spec.results_view())

@@ -1,0 +1,1 @@
+"""Task packs: discovery and selection, S3-mirrored packs, content digests and validation."""

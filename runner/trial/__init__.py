@@ -1,0 +1,1 @@
+"""The trial engine: state -> MCP server -> agent -> verifier -> record, and the warm servers that shorten it."""
