@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess
 from mcpfleet.runner.llm import client as llm
-from mcpfleet.runner.llm import normalise
+from mcpfleet.runner.llm.client import normalise
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -41,8 +41,8 @@ async def _mcpmark_task(task: Any, h: Any, template: str | None, latency: float,
     from psycopg2 import sql
 
     from mcpfleet.runner.environment.mcp_client import connect_stdio
+    from mcpfleet.runner.environment.server import ServerCommand
     from mcpfleet.runner.environment.verifier import run_verifier
-    from mcpfleet.runner.services import ServerCommand
     from mcpfleet.runner.services.postgres import PREPARE, Login, run_prepare, server_executable
 
     db = f"{task.name[:40]}_{n}"

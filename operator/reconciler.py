@@ -33,7 +33,8 @@ from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_
 from mcpfleet.runner.results.records import TrialResult, dumps, epoch_seconds, now_iso
 from mcpfleet.runner.results.store import ResultStore, StoreError, open_store, store_config
 from mcpfleet.runner.spec.evalrun import FROZEN_OUTPUT, RESULT_FIELDS, EvalRun, Output, SpecError, parse_evalrun
-from mcpfleet.runner.tasks.discovery import TaskError, bundled_root
+from mcpfleet.runner.spec.task import TaskError
+from mcpfleet.runner.tasks.discovery import bundled_root
 
 TERMINAL = ("Succeeded", "Failed")
 IMAGE_FAILURES = {

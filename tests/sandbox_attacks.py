@@ -16,7 +16,7 @@ from typing import Any
 
 from mcpfleet.runner.environment.mcp_client import connect_stdio, result_text
 from mcpfleet.runner.services import get_service
-from mcpfleet.runner.tasks.discovery import Task
+from mcpfleet.runner.spec.task import Task
 
 REPO = Path(__file__).resolve().parents[1]
 VERIFY = REPO / "tasks" / "postgres" / "standard" / "hr" / "vp_org_payroll" / "verify.py"

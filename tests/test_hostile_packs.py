@@ -22,15 +22,10 @@ from hostile import SCRIPTED, assert_clean_error, cli, flat, write_run
 from mcpfleet.runner.environment import states
 from mcpfleet.runner.environment.states import copy_state, load_times
 from mcpfleet.runner.services import get_service
-from mcpfleet.runner.tasks.discovery import (
-    PackCheckError,
-    Task,
-    TaskError,
-    check_selected,
-    check_task,
-    discover,
-    find_task,
-)
+from mcpfleet.runner.spec.task import PackCheckError, Task, TaskError
+from mcpfleet.runner.tasks.checks import check_selected, check_task
+from mcpfleet.runner.tasks.digest import task_digest
+from mcpfleet.runner.tasks.discovery import discover, find_task
 
 
 def tiny(tmp_path: Path) -> Task:
@@ -140,7 +135,7 @@ def test_the_digest_reads_files_in_chunks_and_is_unchanged(tmp_path: Path, monke
         raise AssertionError(f"read whole: {self}")
 
     monkeypatch.setattr(Path, "read_bytes", no_whole_reads)
-    assert task.digest == expected.hexdigest()[:16]
+    assert task_digest(task) == expected.hexdigest()[:16]
 
 
 # --- finding 3: paths leading out of the pack --------------------------------------------------------------
@@ -563,12 +558,12 @@ def test_a_file_name_that_is_not_utf8_is_hashed_as_its_bytes(tmp_path: Path) -> 
     """Before: Task.digest encoded names as UTF-8, and a name holding the byte 0xff (a surrogate escape in Python)
     raised UnicodeEncodeError in `validate` and `run` (while `tasks validate` said ok). Two such names differ."""
     task = tiny(tmp_path)
-    before = task.digest
+    before = task_digest(task)
     odd = task.path / os.fsdecode(b"notes\xff.txt")
     odd.write_text("x")
-    first = dataclasses.replace(task).digest  # a fresh Task: digest is cached per instance
+    first = task_digest(dataclasses.replace(task))  # a fresh Task: digest is cached per instance
     odd.rename(task.path / os.fsdecode(b"notes\xfe.txt"))
-    second = dataclasses.replace(task).digest
+    second = task_digest(dataclasses.replace(task))
     assert len({before, first, second}) == 3
     out = cli("validate", str(write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}})), cwd=tmp_path)
     assert out.returncode == 0 and "1 trials" in out.stdout, (out.stdout, out.stderr)
@@ -763,7 +758,7 @@ def test_a_link_in_a_task_folder_to_a_host_file_is_refused_before_it_is_hashed(
     def no_digest(*_: object) -> None:
         raise AssertionError("a host file was hashed")
 
-    monkeypatch.setattr("mcpfleet.runner.tasks.discovery._hash_file", no_digest)
+    monkeypatch.setattr("mcpfleet.runner.tasks.digest._hash_file", no_digest)
     start = time.monotonic()
     with pytest.raises(PackCheckError, match=r"move_todo_0/data.bin: symbolic link to .*host.bin, outside the pack"):
         check_selected([task])

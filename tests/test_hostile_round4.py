@@ -163,8 +163,8 @@ async def test_tasks_validate_calls_a_task_whose_no_op_trial_cannot_run_a_proble
 ) -> None:
     """Parity F5. Before: a no-op trial that ended as an infra error (its state not set up, its server not
     started) has passed=false, so the task read `ok ... noop_fails=True` and the run then looped on infra errors."""
+    from mcpfleet.runner.environment.server import SERVERS_ENV
     from mcpfleet.runner.launch.taskcheck import validate
-    from mcpfleet.runner.services.base import SERVERS_ENV
     from mcpfleet.runner.tasks.discovery import discover
 
     pack = make_tiny_pack(tmp_path / "pack")

@@ -15,7 +15,8 @@ from conftest import make_tiny_pack
 from mcpfleet.runner.environment.states import copy_state
 from mcpfleet.runner.environment.verifier import run_verifier
 from mcpfleet.runner.services import get_service
-from mcpfleet.runner.tasks.discovery import Task, TaskError, discover
+from mcpfleet.runner.spec.task import Task, TaskError
+from mcpfleet.runner.tasks.discovery import discover
 
 
 def alive(pid: int) -> bool:

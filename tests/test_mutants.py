@@ -13,7 +13,9 @@ from mcpfleet.runner.launch.taskcheck import validate
 from mcpfleet.runner.plan.expand import TrialSpec
 from mcpfleet.runner.results.store import LocalStore
 from mcpfleet.runner.spec.evalrun import AgentKind, Limits, ModelSpec
-from mcpfleet.runner.tasks.discovery import OracleStep, Task, TaskError, check_task, discover, parse_mutants
+from mcpfleet.runner.spec.task import OracleStep, Task, TaskError, parse_mutants
+from mcpfleet.runner.tasks.checks import check_task
+from mcpfleet.runner.tasks.discovery import discover
 from mcpfleet.runner.trial.engine import Replay, TrialContext, run_trial
 
 PATH = Path("/pack/filesystem/standard/tiny/move_todo_0/mutants.json")

@@ -29,7 +29,8 @@ from proctree import processes_naming
 from mcpfleet.runner.environment.mcp_client import connect_stdio, result_text
 from mcpfleet.runner.launch.taskcheck import validate
 from mcpfleet.runner.services import get_service, playwright
-from mcpfleet.runner.tasks.discovery import Task, discover
+from mcpfleet.runner.spec.task import Task
+from mcpfleet.runner.tasks.discovery import discover
 from mcpfleet.runner.trial.warm import WarmServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -566,9 +567,9 @@ def test_pod_sidecars_serve_a_trial_over_streamable_http(
     """The trial pod's sidecars (sites from the runner image, playwright-mcp in streamable HTTP with
     --allowed-hosts) run here as processes, as a kubelet would start them ($(VAR) expanded, the startup probes
     awaited); the oracle then plays the bundled task against them as `mcpfleet trial` in the pod does."""
+    from mcpfleet.runner.environment.server import servers_bin
     from mcpfleet.runner.plan.expand import TrialSpec
     from mcpfleet.runner.results.store import LocalStore
-    from mcpfleet.runner.services.base import servers_bin
     from mcpfleet.runner.spec.evalrun import AgentKind, Limits, ModelSpec
     from mcpfleet.runner.trial.engine import TrialContext, run_trial
 

@@ -26,7 +26,9 @@ from mcpfleet.runner.environment.mcp_client import connect_stdio
 from mcpfleet.runner.launch.taskcheck import validate
 from mcpfleet.runner.services import get_service, pgcluster, run_resources
 from mcpfleet.runner.services.postgres import PostgresService, isolation, state_source
-from mcpfleet.runner.tasks.discovery import check_task, discover, find_task
+from mcpfleet.runner.tasks.checks import check_task
+from mcpfleet.runner.tasks.digest import task_digest
+from mcpfleet.runner.tasks.discovery import discover, find_task
 
 REPO = Path(__file__).resolve().parents[1]
 MCPFLEET = Path(sys.executable).with_name("mcpfleet")
@@ -345,11 +347,11 @@ print("ok")
 def test_states_digests_and_checks(pack: Path, tmp_path: Path) -> None:
     t = task(pack, "add_total")
     assert PG.state_files(t) == [pack / "postgres/states/shop.py"]
-    before = t.digest
+    before = task_digest(t)
     assert PG.materialise(t, tmp_path / "dump") == 1 and (tmp_path / "dump/shop.sql").read_text().count("\n") > 2000
     (pack / "postgres/states/shop.py").write_text((pack / "postgres/states/shop.py").read_text() + "\n# changed\n")
     try:
-        assert task(pack, "add_total").digest != before  # a changed generator is a changed trial
+        assert task_digest(task(pack, "add_total")) != before  # a changed generator is a changed trial
     finally:
         make_pg_pack(pack)
     stateless = find_task(pack, "postgres/standard/shop/add_total", tmp_path / "nowhere")

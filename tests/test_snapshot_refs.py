@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mcpfleet.runner.agent import snapshot_refs as refs
+from mcpfleet.runner.agent.loop import snapshot_refs as refs
 from mcpfleet.runner.launch.scripted_model import Options, ScriptedModel
 
 DATA = Path(__file__).parent / "data" / "playwright"

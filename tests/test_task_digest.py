@@ -18,7 +18,9 @@ import pytest
 from conftest import make_tiny_pack
 from hostile import cli, write_run
 
-from mcpfleet.runner.tasks.discovery import Task, discover
+from mcpfleet.runner.spec.task import Task
+from mcpfleet.runner.tasks.digest import task_digest
+from mcpfleet.runner.tasks.discovery import discover
 
 
 def tiny(tmp_path: Path) -> Task:
@@ -27,7 +29,7 @@ def tiny(tmp_path: Path) -> Task:
 
 def fresh(task: Task) -> str:
     """The digest of the task as it is now (``digest`` is cached per instance)."""
-    return dataclasses.replace(task).digest
+    return task_digest(dataclasses.replace(task))
 
 
 def legacy(task: Task) -> str:
@@ -47,7 +49,7 @@ def test_an_ordinary_task_keeps_its_old_digest(tmp_path: Path) -> None:
     (task.path / "data" / "expected.json").write_text("{}")
     (task.path / "__pycache__").mkdir()  # the task folder's caches are no part of the task
     (task.path / "__pycache__" / "verify.cpython-311.pyc").write_bytes(b"\0")
-    assert task.digest == legacy(task)
+    assert task_digest(task) == legacy(task)
 
 
 def test_the_bundled_tasks_keep_their_digests() -> None:
@@ -56,7 +58,7 @@ def test_the_bundled_tasks_keep_their_digests() -> None:
 
     tasks = discover(REPO / "tasks")
     assert len(tasks) > 40
-    changed = [t.id for t in tasks if t.service == "filesystem" and t.digest != legacy(t)]
+    changed = [t.id for t in tasks if t.service == "filesystem" and task_digest(t) != legacy(t)]
     assert changed == []
 
 

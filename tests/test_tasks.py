@@ -20,7 +20,9 @@ from mcpfleet.runner.environment.verifier import run_verifier
 from mcpfleet.runner.launch.taskcheck import TaskReport, validate
 from mcpfleet.runner.services import get_service
 from mcpfleet.runner.services.filesystem import FilesystemService
-from mcpfleet.runner.tasks.discovery import Task, check_task, discover
+from mcpfleet.runner.spec.task import Task
+from mcpfleet.runner.tasks.checks import check_task
+from mcpfleet.runner.tasks.discovery import discover
 
 # The filesystem suite (the PostgreSQL suite's tasks are checked by their own tests and `tasks validate`).
 SUITE = [t for t in discover(TASKS) if t.service == "filesystem"]

@@ -18,7 +18,7 @@ from mcpfleet.runner.agent.conversation import MCPMARK
 from mcpfleet.runner.agent.loop import ToolCallRecord, TurnRecord, _call_tool_as_mcpmark
 from mcpfleet.runner.agent.react import _act
 from mcpfleet.runner.environment.mcp_client import AbandonedCalls, call_tool_abandoning, connect_stdio
-from mcpfleet.runner.services import ServerCommand
+from mcpfleet.runner.environment.server import ServerCommand
 
 SLOW_SERVER = """
 import anyio

@@ -208,7 +208,7 @@ def test_rows_are_counted_by_the_rule_the_shards_read_them(tmp_path: Path) -> No
 
 
 def test_repeated_case_ids_are_refused_naming_the_id_and_rows(tmp_path: Path) -> None:
-    from mcpfleet.runner.tasks.discovery import TaskError
+    from mcpfleet.runner.spec.task import TaskError
     from mcpfleet.runner.tasks.toolcall_pack import make_task
     from mcpfleet.runner.toolcalls.shards import count_cases, load_shard
 
@@ -337,7 +337,8 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path: Path) -> None:
 def test_data_without_a_case_is_refused_by_toolcalls_task_and_the_checks(tmp_path: Path, content: str) -> None:
     """Before: `toolcalls task` wrote a 0-case task, `validate` and `tasks validate` took it, and its one planned
     shard ended as infra_error, retried on every try."""
-    from mcpfleet.runner.tasks.discovery import check_task, discover
+    from mcpfleet.runner.tasks.checks import check_task
+    from mcpfleet.runner.tasks.discovery import discover
     from mcpfleet.runner.tasks.toolcall_pack import make_task
     from mcpfleet.runner.toolcalls.shards import count_cases
 
@@ -371,7 +372,7 @@ def test_toolcalls_task_refuses_names_the_task_checks_would_refuse(
 ) -> None:
     """Before: these were written, then skipped by `discover` (a `states` difficulty) or refused by the run (long
     names). The one rule (tasks.name_problems) now refuses them before anything is written."""
-    from mcpfleet.runner.tasks.discovery import TaskError
+    from mcpfleet.runner.spec.task import TaskError
     from mcpfleet.runner.tasks.toolcall_pack import make_task
 
     data = write_jsonl(tmp_path / "d.jsonl", [row(id="a")])
@@ -383,7 +384,7 @@ def test_toolcalls_task_refuses_names_the_task_checks_would_refuse(
 def test_toolcalls_task_names_pack_when_it_is_a_file(tmp_path: Path) -> None:
     """Before: `--pack <a file>` failed with "[Errno 20] Not a directory: '<file>/toolcall/standard/limbic'",
     naming neither the option nor the fix."""
-    from mcpfleet.runner.tasks.discovery import TaskError
+    from mcpfleet.runner.spec.task import TaskError
     from mcpfleet.runner.tasks.toolcall_pack import make_task
 
     data = write_jsonl(tmp_path / "d.jsonl", [row(id="a")])
@@ -395,7 +396,8 @@ def test_toolcalls_task_names_pack_when_it_is_a_file(tmp_path: Path) -> None:
 
 
 def test_toolcalls_task_takes_names_at_the_limits(tmp_path: Path) -> None:
-    from mcpfleet.runner.tasks.discovery import check_selected, discover
+    from mcpfleet.runner.tasks.checks import check_selected
+    from mcpfleet.runner.tasks.discovery import discover
     from mcpfleet.runner.tasks.toolcall_pack import make_task
 
     data = write_jsonl(tmp_path / "d.jsonl", [row(id="a")])

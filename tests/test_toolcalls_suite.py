@@ -16,7 +16,9 @@ from mcpfleet.runner.launch.scripted_toolcall import _unit
 from mcpfleet.runner.llm.client import LLMTarget
 from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.spec.evalrun import load_evalrun, parse_evalrun, spec_hash
-from mcpfleet.runner.tasks.discovery import check_task, find_task
+from mcpfleet.runner.tasks.checks import check_task
+from mcpfleet.runner.tasks.digest import task_digest
+from mcpfleet.runner.tasks.discovery import find_task
 from mcpfleet.runner.tasks.toolcall_pack import make_task
 from mcpfleet.runner.toolcalls.gold import MATCH, NAMES, TOOL, VALUES, compare
 from mcpfleet.runner.toolcalls.loader import DataError, load_cases
@@ -721,7 +723,7 @@ def test_a_task_made_again_from_the_same_data_keeps_its_content_digest(
     data = tmp_path / "d.jsonl"
     data.write_text(DATA.read_text().splitlines()[0] + "\n")
     make_task(tmp_path / "p", data, "limbic", "s")
-    digest = find_task(tmp_path / "p", "toolcall/standard/limbic/s").digest
+    digest = task_digest(find_task(tmp_path / "p", "toolcall/standard/limbic/s"))
 
     class Tomorrow(datetime):
         @classmethod
@@ -730,9 +732,9 @@ def test_a_task_made_again_from_the_same_data_keeps_its_content_digest(
 
     monkeypatch.setattr(pack, "datetime", Tomorrow)
     again = make_task(tmp_path / "p", data, "limbic", "s")
-    assert find_task(tmp_path / "p", "toolcall/standard/limbic/s").digest == digest
+    assert task_digest(find_task(tmp_path / "p", "toolcall/standard/limbic/s")) == digest
     assert json.loads((again / "meta.json").read_text())["created_at"] != "2031-01-02"
     data.write_text("\n".join(DATA.read_text().splitlines()[:2]) + "\n")
     changed = make_task(tmp_path / "p", data, "limbic", "s")
-    assert find_task(tmp_path / "p", "toolcall/standard/limbic/s").digest != digest
+    assert task_digest(find_task(tmp_path / "p", "toolcall/standard/limbic/s")) != digest
     assert json.loads((changed / "meta.json").read_text())["created_at"] == "2031-01-02"

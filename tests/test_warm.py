@@ -19,12 +19,12 @@ from proctree import processes_naming
 
 from mcpfleet.runner.environment import mcp_client
 from mcpfleet.runner.environment.mcp_client import connect_stdio
+from mcpfleet.runner.environment.server import ServerCommand
 from mcpfleet.runner.launch import warmup
 from mcpfleet.runner.launch.launcher import RunState, Scheduler
 from mcpfleet.runner.launch.workerpool import WorkerSlots
 from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.results.store import store_config
-from mcpfleet.runner.services import ServerCommand
 from mcpfleet.runner.spec.evalrun import parse_evalrun
 from mcpfleet.runner.trial import warm
 from mcpfleet.runner.trial.engine import AfterFirstCall

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcpfleet.runner.environment.mcp_client import result_text, tool_to_openai
 from mcpfleet.runner.spec import mcpmark_protocol as protocol
-from mcpfleet.runner.tasks.discovery import Task
+from mcpfleet.runner.spec.task import Task
 
 if TYPE_CHECKING:
     from mcpfleet.runner.llm.client import LLMTarget

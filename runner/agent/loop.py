@@ -28,9 +28,9 @@ from mcpfleet.runner.agent.conversation import (
 )
 from mcpfleet.runner.agent.metrics import TrialMetrics
 from mcpfleet.runner.environment.mcp_client import AbandonedCalls, call_tool_abandoning, result_text
-from mcpfleet.runner.llm import faults
+from mcpfleet.runner.llm.client import faults
 from mcpfleet.runner.spec import mcpmark_protocol as protocol
-from mcpfleet.runner.tasks.discovery import OracleStep, Task
+from mcpfleet.runner.spec.task import OracleStep, Task
 
 # Why the agent stopped. "completed" means the model ended with a message and no tool calls.
 STOP_COMPLETED = "completed"

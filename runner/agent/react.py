@@ -29,9 +29,9 @@ from mcpfleet.runner.agent.loop import (
 )
 from mcpfleet.runner.agent.metrics import TrialMetrics
 from mcpfleet.runner.environment.mcp_client import AbandonedCalls, call_tool_abandoning
-from mcpfleet.runner.llm import faults
+from mcpfleet.runner.llm.client import faults
 from mcpfleet.runner.spec import mcpmark_protocol as protocol
-from mcpfleet.runner.tasks.discovery import Task
+from mcpfleet.runner.spec.task import Task
 
 NAME = "react"
 

@@ -19,7 +19,8 @@ from rich.markup import escape as _markup_escape
 from mcpfleet.runner._util.printable import printable
 from mcpfleet.runner.cli.toolcalls import judge_eval, toolcalls_app
 from mcpfleet.runner.spec.evalrun import SpecError, load_evalrun
-from mcpfleet.runner.tasks.discovery import Task, TaskError
+from mcpfleet.runner.spec.task import Task, TaskError
+from mcpfleet.runner.tasks.digest import task_digest
 
 app = typer.Typer(
     add_completion=False,
@@ -371,9 +372,9 @@ def materialise(
                 only=packs.state_scopes(task),
             )
         chosen = find_task(root, task, states_root)
-        if digest and chosen.digest != digest:
+        if digest and (found := task_digest(chosen)) != digest:
             _fail(
-                f"task {task} from {tasks_root} is not the one this run was planned with (digest {chosen.digest}, "
+                f"task {task} from {tasks_root} is not the one this run was planned with (digest {found}, "
                 f"planned {digest}): the pack changed since, or the runner image bundles other tasks than the "
                 "operator's; start a new EvalRun (or use matching images)"
             )

@@ -119,7 +119,7 @@ def task(
     difficulty: Annotated[str, typer.Option(help="Difficulty folder.")] = "standard",
 ) -> None:
     """Make a toolcall task (pack/toolcall/<difficulty>/<category>/<name>/) from limbic-format data."""
-    from mcpfleet.runner.tasks.discovery import TaskError
+    from mcpfleet.runner.spec.task import TaskError
     from mcpfleet.runner.tasks.toolcall_pack import make_task
     from mcpfleet.runner.toolcalls.loader import DataError
 

@@ -14,8 +14,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from mcpfleet.runner.services import ServerCommand
-from mcpfleet.runner.services.base import SAFE_ENV
+from mcpfleet.runner.environment.server import SAFE_ENV, ServerCommand
 
 # A trial's server is disposable: when it is stopped it has answered every call it will get, and the verifier
 # reads the state, not the server. The SDK closes the server's stdin and then waits up to 2 s for it to exit

@@ -17,7 +17,7 @@ import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mcpfleet.runner.tasks.discovery import Task, TaskError
+from mcpfleet.runner.spec.task import Task, TaskError
 
 DEFAULT_TIME = datetime(2025, 1, 1, tzinfo=UTC).timestamp()
 ROOT_KEY = "."

@@ -17,7 +17,7 @@ from mcpfleet.runner.spec.evalrun import AgentKind, EvalRun, SpecError
 
 if TYPE_CHECKING:
     from mcpfleet.runner.launch.scripted_model import ModelError, Options
-    from mcpfleet.runner.tasks.discovery import Task
+    from mcpfleet.runner.spec.task import Task
 
 
 def output_problem(uri: str, base_dir: Path) -> str | None:
@@ -95,9 +95,7 @@ def model_problems(run: EvalRun, base_dir: Path | None = None) -> list[str]:
         named.append(("spec.toolcalls.judge", judge.model, judge.api_base, {}))
     if not named:
         return problems
-    from mcpfleet.runner.llm.client import (
-        litellm,  # only for real models (seconds of import), configured as the trials configure it
-    )
+    from mcpfleet.runner.llm.client import litellm
 
     for field, model, api_base, params in named:
         try:
@@ -181,7 +179,8 @@ def scripted_oracle_problems(run: EvalRun, tasks: list[Task]) -> list[str]:
     so a description other tasks of the served packs share (with another oracle) replayed the first found,
     even an unselected task's, and scored the oracle 0 without a word. The server refuses those calls too."""
     from mcpfleet.runner.launch.scripted_model import ModelError, ambiguous_message, shared_descriptions
-    from mcpfleet.runner.tasks.discovery import TaskError, discover
+    from mcpfleet.runner.spec.task import TaskError
+    from mcpfleet.runner.tasks.discovery import discover
 
     if not any(not isinstance(got, ModelError) and got.policy == "oracle" for _, got in _scripted(run)):
         return []

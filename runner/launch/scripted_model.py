@@ -59,10 +59,11 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
-from mcpfleet.runner.agent import snapshot_refs
+from mcpfleet.runner.agent.loop import snapshot_refs
 from mcpfleet.runner.launch.scripted_toolcall import ToolCallAnswers
 from mcpfleet.runner.services import SERVICES
-from mcpfleet.runner.tasks.discovery import OracleStep, Task, TaskError, discover
+from mcpfleet.runner.spec.task import OracleStep, Task, TaskError
+from mcpfleet.runner.tasks.discovery import discover
 
 LISTEN_PREFIX = "mcpfleet-scripted-model listening on "
 POLICIES = ("oracle", "noop", "malformed", "overflow", "loop", "script", "toolcall")

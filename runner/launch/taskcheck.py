@@ -16,7 +16,8 @@ from mcpfleet.runner.results.records import TrialResult
 from mcpfleet.runner.results.store import LocalStore
 from mcpfleet.runner.services import SERVICES, run_resources
 from mcpfleet.runner.spec.evalrun import AgentKind, Limits, ModelSpec
-from mcpfleet.runner.tasks.discovery import Mutant, Task, inspect_task
+from mcpfleet.runner.spec.task import Mutant, Task
+from mcpfleet.runner.tasks.checks import inspect_task
 from mcpfleet.runner.trial.engine import Replay, TrialContext, run_trial
 
 T = TypeVar("T")

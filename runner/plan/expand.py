@@ -19,7 +19,9 @@ from mcpfleet.runner.spec.evalrun import (
     ToolCallSettings,
     canonical_hash,
 )
-from mcpfleet.runner.tasks.discovery import Task, load_selection, resolve_pack
+from mcpfleet.runner.spec.task import Task
+from mcpfleet.runner.tasks.digest import task_digest
+from mcpfleet.runner.tasks.discovery import load_selection, resolve_pack
 
 
 class TrialSpec(BaseModel):
@@ -104,7 +106,7 @@ def trial_hash(run: EvalRun, model: ModelSpec, task: Task, attempt: int, shard: 
         "agent": run.spec.agent,
         "limits": run.spec.limits.model_dump(mode="json"),
         "task": task.id,
-        "task_digest": task.digest,
+        "task_digest": task_digest(task),
         "attempt": attempt,
     }
     if shard is not None:  # only for sharded tasks: every other trial keeps the hash it had
@@ -186,7 +188,7 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
                             task_id=task.id,
                             tasks_root=str(tasks_root),
                             states_path=str(states_path) if states_path else None,
-                            task_digest=task.digest,
+                            task_digest=task_digest(task),
                             attempt=attempt,
                             agent=run.spec.agent,
                             limits=run.spec.limits,

@@ -12,15 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from mcpfleet.runner.services.base import (
-    SERVERS_ENV,
-    ServerCommand,
-    Service,
-    Spare,
-    TrialEnv,
-    servers_bin,
-    servers_root,
-)
+from mcpfleet.runner.services.base import Service, Spare, TrialEnv
 from mcpfleet.runner.services.filesystem import FilesystemService
 from mcpfleet.runner.services.playwright import PlaywrightService
 from mcpfleet.runner.services.postgres import PostgresService
@@ -31,17 +23,13 @@ SERVICES: dict[str, Service] = {
 }
 
 __all__ = [
-    "SERVERS_ENV",
     "SERVICES",
-    "ServerCommand",
     "Service",
     "Spare",
     "TrialEnv",
     "get_service",
     "run_resources",
     "sweep_leftovers",
-    "servers_bin",
-    "servers_root",
 ]
 
 

@@ -11,10 +11,11 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcpfleet.runner.services.base import SERVERS_ENV, ServerCommand, Service, Spare, TrialEnv, servers_bin
+from mcpfleet.runner.environment.server import SERVERS_ENV, ServerCommand, servers_bin
+from mcpfleet.runner.services.base import Service, Spare, TrialEnv
 
 if TYPE_CHECKING:
-    from mcpfleet.runner.tasks.discovery import Task
+    from mcpfleet.runner.spec.task import Task
 
 EXECUTABLE = "mcp-server-filesystem"
 
@@ -67,7 +68,7 @@ class FilesystemService(Service):
         validate``): a missing state, links out of it or looping, a device, pipe or socket in it, a state too
         large to copy into every trial, and a malformed ``<category>.times.json``."""
         from mcpfleet.runner.environment.states import check_copyable, contained, load_times
-        from mcpfleet.runner.tasks.discovery import TaskError
+        from mcpfleet.runner.spec.task import TaskError
 
         if not task.state_dir.is_dir():
             return [f"{task.id}: initial state {task.state_dir} not found"]

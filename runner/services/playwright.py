@@ -41,20 +41,11 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from mcpfleet.runner.environment import sandbox
-from mcpfleet.runner.services.base import (
-    SAFE_ENV,
-    SERVERS_ENV,
-    EnvironmentLost,
-    PodContext,
-    ServerCommand,
-    Service,
-    Spare,
-    TrialEnv,
-    servers_bin,
-)
+from mcpfleet.runner.environment.server import SAFE_ENV, SERVERS_ENV, ServerCommand, servers_bin
+from mcpfleet.runner.services.base import EnvironmentLost, PodContext, Service, Spare, TrialEnv
 
 if TYPE_CHECKING:
-    from mcpfleet.runner.tasks.discovery import Task
+    from mcpfleet.runner.spec.task import Task
 
 EXECUTABLE = "playwright-mcp"
 CHROMIUM_ENV = "MCPFLEET_CHROMIUM"  # a Chromium executable instead of Debian's

@@ -46,24 +46,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from mcpfleet.runner.environment.server import Prefork, ServerCommand, servers_root
 from mcpfleet.runner.environment.verifier import CLIP_MARK, run_program, run_verifier, verifier_env
 from mcpfleet.runner.services import pgcluster
-from mcpfleet.runner.services.base import (
-    EnvironmentLost,
-    PodContext,
-    Prefork,
-    ServerCommand,
-    Service,
-    Spare,
-    TrialEnv,
-    servers_root,
-    stdio_server_sidecar,
-)
+from mcpfleet.runner.services.base import EnvironmentLost, PodContext, Service, Spare, TrialEnv, stdio_server_sidecar
 from mcpfleet.runner.services.pgcluster import SETTINGS, SUPERUSER, TEMPLATE_ROLE, ClusterHandle
 from mcpfleet.runner.services.prefork import console_script, route, run_zygote
 
 if TYPE_CHECKING:
-    from mcpfleet.runner.tasks.discovery import Task
+    from mcpfleet.runner.spec.task import Task
 
 SERVER_ENV = "MCPFLEET_POSTGRES_MCP"  # path to a postgres-mcp executable, instead of servers/postgres-mcp/.venv
 PREPARE = "prepare_environment.py"
@@ -149,10 +140,15 @@ def _manages_roles(task: Task) -> bool:
 
 def state_source(task: Task) -> StateSource | None:
     """The category's dump (or generator script), in the first states folder that holds one (``state_folders``)."""
-    from mcpfleet.runner.tasks.discovery import state_folders
+    from mcpfleet.runner.spec.task import state_folders
 
     # The folder the category was found in (a task built by hand names its own) first; never above statesPath.
-    for folder in dict.fromkeys([task.states_folder, *state_folders(task.pack_root, task.states_path, task.service)]):
+    for folder in dict.fromkeys(
+        [
+            task.states_folder,
+            *state_folders(task.pack_root, task.states_path, task.service, PostgresService.mcpmark_states),
+        ]
+    ):
         for ext, kind in STATE_KINDS:
             path = folder / f"{task.category}.{ext}"
             if path.is_file():
@@ -718,7 +714,7 @@ class PostgresService(Service):
             return [f"{task.id}: no initial state ({names} in {task.states_folder}) and no {PREPARE}"]
         if src is not None:
             from mcpfleet.runner.environment.states import contained
-            from mcpfleet.runner.tasks.discovery import TaskError
+            from mcpfleet.runner.spec.task import TaskError
 
             try:
                 contained(src.path, task.state_bound)

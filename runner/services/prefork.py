@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mcpfleet.runner._util.tmpdirs import MAX_SOCKET_PATH
-from mcpfleet.runner.services.base import SAFE_ENV, Prefork, ServerCommand
+from mcpfleet.runner.environment.server import SAFE_ENV, Prefork, ServerCommand
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
 STUB = Path(__file__).with_name("zygote_stub.py")

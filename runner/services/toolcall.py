@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from mcpfleet.runner.results.records import TrialResult
     from mcpfleet.runner.results.store import ResultStore
     from mcpfleet.runner.spec.evalrun import EvalRunSpec
-    from mcpfleet.runner.tasks.discovery import Task
+    from mcpfleet.runner.spec.task import Task
     from mcpfleet.runner.trial.engine import TrialContext
 
 
@@ -29,7 +29,7 @@ class ToolCallService(Service):
 
     def shards(self, task: Task, spec: EvalRunSpec) -> int | None:
         from mcpfleet.runner.spec.evalrun import ToolCallSettings
-        from mcpfleet.runner.tasks.discovery import TaskError
+        from mcpfleet.runner.spec.task import TaskError
         from mcpfleet.runner.toolcalls.loader import DataError
         from mcpfleet.runner.toolcalls.shards import cases_path, count_cases, shard_count
 

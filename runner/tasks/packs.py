@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 
 from mcpfleet.runner.results.store import S3Store, S3Tuning, parse_s3_uri
 from mcpfleet.runner.services import get_service
-from mcpfleet.runner.tasks.discovery import TaskError
+from mcpfleet.runner.spec.task import TaskError
 
 MANIFEST = ".mcpfleet-sync.json"
 LOCK = ".mcpfleet-sync.lock"

@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from mcpfleet.runner._util.filemodes import folder_mode
-from mcpfleet.runner.tasks.discovery import TaskError, name_problems
+from mcpfleet.runner.spec.task import TaskError
+from mcpfleet.runner.tasks.checks import name_problems
 from mcpfleet.runner.toolcalls.loader import DataError
 from mcpfleet.runner.toolcalls.shards import count_cases
 

@@ -54,7 +54,8 @@ from mcpfleet.runner.services import SERVICES, Service, TrialEnv, get_service
 from mcpfleet.runner.services.base import EnvironmentLost
 from mcpfleet.runner.spec import mcpmark_protocol
 from mcpfleet.runner.spec.evalrun import AgentKind, ModelSpec
-from mcpfleet.runner.tasks.discovery import Mutant, OracleStep, Task, find_task
+from mcpfleet.runner.spec.task import Mutant, OracleStep, Task
+from mcpfleet.runner.tasks.discovery import find_task
 from mcpfleet.runner.toolcalls.models import SCHEMA_VALID
 from mcpfleet.runner.trial.warm import WarmServer
 

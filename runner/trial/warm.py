@@ -21,7 +21,7 @@ from mcp import ClientSession
 from mcpfleet.runner._util import tmpdirs
 from mcpfleet.runner.environment.mcp_client import connect_stdio
 from mcpfleet.runner.services import Spare, TrialEnv, get_service
-from mcpfleet.runner.tasks.discovery import Task
+from mcpfleet.runner.spec.task import Task
 
 
 class BootGate(Protocol):

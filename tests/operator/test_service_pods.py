@@ -28,7 +28,8 @@ from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.services import playwright
 from mcpfleet.runner.services.postgres import POD_DATABASE, POD_ROLE, PostgresService
 from mcpfleet.runner.spec.evalrun import parse_evalrun
-from mcpfleet.runner.tasks.discovery import Task, find_task
+from mcpfleet.runner.spec.task import Task
+from mcpfleet.runner.tasks.discovery import find_task
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "tasks"
