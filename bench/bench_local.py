@@ -89,7 +89,8 @@ def serial_main(path: Path) -> None:
     from mcpfleet.runner.plan.expand import plan
     from mcpfleet.runner.results.store import open_store
     from mcpfleet.runner.spec.evalrun import load_evalrun
-    from mcpfleet.runner.trial.engine import TrialContext, run_trial
+    from mcpfleet.runner.spec.trial import TrialContext
+    from mcpfleet.runner.trial.engine import run_trial
 
     run = load_evalrun(path)
     trials = plan(run, path.parent)

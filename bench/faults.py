@@ -71,10 +71,10 @@ from conftest import CREDS, make_tiny_pack  # noqa: E402
 from kubeemu import RunningEmulator, operator_crds, running_emulator  # noqa: E402
 from s3server import moto_endpoint  # noqa: E402
 
-from mcpfleet.runner.plan.expand import TrialSpec  # noqa: E402
 from mcpfleet.runner.results.outcome import INFRA_ERROR, PROVIDER_ERROR, VERIFIER_FAILED, is_scored  # noqa: E402
 from mcpfleet.runner.results.records import Totals, TrialResult, VerifierRecord, dumps, now_iso  # noqa: E402
 from mcpfleet.runner.results.store import S3Store, StoreError, parse_s3_uri  # noqa: E402
+from mcpfleet.runner.spec.trial import TrialSpec  # noqa: E402
 
 NS = "default"
 RUN = "faults"

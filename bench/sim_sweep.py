@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from mcpfleet.operator.runstate import RunState, WaitQueue  # noqa: E402
-from mcpfleet.runner.plan.expand import TrialSpec  # noqa: E402
+from mcpfleet.runner.spec.trial import TrialSpec  # noqa: E402
 
 MEAN_TRIAL_S = 475.0  # ~67 h for 127 tasks x 4 attempts, serial (FIELD-NOTES)
 TIMEOUT_S = 3600.0  # MCPMark's per-run timeout caps a trial

@@ -14,10 +14,11 @@ import re
 from typing import Any
 
 from mcpfleet.operator.settings import OperatorSettings
-from mcpfleet.runner.plan.expand import TrialSpec, trial_deadline
+from mcpfleet.runner.plan.expand import trial_deadline
 from mcpfleet.runner.services import SERVICES
 from mcpfleet.runner.services.base import PodContext, stdio_server_sidecar
 from mcpfleet.runner.spec.evalrun import EvalRun
+from mcpfleet.runner.spec.trial import TrialSpec
 
 GROUP = "mcpfleet.io"
 LABEL_RUN = f"{GROUP}/run"

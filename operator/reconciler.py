@@ -26,7 +26,7 @@ from mcpfleet.operator.manifests import ANN_TRIAL, LABEL_RUN_UID, TERMINATION_GR
 from mcpfleet.operator.runstate import DISRUPTION_LIMIT, InFlight, RunState, plan_hash
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.runner.launch.preflight import scripted_problems, selection
-from mcpfleet.runner.plan.expand import TrialSpec, plan
+from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.plan.history import read_history
 from mcpfleet.runner.report.summary import PLAN_FILE, build_summary, mixed_harness, plan_file
 from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
@@ -34,6 +34,7 @@ from mcpfleet.runner.results.records import TrialResult, dumps, epoch_seconds, n
 from mcpfleet.runner.results.store import ResultStore, StoreError, open_store, store_config
 from mcpfleet.runner.spec.evalrun import FROZEN_OUTPUT, RESULT_FIELDS, EvalRun, Output, SpecError, parse_evalrun
 from mcpfleet.runner.spec.task import TaskError
+from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.discovery import bundled_root
 
 TERMINAL = ("Succeeded", "Failed")

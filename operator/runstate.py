@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mcpfleet.operator.launchorder import WaitQueue
-from mcpfleet.runner.plan.expand import TrialSpec
 from mcpfleet.runner.plan.history import measured_seconds
 from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, NOT_SCORED, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.results.records import parse_time
 from mcpfleet.runner.spec.evalrun import retry_wait
+from mcpfleet.runner.spec.trial import TrialSpec
 
 # A trial whose pod Kubernetes disrupts (a drain, a preemption, an eviction) runs again as the same try, like a Job's
 # podFailurePolicy ``Ignore`` on DisruptionTarget. A pod evicted for what it does itself (a kubelet eviction for its

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from mcpfleet.runner.launch.taskcheck import validate
-from mcpfleet.runner.plan.expand import TrialSpec
 from mcpfleet.runner.results.store import LocalStore
 from mcpfleet.runner.spec.evalrun import AgentKind, Limits, ModelSpec
 from mcpfleet.runner.spec.task import OracleStep, Task, TaskError, parse_mutants
+from mcpfleet.runner.spec.trial import Replay, TrialContext, TrialSpec
 from mcpfleet.runner.tasks.checks import check_task
 from mcpfleet.runner.tasks.discovery import discover
-from mcpfleet.runner.trial.engine import Replay, TrialContext, run_trial
+from mcpfleet.runner.trial.engine import run_trial
 
 PATH = Path("/pack/filesystem/standard/tiny/move_todo_0/mutants.json")
 GOOD = {"name": "blank_line", "why": "an extra blank line", "after_oracle": True, "steps": []}

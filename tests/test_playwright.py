@@ -304,7 +304,8 @@ def test_trials_claiming_a_spare_keep_their_outcomes_and_record_its_boot_apart(t
     from mcpfleet.runner.launch.taskcheck import _spec
     from mcpfleet.runner.results.store import LocalStore
     from mcpfleet.runner.spec.evalrun import AgentKind, Limits
-    from mcpfleet.runner.trial.engine import Replay, TrialContext, run_trial
+    from mcpfleet.runner.spec.trial import Replay, TrialContext
+    from mcpfleet.runner.trial.engine import run_trial
 
     task = next(t for t in discover(TASKS) if t.id == "playwright/easy/shop_account/wishlist_add_two")
     mutant = next(m for m in task.mutants if m.name == "third_product_too")
@@ -568,10 +569,10 @@ def test_pod_sidecars_serve_a_trial_over_streamable_http(
     --allowed-hosts) run here as processes, as a kubelet would start them ($(VAR) expanded, the startup probes
     awaited); the oracle then plays the bundled task against them as `mcpfleet trial` in the pod does."""
     from mcpfleet.runner.environment.server import servers_bin
-    from mcpfleet.runner.plan.expand import TrialSpec
     from mcpfleet.runner.results.store import LocalStore
     from mcpfleet.runner.spec.evalrun import AgentKind, Limits, ModelSpec
-    from mcpfleet.runner.trial.engine import TrialContext, run_trial
+    from mcpfleet.runner.spec.trial import TrialContext, TrialSpec
+    from mcpfleet.runner.trial.engine import run_trial
 
     task = next(t for t in discover(TASKS) if t.id == "playwright/easy/shop_account/wishlist_add_two")
     monkeypatch.setattr(playwright, "POD_SITE_PORTS", {s: _free_port() for s in playwright.POD_SITE_PORTS})

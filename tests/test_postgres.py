@@ -575,10 +575,10 @@ async def test_a_task_can_ask_for_a_cluster_of_its_own_with_its_owners_login(
 async def _oracle_trial(root: Path, task_id: str, out: Path, cluster: pgcluster.ClusterHandle) -> tuple[Any, list[str]]:
     """The task's oracle.json replayed through the real postgres-mcp server; its result and the text of every tool
     result that is an error."""
-    from mcpfleet.runner.plan.expand import TrialSpec
     from mcpfleet.runner.results.store import LocalStore
     from mcpfleet.runner.spec.evalrun import AgentKind, Limits, ModelSpec
-    from mcpfleet.runner.trial.engine import TrialContext, run_trial
+    from mcpfleet.runner.spec.trial import TrialContext, TrialSpec
+    from mcpfleet.runner.trial.engine import run_trial
 
     spec = TrialSpec(
         run="horizon",

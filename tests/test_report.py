@@ -30,7 +30,6 @@ from conftest import REPO, make_tiny_pack
 from s3server import moto_endpoint
 
 from mcpfleet.runner.launch.launcher import execute
-from mcpfleet.runner.plan.expand import TrialSpec
 from mcpfleet.runner.report.html import PLOT_IDS, load_run
 from mcpfleet.runner.report.scoring import ALL
 from mcpfleet.runner.report.summary import build_summary
@@ -39,6 +38,7 @@ from mcpfleet.runner.results.outcome import CATEGORIES, is_scored
 from mcpfleet.runner.results.records import Timings, Totals, TrialResult, dumps
 from mcpfleet.runner.results.store import LocalStore
 from mcpfleet.runner.spec.evalrun import AgentKind, Limits, ModelSpec, load_evalrun, parse_evalrun
+from mcpfleet.runner.spec.trial import TrialSpec
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
 CHROMIUM = shutil.which("chromium")

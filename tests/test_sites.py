@@ -344,7 +344,7 @@ def test_shop_login_search_checkout_and_audit(tmp_path: Path, cache: Path, env: 
 
 def test_shop_same_actions_same_data(tmp_path: Path, cache: Path) -> None:
     """Timestamps come from the seed's clock: replaying the same actions later yields the same rows."""
-    from mcpfleet.sites.shop.site import make_site
+    from mcpfleet.sites.shop.app import make_site
 
     rows = []
     for run in range(2):
@@ -505,7 +505,7 @@ def test_forum_post_vote_comment_and_moderation(tmp_path: Path, cache: Path, env
 
 # -- cross-cutting ------------------------------------------------------------------------------------------
 def _site(name: str) -> Site:
-    module = __import__(f"mcpfleet.sites.{name}.site", fromlist=["make_site"])
+    module = __import__(f"mcpfleet.sites.{name}.app", fromlist=["make_site"])
     site: Site = module.make_site()
     return site
 
@@ -628,7 +628,7 @@ def test_credentials_files_match_the_generators() -> None:
 def test_a_mistyped_password_before_the_right_one_fails_no_shop_task(tmp_path: Path, cache: Path) -> None:
     """A failed sign-in is an audit row (auth.login_failed) but changes nothing: a verifier that holds the audit
     log to the customer's own actions must not fail a right end state for it (it did, for four shop tasks)."""
-    from mcpfleet.sites.shop.site import make_site
+    from mcpfleet.sites.shop.app import make_site
 
     db = seed("shop", tmp_path / "data", cache=cache)
     with TestClient(create_app(make_site(), db.parent)) as client:

@@ -279,8 +279,9 @@ def test_an_llm_call_may_take_half_the_agents_time_unless_set(
 ) -> None:
     """Before, the default 600 s refused `timeoutSeconds: 300` (the call outlasted the agent) and cut every longer
     call of a slow reasoning model as a provider hang. MCPMark's agent waits timeout / 2 per call; so does this."""
+    from mcpfleet.runner.llm.target import llm_target
     from mcpfleet.runner.plan.expand import plan
-    from mcpfleet.runner.trial.engine import TrialContext, llm_target
+    from mcpfleet.runner.spec.trial import TrialContext
 
     doc = minimal()
     spec(doc)["limits"] = limits

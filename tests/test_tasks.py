@@ -15,7 +15,7 @@ from conftest import TASKS
 
 from mcpfleet.runner.agent.loop import run_oracle_agent
 from mcpfleet.runner.environment.mcp_client import connect_stdio
-from mcpfleet.runner.environment.states import DEFAULT_TIME, copy_state, load_times, materialise
+from mcpfleet.runner.environment.states import DEFAULT_TIME, copy_state, load_times
 from mcpfleet.runner.environment.verifier import run_verifier
 from mcpfleet.runner.launch.taskcheck import TaskReport, validate
 from mcpfleet.runner.services import get_service
@@ -23,6 +23,7 @@ from mcpfleet.runner.services.filesystem import FilesystemService
 from mcpfleet.runner.spec.task import Task
 from mcpfleet.runner.tasks.checks import check_task
 from mcpfleet.runner.tasks.discovery import discover
+from mcpfleet.runner.tasks.materialise import materialise
 
 # The filesystem suite (the PostgreSQL suite's tasks are checked by their own tests and `tasks validate`).
 SUITE = [t for t in discover(TASKS) if t.service == "filesystem"]

@@ -15,8 +15,9 @@ import pytest
 
 from mcpfleet.runner.agent.call_classes import CallClassifier
 from mcpfleet.runner.agent.conversation import MCPMARK
-from mcpfleet.runner.agent.loop import ToolCallRecord, TurnRecord, _call_tool_as_mcpmark
+from mcpfleet.runner.agent.loop import _call_tool_as_mcpmark
 from mcpfleet.runner.agent.react import _act
+from mcpfleet.runner.agent.transcript import ToolCallRecord, TurnRecord
 from mcpfleet.runner.environment.mcp_client import AbandonedCalls, call_tool_abandoning, connect_stdio
 from mcpfleet.runner.environment.server import ServerCommand
 

@@ -16,6 +16,8 @@ from mcpfleet.runner.launch.scripted_toolcall import _unit
 from mcpfleet.runner.llm.client import LLMTarget
 from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.spec.evalrun import load_evalrun, parse_evalrun, spec_hash
+from mcpfleet.runner.spec.task import Task
+from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.checks import check_task
 from mcpfleet.runner.tasks.digest import task_digest
 from mcpfleet.runner.tasks.discovery import find_task
@@ -38,6 +40,11 @@ TOOL_SCHEMA = {
     "required": ["path"],
 }
 TOOLS = [Tool(name="list_files", input_schema=TOOL_SCHEMA), Tool(name="read_file", input_schema=TOOL_SCHEMA)]
+
+
+def planned_task(spec: TrialSpec) -> Task:
+    """The shard's task, found as the trial engine finds it (``run_shard`` is handed the engine's look-up)."""
+    return find_task(Path(spec.tasks_root), spec.task_id)
 
 
 def call(name: str = "list_files", **args: Any) -> ToolCall:
@@ -348,8 +355,8 @@ def test_a_shard_closes_its_judges_connections(tmp_path: Path, monkeypatch: pyte
     from judge_server import judge_server
 
     from mcpfleet.runner.results.store import open_store
+    from mcpfleet.runner.spec.trial import TrialContext
     from mcpfleet.runner.toolcalls import suite
-    from mcpfleet.runner.trial.engine import TrialContext
 
     monkeypatch.setenv("MCPFLEET_JUDGE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(suite, "ask", fresh_call)
@@ -362,7 +369,7 @@ def test_a_shard_closes_its_judges_connections(tmp_path: Path, monkeypatch: pyte
         spec = plan(run, path.parent)[0]
         store = open_store(run.spec.output.uri, run.name, path.parent)
         ctx = TrialContext(env={"JUDGE_KEY": "judge-secret"})
-        result = asyncio.run(suite.run_shard(spec, store, ctx, 1))
+        result = asyncio.run(suite.run_shard(spec, store, ctx, 1, lambda: planned_task(spec)))
         assert result.failure != "infra_error", result.error
         assert server.requests, "the calls without gold go to the judge"
         assert server.open_connections() == 0
@@ -474,8 +481,8 @@ def test_a_shards_judge_has_a_retry_budget_per_case(tmp_path: Path, monkeypatch:
     from judge_server import judge_server
 
     from mcpfleet.runner.results.store import open_store
+    from mcpfleet.runner.spec.trial import TrialContext
     from mcpfleet.runner.toolcalls import suite
-    from mcpfleet.runner.trial.engine import TrialContext
 
     monkeypatch.setenv("MCPFLEET_JUDGE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(suite, "ask", fresh_call)
@@ -487,7 +494,11 @@ def test_a_shards_judge_has_a_retry_budget_per_case(tmp_path: Path, monkeypatch:
         run = load_evalrun(path)
         [spec] = plan(run, path.parent)
         store = open_store(run.spec.output.uri, run.name, path.parent)
-        asyncio.run(suite.run_shard(spec, store, TrialContext(env={"JUDGE_KEY": "judge-key-1234"}), 1))
+        asyncio.run(
+            suite.run_shard(
+                spec, store, TrialContext(env={"JUDGE_KEY": "judge-key-1234"}), 1, lambda: planned_task(spec)
+            )
+        )
     record = json.loads(next((tmp_path / "runs").rglob("result.json")).read_text())
     judged = [c for c in record["cases"] if c["scored_by"] == "judge"]
     assert server.throttled > 30 and len(judged) >= server.throttled
@@ -520,8 +531,8 @@ def test_a_shard_redacts_the_judge_key_its_settings_name(tmp_path: Path, monkeyp
     """The key named by spec.toolcalls.judge.apiKeyEnv never reaches result.json or cases.jsonl, even when the
     judge's error echoes it; the cases the judge failed are judge_error and the shard is not scored."""
     from mcpfleet.runner.results.store import open_store
+    from mcpfleet.runner.spec.trial import TrialContext
     from mcpfleet.runner.toolcalls import suite
-    from mcpfleet.runner.trial.engine import TrialContext
 
     secret = "judge-secret-value-42"
     monkeypatch.setattr(suite, "ask", fresh_call)
@@ -531,7 +542,9 @@ def test_a_shard_redacts_the_judge_key_its_settings_name(tmp_path: Path, monkeyp
     run = load_evalrun(path)
     spec = plan(run, path.parent)[0]
     store = open_store(run.spec.output.uri, run.name, path.parent)
-    result = asyncio.run(suite.run_shard(spec, store, TrialContext(env={"JUDGE_KEY": secret}), 1))
+    result = asyncio.run(
+        suite.run_shard(spec, store, TrialContext(env={"JUDGE_KEY": secret}), 1, lambda: planned_task(spec))
+    )
     written = b"".join(p.read_bytes() for p in (tmp_path / "runs").rglob("*") if p.is_file())
     assert b"judge-secret" not in written and secret not in (result.error or "")
     assert b"[REDACTED]" in written  # the judge's error is kept, without the key

@@ -28,13 +28,13 @@ from conftest import TASKS, TINY_DESCRIPTION, make_tiny_pack
 
 import mcpfleet.runner.llm.client  # noqa: F401 - the warm-worker import (sets its LiteLLM env defaults once)
 from mcpfleet.runner.environment.server import servers_bin
-from mcpfleet.runner.environment.states import materialise
 from mcpfleet.runner.plan import expand as plan
 from mcpfleet.runner.results import store
 from mcpfleet.runner.results.records import TrialResult
 from mcpfleet.runner.spec import evalrun as spec
 from mcpfleet.runner.spec import mcpmark_protocol
 from mcpfleet.runner.tasks.discovery import find_task
+from mcpfleet.runner.tasks.materialise import materialise
 from mcpfleet.runner.trial import engine as trial
 
 TINY_ID = "filesystem/standard/tiny/move_todo_0"

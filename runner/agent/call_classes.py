@@ -12,17 +12,14 @@ usable answer). The classes annotate a trial; they never change whether it passe
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.runner.toolcalls.checker import classify_call
-from mcpfleet.runner.toolcalls.models import CALL_CLASSES as CLASSES
-from mcpfleet.runner.toolcalls.models import SCHEMA_VALID, Case, Tool, ToolCall
+from mcpfleet.runner.toolcalls.models import Tool, ToolCall
 
 if TYPE_CHECKING:
-    from mcpfleet.runner.agent.loop import AgentRun
-    from mcpfleet.runner.toolcalls.judge import Judge
+    pass
 
 _EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -59,66 +56,3 @@ def decode(raw: str) -> Any:
         return json.loads(raw)
     except json.JSONDecodeError:
         return raw
-
-
-def counts(run: AgentRun) -> dict[str, int]:
-    """Calls per class over a trial, every class the trial saw (result.json's ``totals.call_classes``)."""
-    c = Counter(call.call_class for call in run.tool_calls if call.call_class)
-    return {k: c[k] for k in sorted(c, key=_order)}
-
-
-def _order(cls: str) -> tuple[int, str]:
-    return (CLASSES.index(cls) if cls in CLASSES else len(CLASSES), cls)
-
-
-def cases_to_judge(run: AgentRun, classifier: CallClassifier, trial_id: str) -> list[tuple[Any, Case]]:
-    """(call record, case) for every ``schema_valid`` call: the tools, the conversation before the assistant
-    message that made the call, the call and the text sent with it."""
-    by_id = {c.call_id: c for c in run.tool_calls if c.call_class == SCHEMA_VALID}
-    out: list[tuple[Any, Case]] = []
-    for i, message in enumerate(run.messages):
-        if message.get("role") != "assistant":
-            continue
-        for call in message.get("tool_calls") or []:
-            rec = by_id.get(str(call.get("id") or ""))
-            if rec is None:
-                continue
-            fn = call.get("function") or {}
-            case = Case(
-                id=f"{trial_id}:{rec.call_id}",
-                tools=classifier.tools,
-                history=[_plain(m) for m in run.messages[:i]],
-                call=ToolCall(name=str(fn.get("name") or ""), arguments=decode(str(fn.get("arguments") or ""))),
-                call_content=_text(message.get("content")),
-            )
-            out.append((rec, case))
-    return out
-
-
-def _text(content: Any) -> str | None:
-    if content is None or isinstance(content, str):
-        return content
-    return json.dumps(content, ensure_ascii=False, default=str)
-
-
-def _plain(message: dict[str, Any]) -> dict[str, Any]:
-    """A history message as the judge reads it (role, text, tool calls): provider fields dropped."""
-    out: dict[str, Any] = {"role": message.get("role"), "content": _text(message.get("content")) or ""}
-    if message.get("tool_calls"):
-        out["tool_calls"] = [
-            {"id": c.get("id"), "type": "function", "function": c.get("function")} for c in message["tool_calls"]
-        ]
-    if message.get("tool_call_id"):
-        out["tool_call_id"] = message["tool_call_id"]
-    return out
-
-
-async def judge_calls(run: AgentRun, classifier: CallClassifier, judge: Judge, trial_id: str) -> int:
-    """Judge every ``schema_valid`` call (concurrently, within the judge's own limits); returns how many."""
-    import asyncio
-
-    pairs = cases_to_judge(run, classifier, trial_id)
-    verdicts = await asyncio.gather(*(judge.judge(case) for _, case in pairs))
-    for (rec, _), verdict in zip(pairs, verdicts, strict=True):
-        rec.call_class = verdict.label
-    return len(pairs)

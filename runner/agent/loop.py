@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mcp import ClientSession
@@ -27,26 +26,20 @@ from mcpfleet.runner.agent.conversation import (
     turn_limit_error,
 )
 from mcpfleet.runner.agent.metrics import TrialMetrics
+from mcpfleet.runner.agent.transcript import (
+    STOP_FILTERED,
+    STOP_MALFORMED,
+    STOP_TIMEOUT,
+    STOP_TRUNCATED,
+    STOP_TURN_LIMIT,
+    AgentRun,
+    ToolCallRecord,
+    TurnRecord,
+)
 from mcpfleet.runner.environment.mcp_client import AbandonedCalls, call_tool_abandoning, result_text
 from mcpfleet.runner.llm.client import faults
 from mcpfleet.runner.spec import mcpmark_protocol as protocol
 from mcpfleet.runner.spec.task import OracleStep, Task
-
-# Why the agent stopped. "completed" means the model ended with a message and no tool calls.
-STOP_COMPLETED = "completed"
-STOP_TURN_LIMIT = "turn_limit"
-STOP_TIMEOUT = "timeout"
-STOP_CONTEXT = "context_overflow"
-STOP_LLM_ERROR = "llm_api_error"
-STOP_TRUNCATED = "output_truncated"  # the final answer was cut at the output-token limit
-STOP_FILTERED = "content_filter"  # the provider's content filter stopped the answer
-# Endings MCPMark's agent does not see (it never reads finish_reason): it ends such a run normally, so its
-# meta.json says error_message null; mcpfleet's result.json still names them (the failure taxonomy).
-UNSEEN_BY_MCPMARK = (STOP_TRUNCATED, STOP_FILTERED)
-# The provider failed after its retries, or cannot be reached as configured: not the model's doing.
-STOP_PROVIDER = "provider_error"
-STOP_CONFIG = "config_error"
-STOP_MALFORMED = "malformed_tool_call"  # MCPMark's agent ends the run on arguments that are not JSON
 
 
 def mcpmark_llm_error(exc: Any) -> str:
@@ -66,65 +59,6 @@ def keeps_raw_messages(model: str) -> bool:
 
 class MalformedArguments(Exception):
     """A tool call whose arguments do not parse, under a conversation that ends the run on it."""
-
-
-@dataclass
-class ToolCallRecord:
-    name: str
-    call_id: str
-    arguments: str
-    duration_s: float = 0.0
-    is_error: bool = False
-    malformed: bool = False
-    call_class: str | None = None  # the checker's (or the judge's) class of the call: call_classes.py
-
-
-@dataclass
-class TurnRecord:
-    index: int
-    latency_s: float = 0.0
-    retries: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    cached_tokens: int = 0
-    cost_usd: float | None = None
-    total_tokens: int = 0  # the provider's total (meta.json's token_usage: records.mcpmark_token_usage)
-    finish_reason: str | None = None
-    tool_calls: list[ToolCallRecord] = field(default_factory=list)
-
-
-@dataclass
-class AgentRun:
-    messages: list[dict[str, Any]]
-    turns: list[TurnRecord] = field(default_factory=list)
-    stop_reason: str = STOP_COMPLETED
-    error: str | None = None  # one line: "<ExceptionType>: <cause> (...)"; details go to the trial's log
-    error_type: str | None = None
-    # The error as MCPMark's agent words it for meta.json, where that is not ``error`` (an LLM call that failed for
-    # good: str() of the exception there; result.json keeps mcpfleet's one line).
-    mcpmark_error: str | None = None
-    raw_messages: bool = False  # messages.json is the chat list as kept (records.messages_json: a Claude timeout)
-    final_text: str = ""
-    run_model: str | None = None  # the model name the provider reported (first response), as MCPMark records it
-    conversation: str = ""
-    classifier: CallClassifier | None = field(default=None, repr=False)  # the session's tools, for the judge
-
-    @property
-    def responses(self) -> int:
-        """Assistant messages received: MCPMark's turn count."""
-        return sum(1 for m in self.messages if m.get("role") == "assistant")
-
-    @property
-    def tool_calls(self) -> list[ToolCallRecord]:
-        return [c for t in self.turns for c in t.tool_calls]
-
-    @property
-    def llm_seconds(self) -> float:
-        return sum(t.latency_s for t in self.turns)
-
-    def turns_json(self) -> list[dict[str, Any]]:
-        return [asdict(t) for t in self.turns]
 
 
 def run_clock(timeout_s: float, started: float | None) -> asyncio.Timeout:
@@ -247,6 +181,11 @@ async def _call_tool_as_mcpmark(
     return conversation.tool_content(result)
 
 
+def no_error(text: str) -> bool:
+    """The default ``reports_error``: a result the server did not flag is no error."""
+    return False
+
+
 async def run_llm_agent(
     session: ClientSession,
     task: Task,
@@ -259,11 +198,14 @@ async def run_llm_agent(
     conversation: Conversation = MCPMARK,
     abandoned: AbandonedCalls,
     started: float | None = None,
+    reports_error: Callable[[str], bool] = no_error,
 ) -> AgentRun:
     """The tool-calling loop: ask, execute every tool call in order, repeat until the model stops or a limit
     hits. Limits end the run with MCPMark's wording ("Max turns (N) exceeded", "Execution timed out ...").
     Tool calls abandoned at their timeout (MCPMark's conversation) go to ``abandoned``: the caller ends them.
-    ``started``: when the run's clock started (the event loop's time; default now), as ``run_clock`` says."""
+    ``started``: when the run's clock started (the event loop's time; default now), as ``run_clock`` says.
+    ``reports_error``: whether a result the server did not flag reports an error all the same (some servers say
+    so in an ordinary result, postgres-mcp's "Error: ..."; the trial passes its service's ``result_is_error``)."""
     from mcpfleet.runner.llm import client as llm  # heavy import, paid once per warm worker
 
     listed = await session.list_tools()
@@ -345,7 +287,7 @@ async def run_llm_agent(
                             metrics.tool_call(rec.name, rec.duration_s, rec.is_error, rec.malformed)
                         run.stop_reason, run.error = STOP_MALFORMED, str(exc)
                         return run
-                    rec.is_error = rec.is_error or _reports_error(task, text)
+                    rec.is_error = rec.is_error or reports_error(text)
                     rec.call_class = classifier.classify(c.name, c.arguments)
                     turn.tool_calls.append(rec)
                     if metrics is not None:
@@ -370,11 +312,13 @@ async def run_oracle_agent(
     metrics: TrialMetrics | None = None,
     steps: Sequence[OracleStep] | None = None,
     answer: str | None = None,
+    reports_error: Callable[[str], bool] = no_error,
 ) -> AgentRun:
     """Replay the task's oracle directly on the MCP session (no LLM): proves the task is solvable.
 
     ``steps`` replaces the oracle's calls and ``answer`` its final message: that is how a mutant (a wrong end
-    state the verifier must reject) is replayed through the same path.
+    state the verifier must reject) is replayed through the same path. ``reports_error``: as for
+    ``run_llm_agent``.
     """
     listed = await session.list_tools()
     known = {t.name for t in listed.tools}
@@ -396,7 +340,7 @@ async def run_oracle_agent(
             }
         )
         text, rec = await call_tool(session, known, step.tool, raw, call_id, tool_timeout_s)
-        rec.is_error = rec.is_error or _reports_error(task, text)
+        rec.is_error = rec.is_error or reports_error(text)
         rec.call_class = run.classifier.classify(step.tool, raw)
         run.turns.append(TurnRecord(index=index, tool_calls=[rec]))
         if metrics is not None:
@@ -409,14 +353,6 @@ async def run_oracle_agent(
         run.final_text = (task.oracle_answer if steps is None else None) or "Oracle solution applied."
     run.messages.append({"role": "assistant", "content": run.final_text})
     return run
-
-
-def _reports_error(task: Task, text: str) -> bool:
-    """Some servers report a failed call in an ordinary result (postgres-mcp: "Error: ..."); its service knows."""
-    from mcpfleet.runner.services import SERVICES
-
-    service = SERVICES.get(task.service)
-    return service is not None and service.result_is_error(text)
 
 
 def run_noop_agent(task: Task) -> AgentRun:

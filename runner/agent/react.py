@@ -16,7 +16,9 @@ from mcp import ClientSession
 
 from mcpfleet.runner.agent.call_classes import CallClassifier
 from mcpfleet.runner.agent.conversation import mcp1_result_dump, mcpmark_target
-from mcpfleet.runner.agent.loop import (
+from mcpfleet.runner.agent.loop import raise_if_server_gone, run_clock
+from mcpfleet.runner.agent.metrics import TrialMetrics
+from mcpfleet.runner.agent.transcript import (
     STOP_COMPLETED,
     STOP_MALFORMED,
     STOP_TIMEOUT,
@@ -24,10 +26,7 @@ from mcpfleet.runner.agent.loop import (
     AgentRun,
     ToolCallRecord,
     TurnRecord,
-    raise_if_server_gone,
-    run_clock,
 )
-from mcpfleet.runner.agent.metrics import TrialMetrics
 from mcpfleet.runner.environment.mcp_client import AbandonedCalls, call_tool_abandoning
 from mcpfleet.runner.llm.client import faults
 from mcpfleet.runner.spec import mcpmark_protocol as protocol

@@ -205,11 +205,12 @@ def trial(
 
     from pydantic import ValidationError
 
-    from mcpfleet.runner.plan.expand import TrialSpec, plan
+    from mcpfleet.runner.plan.expand import plan
     from mcpfleet.runner.results.store import StoreError, open_store
     from mcpfleet.runner.services import run_resources
     from mcpfleet.runner.spec.evalrun import Output
-    from mcpfleet.runner.trial.engine import TrialContext, run_trial
+    from mcpfleet.runner.spec.trial import TrialContext, TrialSpec
+    from mcpfleet.runner.trial.engine import run_trial
 
     if evalrun is None:
         raw = os.environ.get("MCPFLEET_TRIAL")
@@ -337,10 +338,10 @@ def materialise(
     With an s3:// pack it first fetches the task's folder (and its state) into --task-dest. With --digest
     it refuses a task whose files differ from what the run was planned with (a pack edited in S3 since,
     or a runner image bundling other tasks than the operator's)."""
-    from mcpfleet.runner.environment.states import materialise as fill
     from mcpfleet.runner.results.store import StoreError
     from mcpfleet.runner.tasks import packs
     from mcpfleet.runner.tasks.discovery import find_task
+    from mcpfleet.runner.tasks.materialise import materialise as fill
 
     if problem := _dest_problem(dest):
         _fail(problem)

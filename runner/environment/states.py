@@ -17,7 +17,7 @@ import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mcpfleet.runner.spec.task import Task, TaskError
+from mcpfleet.runner.spec.task import TaskError
 
 DEFAULT_TIME = datetime(2025, 1, 1, tzinfo=UTC).timestamp()
 ROOT_KEY = "."
@@ -186,10 +186,3 @@ def copy_state(source: Path, dest: Path, times_file: Path | None = None, bound: 
         if t is not None:
             os.utime(dest, (t, t))
     return files
-
-
-def materialise(task: Task, dest: Path) -> int:
-    """Materialise ``task``'s initial state into ``dest``, the way its service keeps states."""
-    from mcpfleet.runner.services import get_service
-
-    return get_service(task.service).materialise(task, dest)

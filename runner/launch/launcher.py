@@ -37,7 +37,7 @@ from mcpfleet.runner.launch.worker import (
 )
 from mcpfleet.runner.launch.workerpool import WorkerSlots
 from mcpfleet.runner.llm.warmup import warm_models
-from mcpfleet.runner.plan.expand import TrialSpec, plan, trial_deadline
+from mcpfleet.runner.plan.expand import plan, trial_deadline
 from mcpfleet.runner.report.summary import PLAN_FILE, build_summary, plan_file
 from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.results.records import now_iso
@@ -52,6 +52,7 @@ from mcpfleet.runner.results.store import (
 )
 from mcpfleet.runner.services import run_resources, sweep_leftovers
 from mcpfleet.runner.spec.evalrun import EvalRun, SpecError, retry_wait, spec_hash
+from mcpfleet.runner.spec.trial import TrialSpec
 
 
 class RunLost(RuntimeError):

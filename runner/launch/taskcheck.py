@@ -10,15 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mcpfleet.runner.plan.expand import TrialSpec
 from mcpfleet.runner.results.outcome import is_scored
 from mcpfleet.runner.results.records import TrialResult
 from mcpfleet.runner.results.store import LocalStore
 from mcpfleet.runner.services import SERVICES, run_resources
 from mcpfleet.runner.spec.evalrun import AgentKind, Limits, ModelSpec
 from mcpfleet.runner.spec.task import Mutant, Task
+from mcpfleet.runner.spec.trial import Replay, TrialContext, TrialSpec
 from mcpfleet.runner.tasks.checks import inspect_task
-from mcpfleet.runner.trial.engine import Replay, TrialContext, run_trial
+from mcpfleet.runner.trial.engine import run_trial
 
 T = TypeVar("T")
 

@@ -126,7 +126,8 @@ async def _run(spec: Any, store: Any, item: WorkItem) -> Any:
     """Claim the spare server if it fits, start the next spare, run the trial."""
     global _spare
     from mcpfleet.runner.spec.evalrun import AgentKind
-    from mcpfleet.runner.trial.engine import TrialContext, run_trial
+    from mcpfleet.runner.spec.trial import TrialContext
+    from mcpfleet.runner.trial.engine import run_trial
     from mcpfleet.runner.trial.warm import WarmServer
 
     warm, _spare = _spare, None
@@ -195,7 +196,7 @@ def _hide_from_servers(*folders: str | Path | None) -> None:
 def run_item(item: WorkItem) -> dict[str, Any]:
     """Run one trial in this worker; returns the small part of the result the parent needs."""
     global _current, _store
-    from mcpfleet.runner.plan.expand import TrialSpec
+    from mcpfleet.runner.spec.trial import TrialSpec
 
     if _stopping:
         raise TrialCancelled(item.spec_json[:80])

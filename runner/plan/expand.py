@@ -5,68 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from mcpfleet.runner.spec.evalrun import (
-    INT_MAX,
-    AgentKind,
-    EvalRun,
-    JudgeSettings,
-    Limits,
-    ModelSpec,
-    ProviderPolicy,
-    SpecError,
-    ToolCallSettings,
-    canonical_hash,
-)
+from mcpfleet.runner.spec.evalrun import INT_MAX, EvalRun, ModelSpec, SpecError, ToolCallSettings, canonical_hash
 from mcpfleet.runner.spec.task import Task
+from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.digest import task_digest
 from mcpfleet.runner.tasks.discovery import load_selection, resolve_pack
-
-
-class TrialSpec(BaseModel):
-    """Everything one trial needs, serialisable: a worker process or a pod runs it from this alone."""
-
-    model_config = ConfigDict(frozen=True)
-
-    run: str
-    trial_id: str
-    spec_hash: str
-    model: ModelSpec
-    task_id: str
-    tasks_root: str
-    states_path: str | None = None
-    task_digest: str | None = None  # the task's content when planned; a pod refuses a different one
-    attempt: int
-    agent: AgentKind
-    limits: Limits
-    # A sharded task (a toolcall data set): which slice of its cases this trial runs, and the suite's settings.
-    shard: int | None = None
-    toolcalls: ToolCallSettings | None = None
-    provider: ProviderPolicy = Field(default_factory=ProviderPolicy)  # how provider faults are waited out
-    # The judge that classifies an MCP trial's valid tool calls (spec.toolcalls.judge); outside the trial's hash:
-    # it annotates calls, never changes an outcome.
-    judge: JudgeSettings | None = None
-    # What the trial's pod needs to know about the task (Service.trial_params: e.g. a browser task's sites).
-    service_params: dict[str, Any] = Field(default_factory=dict)
-
-    @property
-    def service(self) -> str:
-        return self.task_id.split("/", 1)[0]
-
-    def record_identity(self) -> dict[str, Any]:
-        """The fields by which every record of this trial (the runner's, the operator's own) names it."""
-        return {
-            "run": self.run,
-            "trial_id": self.trial_id,
-            "spec_hash": self.spec_hash,
-            "model": self.model.name,
-            "litellm_model": self.model.model,
-            "service": self.service,
-            "task_id": self.task_id,
-            "attempt": self.attempt,
-            "agent": str(self.agent),
-        }
 
 
 def trial_deadline(trial: TrialSpec, grace_seconds: float) -> tuple[float, str]:

@@ -6,12 +6,12 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from mcpfleet.runner.plan.expand import TrialSpec
 from mcpfleet.runner.report.scoring import summarize
 from mcpfleet.runner.results.outcome import is_scored
 from mcpfleet.runner.results.records import now_iso
 from mcpfleet.runner.results.store import ResultStore
 from mcpfleet.runner.spec.evalrun import EvalRun, spec_hash
+from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.toolcalls.case_records import breakdown, expand
 
 PLAN_FILE = "plan.json"  # the planned trials' ids and spec hashes, for readers without the task pack

@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING, Any
 from mcpfleet.runner.environment.server import ServerCommand
 
 if TYPE_CHECKING:
-    from mcpfleet.runner.plan.expand import TrialSpec
     from mcpfleet.runner.results.records import TrialResult
     from mcpfleet.runner.results.store import ResultStore
     from mcpfleet.runner.spec.evalrun import EvalRunSpec
     from mcpfleet.runner.spec.task import Task
-    from mcpfleet.runner.trial.engine import TrialContext
+    from mcpfleet.runner.spec.trial import TrialContext, TrialSpec
 
 
 class EnvironmentLost(RuntimeError):
@@ -215,9 +214,11 @@ class Service:
         return None
 
     async def run_trial(
-        self, spec: TrialSpec, store: ResultStore, ctx: TrialContext, infra_attempt: int
+        self, spec: TrialSpec, store: ResultStore, ctx: TrialContext, infra_attempt: int, find_task: Callable[[], Task]
     ) -> TrialResult:
-        """Run and record one trial (only if ``owns_trials``); the same contract as ``trial.run_trial``."""
+        """Run and record one trial (only if ``owns_trials``); the same contract as ``trial.run_trial``.
+        ``find_task``: the engine's look-up of the trial's task (a task it cannot find is the trial's
+        ``infra_error``, recorded as any other)."""
         raise NotImplementedError(f"service '{self.name}' does not run its own trials")
 
     def sweep_leftovers(self) -> None:

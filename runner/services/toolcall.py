@@ -7,17 +7,17 @@ engine hands each trial to ``run_trial`` (toolcalls/suite.py), which asks the mo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcpfleet.runner.services.base import Service
 
 if TYPE_CHECKING:
-    from mcpfleet.runner.plan.expand import TrialSpec
     from mcpfleet.runner.results.records import TrialResult
     from mcpfleet.runner.results.store import ResultStore
     from mcpfleet.runner.spec.evalrun import EvalRunSpec
     from mcpfleet.runner.spec.task import Task
-    from mcpfleet.runner.trial.engine import TrialContext
+    from mcpfleet.runner.spec.trial import TrialContext, TrialSpec
 
 
 class ToolCallService(Service):
@@ -43,11 +43,11 @@ class ToolCallService(Service):
         return shard_count(rows, (spec.toolcalls or ToolCallSettings()).shard_size)
 
     async def run_trial(
-        self, spec: TrialSpec, store: ResultStore, ctx: TrialContext, infra_attempt: int
+        self, spec: TrialSpec, store: ResultStore, ctx: TrialContext, infra_attempt: int, find_task: Callable[[], Task]
     ) -> TrialResult:
         from mcpfleet.runner.toolcalls.suite import run_shard
 
-        return await run_shard(spec, store, ctx, infra_attempt)
+        return await run_shard(spec, store, ctx, infra_attempt, find_task)
 
     def check_state(self, task: Task) -> list[str]:
         """Every row of the task's data must load (``mcpfleet tasks validate``)."""

@@ -17,25 +17,17 @@ import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
+from mcpfleet.runner._util.cachedir import cache_dir
 from mcpfleet.runner.results.store import S3Store, S3Tuning, parse_s3_uri
 from mcpfleet.runner.services import get_service
 from mcpfleet.runner.spec.task import TaskError
 
 MANIFEST = ".mcpfleet-sync.json"
 LOCK = ".mcpfleet-sync.lock"
-CACHE_ENV = "MCPFLEET_CACHE_DIR"
 
 
 class PackError(TaskError):
     """The pack cannot be used as given (empty prefix, unsafe key); the message names the field and fix."""
-
-
-def cache_dir() -> Path:
-    """Where mirrors of S3 packs live: $MCPFLEET_CACHE_DIR, else $XDG_CACHE_HOME or ~/.cache, /mcpfleet/packs."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mcpfleet" / "packs"
 
 
 def mirror_path(uri: str, endpoint_url: str | None) -> Path:

@@ -26,7 +26,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR
@@ -37,12 +36,12 @@ from mcpfleet.runner.toolcalls.shards import cases_path, load_shard
 
 if TYPE_CHECKING:
     from mcpfleet.runner.llm.client import LLMTarget
-    from mcpfleet.runner.plan.expand import TrialSpec
     from mcpfleet.runner.results.records import TrialResult
     from mcpfleet.runner.results.store import ResultStore
     from mcpfleet.runner.spec.evalrun import JudgeSettings
+    from mcpfleet.runner.spec.task import Task
+    from mcpfleet.runner.spec.trial import TrialContext, TrialSpec
     from mcpfleet.runner.toolcalls.judge import Judge
-    from mcpfleet.runner.trial.engine import TrialContext
 
 NO_CALL = "no_tool_call"
 MALFORMED = "malformed_tool_call"
@@ -354,10 +353,14 @@ def shard_result(spec: TrialSpec, outcomes: list[CaseOutcome], started: str, tot
     )
 
 
-async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infra_attempt: int) -> TrialResult:
-    """Run one shard and record it whole (result.json last); unreadable data is an ``infra_error`` record."""
+async def run_shard(
+    spec: TrialSpec, store: ResultStore, ctx: TrialContext, infra_attempt: int, find_task: Callable[[], Task]
+) -> TrialResult:
+    """Run one shard and record it whole (result.json last); unreadable data is an ``infra_error`` record, as is a
+    task ``find_task`` cannot find (the engine's look-up, passed down)."""
     import os
 
+    from mcpfleet.runner.llm.target import api_key, llm_target
     from mcpfleet.runner.results.records import (
         CASE_IDENTITY,
         TrialResult,
@@ -369,15 +372,13 @@ async def run_shard(spec: TrialSpec, store: ResultStore, ctx: TrialContext, infr
         redact_values,
     )
     from mcpfleet.runner.spec.evalrun import AgentKind, ToolCallSettings
-    from mcpfleet.runner.tasks.discovery import find_task
-    from mcpfleet.runner.trial.engine import api_key, llm_target
 
     started, t0 = now_iso(), time.perf_counter()
     settings = spec.toolcalls or ToolCallSettings()
     env = ctx.env if ctx.env is not None else os.environ
     outcomes: list[CaseOutcome] = []
     try:
-        task = find_task(Path(spec.tasks_root), spec.task_id, Path(spec.states_path) if spec.states_path else None)
+        task = find_task()
         data = cases_path(task.path)
         if data is None:
             raise FileNotFoundError(f"task {task.id} has no cases.jsonl / cases.json / cases.parquet / cases/")

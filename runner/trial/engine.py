@@ -16,21 +16,20 @@ import shutil
 import time
 import traceback
 from collections.abc import Callable
-from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 from typing import Any, cast
 
 from mcpfleet.runner._util import tmpdirs
-from mcpfleet.runner.agent import call_classes
 from mcpfleet.runner.agent import loop as agents
+from mcpfleet.runner.agent import transcript
 from mcpfleet.runner.agent.conversation import MCPFLEET, MCPMARK
 from mcpfleet.runner.agent.metrics import TrialMetrics
 from mcpfleet.runner.agent.react import run_react_agent
 from mcpfleet.runner.environment.mcp_client import AbandonedCalls, connect_http, connect_stdio
 from mcpfleet.runner.environment.verifier import run_verifier, verifier_command
 from mcpfleet.runner.llm.faults import one_line
-from mcpfleet.runner.plan.expand import TrialSpec
+from mcpfleet.runner.llm.target import api_key, llm_target
 from mcpfleet.runner.results.outcome import PROVIDER_ERROR, classify
 from mcpfleet.runner.results.records import (
     MCPMarkFacts,
@@ -53,95 +52,17 @@ from mcpfleet.runner.results.store import ResultStore, record_unless_finished
 from mcpfleet.runner.services import SERVICES, Service, TrialEnv, get_service
 from mcpfleet.runner.services.base import EnvironmentLost
 from mcpfleet.runner.spec import mcpmark_protocol
-from mcpfleet.runner.spec.evalrun import AgentKind, ModelSpec
-from mcpfleet.runner.spec.task import Mutant, OracleStep, Task
+from mcpfleet.runner.spec.evalrun import AgentKind
+from mcpfleet.runner.spec.task import Task
+from mcpfleet.runner.spec.trial import TrialContext, TrialSpec
 from mcpfleet.runner.tasks.discovery import find_task
 from mcpfleet.runner.toolcalls.models import SCHEMA_VALID
-from mcpfleet.runner.trial.warm import WarmServer
 
-SCRIPTED_PREFIX = "scripted/"
 logger = logging.getLogger(__name__)
 LOG_LIMIT = 64 * 1024
 
 
-@dataclass(frozen=True)
-class Replay:
-    """What the oracle agent replays instead of the task's oracle.json: a mutant's calls and final answer."""
-
-    steps: tuple[OracleStep, ...]
-    answer: str | None = None
-
-    @classmethod
-    def of(cls, task: Task, mutant: Mutant) -> Replay:
-        """A mutant's replay: the oracle's steps first when it is a near miss of the right answer."""
-        before = tuple(task.oracle) if mutant.after_oracle else ()
-        # A near miss of the right answer keeps the oracle's final answer unless it gives its own.
-        answer = mutant.answer if mutant.answer is not None or not mutant.after_oracle else task.oracle_answer
-        return cls(before + mutant.steps, answer)
-
-
-@dataclass
-class TrialContext:
-    """Where the trial's outside world is: set by the launcher or the pod, not by global state."""
-
-    scripted_base_url: str | None = None
-    mcp_url: str | None = None  # a sidecar's streamable-HTTP endpoint; None = spawn stdio locally
-    state_dir: Path | None = None  # pre-materialised state (init container); None = materialise here
-    env: dict[str, str] | None = None  # where API keys are looked up; defaults to the process environment
-    backoff_initial: float | None = None  # overrides spec.provider.backoffInitialSeconds (tests)
-    warm: WarmServer | None = None  # a server already started on an empty state folder (workers)
-    metrics: bool = False  # record Prometheus metrics (a pod serving /metrics)
-    # Called once the trial's first tool call has returned (workers start their spare then: not while this trial's
-    # own server still warms up, as a browser does on its first call; measured: cold browser trials slowed 2x).
-    on_first_call: Callable[[], None] | None = None
-    replay: Replay | None = None  # the oracle agent replays these calls instead of oracle.json (mutants)
-    # Run-scoped resources by service, passed by value (e.g. the run's PostgreSQL cluster: port, credentials).
-    resources: dict[str, Any] = field(default_factory=dict, repr=False)
-
-
-POD_API_KEY_ENV = "MCPFLEET_MODEL_API_KEY"  # where a trial pod receives the key of apiKeySecretRef
-
-
-def api_key(model: ModelSpec, env: Any) -> str | None:
-    if model.api_key_env:
-        return env.get(model.api_key_env)
-    if model.api_key_secret_ref:
-        return env.get(POD_API_KEY_ENV)
-    return None
-
-
-def llm_target(model: ModelSpec, spec: TrialSpec, ctx: TrialContext, *, budget_scale: int = 1) -> Any:
-    """The trial's LLMTarget. ``budget_scale`` multiplies the trial retry budget: a toolcalls shard is one trial's
-    worth of calls per case."""
-    from mcpfleet.runner.llm.client import LLMTarget
-
-    env = ctx.env if ctx.env is not None else os.environ
-    p = spec.provider
-    common: dict[str, Any] = {
-        "params": model.params.litellm_kwargs(),
-        "timeout": spec.limits.llm_call_timeout,
-        "retries": spec.limits.llm_retries,
-        "backoff_initial": p.backoff_initial_seconds if ctx.backoff_initial is None else ctx.backoff_initial,
-        "backoff_max": p.backoff_max_seconds,
-        "retry_after_max": p.retry_after_max_seconds,
-        "trial_retry_budget": p.trial_retry_budget * budget_scale,
-    }
-    if model.is_scripted:
-        if not ctx.scripted_base_url:
-            raise RuntimeError(f"model '{model.name}' uses the scripted server but no scripted server URL was given")
-        # The scripted server is a self-hosted OpenAI-compatible endpoint; LiteLLM's provider for those
-        # (hosted_vllm) speaks HTTP directly instead of through the OpenAI SDK: ~5 ms less per call here.
-        # It checks a key only when its model string asks for one (?key=...), as a provider would.
-        return LLMTarget(
-            model="hosted_vllm/" + model.model[len(SCRIPTED_PREFIX) :],
-            api_base=ctx.scripted_base_url,
-            api_key=api_key(model, env) or "scripted",
-            **common,
-        )
-    return LLMTarget(model=model.model, api_base=model.api_base, api_key=api_key(model, env), **common)
-
-
-def _totals(run: agents.AgentRun) -> Totals:
+def _totals(run: transcript.AgentRun) -> Totals:
     calls = run.tool_calls
     costs = [t.cost_usd for t in run.turns if t.cost_usd is not None]
     return Totals(
@@ -157,7 +78,7 @@ def _totals(run: agents.AgentRun) -> Totals:
         reasoning_tokens=sum(t.reasoning_tokens for t in run.turns),
         cached_tokens=sum(t.cached_tokens for t in run.turns),
         cost_usd=sum(costs) if costs else None,
-        call_classes=call_classes.counts(run),
+        call_classes=transcript.counts(run),
     )
 
 
@@ -210,7 +131,7 @@ class ToolGate:
 
 async def _run_agent(
     spec: TrialSpec, task: Task, env: TrialEnv, ctx: TrialContext, log: Any, timings: Timings, notes: list[str]
-) -> agents.AgentRun:
+) -> transcript.AgentRun:
     if spec.agent == AgentKind.noop:
         return agents.run_noop_agent(task)
     state_dir = env.state_dir
@@ -238,6 +159,7 @@ async def _run_agent(
             session = await stack.enter_async_context(connect_stdio(env.server, log, cwd=state_dir))
         timings.mcp_start = time.perf_counter() - t
         service = SERVICES.get(spec.service)
+        reports_error = service.result_is_error if service is not None else agents.no_error
         if service is not None:
             session = cast(Any, ToolGate(session, service))
         if ctx.on_first_call is not None:
@@ -258,6 +180,7 @@ async def _run_agent(
                     tool_timeout_s=spec.limits.tool_call_timeout_seconds,
                     steps=replay.steps if replay else None,
                     answer=replay.answer if replay else None,
+                    reports_error=reports_error,
                 )
             from mcpfleet.runner.llm import client as llm
 
@@ -290,6 +213,7 @@ async def _run_agent(
                     metrics=metrics,
                     abandoned=abandoned,
                     started=clock,
+                    reports_error=reports_error,
                 )
             finally:
                 await llm.close(target)
@@ -300,7 +224,7 @@ async def _run_agent(
 
 
 async def _judge_calls(
-    spec: TrialSpec, run: agents.AgentRun, ctx: TrialContext, notes: list[str], secrets: list[str]
+    spec: TrialSpec, run: transcript.AgentRun, ctx: TrialContext, notes: list[str], secrets: list[str]
 ) -> None:
     """The named judge classifies the trial's schema-valid calls (call_classes.py). A judge that fails leaves
     them schema_valid and says why in trial.log: it annotates the trial, it never fails it."""
@@ -314,7 +238,7 @@ async def _judge_calls(
         return
     secrets.append(judge.target.api_key or "")
     try:
-        n = await call_classes.judge_calls(run, run.classifier, judge, spec.trial_id)
+        n = await transcript.judge_calls(run, run.classifier, judge, spec.trial_id)
         notes.append(f"judge {judge.target.model}: {n} call(s) judged ({judge.stats.cache_hits} from its cache)")
     except Exception as exc:  # noqa: BLE001 - the judge's failure is not the trial's
         notes.append(f"judge {judge.target.model} failed; calls stay schema_valid: {one_line(exc, secrets)}")
@@ -337,6 +261,11 @@ async def _close(environment: AsyncExitStack) -> None:
         logger.warning("trial environment teardown failed: %s: %s", type(exc).__name__, exc)
 
 
+def _find(spec: TrialSpec) -> Task:
+    """The trial's task, found where it was planned."""
+    return find_task(Path(spec.tasks_root), spec.task_id, Path(spec.states_path) if spec.states_path else None)
+
+
 async def run_trial(
     spec: TrialSpec, store: ResultStore, ctx: TrialContext | None = None, infra_attempt: int = 1
 ) -> TrialResult:
@@ -346,7 +275,7 @@ async def run_trial(
     if own is not None and own.owns_trials:  # a suite without MCP server or verifier (toolcall) runs its own
         if ctx.warm is not None:
             await ctx.warm.close()
-        return await own.run_trial(spec, store, ctx, infra_attempt)
+        return await own.run_trial(spec, store, ctx, infra_attempt, lambda: _find(spec))
     started, t_total, wall_start = now_iso(), time.perf_counter(), time.time()
     timings = Timings()
     if ctx.warm is not None and (ctx.warm.service != spec.service or ctx.mcp_url or ctx.state_dir):
@@ -354,7 +283,7 @@ async def run_trial(
         ctx = TrialContext(**{**ctx.__dict__, "warm": None})
     workdir = ctx.warm.workdir if ctx.warm else tmpdirs.make()
     secrets = [api_key(spec.model, ctx.env if ctx.env is not None else os.environ) or ""]
-    run: agents.AgentRun | None = None
+    run: transcript.AgentRun | None = None
     infra: str | None = None
     infra_type: str | None = None
     notes: list[str] = []  # the trial's log (trial.log): what went wrong, in detail
@@ -368,10 +297,11 @@ async def run_trial(
         log = ctx.warm.log if ctx.warm else open(workdir / "mcp_server.log", "w+b")  # noqa: SIM115 - closed below
         env: TrialEnv | None = None
         try:
-            task = find_task(Path(spec.tasks_root), spec.task_id, Path(spec.states_path) if spec.states_path else None)
+            task = _find(spec)
             service = get_service(task.service)
             state_dir = ctx.state_dir or workdir / "state"
             t = time.perf_counter()
+            claimed: AbstractAsyncContextManager[TrialEnv]
             try:
                 if ctx.warm is not None:
                     if not ctx.warm.fits(task):
@@ -430,21 +360,23 @@ async def run_trial(
             notes.extend(env.notes)
         if run is not None and spec.judge is not None:
             await _judge_calls(spec, run, ctx, notes, secrets)
-        run = run or agents.AgentRun(messages=[])
+        run = run or transcript.AgentRun(messages=[])
         calls = run.tool_calls
         # A trial its provider cut short measured nothing of the model, unless its end state passes already: MCPMark
         # verifies whatever the agent left and records that pass (base/task_manager.py ``execute_task``), and so
         # does mcpfleet once the model had answered (a state that passes untouched is the task's fault). The
         # record still says the provider failed (stop_reason, error). A configuration error never scores.
-        credited = run.stop_reason == agents.STOP_PROVIDER and run.responses > 0
-        whole = infra is None and (run.stop_reason not in (agents.STOP_PROVIDER, agents.STOP_CONFIG) or credited)
+        credited = run.stop_reason == transcript.STOP_PROVIDER and run.responses > 0
+        whole = infra is None and (
+            run.stop_reason not in (transcript.STOP_PROVIDER, transcript.STOP_CONFIG) or credited
+        )
         passed = whole and verifier.exit_code == 0
         # meta.json's error_message, as MCPMark's evaluator would record this trial.
         agent_error = (
             mcpmark_protocol.render("agent_failed_error", error=infra)
             if infra and not state_failed
             else None
-            if run.stop_reason in agents.UNSEEN_BY_MCPMARK
+            if run.stop_reason in transcript.UNSEEN_BY_MCPMARK
             else run.mcpmark_error or run.error
         )
         meta_error = mcpmark_error_message(agent_error, spec.service, state_failed=state_failed or task is None)
@@ -459,7 +391,7 @@ async def run_trial(
             error_message=meta_error,
         )
         error = infra or run.error
-        if failure == PROVIDER_ERROR and run.stop_reason not in (agents.STOP_PROVIDER, agents.STOP_CONFIG):
+        if failure == PROVIDER_ERROR and run.stop_reason not in (transcript.STOP_PROVIDER, transcript.STOP_CONFIG):
             rerun = mcpmark_protocol.retryable_pattern(meta_error)
             error = f"{error} (not scored: MCPMark runs a failed task again when its error_message holds {rerun!r})"
             notes.append(f"not scored: meta.json's error_message holds MCPMark's retryable pattern {rerun!r}")

@@ -13,7 +13,6 @@ import shutil
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
 from mcp import ClientSession
@@ -22,6 +21,7 @@ from mcpfleet.runner._util import tmpdirs
 from mcpfleet.runner.environment.mcp_client import connect_stdio
 from mcpfleet.runner.services import Spare, TrialEnv, get_service
 from mcpfleet.runner.spec.task import Task
+from mcpfleet.runner.spec.trial import SpareBoot
 
 
 class BootGate(Protocol):
@@ -29,15 +29,6 @@ class BootGate(Protocol):
 
     def acquire(self, block: bool = ..., timeout: float | None = ...) -> bool: ...
     def release(self) -> None: ...
-
-
-@dataclass
-class SpareBoot:
-    """How long the spare took to boot, off its trial's path (after the gate): its server from spawn to an
-    initialised session (the environment's set-up included), then ``Spare.started`` (a browser's launch)."""
-
-    mcp_start: float = 0.0
-    started: float = 0.0
 
 
 GATE_WAIT_S = 5.0  # a gate leaked by a killed worker delays a spare by this much, never blocks it

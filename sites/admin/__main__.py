@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from mcpfleet.sites.admin.site import make_site
+from mcpfleet.sites.admin.app import make_site
 from mcpfleet.sites.common.server import main
 
 sys.exit(main(make_site))

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 from typing import Any
 
 from starlette.exceptions import HTTPException
 
-from mcpfleet.sites.common.web import Page, RouteTable, Site
+from mcpfleet.sites.common.web import Page, RouteTable
 from mcpfleet.sites.store import logic
 
 routes = RouteTable()
@@ -55,19 +54,3 @@ def _layout(page: Page) -> dict[str, Any]:
         "statuses": logic.STATUSES,
         "badges": logic.STATUS_BADGE,
     }
-
-
-def make_site() -> Site:
-    from mcpfleet.sites.admin import auth, catalog, customers, orders, reports  # noqa: F401  (each registers its routes)
-
-    return Site(
-        name="admin",
-        title="Larkspur Goods Admin",
-        db_file="store.db",
-        templates=Path(__file__).resolve().parent / "templates",
-        routes=routes,
-        load_user=load_staff,
-        actor_name=lambda user: str(user["username"]),
-        accent="#7c3aed",
-        layout=_layout,
-    )

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from starlette.exceptions import HTTPException
 
 from mcpfleet.sites.common import db
-from mcpfleet.sites.common.web import Page, RouteTable, Site
+from mcpfleet.sites.common.web import Page, RouteTable
 
 routes = RouteTable()
 
@@ -97,19 +96,3 @@ def _layout(page: Page) -> dict[str, Any]:
             [f["id"] for f in mod_forums],
         ).fetchone()[0]
     return {"ago": lambda value: _ago(now, value), "is_mod_anywhere": bool(mod_forums), "open_reports": open_reports}
-
-
-def make_site() -> Site:
-    from mcpfleet.sites.forum import actions, auth, browse, moderation  # noqa: F401  (each registers its routes)
-
-    return Site(
-        name="forum",
-        title="Commonplace",
-        db_file="forum.db",
-        templates=Path(__file__).resolve().parent / "templates",
-        routes=routes,
-        load_user=load_user,
-        actor_name=lambda user: str(user["username"]),
-        accent="#c2410c",
-        layout=_layout,
-    )

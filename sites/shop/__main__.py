@@ -5,6 +5,6 @@ from __future__ import annotations
 import sys
 
 from mcpfleet.sites.common.server import main
-from mcpfleet.sites.shop.site import make_site
+from mcpfleet.sites.shop.app import make_site
 
 sys.exit(main(make_site))

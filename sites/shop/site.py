@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 from typing import Any
 
-from mcpfleet.sites.common.web import Page, RouteTable, Site
+from mcpfleet.sites.common.web import Page, RouteTable
 from mcpfleet.sites.store import logic
 
 routes = RouteTable()
@@ -34,19 +33,3 @@ def _layout(page: Page) -> dict[str, Any]:
         "site_title": store["store_name"],
         "free_shipping_from": int(store["free_shipping_threshold_cents"]),
     }
-
-
-def make_site() -> Site:
-    from mcpfleet.sites.shop import account, auth, cart, catalog  # noqa: F401  (each registers its routes)
-
-    return Site(
-        name="shop",
-        title="Larkspur Goods",
-        db_file="store.db",
-        templates=Path(__file__).resolve().parent / "templates",
-        routes=routes,
-        load_user=load_customer,
-        actor_name=lambda user: str(user["email"]),
-        accent="#0f766e",
-        layout=_layout,
-    )

@@ -29,10 +29,11 @@ from support import NS, evalrun, s3_keys, status_of, wait_until
 from mcpfleet.operator.manifests import LABEL_RUN_UID, pod_name, trial_pod
 from mcpfleet.operator.reconciler import infra_record
 from mcpfleet.operator.settings import OperatorSettings
-from mcpfleet.runner.plan.expand import TrialSpec, plan
+from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.results.records import dumps
 from mcpfleet.runner.results.store import open_store
 from mcpfleet.runner.spec.evalrun import parse_evalrun
+from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.discovery import bundled_root
 
 REPO = Path(__file__).resolve().parents[2]

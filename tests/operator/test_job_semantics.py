@@ -32,10 +32,11 @@ from support import NS, evalrun, run_uid, s3_keys, status_of, wait_until
 from mcpfleet.operator import metrics
 from mcpfleet.operator.manifests import ANN_TRIAL, pod_name
 from mcpfleet.operator.reconciler import infra_record
-from mcpfleet.runner.plan.expand import TrialSpec, plan
+from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.results.records import dumps
 from mcpfleet.runner.results.store import open_store
 from mcpfleet.runner.spec.evalrun import EvalRun, parse_evalrun
+from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.discovery import bundled_root
 
 ORACLE_SLOW = {"name": "oracle", "model": "scripted/oracle?latency=0.3"}

@@ -15,8 +15,9 @@ from conftest import make_tiny_pack
 
 from mcpfleet.operator.manifests import LABEL_RETRY, pod_deadline, pod_name, trial_pod
 from mcpfleet.operator.settings import OperatorSettings
-from mcpfleet.runner.plan.expand import TrialSpec, plan
+from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.spec.evalrun import INT_MAX, EvalRun, parse_evalrun
+from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.discovery import bundled_root
 
 VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]

@@ -20,9 +20,9 @@ from conftest import make_tiny_pack
 from mcpfleet.operator.manifests import ANN_TRIAL
 from mcpfleet.operator.reconciler import Reconciler, Shared
 from mcpfleet.operator.settings import OperatorSettings
-from mcpfleet.runner.plan.expand import TrialSpec
 from mcpfleet.runner.results.records import TrialResult, dumps, now_iso
 from mcpfleet.runner.results.store import LocalStore
+from mcpfleet.runner.spec.trial import TrialSpec
 
 NS = "evals"
 

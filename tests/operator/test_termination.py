@@ -26,10 +26,11 @@ from support import NS, evalrun, s3_keys, status_of, wait_until
 
 from mcpfleet.operator.manifests import pod_name
 from mcpfleet.operator.reconciler import infra_record
-from mcpfleet.runner.plan.expand import TrialSpec, plan
+from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.results.records import dumps
 from mcpfleet.runner.results.store import open_store
 from mcpfleet.runner.spec.evalrun import parse_evalrun
+from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.discovery import bundled_root
 
 ONE_TASK = "filesystem/standard/tiny/move_todo_0"
