@@ -88,7 +88,7 @@ def serial_main(path: Path) -> None:
     from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess
     from mcpfleet.runner.plan.expand import plan
     from mcpfleet.runner.results.store import open_store
-    from mcpfleet.runner.spec.evalrun import load_evalrun
+    from mcpfleet.runner.spec.load import load_evalrun
     from mcpfleet.runner.spec.trial import TrialContext
     from mcpfleet.runner.trial.engine import run_trial
 

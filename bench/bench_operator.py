@@ -35,7 +35,7 @@ from kubeemu import operator_crds, running_emulator  # noqa: E402
 from mcpfleet.runner.plan.expand import plan  # noqa: E402
 from mcpfleet.runner.results.records import TrialResult, dumps, now_iso  # noqa: E402
 from mcpfleet.runner.results.store import LocalStore  # noqa: E402
-from mcpfleet.runner.spec.evalrun import parse_evalrun  # noqa: E402
+from mcpfleet.runner.spec.load import parse_evalrun  # noqa: E402
 from mcpfleet.runner.spec.trial import TrialSpec  # noqa: E402
 
 NS = "default"

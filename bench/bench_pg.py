@@ -85,7 +85,7 @@ def mcpmark_main(spec_path: Path, latency: float) -> None:
     from mcpfleet.runner.plan.expand import plan
     from mcpfleet.runner.services import run_resources
     from mcpfleet.runner.services.postgres import ensure_template, state_source
-    from mcpfleet.runner.spec.evalrun import load_evalrun
+    from mcpfleet.runner.spec.load import load_evalrun
     from mcpfleet.runner.tasks.discovery import find_task
 
     run = load_evalrun(spec_path)

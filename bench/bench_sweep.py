@@ -53,7 +53,7 @@ from sim_sweep import MEAN_TRIAL_S, TIMEOUT_S, Durations, list_schedule  # noqa:
 from mcpfleet.operator.settings import OperatorSettings  # noqa: E402
 from mcpfleet.runner.plan.expand import plan  # noqa: E402
 from mcpfleet.runner.results.store import LocalStore  # noqa: E402
-from mcpfleet.runner.spec.evalrun import parse_evalrun  # noqa: E402
+from mcpfleet.runner.spec.load import parse_evalrun  # noqa: E402
 from mcpfleet.runner.spec.trial import TrialSpec  # noqa: E402
 
 

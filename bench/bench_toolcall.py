@@ -37,7 +37,7 @@ from kubelet import Kubelet  # noqa: E402
 from mcpfleet.runner.launch.launcher import execute  # noqa: E402
 from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess  # noqa: E402
 from mcpfleet.runner.launch.scripted_toolcall import ToolCallAnswers  # noqa: E402
-from mcpfleet.runner.spec.evalrun import parse_evalrun  # noqa: E402
+from mcpfleet.runner.spec.load import parse_evalrun  # noqa: E402
 from mcpfleet.runner.tasks.toolcall_pack import make_task  # noqa: E402
 from mcpfleet.runner.toolcalls.generator import generate  # noqa: E402
 from mcpfleet.runner.toolcalls.loader import load_cases  # noqa: E402

@@ -254,7 +254,7 @@ def sweep_trials(work: Path, models: int, tasks: int, attempts: int) -> list[Tri
     from conftest import make_tiny_pack
 
     from mcpfleet.runner.plan.expand import plan
-    from mcpfleet.runner.spec.evalrun import parse_evalrun
+    from mcpfleet.runner.spec.load import parse_evalrun
 
     pack = make_tiny_pack(work / "pack", tasks=tasks)
     return plan(parse_evalrun(spec("sim", pack, work / "out", models, attempts, 1)), work)

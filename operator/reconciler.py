@@ -32,7 +32,8 @@ from mcpfleet.runner.report.summary import PLAN_FILE, build_summary, mixed_harne
 from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.results.records import TrialResult, dumps, epoch_seconds, now_iso
 from mcpfleet.runner.results.store import ResultStore, StoreError, open_store, store_config
-from mcpfleet.runner.spec.evalrun import FROZEN_OUTPUT, RESULT_FIELDS, EvalRun, Output, SpecError, parse_evalrun
+from mcpfleet.runner.spec.evalrun import FROZEN_OUTPUT, RESULT_FIELDS, EvalRun, Output
+from mcpfleet.runner.spec.load import SpecError, parse_evalrun
 from mcpfleet.runner.spec.task import TaskError
 from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.discovery import bundled_root

@@ -15,7 +15,7 @@ from conftest import make_tiny_pack
 
 from mcpfleet.runner.agent.call_classes import CallClassifier
 from mcpfleet.runner.launch.launcher import execute
-from mcpfleet.runner.spec.evalrun import load_evalrun
+from mcpfleet.runner.spec.load import load_evalrun
 
 READ = mcp.types.Tool.model_validate(
     {

@@ -663,7 +663,7 @@ def test_selectors_match_the_pods_the_operator_creates(tmp_path: Path) -> None:
     from mcpfleet.operator.manifests import trial_pod
     from mcpfleet.operator.settings import OperatorSettings
     from mcpfleet.runner.plan.expand import plan
-    from mcpfleet.runner.spec.evalrun import parse_evalrun
+    from mcpfleet.runner.spec.load import parse_evalrun
     from mcpfleet.runner.tasks.discovery import bundled_root
 
     pack = make_tiny_pack(tmp_path / "pack")

@@ -24,7 +24,8 @@ from mcpfleet.runner.spec.crd import (
     render_crd_yaml,
     to_structural,
 )
-from mcpfleet.runner.spec.evalrun import RESULT_FIELDS, SpecError, parse_evalrun, spec_hash
+from mcpfleet.runner.spec.evalrun import RESULT_FIELDS
+from mcpfleet.runner.spec.load import SpecError, parse_evalrun, spec_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD_FILE = ROOT / "crds" / "evalrun.yaml"

@@ -14,7 +14,7 @@ import pytest
 from conftest import TINY_ORACLE, make_tiny_pack
 from hostile import MCPFLEET, SCRIPTED, assert_clean_error, cli, flat, write_run
 
-from mcpfleet.runner.spec.evalrun import SpecError, parse_evalrun
+from mcpfleet.runner.spec.load import SpecError, parse_evalrun
 
 LAUGHS = """apiVersion: mcpfleet.io/v1alpha1
 kind: EvalRun

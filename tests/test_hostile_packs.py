@@ -490,7 +490,7 @@ def test_plan_uses_the_selection_preflight_loaded(tmp_path: Path, monkeypatch: p
     """The pack is read and its tasks hashed once per run (before: twice, by preflight and by plan)."""
     from mcpfleet.runner.launch.preflight import preflight
     from mcpfleet.runner.plan import expand as plan_module
-    from mcpfleet.runner.spec.evalrun import load_evalrun
+    from mcpfleet.runner.spec.load import load_evalrun
 
     make_tiny_pack(tmp_path / "pack", tasks=2)
     path = write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}})

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from mcpfleet.runner.spec.evalrun import SpecError, parse_evalrun
+from mcpfleet.runner.spec.load import SpecError, parse_evalrun
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
 API_KEY = "sk-canary-0f9e8d7c6b5a4321"

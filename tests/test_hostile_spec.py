@@ -18,7 +18,8 @@ from conftest import REPO, make_tiny_pack
 from mcpfleet.runner.plan import expand as plan_module
 from mcpfleet.runner.results.records import redact, redact_text
 from mcpfleet.runner.spec.crd import build_crd
-from mcpfleet.runner.spec.evalrun import INT_MAX, SpecError, load_evalrun, parse_evalrun
+from mcpfleet.runner.spec.evalrun import INT_MAX
+from mcpfleet.runner.spec.load import SpecError, load_evalrun, parse_evalrun
 from mcpfleet.runner.spec.yamlload import YAMLLimitError, load_all
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"

@@ -30,7 +30,7 @@ from mcpfleet.runner.launch.launcher import RunRefused, execute
 from mcpfleet.runner.launch.worker import make_context
 from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.results.records import TrialResult, dumps, now_iso
-from mcpfleet.runner.spec.evalrun import SpecError, load_evalrun
+from mcpfleet.runner.spec.load import SpecError, load_evalrun
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
 ORACLE = {"name": "oracle", "model": "scripted/oracle"}
@@ -213,7 +213,7 @@ def test_plan_alternates_models_task_major(tmp_path: Path) -> None:
 
 def test_plan_puts_the_largest_tasks_first() -> None:
     from mcpfleet.runner.plan.expand import task_weight
-    from mcpfleet.runner.spec.evalrun import parse_evalrun
+    from mcpfleet.runner.spec.load import parse_evalrun
 
     run = parse_evalrun(
         {

@@ -20,6 +20,7 @@ from mcpfleet.runner.plan import expand as plan
 from mcpfleet.runner.results import store
 from mcpfleet.runner.results.records import TrialResult
 from mcpfleet.runner.spec import evalrun as spec
+from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.trial import engine as trial
 
 # The protocol strings are read from the data file directly, not through the code under test.
@@ -63,7 +64,7 @@ def trial_spec(pack: Path, model: str = "scripted/oracle", **extra: Any) -> plan
         "metadata": {"name": "t"},
         "spec": {"models": [{"name": "m", "model": model}], "tasks": {"path": str(pack)}, **extra},
     }
-    [s] = plan.plan(spec.parse_evalrun(doc), pack)
+    [s] = plan.plan(parse_evalrun(doc), pack)
     return s
 
 

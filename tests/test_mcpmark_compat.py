@@ -12,7 +12,7 @@ import yaml
 
 from mcpfleet.runner.launch.launcher import execute
 from mcpfleet.runner.launch.taskcheck import validate
-from mcpfleet.runner.spec.evalrun import load_evalrun
+from mcpfleet.runner.spec.load import load_evalrun
 from mcpfleet.runner.tasks.discovery import discover
 from mcpfleet.runner.tasks.packs import state_scopes
 

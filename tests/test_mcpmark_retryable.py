@@ -29,8 +29,8 @@ from mcpfleet.runner.report.export import export_mcpmark
 from mcpfleet.runner.results import store
 from mcpfleet.runner.results.outcome import is_scored
 from mcpfleet.runner.results.records import TrialResult, dumps_mcpmark, messages_json
-from mcpfleet.runner.spec import evalrun as spec
 from mcpfleet.runner.spec import mcpmark_protocol
+from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.trial import engine as trial
 
 DATA = json.loads((Path(__file__).parents[1] / "runner" / "mcpmark_protocol.json").read_text())
@@ -112,7 +112,7 @@ def trial_spec(pack: Path, model: Any = "scripted/oracle", **extra: Any) -> plan
         "metadata": {"name": "t"},
         "spec": {"models": models, "tasks": {"path": str(pack)}, **extra},
     }
-    [s] = plan.plan(spec.parse_evalrun(doc), pack)
+    [s] = plan.plan(parse_evalrun(doc), pack)
     return s
 
 

@@ -22,7 +22,7 @@ from mcpfleet.runner.launch.launcher import execute
 from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.results import store as store_mod
 from mcpfleet.runner.results.store import S3Tuning
-from mcpfleet.runner.spec.evalrun import load_evalrun, parse_evalrun
+from mcpfleet.runner.spec.load import load_evalrun, parse_evalrun
 from mcpfleet.runner.spec.task import TaskError
 from mcpfleet.runner.tasks.packs import MANIFEST, PackError, mirror_path, sync
 

@@ -29,6 +29,7 @@ from proctree import processes_naming
 from mcpfleet.runner.environment.mcp_client import connect_stdio, result_text
 from mcpfleet.runner.launch.taskcheck import validate
 from mcpfleet.runner.services import get_service, playwright
+from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.spec.task import Task
 from mcpfleet.runner.tasks.discovery import discover
 from mcpfleet.runner.trial.warm import WarmServer
@@ -1045,7 +1046,6 @@ def test_a_verifier_gets_mcpmarks_playwright_work_dir(tmp_path: Path, marker: st
     verifier (some of its verifiers look for messages.json there); before, only MCP_MESSAGES was set."""
     from mcpfleet.runner.plan import expand as plan
     from mcpfleet.runner.results import store
-    from mcpfleet.runner.spec import evalrun as spec
     from mcpfleet.runner.trial import engine as trial
 
     task = site_task(tmp_path, [])
@@ -1058,6 +1058,6 @@ def test_a_verifier_gets_mcpmarks_playwright_work_dir(tmp_path: Path, marker: st
         "metadata": {"name": "workdir"},
         "spec": {"models": [{"name": "noop", "model": "scripted/noop"}], "tasks": {"path": str(tmp_path / "pack")}},
     }
-    [s] = plan.plan(spec.parse_evalrun(doc), tmp_path)
+    [s] = plan.plan(parse_evalrun(doc), tmp_path)
     result = asyncio.run(trial.run_trial(s, store.LocalStore(tmp_path / "out"), trial.TrialContext(scripted_url)))
     assert result.verifier.exit_code == 0, (result.error, result.verifier)

@@ -22,6 +22,7 @@ from mcpfleet.runner.results import store
 from mcpfleet.runner.results.outcome import is_scored
 from mcpfleet.runner.results.records import TrialResult
 from mcpfleet.runner.spec import evalrun as spec
+from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.trial import engine as trial
 
 SECRET = "sk-fault-secret-7f3a9c"
@@ -60,7 +61,7 @@ def one(
             "provider": provider or {},
         },
     }
-    [s] = plan.plan(spec.parse_evalrun(doc), pack)
+    [s] = plan.plan(parse_evalrun(doc), pack)
     return s
 
 

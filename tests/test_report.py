@@ -37,7 +37,8 @@ from mcpfleet.runner.results import store as store_mod
 from mcpfleet.runner.results.outcome import CATEGORIES, is_scored
 from mcpfleet.runner.results.records import Timings, Totals, TrialResult, dumps
 from mcpfleet.runner.results.store import LocalStore
-from mcpfleet.runner.spec.evalrun import AgentKind, Limits, ModelSpec, load_evalrun, parse_evalrun
+from mcpfleet.runner.spec.evalrun import AgentKind, Limits, ModelSpec
+from mcpfleet.runner.spec.load import load_evalrun, parse_evalrun
 from mcpfleet.runner.spec.trial import TrialSpec
 
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from mcpfleet.runner.spec.evalrun import AgentKind, SpecError, load_evalrun, parse_evalrun, spec_hash
+from mcpfleet.runner.spec.evalrun import AgentKind
+from mcpfleet.runner.spec.load import SpecError, load_evalrun, parse_evalrun, spec_hash
 
 DNS_MSG = "must be a DNS label: lowercase letters, digits and '-', starting and ending alphanumeric"
 

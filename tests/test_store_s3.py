@@ -27,7 +27,8 @@ from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.plan.history import read_history
 from mcpfleet.runner.results import store as store_mod
 from mcpfleet.runner.results.store import LocalStore, S3Store, S3Tuning, StoreError, open_store, store_config
-from mcpfleet.runner.spec.evalrun import Output, load_evalrun, parse_evalrun
+from mcpfleet.runner.spec.evalrun import Output
+from mcpfleet.runner.spec.load import load_evalrun, parse_evalrun
 from mcpfleet.runner.spec.trial import TrialContext
 from mcpfleet.runner.trial.engine import run_trial
 

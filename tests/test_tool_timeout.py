@@ -20,6 +20,7 @@ from mcpfleet.runner.agent.react import _act
 from mcpfleet.runner.agent.transcript import ToolCallRecord, TurnRecord
 from mcpfleet.runner.environment.mcp_client import AbandonedCalls, call_tool_abandoning, connect_stdio
 from mcpfleet.runner.environment.server import ServerCommand
+from mcpfleet.runner.spec.load import parse_evalrun
 
 SLOW_SERVER = """
 import anyio
@@ -132,7 +133,6 @@ async def test_a_trial_ends_its_own_agents_abandoned_calls_and_no_other(
     from mcpfleet.runner.agent import loop as agents
     from mcpfleet.runner.plan import expand as plan
     from mcpfleet.runner.results import store
-    from mcpfleet.runner.spec import evalrun as spec
     from mcpfleet.runner.trial import engine as trial
 
     pack = make_tiny_pack(tmp_path / "pack")
@@ -142,7 +142,7 @@ async def test_a_trial_ends_its_own_agents_abandoned_calls_and_no_other(
         "metadata": {"name": "t"},
         "spec": {"models": [{"name": "m", "model": "scripted/oracle"}], "tasks": {"path": str(pack)}},
     }
-    [one] = plan.plan(spec.parse_evalrun(doc), pack)
+    [one] = plan.plan(parse_evalrun(doc), pack)
     calls: list[asyncio.Future[Any]] = []  # each agent's abandoned call, in the order the agents started
     both = asyncio.Event()
     other_when_first_ended: list[bool] = []

@@ -15,7 +15,7 @@ from mcpfleet.runner.launch.scripted_model import ModelError, parse_model
 from mcpfleet.runner.launch.scripted_toolcall import _unit
 from mcpfleet.runner.llm.client import LLMTarget
 from mcpfleet.runner.plan.expand import plan
-from mcpfleet.runner.spec.evalrun import load_evalrun, parse_evalrun, spec_hash
+from mcpfleet.runner.spec.load import load_evalrun, parse_evalrun, spec_hash
 from mcpfleet.runner.spec.task import Task
 from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.checks import check_task
@@ -394,7 +394,7 @@ def test_cases_unanswered_when_the_shard_time_is_up_fail_as_timeout(monkeypatch:
 
 def test_a_local_run_needs_the_judge_key_it_names(tmp_path: Path) -> None:
     from mcpfleet.runner.launch.launcher import check_credentials
-    from mcpfleet.runner.spec.evalrun import SpecError
+    from mcpfleet.runner.spec.load import SpecError
 
     judge = {"model": "openai/gpt-5-mini", "apiKeyEnv": "TC_JUDGE_KEY"}
     path = toolcall_run(tmp_path, [{"name": "a", "model": "scripted/toolcall"}], toolcalls={"judge": judge})

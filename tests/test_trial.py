@@ -31,8 +31,8 @@ from mcpfleet.runner.environment.server import servers_bin
 from mcpfleet.runner.plan import expand as plan
 from mcpfleet.runner.results import store
 from mcpfleet.runner.results.records import TrialResult
-from mcpfleet.runner.spec import evalrun as spec
 from mcpfleet.runner.spec import mcpmark_protocol
+from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.tasks.discovery import find_task
 from mcpfleet.runner.tasks.materialise import materialise
 from mcpfleet.runner.trial import engine as trial
@@ -69,7 +69,7 @@ def specs(
     }
     if agent:
         doc["spec"]["agent"] = agent
-    return plan.plan(spec.parse_evalrun(doc), pack)
+    return plan.plan(parse_evalrun(doc), pack)
 
 
 def one(pack: Path, model: str = "scripted/oracle", **kw: Any) -> plan.TrialSpec:

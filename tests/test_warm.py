@@ -25,7 +25,7 @@ from mcpfleet.runner.launch.launcher import RunState, Scheduler
 from mcpfleet.runner.launch.workerpool import WorkerSlots
 from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.results.store import store_config
-from mcpfleet.runner.spec.evalrun import parse_evalrun
+from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.trial import warm
 from mcpfleet.runner.trial.engine import AfterFirstCall
 from mcpfleet.runner.trial.warm import WarmServer

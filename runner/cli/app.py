@@ -18,7 +18,7 @@ from rich.markup import escape as _markup_escape
 
 from mcpfleet.runner._util.printable import printable
 from mcpfleet.runner.cli.toolcalls import judge_eval, toolcalls_app
-from mcpfleet.runner.spec.evalrun import SpecError, load_evalrun
+from mcpfleet.runner.spec.load import SpecError, load_evalrun
 from mcpfleet.runner.spec.task import Task, TaskError
 from mcpfleet.runner.tasks.digest import task_digest
 

@@ -51,7 +51,8 @@ from mcpfleet.runner.results.store import (
     store_config,
 )
 from mcpfleet.runner.services import run_resources, sweep_leftovers
-from mcpfleet.runner.spec.evalrun import EvalRun, SpecError, retry_wait, spec_hash
+from mcpfleet.runner.spec.evalrun import EvalRun, retry_wait
+from mcpfleet.runner.spec.load import SpecError, spec_hash
 from mcpfleet.runner.spec.trial import TrialSpec
 
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic.alias_generators import to_camel
 
 from mcpfleet.runner._util.overlap import overlap, resolved
-from mcpfleet.runner.spec.evalrun import AgentKind, EvalRun, SpecError
+from mcpfleet.runner.spec.evalrun import AgentKind, EvalRun
+from mcpfleet.runner.spec.load import SpecError
 
 if TYPE_CHECKING:
     from mcpfleet.runner.launch.scripted_model import ModelError, Options

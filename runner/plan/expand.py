@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mcpfleet.runner.spec.evalrun import INT_MAX, EvalRun, ModelSpec, SpecError, ToolCallSettings, canonical_hash
+from mcpfleet.runner.spec.evalrun import INT_MAX, EvalRun, ModelSpec, ToolCallSettings
+from mcpfleet.runner.spec.load import SpecError, canonical_hash
 from mcpfleet.runner.spec.task import Task
 from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.digest import task_digest

@@ -10,7 +10,8 @@ from mcpfleet.runner.report.scoring import summarize
 from mcpfleet.runner.results.outcome import is_scored
 from mcpfleet.runner.results.records import now_iso
 from mcpfleet.runner.results.store import ResultStore
-from mcpfleet.runner.spec.evalrun import EvalRun, spec_hash
+from mcpfleet.runner.spec.evalrun import EvalRun
+from mcpfleet.runner.spec.load import spec_hash
 from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.toolcalls.case_records import breakdown, expand
 

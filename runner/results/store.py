@@ -389,7 +389,7 @@ class S3Store:
 
     def _redact(self, text: str) -> str:
         if self.endpoint_url:  # user-info or a signed query in the endpoint (`report --endpoint-url`), as botocore
-            from mcpfleet.runner.spec.evalrun import shown_url  # repeats it in its errors too
+            from mcpfleet.runner.spec.checks import shown_url  # repeats it in its errors too
 
             text = text.replace(self.endpoint_url.rstrip("/"), shown_url(self.endpoint_url).rstrip("/"))
         for k in ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN"):

@@ -7,61 +7,36 @@ everywhere: a typo such as ``maxTurn`` must never be silently ignored in a 10,00
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-from decimal import Decimal
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
-from pydantic_core import ErrorDetails
+
+from mcpfleet.runner.spec.checks import (
+    ENV_VAR_NAME,
+    LABEL_NAME,
+    QUANTITY,
+    check_image,
+    check_key_env,
+    check_no_credentials,
+    check_no_secret_text,
+    check_no_surrounding_space,
+    check_s3_uri,
+    label_key_problem,
+    quantity_value,
+)
 
 API_GROUP = "mcpfleet.io"
 API_VERSION = "v1alpha1"
 KIND = "EvalRun"
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-ENV_VAR_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # The largest integer a field takes when nothing smaller is meaningful: the API server (and every JSON parser
 # that reads numbers as doubles) keeps integers exactly only up to 2**53 - 1, and the operator sums timeouts into
 # a pod's int64 activeDeadlineSeconds, which three of these cannot overflow.
 INT_MAX = 2**53 - 1
-# The results store's S3 credentials, in every runner's environment: named as a model's (or the judge's) key,
-# they would be sent to that model's provider, whose URL the spec's author chooses.
-STORE_CREDENTIALS = frozenset({"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"})
-# A container image reference as the container runtimes parse it: [registry[:port]/]path[:tag][@digest], the path
-# in lowercase. Anything else gives pods that never start (InvalidImageName), each trial an infra error.
-_IMAGE_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_REGISTRY = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]{1,5})?"
-IMAGE_REF = re.compile(
-    rf"(?:{_REGISTRY}/)?{_IMAGE_PART}(?:/{_IMAGE_PART})*(?::\w[\w.-]{{0,127}})?"
-    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?",
-    re.ASCII,
-)
-
-
-def check_key_env(name: str | None) -> str | None:
-    """Refuse an apiKeyEnv naming the results store's credentials (see STORE_CREDENTIALS)."""
-    if name is not None and name.upper() in STORE_CREDENTIALS:
-        raise ValueError(
-            f"'{name}' holds the results store's S3 credentials, which would be sent to the model's provider as "
-            "its API key; put the model's key in a variable of its own and name that"
-        )
-    return name
-
-
-def check_image(image: str | None) -> str | None:
-    """Refuse what no container runtime can pull (see IMAGE_REF), naming the expected shape; empty: the default."""
-    if image and (len(image) > 512 or not IMAGE_REF.fullmatch(image)):
-        raise ValueError(
-            f"'{image[:80]}' is not a container image reference: [registry[:port]/]repository[:tag][@sha256:<digest>], "
-            "the repository in lowercase (e.g. ghcr.io/mcpfleet/runner:0.1.0); a pod with it would never start"
-        )
-    return image
 
 
 # Bounds on free-text locations: a path no file system accepts, or a URL no client sends, is refused up front with
@@ -72,14 +47,6 @@ MAX_URL = 2048
 MAX_ATTEMPTS = 100  # k; also the most a report trusts from a stored run.json or summary.json
 # A model string: provider model names are short, a scripted model's script=<path> is the longest real one.
 MAX_MODEL = 1024
-
-
-def check_no_surrounding_space(text: str) -> str:
-    """Refuse text with leading or trailing whitespace (a stray space, a YAML block scalar's newline): it would
-    reach a provider in every call (`openai/gpt-5 `) or name a folder with a space in it (`runs `)."""
-    if text != text.strip():
-        raise ValueError(f"{text[:80]!r} starts or ends with whitespace; remove it")
-    return text
 
 
 class SpecModel(BaseModel):
@@ -236,7 +203,7 @@ class TaskSelection(SpecModel):
         if v is not None:
             check_no_surrounding_space(v)
         if v is not None and "://" in v:
-            _check_s3_uri(v)
+            check_s3_uri(v)
         return v
 
     @field_validator("endpoint_url")
@@ -435,123 +402,13 @@ class Output(SpecModel):
         if "\0" in v:
             raise ValueError("must not contain a NUL byte (no file system path can)")
         if "://" in v:
-            _check_s3_uri(v)
+            check_s3_uri(v)
         return v
 
     @field_validator("endpoint_url")
     @classmethod
     def _endpoint(cls, v: str | None) -> str | None:
         return check_no_credentials(v)
-
-
-SECRET_QUERY = re.compile(r"(key|token|secret|password|passwd|signature|credential|auth)", re.IGNORECASE)
-# What an API key looks like where no key belongs (a model string, a URL's path): a parameter named like one
-# (api_key=..., token:...), or a part starting as providers' keys do (sk-..., AKIA..., ghp_..., AIza..., hf_...).
-SECRET_TEXT = re.compile(
-    r"(?<![a-z0-9])(api[-_]?key|key|token|secret|password|passwd|signature|credential|auth)[^/=:&;?#]{0,20}[=:]"
-    r"|(^|[/=:?&;#@,])(?-i:sk-|sk_|rk_|AKIA[0-9A-Z]{12}|ASIA[0-9A-Z]{12}|ghp_|gho_|github_pat_|glpat-|xox[abpr]-"
-    r"|AIza|hf_|gsk_)",
-    re.IGNORECASE,
-)
-
-
-def check_no_secret_text(text: str) -> str:
-    """Refuse a model string that carries what looks like a key: it is copied into run.json, every record, the
-    EvalRun and its pods. A scripted model's options (``scripted/oracle?key=...&fault=auth``) are test settings
-    of mcpfleet's own server, no credential."""
-    if not text.startswith("scripted/") and SECRET_TEXT.search(text):
-        raise ValueError(
-            "looks like it carries a credential (a key=value or a key such as sk-...); give the bare model string "
-            "and put the key in the environment variable named by apiKeyEnv (or apiKeySecretRef in a cluster)"
-        )
-    return text
-
-
-def shown_url(url: str) -> str:
-    """A URL safe to print: its user-info and the values of its query parameters replaced."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        netloc = ("***@" if "@" in parts.netloc else "") + host + (f":{parts.port}" if parts.port else "")
-    except ValueError:
-        return "<unparseable URL>"
-    query = "&".join(f"{q.split('=', 1)[0]}=***" if "=" in q else q for q in parts.query.split("&") if q)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
-
-
-def check_no_credentials(url: str | None) -> str | None:
-    """Refuse a URL that is not http(s) (every call would fail: a run of retried provider errors), or that carries
-    credentials (user:password@, ?api_key=...): the spec is copied into run.json, the EvalRun's status, events and
-    every trial pod. Secrets go through apiKeyEnv or a Secret reference."""
-    if url is None:
-        return None
-    from urllib.parse import parse_qsl, unquote, urlsplit
-
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        raise ValueError("is not a valid URL") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:  # every trial would fail on its first call
-        raise ValueError(f"'{shown_url(url)}' is not an http(s) URL; write it as http(s)://host[:port][/path]")
-    if "@" in parts.netloc:
-        raise ValueError(
-            f"'{shown_url(url)}' embeds credentials (user-info before '@'); put the key in the environment "
-            "variable named by apiKeyEnv (or apiKeySecretRef in a cluster) and give the URL without it"
-        )
-    try:
-        parts.port  # noqa: B018 - reading it checks it: every call would fail on a port out of 0..65535
-    except ValueError:
-        raise ValueError(
-            f"'{parts.scheme}://{parts.hostname}:...' has no valid port (a number 1-65535); fix the port"
-        ) from None
-    bare = f"{parts.scheme}://{parts.netloc}"
-    if parts.fragment:  # never sent to the server: no use but to hide a key
-        raise ValueError(f"'{bare}/...#***' has a #fragment, which is never sent; give the URL without it")
-    if SECRET_TEXT.search(unquote(parts.path)):
-        raise ValueError(
-            f"'{bare}/***' looks like it carries credentials in its path; use apiKeyEnv or apiKeySecretRef for "
-            "keys, and credentialsSecretRef or the environment for S3"
-        )
-    query = parts.query.replace(";", "&")  # servers that split parameters at ';' too would read a key there
-    named = sorted({k for k, _ in parse_qsl(query, keep_blank_values=True) if SECRET_QUERY.search(k)})
-    if named:
-        raise ValueError(
-            f"'{shown_url(url)}' carries credentials in its query ({', '.join(named)}); use apiKeyEnv or "
-            "apiKeySecretRef for keys, and credentialsSecretRef or the environment for S3"
-        )
-    return url
-
-
-def _check_s3_uri(v: str) -> None:
-    if not v.startswith("s3://"):
-        raise ValueError("must be a local path or s3://bucket/prefix")
-    if not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", v):
-        raise ValueError("s3 URI must be s3://<bucket>/<prefix> with a valid bucket name")
-
-
-# Kubernetes' quantity grammar (k8s.io/apimachinery resource.Quantity), without the sign a resource may not have:
-# a number, then a binary suffix (Ki..Ei), a decimal one (n, u, m, k, M..E) or an exponent (e3, E-2).
-QUANTITY = r"^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"
-_QUANTITY_SCALE = {
-    **{s: 1024**i for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), 1)},
-    **{s: 1000**i for i, s in enumerate(("k", "M", "G", "T", "P", "E"), 1)},
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-}
-
-
-def quantity_value(q: str) -> Decimal:
-    """The value of a Kubernetes quantity (matching QUANTITY): '500m' -> 0.5, '1Gi' -> 1073741824."""
-    m = re.fullmatch(QUANTITY, q)
-    if m is None:
-        raise ValueError(f"'{q[:40]}' is not a Kubernetes quantity (e.g. 500m, 2, 1Gi)")
-    number, suffix = Decimal(m.group(1)), m.group(3) or ""
-    if suffix[1:] and suffix[:1] in ("e", "E") and suffix != "Ei":  # an exponent; "E" alone is exa, "Ei" exbi
-        return number.scaleb(int(suffix[1:]))
-    return number * _QUANTITY_SCALE.get(suffix, 1)
 
 
 class Resources(SpecModel):
@@ -658,23 +515,6 @@ class PodSettings(SpecModel):
                     "starting and ending with a letter or digit (or empty)"
                 )
         return v
-
-
-LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
-DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-
-
-def label_key_problem(key: str) -> str | None:
-    """Why ``key`` is no Kubernetes label key ([prefix/]name), or None."""
-    prefix, _, name = key.rpartition("/")
-    if not (len(name) <= 63 and re.fullmatch(LABEL_NAME, name)):
-        return (
-            "not a label key: [prefix/]name, the name at most 63 letters, digits, '-', '_' or '.', starting and "
-            "ending with a letter or digit"
-        )
-    if "/" in key and not (len(prefix) <= 253 and re.fullmatch(DNS_SUBDOMAIN, prefix)):
-        return "not a label key: its prefix (before '/') must be a DNS subdomain (e.g. node.kubernetes.io)"
-    return None
 
 
 class JudgeSettings(SpecModel):
@@ -843,186 +683,3 @@ class EvalRun(SpecModel):
     @property
     def name(self) -> str:
         return self.metadata.name
-
-
-class SpecError(ValueError):
-    """An invalid EvalRun, with one human line per problem: '<field path>: <what is allowed>'."""
-
-    def __init__(self, problems: list[str], source: str | None = None):
-        self.problems = problems
-        self.source = source
-        head = f"invalid EvalRun{f' in {source}' if source else ''}:"
-        super().__init__("\n".join([head, *(f"  {p}" for p in problems)]))
-
-
-def _path(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part == "[key]" or str(part).startswith(("function-", "literal[")):
-            continue
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "(root)"
-
-
-def _allowed_fields(model: type[BaseModel]) -> str:
-    return ", ".join(sorted(f.alias or n for n, f in model.model_fields.items()))
-
-
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """Walk the pydantic model tree along a location to find the object an unknown field sits in."""
-    model: Any = EvalRun
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        fields = {f.alias or n: f for n, f in model.model_fields.items()}
-        field = fields.get(part)
-        if field is None:
-            return None
-        ann = field.annotation
-        args = getattr(ann, "__args__", ())
-        cand = [a for a in (ann, *args) if isinstance(a, type) and issubclass(a, BaseModel)]
-        if not cand:
-            return None
-        model = cand[0]
-    return model
-
-
-def _explain(err: ErrorDetails) -> str:
-    kind, ctx, msg = err["type"], err.get("ctx") or {}, err["msg"]
-    if kind == "extra_forbidden":
-        model = _model_at(err["loc"])
-        field = model.model_fields.get(str(err["loc"][-1])) if model else None
-        if field is not None and field.alias and field.alias != err["loc"][-1]:
-            # A field's own name is taken as well as its camelCase alias, so it is unknown only beside the alias.
-            return f"given twice, as {field.alias} and {err['loc'][-1]}; keep one"
-        allowed = f"; allowed fields: {_allowed_fields(model)}" if model else ""
-        return f"unknown field{allowed}"
-    if kind == "missing":
-        return "required field is missing"
-    table = {
-        "greater_than_equal": "must be >= {ge}",
-        "greater_than": "must be > {gt}",
-        "less_than_equal": "must be <= {le}",
-        "less_than": "must be < {lt}",
-        "finite_number": "must be a finite number (not .nan or .inf)",
-        "too_short": "must have at least {min_length} item(s)",
-        "too_long": "must have at most {max_length} item(s)",
-        "string_too_short": "must not be empty",
-        "string_too_long": "must be at most {max_length} characters",
-        "string_pattern_mismatch": "must match {pattern}",
-        "literal_error": "must be {expected}",
-        "enum": "must be one of {expected}",
-    }
-    if kind in table:
-        try:
-            text = table[kind].format(**ctx)
-        except KeyError:
-            text = msg
-        if kind == "string_pattern_mismatch" and ctx.get("pattern") == DNS_LABEL:
-            text = "must be a DNS label: lowercase letters, digits and '-', starting and ending alphanumeric"
-        elif kind == "string_pattern_mismatch" and ctx.get("pattern") == QUANTITY:
-            text = "must be a Kubernetes quantity, e.g. 500m, 2, 1Gi (no sign, no other suffix)"
-        return text
-    if kind == "value_error":
-        return str(ctx.get("error", msg)).removeprefix("Value error, ")
-    strict = {
-        "int_type": "a whole number",
-        "float_type": "a number",
-        "bool_type": "true or false",
-        "string_type": "text",
-    }
-    if kind in strict:  # strict, as the CRD's schema: say what was given, since YAML decides its type
-        given = json.dumps(err.get("input"), default=str)
-        if kind == "string_type":
-            hint = " (quote it in YAML)"
-        else:
-            hint = " (quoted in YAML, so it is text: remove the quotes)" if isinstance(err.get("input"), str) else ""
-        return f"must be {strict[kind]}, not {given[:60]}{hint}"
-    return msg[0].lower() + msg[1:] if msg else kind
-
-
-def format_validation_error(exc: ValidationError) -> list[str]:
-    return [f"{_path(e['loc'])}: {_explain(e)}" for e in exc.errors()]
-
-
-MAX_SPEC_BYTES = 256 * 1024  # a spec is a few KiB; the API server's own object limit is ~1.5 MiB
-MAX_ANNOTATION_BYTES = 256 * 1024  # the API server's limit for all of an object's annotations together
-
-
-def _size_problems(data: dict[str, Any]) -> list[str]:
-    """Refuse a spec or annotations too large to be an EvalRun (a document expanded from YAML aliases, or an
-    annotation stuffed with data): they would be copied into run.json, status and every trial pod."""
-    from mcpfleet.runner.spec.yamlload import YAMLLimitError, expanded_nodes
-
-    problems = []
-    try:
-        expanded_nodes(data)
-    except YAMLLimitError as exc:
-        return [f"(root): refused: {exc}"]
-    try:
-        spec_size = len(json.dumps(data.get("spec"), default=str))
-    except (ValueError, OverflowError):  # an int of more than 4,300 digits cannot be written as text
-        return ["(root): refused: a number with more than 4,300 digits; no field takes one"]
-    if spec_size > MAX_SPEC_BYTES:
-        problems.append(f"spec: {spec_size:,} bytes as JSON; at most {MAX_SPEC_BYTES:,} are allowed")
-    meta = data.get("metadata")
-    annotations = meta.get("annotations") if isinstance(meta, dict) else None
-    if isinstance(annotations, dict):
-        size = sum(len(str(k)) + len(str(v)) for k, v in annotations.items())
-        if size > MAX_ANNOTATION_BYTES:
-            problems.append(
-                f"metadata.annotations: {size:,} bytes in all; at most {MAX_ANNOTATION_BYTES:,} are allowed"
-            )
-    return problems
-
-
-def parse_evalrun(data: Any, source: str | None = None) -> EvalRun:
-    """Validate a decoded EvalRun document; raise SpecError naming every bad field."""
-    if not isinstance(data, dict):
-        raise SpecError(["(root): must be a mapping with apiVersion, kind, metadata and spec"], source)
-    if problems := _size_problems(data):
-        raise SpecError(problems, source)
-    try:
-        # Strict, as the API server's schema is: `attempts: true`, `attempts: "3"` or `suspend: "yes"` is refused
-        # by kubectl apply, so it is refused here too instead of running 1 attempt. JSON mode: enums are their
-        # values; anything YAML decodes beyond JSON (an unquoted date) arrives as its text, as kubectl sends it.
-        text = json.dumps(data, default=str)
-    except (ValueError, OverflowError):  # an int of more than 4,300 digits (in metadata: spec was sized above)
-        raise SpecError(["(root): refused: a number with more than 4,300 digits; no field takes one"], source) from None
-    try:
-        return EvalRun.model_validate_json(text, strict=True)
-    except ValidationError as exc:
-        raise SpecError(format_validation_error(exc), source) from None
-
-
-def load_evalrun(path: str | Path) -> EvalRun:
-    from mcpfleet.runner.spec.yamlload import YAMLLimitError, load_file
-
-    path = Path(path)
-    try:
-        docs = load_file(path)
-    except yaml.YAMLError as exc:
-        raise SpecError([f"(file): not valid YAML: {exc}"], str(path)) from None
-    except YAMLLimitError as exc:
-        raise SpecError([f"(file): refused: {exc}"], str(path)) from None
-    except UnicodeDecodeError:
-        raise SpecError(["(file): not UTF-8 text; an EvalRun is a YAML file"], str(path)) from None
-    except OSError as exc:
-        raise SpecError([f"(file): cannot read: {exc.strerror}"], str(path)) from None
-    runs = [d for d in docs if isinstance(d, dict) and d.get("kind") == KIND]
-    if len(runs) != 1:
-        raise SpecError([f"(file): expected exactly one document of kind EvalRun, found {len(runs)}"], str(path))
-    return parse_evalrun(runs[0], str(path))
-
-
-def canonical_hash(obj: Any, length: int = 16) -> str:
-    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:length]
-
-
-def spec_hash(run: EvalRun) -> str:
-    """Hash of what the run measures; concurrency, retries, output, suspend and deadlines do not change it."""
-    return canonical_hash(run.spec.results_view())

@@ -32,7 +32,7 @@ from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.results.records import dumps
 from mcpfleet.runner.results.store import open_store
-from mcpfleet.runner.spec.evalrun import parse_evalrun
+from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.discovery import bundled_root
 

@@ -20,7 +20,7 @@ from support import NS, evalrun, infra_errors, s3_keys, status_of, wait_until
 from mcpfleet.operator.manifests import LABEL_RUN_UID, trial_pod
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.runner.plan.expand import plan
-from mcpfleet.runner.spec.evalrun import parse_evalrun
+from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.tasks.discovery import bundled_root
 
 ORACLE = {"name": "oracle", "model": "scripted/oracle"}

@@ -16,7 +16,8 @@ from conftest import make_tiny_pack
 from mcpfleet.operator.manifests import LABEL_RETRY, pod_deadline, pod_name, trial_pod
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.runner.plan.expand import plan
-from mcpfleet.runner.spec.evalrun import INT_MAX, EvalRun, parse_evalrun
+from mcpfleet.runner.spec.evalrun import INT_MAX, EvalRun
+from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.discovery import bundled_root
 

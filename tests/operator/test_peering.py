@@ -22,7 +22,7 @@ from support import NS, evalrun, run_uid, s3_keys, status_of, wait_until
 from mcpfleet.operator.manifests import pod_name
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.runner.plan.expand import plan
-from mcpfleet.runner.spec.evalrun import parse_evalrun
+from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.tasks.discovery import bundled_root
 
 ORACLE_SLOW = {"name": "oracle", "model": "scripted/oracle?latency=0.3"}

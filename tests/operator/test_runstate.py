@@ -20,7 +20,7 @@ from sim_sweep import ElapsedOrder, PlanOrder, lower_bound, simulate  # noqa: E4
 from mcpfleet.operator.launchorder import model_factors, posterior  # noqa: E402
 from mcpfleet.operator.runstate import RunState  # noqa: E402
 from mcpfleet.runner.plan.expand import plan  # noqa: E402
-from mcpfleet.runner.spec.evalrun import parse_evalrun  # noqa: E402
+from mcpfleet.runner.spec.load import parse_evalrun  # noqa: E402
 from mcpfleet.runner.spec.trial import TrialSpec
 
 
