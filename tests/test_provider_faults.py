@@ -14,7 +14,17 @@ from typing import Any
 
 import pytest
 from conftest import TINY_DESCRIPTION, make_tiny_pack
-from faultmatrix import CASES, CLOSED_PORT, FAST, PASSED, README, FaultCase, model_string, readme_table, render_table
+from faultmatrix import (
+    CASES,
+    CLOSED_PORT,
+    FAST,
+    FAULT_TABLE_DOC,
+    PASSED,
+    FaultCase,
+    doc_table,
+    model_string,
+    render_table,
+)
 
 import mcpfleet.runner.llm.client  # noqa: F401 - the warm-worker import (sets its LiteLLM env defaults once)
 from mcpfleet.runner.plan import expand as plan
@@ -115,10 +125,12 @@ async def test_fault_matrix(case: FaultCase, scripted_url: str, tmp_path: Path) 
         assert "Traceback (most recent call last)" in log and result.error_type in log
 
 
-def test_readme_fault_table_is_generated_from_the_matrix() -> None:
-    table = readme_table(README.read_text())
-    assert table is not None, "README.md lacks the fault table markers"
-    assert table == render_table(), "README's fault table is stale: run .venv/bin/python tests/faultmatrix.py --write"
+def test_docs_fault_table_is_generated_from_the_matrix() -> None:
+    table = doc_table(FAULT_TABLE_DOC.read_text())
+    assert table is not None, "docs/provider-faults.md lacks the fault table markers"
+    assert table == render_table(), (
+        "docs/provider-faults.md's fault table is stale: run .venv/bin/python tests/faultmatrix.py --write"
+    )
 
 
 def test_the_matrix_covers_every_fault_the_server_plays() -> None:
