@@ -24,7 +24,7 @@ from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.trial import engine as trial
 
 # The protocol strings are read from the data file directly, not through the code under test.
-PROTOCOL = json.loads((Path(__file__).parents[1] / "runner" / "mcpmark_protocol.json").read_text())["strings"]
+PROTOCOL = json.loads((Path(__file__).parents[1] / "runner" / "spec" / "mcpmark_protocol.json").read_text())["strings"]
 SYSTEM = PROTOCOL["system_prompt"]["text"]
 SUFFIX = PROTOCOL["task_suffix.default"]["text"]
 

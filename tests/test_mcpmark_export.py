@@ -48,7 +48,9 @@ from mcpfleet.runner.results.store import LocalStore
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"
 # MCPMark's RETRYABLE_PATTERNS (src/errors.py) as pinned beside its strings, read from the data file directly
 # (tests/test_mcpmark_retryable.py checks them against MCPMark's source).
-RETRYABLE = tuple(json.loads((REPO / "runner" / "mcpmark_protocol.json").read_text())["retryable_patterns"]["patterns"])
+RETRYABLE = tuple(
+    json.loads((REPO / "runner" / "spec" / "mcpmark_protocol.json").read_text())["retryable_patterns"]["patterns"]
+)
 
 
 def discover_task_names(pack: Path, service: str, task_set: str = "standard") -> list[str]:

@@ -33,7 +33,7 @@ from mcpfleet.runner.spec import mcpmark_protocol
 from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.trial import engine as trial
 
-DATA = json.loads((Path(__file__).parents[1] / "runner" / "mcpmark_protocol.json").read_text())
+DATA = json.loads((Path(__file__).parents[1] / "runner" / "spec" / "mcpmark_protocol.json").read_text())
 PINNED = DATA["retryable_patterns"]["patterns"]
 SYSTEM = DATA["strings"]["system_prompt"]["text"]
 SUFFIX = DATA["strings"]["task_suffix.default"]["text"]
