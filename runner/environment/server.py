@@ -12,7 +12,7 @@ SERVERS_ENV = "MCPFLEET_SERVERS_DIR"
 def servers_root() -> Path:
     """Folder with the pinned MCP servers (servers/ in the repo, or the image's copy)."""
     base = os.environ.get(SERVERS_ENV)
-    return Path(base) if base else Path(__file__).resolve().parents[3] / "servers"
+    return Path(base) if base else Path(__file__).resolve().parents[2] / "servers"
 
 
 def servers_bin() -> Path:
