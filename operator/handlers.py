@@ -15,6 +15,7 @@ import kopf
 from . import metrics
 from .kube import PLURAL, VERSION, Kube, api_client
 from .manifests import GROUP, LABEL_RUN_UID
+from .phase import ACTIVE, Phase
 from .reconciler import Reconciler, Shared
 from .settings import OperatorSettings
 
@@ -96,7 +97,7 @@ async def run_evalrun(body: kopf.Body, memo: kopf.Memo, logger: Any, stopped: ko
     shared: Shared = memo["shared"]
     cfg = shared.settings
     if shared.peering and (
-        body.status.get("phase") in ("Running", "Suspended")
+        Phase.read(body.status.get("phase")) in ACTIVE
         or time.monotonic() - shared.born < 2 * cfg.peering_settle_seconds
     ):
         # A run in flight may have been driven by another replica until a moment ago (a takeover), or a peer

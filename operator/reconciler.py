@@ -33,10 +33,10 @@ from mcpfleet.runner.tasks import TaskError, bundled_root
 from . import metrics
 from .kube import ForeignPod, Kube, PodRefused
 from .manifests import ANN_TRIAL, LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, pod_deadline, trial_pod
+from .phase import POD_ENDED, TERMINAL, Phase, PodPhase
 from .runstate import DISRUPTION_LIMIT, InFlight, RunState, plan_hash
 from .settings import OperatorSettings
 
-TERMINAL = ("Succeeded", "Failed")
 IMAGE_FAILURES = {
     "ErrImagePull",
     "ImagePullBackOff",
@@ -184,7 +184,7 @@ class Reconciler:
         self.dirty = True
         self.unwritten = False  # the last status write failed (it is tried again, also once the run settled)
         self.last_status = 0.0
-        self.phase = "Pending"
+        self.phase = Phase.PENDING
         self.started_at = body.status.get("startedAt")
         self.conditions: dict[str, dict[str, Any]] = {c["type"]: c for c in body.status.get("conditions") or []}
         self.plan_hash: str | None = body.status.get("planHash")
@@ -234,7 +234,7 @@ class Reconciler:
         self.shared.runs[self.uid] = self.queue
         status = self.body.status
         if (
-            status.get("phase") in TERMINAL
+            Phase.read(status.get("phase")) in TERMINAL
             and status.get("observedGeneration") == self.body.metadata.get("generation")
             and not status.get("stoppedModels")  # a restart resumes stopped models (their cause may be fixed)
         ):
@@ -306,7 +306,7 @@ class Reconciler:
                 metrics.RECONCILE_ERRORS.labels(self.ns, self.name).inc()
                 self.logger.exception("reconcile step failed: %s", exc)
                 await asyncio.sleep(1.0)
-            if self.state is not None and self.state.complete and self.phase in TERMINAL:
+            if self.state is not None and self.state.complete and self.phase.terminal:
                 break  # Succeeded, or Failed with models stopped: settled until an edit (or a restart) resumes them
             try:
                 item = await asyncio.wait_for(self.queue.get(), timeout=1.0)
@@ -344,7 +344,7 @@ class Reconciler:
             kopf.warn(self.body, reason="InvalidSpec", message="; ".join(problems)[:1000])
             return False
         if self.plan_hash not in (None, plan_hash(trials)) and ran:
-            self.phase = status.get("phase") or "Running"
+            self.phase = Phase.read(status.get("phase")) or Phase.RUNNING
             if kept is not None:
                 # Planned from this very spec, yet its trials differ: what they measure changed under the run (the
                 # tasks in the operator's image or an s3:// pack, or how mcpfleet plans them). Not an edit.
@@ -358,12 +358,12 @@ class Reconciler:
             # Edited while no operator watched, after trials ran (the CRD's rule refuses this on a real API server),
             # and status does not say which spec was planned (an operator before status.plannedSpec).
             await self.reject_edit([])
-            if self.phase not in TERMINAL:  # its accepted spec is gone: it cannot go on as it was planned
+            if not self.phase.terminal:  # its accepted spec is gone: it cannot go on as it was planned
                 await self.fail("ImmutableField", self.conditions["Valid"]["message"])
             return False
         self.keep_planned(planned_spec)
-        if status.get("phase") == "Succeeded" and self.plan_hash == plan_hash(trials):
-            self.phase = "Succeeded"  # an edit of what does not change results: nothing to redo
+        if status.get("phase") == Phase.SUCCEEDED and self.plan_hash == plan_hash(trials):
+            self.phase = Phase.SUCCEEDED  # an edit of what does not change results: nothing to redo
             self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
             if kept is not None and kept.refused:
                 self.set_refused(kept.refused)
@@ -467,7 +467,7 @@ class Reconciler:
     async def give_up(self, reason: str, message: str) -> None:
         """Stop the run like a Job past its backoffLimit or activeDeadlineSeconds: Failed, with a Failed condition
         saying why, its pods deleted; the status written last shows none of them running (their records stay)."""
-        self.phase = "Failed"
+        self.phase = Phase.FAILED
         self.finished_at = now_iso()
         self.set_condition("Failed", True, reason, message)
         kopf.warn(self.body, reason=reason, message=message[:1000])
@@ -477,7 +477,7 @@ class Reconciler:
 
     async def fail(self, reason: str, message: str) -> None:
         """An invalid or conflicting spec: Failed (Valid=False says why); pods it has are deleted, as give_up does."""
-        self.phase = "Failed"
+        self.phase = Phase.FAILED
         self.finished_at = now_iso()
         self.set_condition("Valid", False, reason, message)
         self.set_condition("Failed", True, reason, message)  # the Job's terminal condition
@@ -531,7 +531,7 @@ class Reconciler:
         self.state.finish_rebuild()
         if self.run is not None and not self.run.spec.suspend:
             self.mark_started()  # a run created suspended starts once resumed
-        self.phase = "Running"
+        self.phase = Phase.RUNNING
 
     async def conflict(self, records: list[dict[str, Any]]) -> bool:
         """Scored records of this run's trials stored with another spec: the run fails (SpecConflict)."""
@@ -588,7 +588,7 @@ class Reconciler:
         except Exception as exc:  # noqa: BLE001 - deleted again later; meanwhile it holds its slot if it runs
             self.delete_later(name, exc)
             gone = False
-        if gone or (pod.get("status") or {}).get("phase") in TERMINAL:
+        if gone or (pod.get("status") or {}).get("phase") in POD_ENDED:
             return
         grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", LOST_POD_GRACE_SECONDS)
         self.state.draining[name] = time.time() + float(grace) + TERMINATING_SLACK_SECONDS
@@ -668,7 +668,7 @@ class Reconciler:
             await self.launch()
         if self.state is None:  # the launch failed the run (the API server refuses its pods for good)
             return
-        if self.state.complete and self.phase not in ("Succeeded", "Failed"):
+        if self.state.complete and not self.phase.terminal:
             try:
                 await self.finish()
             except STORE_FAILURES as exc:  # finish() runs again on the next step
@@ -838,8 +838,8 @@ class Reconciler:
                 "ModelsStopped", False, "SpecEdited", f"launches resumed for {', '.join(sorted(resumed))}"
             )
         self.state.finish_rebuild()
-        if self.phase in ("Succeeded", "Failed") and not self.state.complete:
-            self.phase = "Running"
+        if self.phase.terminal and not self.state.complete:
+            self.phase = Phase.RUNNING
             self.finished_at = None
             self.conditions.pop("Complete", None)
             self.conditions.pop("Failed", None)
@@ -949,7 +949,7 @@ class Reconciler:
         tid = (meta.get("annotations") or {}).get(ANN_TRIAL, "")
         status = pod.get("status") or {}
         phase = status.get("phase")
-        if meta.get("name") in self.state.draining and (kind == "DELETED" or phase in TERMINAL):
+        if meta.get("name") in self.state.draining and (kind == "DELETED" or phase in POD_ENDED):
             self.drained(meta["name"])
         if kind == "DELETED":
             self.to_delete.discard(meta.get("name") or "")
@@ -973,12 +973,12 @@ class Reconciler:
                 if inf.ending is None:
                     inf.ending, inf.kill_by = time.time(), _ts(meta["deletionTimestamp"])
                     inf.reason = inf.reason or f"pod disrupted ({inf.disrupted})"
-            elif phase in TERMINAL and inf.ending is None:  # stopped on its node (a kubelet eviction): remove it
+            elif phase in POD_ENDED and inf.ending is None:  # stopped on its node (a kubelet eviction): remove it
                 await self.end_try(tid, f"pod disrupted ({inf.disrupted})", pod, gone_later=True)
             return
-        if kind == "DELETED" and phase not in TERMINAL:  # gone (404 from now on): nothing of it runs any more
+        if kind == "DELETED" and phase not in POD_ENDED:  # gone (404 from now on): nothing of it runs any more
             await self.outcome(tid, pod, inf.reason or "pod deleted before it finished")
-        elif phase in TERMINAL:  # a node reports this only once every container has stopped
+        elif phase in POD_ENDED:  # a node reports this only once every container has stopped
             await self.outcome(tid, pod, inf.reason)
         elif meta.get("deletionTimestamp"):
             # Deleted (by anyone) while it runs: its containers have their grace period, in which the runner
@@ -1218,7 +1218,7 @@ class Reconciler:
         if mixed := mixed_harness(summary):
             kopf.warn(self.body, reason="MixedHarness", message=mixed)
         if stopped:  # the other models are done; the stopped ones wait for a fix (a spec edit resumes them)
-            self.phase = "Failed"
+            self.phase = Phase.FAILED
             self.finished_at = now_iso()
             unrun = len(trials) - len(self.state.done)
             why = f"{unrun} trial(s) of {', '.join(sorted(stopped))} not run; fix the cause and edit the EvalRun"
@@ -1231,7 +1231,7 @@ class Reconciler:
             # Every trial ended unscored (infrastructure or provider errors after their retries): the run measured
             # nothing, so it is not a success. Some unscored trials among scored ones leave it Succeeded, with
             # counts.infraErrors and status.notScored (and the Complete message) saying how many.
-            self.phase = "Failed"
+            self.phase = Phase.FAILED
             self.finished_at = now_iso()
             named = ", ".join(f"{n} {k}" for k, n in unscored.items() if n)
             why = (
@@ -1243,7 +1243,7 @@ class Reconciler:
             kopf.warn(self.body, reason="NoTrialScored", message=why[:1000])
             await self.write_status(force=True)
             return
-        self.phase = "Succeeded"
+        self.phase = Phase.SUCCEEDED
         self.finished_at = now_iso()
         skipped = sum(unscored.values())
         note = f", {skipped} not scored (status.notScored)" if skipped else ""
@@ -1256,13 +1256,11 @@ class Reconciler:
     # -- status -----------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         st = self.state
-        phase = self.phase
-        if self.suspended():
-            phase = "Suspended"
+        phase = Phase.SUSPENDED if self.suspended() else self.phase
         for cond in self.conditions.values():  # the generation a condition was set at, as Kubernetes does
             cond.setdefault("observedGeneration", self.generation)
         out: dict[str, Any] = {
-            "phase": phase,
+            "phase": phase.value,
             "observedGeneration": self.generation,
             "conditions": list(self.conditions.values()),
         }
@@ -1347,7 +1345,7 @@ def _stub(name: str, tid: str) -> dict[str, Any]:
 def _ran(status: dict[str, Any]) -> bool:
     """Whether the pod's containers started, by its own status: phase Running or Unknown (a node that stopped
     reporting a pod it had), or a container that is, or was, running."""
-    if status.get("phase") in ("Running", "Unknown"):
+    if status.get("phase") in (PodPhase.RUNNING, PodPhase.UNKNOWN):
         return True
     return any(
         (cs.get("state") or {}).get("running") or ((cs.get("state") or {}).get("terminated") or {}).get("startedAt")
@@ -1377,7 +1375,7 @@ def _note_disruption(inf: InFlight, kind: str, pod: dict[str, Any]) -> None:
         inf.disrupted is not None
         and kind != "DELETED"
         and not (pod.get("metadata") or {}).get("deletionTimestamp")
-        and status.get("phase") not in TERMINAL
+        and status.get("phase") not in POD_ENDED
     ):
         inf.disrupted = None
 
