@@ -8,7 +8,6 @@ so no trial is launched twice (pod names are deterministic) and none is forgotte
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import logging
 import time
@@ -21,29 +20,42 @@ import kopf
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from mcpfleet.runner.history import read_history
-from mcpfleet.runner.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
+from mcpfleet.runner.outcome import INFRA_ERROR, is_scored
 from mcpfleet.runner.plan import TrialSpec, plan
 from mcpfleet.runner.preflight import scripted_problems, selection
-from mcpfleet.runner.records import TrialResult, dumps, epoch_seconds, now_iso
-from mcpfleet.runner.spec import FROZEN_OUTPUT, RESULT_FIELDS, EvalRun, Output, SpecError, parse_evalrun
+from mcpfleet.runner.records import TrialResult, dumps, now_iso
+from mcpfleet.runner.spec import EvalRun, SpecError, parse_evalrun
 from mcpfleet.runner.store import ResultStore, StoreError, open_store, store_config
 from mcpfleet.runner.summary import PLAN_FILE, build_summary, mixed_harness, plan_file
-from mcpfleet.runner.tasks import TaskError, bundled_root
+from mcpfleet.runner.tasks import bundled_root
 
 from . import metrics
+from .edits import EditKind, Replan, Resumed, edit, refused_message, replan, resumed, spec_problems
 from .kube import ForeignPod, Kube, PodRefused
-from .manifests import ANN_TRIAL, LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, pod_deadline, trial_pod
-from .phase import POD_ENDED, TERMINAL, Phase, PodPhase
-from .runstate import DISRUPTION_LIMIT, InFlight, RunState, plan_hash
+from .manifests import LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, pod_deadline, trial_pod
+from .overdue import over_active_deadline, overdue_drains, overdue_try, past_ttl
+from .phase import TERMINAL, Phase
+from .podview import (
+    Act,
+    claims,
+    disruption_seen,
+    ended,
+    epoch,
+    failure_reason,
+    runner_started,
+    scheduling_seconds,
+    seen,
+    stub,
+    termination_message,
+    trial_of,
+    vanished,
+)
+from .projection import Event, condition, ending, figures, transition
+from .projection import status as project_status
+from .runstate import RunState, plan_hash
 from .settings import OperatorSettings
+from .verdict import DISRUPTION_LIMIT, Kind, backoff_budget, judge
 
-IMAGE_FAILURES = {
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "InvalidImageName",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-}
 STORE_FAILURES = (StoreError, OSError)  # the results store is unreachable: try the same step again later
 STORE_RETRY_SECONDS = 2.0
 # A Kubernetes API call that failed but may pass when tried again: a 5xx or 429 (ApiException), a connection reset, a
@@ -89,10 +101,8 @@ class Shared:
 
 
 def _ts(value: str | None) -> float:
-    """An API or status timestamp in epoch seconds; now when it is missing or unreadable (a hand-edited status
-    must not stop the run's reconciling)."""
-    t = epoch_seconds(value)
-    return t if t is not None else time.time()
+    """An API or status timestamp in epoch seconds; now when it is missing or unreadable (podview.epoch)."""
+    return epoch(value, time.time())
 
 
 def planned(run: EvalRun) -> list[TrialSpec]:
@@ -103,71 +113,6 @@ def planned(run: EvalRun) -> list[TrialSpec]:
         raise SpecError(problems)
     root = bundled_root()
     return plan(run, root, selection(run, root, states=False))
-
-
-def spec_problems(exc: BaseException) -> list[str]:
-    """What an exception from validating or planning an EvalRun says, for its InvalidSpec condition: the spec's
-    problems, a pack's error as it is, anything else (a bug, a pack the checks missed) named with its type."""
-    if isinstance(exc, SpecError):
-        return list(exc.problems)
-    if isinstance(exc, (TaskError, ValueError)):
-        return [str(exc)]
-    text = " ".join(str(exc).split())[:500]
-    return [f"the run could not be planned: {type(exc).__name__}{': ' + text if text else ''}"]
-
-
-def condition(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
-    """A new condition, stamped now; ``Reconciler.set_condition`` keeps the stamp of one whose status is unchanged."""
-    return {
-        "type": type_,
-        "status": "True" if ok else "False",
-        "reason": reason,
-        "message": message[:4000],
-        "lastTransitionTime": now_iso(),
-    }
-
-
-@dataclass(frozen=True)
-class KeptSpec:
-    """status.plannedSpec read back: the spec a run was planned with, and the frozen fields the object's differs in."""
-
-    run: EvalRun
-    spec: Any
-    refused: list[str]
-
-
-def kept_spec(raw: dict[str, Any], planned_text: Any, run: EvalRun) -> KeptSpec | None:
-    """The spec status says the run was planned with (None when status has none, or one this operator cannot read:
-    the plan hash alone then guards the run, as before plannedSpec existed)."""
-    if not isinstance(planned_text, str):
-        return None
-    try:
-        spec = json.loads(planned_text)
-        kept = parse_evalrun({**raw, "spec": spec})
-    except (ValueError, SpecError):
-        return None
-    before = kept.spec.frozen_view()
-    return KeptSpec(kept, spec, [f for f, v in run.spec.frozen_view().items() if v != before.get(f)])
-
-
-def keep_frozen(spec: dict[str, Any], planned_spec: dict[str, Any], fields: list[str]) -> dict[str, Any]:
-    """The edited spec with its refused fields (names of ``frozen_view``) as planned: an edit that also touches a
-    frozen field still applies what may change (suspend, concurrency, retries, deadlines, pod settings)."""
-    out = copy.deepcopy(spec)
-    for f in fields:
-        if f == "output":  # only where the records are is frozen, not how they are reached
-            mine, theirs = dict(out.get("output") or {}), planned_spec.get("output") or {}
-            for key in (Output.model_fields[n].alias or n for n in FROZEN_OUTPUT):
-                if key in theirs:
-                    mine[key] = copy.deepcopy(theirs[key])
-                else:
-                    mine.pop(key, None)
-            out["output"] = mine
-        elif f in planned_spec:
-            out[f] = copy.deepcopy(planned_spec[f])
-        else:
-            out.pop(f, None)
-    return out
 
 
 class Reconciler:
@@ -215,12 +160,16 @@ class Reconciler:
         self.delete_retry_at = 0.0
 
     def set_condition(self, type_: str, ok: bool, reason: str, message: str) -> None:
-        """Set a condition; its lastTransitionTime changes only when its status does (the Kubernetes convention)."""
-        new = condition(type_, ok, reason, message)
-        old = self.conditions.get(type_)
-        if old is not None and old.get("status") == new["status"] and old.get("lastTransitionTime"):
-            new["lastTransitionTime"] = old["lastTransitionTime"]
-        self.conditions[type_] = new
+        self.conditions[type_] = transition(
+            self.conditions.get(type_), condition(type_, ok, reason, message, now_iso())
+        )
+
+    def post(self, event: Event) -> None:
+        (kopf.warn if event.warning else kopf.info)(self.body, reason=event.reason, message=event.message)
+
+    def raw(self) -> dict[str, Any]:
+        """The object as an EvalRun to parse (its status left out)."""
+        return {k: v for k, v in dict(self.body).items() if k in ("apiVersion", "kind", "metadata", "spec")}
 
     def stopping(self) -> bool:
         """Asked to stop: act no further (a peer may take the run over as soon as this replica is gone)."""
@@ -262,7 +211,7 @@ class Reconciler:
         """spec.ttlSecondsAfterFinished: a finished run past it is deleted (its stored records stay)."""
         ttl = self.body.spec.get("ttlSecondsAfterFinished")
         finished = self.finished_at or self.body.status.get("finishedAt")
-        if not isinstance(ttl, int) or not finished or time.time() < _ts(finished) + ttl:
+        if not past_ttl(ttl, _ts(finished) if finished else None, time.time()):
             return False
         await self.shared.kube.delete_evalrun(self.ns, self.name)
         kopf.info(self.body, reason="Expired", message=f"deleted {ttl} s after it finished; its records stay")
@@ -316,45 +265,40 @@ class Reconciler:
 
     async def load(self) -> bool:
         """Validate and plan; an invalid run gets a Failed status naming the field, never a retry loop."""
-        raw = {k: v for k, v in dict(self.body).items() if k in ("apiVersion", "kind", "metadata", "spec")}
+        raw = self.raw()
         self.generation = self.body.metadata.get("generation")
         status = self.body.status
         counts = status.get("counts") or {}
         ran = counts.get("finished", 0) + counts.get("running", 0)
-        kept: KeptSpec | None = None
+        kept: Resumed | None = None
         planned_spec = raw.get("spec")
         try:
             run = parse_evalrun(raw, f"EvalRun {self.ns}/{self.name}")
-            kept = kept_spec(raw, status.get("plannedSpec"), run) if ran else None
-            if kept is not None and kept.refused:
-                # The stored spec is not the one planned: an edit the operator that watched refused (or one made
-                # while none did). The run keeps the frozen fields it was planned with, as the running operator
-                # did, and takes the rest (suspend, concurrency, ...) from the object.
+            if ran and (kept := resumed(raw, status.get("plannedSpec"), run)) is not None:
+                # The run keeps the frozen fields it was planned with, as the operator that watched did (an edit it
+                # refused, or one made while none did), and takes the rest (suspend, concurrency, ...) from the object.
                 run, planned_spec = kept.run, kept.spec
-                if (merged := self.merged_edit(raw, kept.spec, kept.refused, kept.run)) is not None:
-                    run, planned_spec = merged
             trials = await asyncio.to_thread(planned, run)  # an s3:// pack is fetched first
             self.check_pods(run, trials)
             store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
         except STORE_FAILURES:
             raise  # an s3:// pack that cannot be read yet: drive() waits and tries again
         except Exception as exc:  # noqa: BLE001 - any other failure to plan is the spec's or its pack's: never a crash loop
-            problems = spec_problems(exc)
-            await self.fail("InvalidSpec", "; ".join(problems))  # also stops pods of a run planned before (a restart)
-            kopf.warn(self.body, reason="InvalidSpec", message="; ".join(problems)[:1000])
+            await self.invalid("; ".join(spec_problems(exc)))  # also stops pods of a run planned before (a restart)
             return False
-        if self.plan_hash not in (None, plan_hash(trials)) and ran:
+        succeeded = status.get("phase") == Phase.SUCCEEDED
+        decision = replan(self.plan_hash, plan_hash(trials), ran=bool(ran), kept=kept is not None, succeeded=succeeded)
+        if decision in (Replan.PLAN_CHANGED, Replan.REFUSED):
             self.phase = Phase.read(status.get("phase")) or Phase.RUNNING
-            if kept is not None:
-                # Planned from this very spec, yet its trials differ: what they measure changed under the run (the
-                # tasks in the operator's image or an s3:// pack, or how mcpfleet plans them). Not an edit.
-                await self.fail(
-                    "PlanChanged",
-                    f"the run's spec is the one it was planned with, but its trials are not: the tasks at "
-                    f"{run.spec.tasks.path} or mcpfleet's version changed since (an operator upgrade, an edited "
-                    "pack), and the records so far measured the old ones; create a new EvalRun to run the new ones",
-                )
-                return False
+        if decision is Replan.PLAN_CHANGED:
+            await self.fail(
+                "PlanChanged",
+                f"the run's spec is the one it was planned with, but its trials are not: the tasks at "
+                f"{run.spec.tasks.path} or mcpfleet's version changed since (an operator upgrade, an edited "
+                "pack), and the records so far measured the old ones; create a new EvalRun to run the new ones",
+            )
+            return False
+        if decision is Replan.REFUSED:
             # Edited while no operator watched, after trials ran (the CRD's rule refuses this on a real API server),
             # and status does not say which spec was planned (an operator before status.plannedSpec).
             await self.reject_edit([])
@@ -362,7 +306,7 @@ class Reconciler:
                 await self.fail("ImmutableField", self.conditions["Valid"]["message"])
             return False
         self.keep_planned(planned_spec)
-        if status.get("phase") == Phase.SUCCEEDED and self.plan_hash == plan_hash(trials):
+        if decision is Replan.UNCHANGED:
             self.phase = Phase.SUCCEEDED  # an edit of what does not change results: nothing to redo
             self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
             if kept is not None and kept.refused:
@@ -386,22 +330,6 @@ class Reconciler:
         if kept is not None and kept.refused:
             self.set_refused(kept.refused)
         return True
-
-    def merged_edit(
-        self, raw: dict[str, Any], planned_spec: Any, refused: list[str], planned_run: EvalRun
-    ) -> tuple[EvalRun, dict[str, Any]] | None:
-        """The edited object with its refused frozen fields as planned (``keep_frozen``), parsed; None when that is
-        not a valid spec with the planned frozen fields (then the whole edit is refused, as before)."""
-        if not isinstance(planned_spec, dict) or not isinstance(raw.get("spec"), dict):
-            return None
-        spec = keep_frozen(raw["spec"], planned_spec, refused)
-        try:
-            run = parse_evalrun({**raw, "spec": spec})
-        except (ValueError, SpecError):
-            return None
-        if run.spec.frozen_view() != planned_run.spec.frozen_view():
-            return None
-        return run, spec
 
     def keep_planned(self, spec: Any) -> None:
         """Remember the spec the run is planned with, for status.plannedSpec: an operator that restarts (or a peer
@@ -431,7 +359,7 @@ class Reconciler:
         none of them is running any more as far as status says (their trials show pending)."""
         if self.state is not None:
             self.shared.inflight -= self.state.release_all()
-            self.snapshot = self.projection(self.state)
+            self.snapshot = figures(self.state)
         self.state = None
 
     async def stop_pods(self, why: str) -> None:
@@ -455,14 +383,8 @@ class Reconciler:
         await self.write_status(force=True)
 
     def set_refused(self, fields: list[str]) -> None:
-        named = ", ".join(f"spec.{f}" for f in fields or RESULT_FIELDS)
-        self.set_condition(
-            "Valid",
-            False,
-            "ImmutableField",
-            f"{named} cannot change once trials exist (generation {self.body.metadata.get('generation')} "
-            "is not applied); revert the edit, or create a new EvalRun",
-        )
+        message = refused_message(fields, self.body.metadata.get("generation"))
+        self.set_condition("Valid", False, "ImmutableField", message)
 
     async def give_up(self, reason: str, message: str) -> None:
         """Stop the run like a Job past its backoffLimit or activeDeadlineSeconds: Failed, with a Failed condition
@@ -485,6 +407,11 @@ class Reconciler:
         self.drop_state()
         await self.write_status(force=True)
 
+    async def invalid(self, message: str) -> None:
+        """A spec that cannot run (InvalidSpec): failed, and a Warning event saying why."""
+        await self.fail("InvalidSpec", message)
+        kopf.warn(self.body, reason="InvalidSpec", message=message[:1000])
+
     async def rebuild(self) -> None:
         assert self.state is not None and self.store is not None and self.run is not None
         store = self.store
@@ -494,37 +421,21 @@ class Reconciler:
         pods = await self.shared.kube.list_pods(self.ns, f"{LABEL_RUN_UID}={self.uid}")
         if await self.conflict(records):
             return
-        for r in records:
-            self.state.adopt_record(r, self.run.spec.retries.backoff_seconds)
-        # backoffLimit counts on across a restart; an edit that runs a failed run again starts it afresh
-        self.state.rebuild_streak(records, since=self.refailed_at)
+        self.adopt_records(records)
         stopped_by_us = self.refailed_at is not None or (self.conditions.get("Suspended") or {}).get("status") == "True"
-        for pod in pods:
-            tid = (pod["metadata"].get("annotations") or {}).get(ANN_TRIAL, "")
-            retry = int((pod["metadata"].get("labels") or {}).get("mcpfleet.io/retry", "0"))
-            if (
-                tid in self.state.trials
-                and tid not in self.state.done
-                and tid not in self.state.in_flight
-                and retry >= self.state.retries.get(tid, 0)
-            ):  # an older try's outcome is already recorded
-                self.state.launched(
-                    self.state.trials[tid],
-                    pod["metadata"]["name"],
-                    retry,
-                    _ts(pod["metadata"].get("creationTimestamp")),
-                )
-                self.shared.inflight += 1
-                deleting = pod["metadata"].get("deletionTimestamp")
-                if deleting and stopped_by_us:
-                    # Deleted by this operator when the run was suspended or failed (before a restart, or before
-                    # the edit that runs it again): as then, the try does not count unless it stored a record.
-                    inf = self.state.in_flight[tid]
-                    inf.suspended, inf.reason = True, "pod deleted: the run was suspended or had failed"
-                    inf.ending, inf.kill_by = time.time(), _ts(deleting)
-                self.queue.put_nowait(("MODIFIED", pod))  # a pod being deleted is seen ending there
-            else:
+        for pod, claim in claims(pods, self.state, time.time()):
+            if claim is None:  # an older try's outcome is already recorded
                 await self.drain(pod)
+                continue
+            self.state.launched(self.state.trials[claim.tid], claim.name, claim.retry, claim.created)
+            self.shared.inflight += 1
+            if claim.deleting is not None and stopped_by_us:
+                # Deleted by this operator when the run was suspended or failed (before a restart, or before
+                # the edit that runs it again): as then, the try does not count unless it stored a record.
+                inf = self.state.in_flight[claim.tid]
+                inf.suspended, inf.reason = True, "pod deleted: the run was suspended or had failed"
+                inf.ending, inf.kill_by = time.time(), claim.deleting
+            self.queue.put_nowait(("MODIFIED", pod))  # a pod being deleted is seen ending there
         await self.learn_history(self.run.spec.launch_order.learn_from if self.run is not None else [])
         if self.state is None:
             return
@@ -588,7 +499,7 @@ class Reconciler:
         except Exception as exc:  # noqa: BLE001 - deleted again later; meanwhile it holds its slot if it runs
             self.delete_later(name, exc)
             gone = False
-        if gone or (pod.get("status") or {}).get("phase") in POD_ENDED:
+        if gone or ended(pod):
             return
         grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", LOST_POD_GRACE_SECONDS)
         self.state.draining[name] = time.time() + float(grace) + TERMINATING_SLACK_SECONDS
@@ -644,8 +555,7 @@ class Reconciler:
             events.append(self.queue.get_nowait())
         by_trial: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for kind, pod in events:
-            meta = pod.get("metadata") or {}
-            key = (meta.get("annotations") or {}).get(ANN_TRIAL) or meta.get("name") or ""
+            key = trial_of(pod) or (pod.get("metadata") or {}).get("name") or ""
             by_trial.setdefault(key, []).append((kind, pod))
         taken = await asyncio.gather(*(self.take_events(evs) for evs in by_trial.values()), return_exceptions=True)
         failed = next((r for r in taken if isinstance(r, BaseException)), None)
@@ -711,7 +621,7 @@ class Reconciler:
                     inf.reason, inf.ending, inf.kill_by = before[tid]
                 elif not res and self.state is not None:  # gone already: its DELETED event is past
                     try:
-                        await self.outcome(tid, _stub(inf.pod, tid), inf.reason)
+                        await self.outcome(tid, stub(inf.pod, tid), inf.reason)
                     except STORE_FAILURES as exc:  # nothing counted: the next step deletes (404) and tries again
                         inf.suspended = False
                         self.store_unavailable(exc)
@@ -727,11 +637,11 @@ class Reconciler:
         """spec.activeDeadlineSeconds, as a Job's: a run active longer than this (since status.startedAt, which a
         resume resets; suspended time does not count) stops its pods and ends Failed (DeadlineExceeded)."""
         assert self.run is not None and self.state is not None
-        limit = self.run.spec.active_deadline_seconds
-        if limit is None or self.started_at is None or self.suspended() or self.state.complete:
+        if self.suspended() or self.state.complete:
             return
-        active = time.time() - _ts(self.started_at)
-        if active <= limit:
+        limit = self.run.spec.active_deadline_seconds
+        started = _ts(self.started_at) if self.started_at is not None else None
+        if (active := over_active_deadline(limit, started, time.time())) is None:
             return
         counts = self.state.counts()
         await self.give_up(
@@ -768,41 +678,40 @@ class Reconciler:
         self.store_retry_at = time.monotonic() + STORE_RETRY_SECONDS
 
     async def check_spec(self) -> None:
-        """Spec edits: suspend and concurrency apply at once; more trials are added; an edit of a frozen field once
-        trials exist is refused (Valid=False) while the rest of it applies; a new output before any trial exists
-        is where the records are read from then on."""
+        """Spec edits (``edits.edit`` decides): suspend and concurrency apply at once; more trials are added; an edit
+        of a frozen field once trials exist is refused (Valid=False) while the rest of it applies; a new output
+        before any trial exists is where the records are read from then on."""
         gen = self.body.metadata.get("generation")
         if gen == self.generation or self.state is None or time.monotonic() < self.store_retry_at:
             return
+        assert self.run is not None
         seen, self.generation = self.generation, gen
-        raw = {k: v for k, v in dict(self.body).items() if k in ("apiVersion", "kind", "metadata", "spec")}
-        spec = raw.get("spec")
-        refused: list[str] = []
+        raw = self.raw()
         moved: tuple[ResultStore, list[dict[str, Any]]] | None = None  # the new output's store and its records
         try:
             run = parse_evalrun(raw)
             trials = await asyncio.to_thread(planned, run)
             self.check_pods(run, trials)
-            before = self.run.spec.frozen_view() if self.run is not None else {}
-            fields = [f for f, v in run.spec.frozen_view().items() if v != before.get(f)]
-            if (plan_hash(trials) != self.plan_hash or "output" in fields) and (
-                self.state.done or self.state.in_flight
-            ):
-                # Records read from a new output would miss every record written to the old one: refused as well.
-                # What else the edit changes applies, with the frozen fields as planned.
-                kept = json.loads(self.planned_text) if self.planned_text else None
-                merged = self.merged_edit(raw, kept, fields, self.run) if fields and self.run is not None else None
-                if merged is None or merged[1] == kept:  # nothing else changed (or no spec to keep them from)
-                    await self.reject_edit(fields or list(RESULT_FIELDS))
-                    return
-                run, spec = merged
+            change = edit(
+                raw,
+                run,
+                self.run,
+                json.loads(self.planned_text) if self.planned_text else None,
+                plan_changed=plan_hash(trials) != self.plan_hash,
+                trials_exist=bool(self.state.done or self.state.in_flight),
+            )
+            if change.kind is EditKind.REFUSED:
+                await self.reject_edit(change.refused)
+                return
+            assert change.run is not None
+            run = change.run
+            if change.kind is EditKind.MERGED:  # the rest of the edit applies, with the frozen fields as planned
                 trials = await asyncio.to_thread(planned, run)
                 self.check_pods(run, trials)
                 if plan_hash(trials) != self.plan_hash:  # more changed under the run than the edit
-                    await self.reject_edit(fields)
+                    await self.reject_edit(change.refused)
                     return
-                refused = fields
-            elif "output" in fields:  # no trial ran nor runs: read the records where the pods will store them now
+            elif change.moves_output:  # no trial ran nor runs: read the records where the pods will store them now
                 store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
                 moved = store, await asyncio.to_thread(lambda: list(store.iter_results()))
         except STORE_FAILURES as exc:  # the pack or the new output cannot be read right now: take the edit later
@@ -810,16 +719,14 @@ class Reconciler:
             self.store_unavailable(exc)
             return
         except Exception as exc:  # noqa: BLE001 - as in load(): an edit that cannot be planned fails the run
-            problems = spec_problems(exc)
-            await self.fail("InvalidSpec", "; ".join(problems))
-            kopf.warn(self.body, reason="InvalidSpec", message="; ".join(problems)[:1000])
+            await self.invalid("; ".join(spec_problems(exc)))
             return
-        before_history = self.run.spec.launch_order.learn_from if self.run is not None else []
+        before_history = self.run.spec.launch_order.learn_from
         self.run, self.plan_hash = run, plan_hash(trials)
-        self.keep_planned(spec)
+        self.keep_planned(change.spec)
         self.create_retry_at = 0.0  # the edit may fix what the API server refused (spec.pod): creates are tried at once
-        if refused:  # still refused: Valid stays False (its transition time too)
-            self.set_refused(refused)
+        if change.refused:  # still refused: Valid stays False (its transition time too)
+            self.set_refused(change.refused)
         else:
             self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
         self.state.trials = {t.trial_id: t for t in trials}
@@ -830,12 +737,12 @@ class Reconciler:
             self.store = moved[0]
             if await self.conflict(moved[1]):
                 return
-            self.readopt(moved[1])
+            self.adopt_records(moved[1])
         added = [n for n in run.spec.launch_order.learn_from if n not in before_history]
-        resumed = self.state.resume_models()  # an edit (a new key reference, another model) lifts the stops
-        if resumed:
+        lifted = self.state.resume_models()  # an edit (a new key reference, another model) lifts the stops
+        if lifted:
             self.set_condition(
-                "ModelsStopped", False, "SpecEdited", f"launches resumed for {', '.join(sorted(resumed))}"
+                "ModelsStopped", False, "SpecEdited", f"launches resumed for {', '.join(sorted(lifted))}"
             )
         self.state.finish_rebuild()
         if self.phase.terminal and not self.state.complete:
@@ -846,13 +753,14 @@ class Reconciler:
         self.dirty = True
         await self.learn_history(added)  # runs named by the edit (one dropped keeps what it taught)
 
-    def readopt(self, records: list[dict[str, Any]]) -> None:
-        """The records of a new output (no trial ran or runs): as a restarted operator would read them, the tries
+    def adopt_records(self, records: list[dict[str, Any]]) -> None:
+        """The stored records of the run's output (on rebuild, or a new output while no trial ran or runs): the tries
         counted so far are the ones stored there (the old output's infrastructure records no longer count)."""
         assert self.state is not None and self.run is not None
         self.state.retries, self.state.retries_total = {}, 0
         for r in records:
             self.state.adopt_record(r, self.run.spec.retries.backoff_seconds)
+        # backoffLimit counts on across a restart; an edit that runs a failed run again starts it afresh
         self.state.rebuild_streak(records, since=self.refailed_at)
 
     def per_model_free(self) -> dict[str, int]:
@@ -904,9 +812,9 @@ class Reconciler:
         self.dirty = True
         for tid, _, exc in refused:
             if exc.for_good:  # the same manifest is refused every time: an invalid spec, not a retry for ever
-                message = f"the API server refused the pod of trial {tid} ({exc}); fix spec.pod or spec.limits"
-                await self.fail("InvalidSpec", message)
-                kopf.warn(self.body, reason="InvalidSpec", message=message[:1000])
+                await self.invalid(
+                    f"the API server refused the pod of trial {tid} ({exc}); fix spec.pod or spec.limits"
+                )
                 return
         if refused:
             self.creates_refused(refused[-1][1], refused[-1][2])
@@ -943,54 +851,36 @@ class Reconciler:
             )
 
     # -- outcomes ---------------------------------------------------------------------------------
+    # -- outcomes ---------------------------------------------------------------------------------
     async def on_pod(self, kind: str, pod: dict[str, Any]) -> None:
+        """One pod event: a draining pod gone frees its slot; an event of a try's own pod acts as ``podview.seen``
+        says (take its outcome, wait for its pod to go, or give up on it)."""
         assert self.state is not None
-        meta = pod.get("metadata") or {}
-        tid = (meta.get("annotations") or {}).get(ANN_TRIAL, "")
+        name = (pod.get("metadata") or {}).get("name")
         status = pod.get("status") or {}
-        phase = status.get("phase")
-        if meta.get("name") in self.state.draining and (kind == "DELETED" or phase in POD_ENDED):
-            self.drained(meta["name"])
+        if name in self.state.draining and (kind == "DELETED" or ended(pod)):
+            self.drained(name)
         if kind == "DELETED":
-            self.to_delete.discard(meta.get("name") or "")
+            self.to_delete.discard(name or "")
+        tid = trial_of(pod)
         inf = self.state.in_flight.get(tid)
-        if inf is None or inf.pod != meta.get("name"):
+        if inf is None or inf.pod != name:
             return  # a pod we already handled (or a stale try): nothing to count
-        if inf.started is None and _ran(status):
+        now = time.time()
+        if inf.started is None and runner_started(status):
             # Its runner started (as far as the pod says): seen here first, e.g. by an operator that restarted
             # while the pod was on a lost node, Terminating or Unknown. It may still be running, so it is waited
             # for as long as a runner that was seen running, never retried after the Pending path's short wait.
-            inf.started = time.time()
-        _note_disruption(inf, kind, pod)
-        if inf.suspended or inf.disrupted:
-            # Deleted by a suspend, or disrupted by Kubernetes: taken once the pod is gone (its trial runs again under
-            # the same pod name if the try does not count), its record if it stored one deciding, as always.
-            if kind == "DELETED":
-                await self.outcome(tid, pod, inf.reason or f"pod disrupted ({inf.disrupted})")
-            elif inf.suspended:
-                pass  # the suspend deleted it
-            elif meta.get("deletionTimestamp"):  # a drain or a preemption deletes it: its node stops it first
-                if inf.ending is None:
-                    inf.ending, inf.kill_by = time.time(), _ts(meta["deletionTimestamp"])
-                    inf.reason = inf.reason or f"pod disrupted ({inf.disrupted})"
-            elif phase in POD_ENDED and inf.ending is None:  # stopped on its node (a kubelet eviction): remove it
-                await self.end_try(tid, f"pod disrupted ({inf.disrupted})", pod, gone_later=True)
-            return
-        if kind == "DELETED" and phase not in POD_ENDED:  # gone (404 from now on): nothing of it runs any more
-            await self.outcome(tid, pod, inf.reason or "pod deleted before it finished")
-        elif phase in POD_ENDED:  # a node reports this only once every container has stopped
-            await self.outcome(tid, pod, inf.reason)
-        elif meta.get("deletionTimestamp"):
-            # Deleted (by anyone) while it runs: its containers have their grace period, in which the runner
-            # may still store its record. Wait for the pod to be gone; only then is the try's outcome known.
-            if inf.ending is None:
-                inf.ending, inf.kill_by = time.time(), _ts(meta["deletionTimestamp"])
-                inf.reason = inf.reason or "pod deleted before it finished"
-        else:
-            reason, message = _waiting_reason(status)
-            if reason in IMAGE_FAILURES and inf.ending is None:
-                # The kubelet's message says what to fix: 'secret "llm-keys" not found', the image that failed.
-                await self.end_try(tid, f"pod cannot start: {reason}" + (f": {message}" if message else ""), pod)
+            inf.started = now
+        inf.disrupted = disruption_seen(inf.disrupted, kind, pod)
+        event = seen(kind, pod, inf, now)
+        if event.act is Act.TAKE:
+            await self.outcome(tid, pod, event.reason)
+        elif event.act is Act.ENDING:
+            inf.ending, inf.kill_by, inf.reason = now, event.kill_by, event.reason
+        elif event.act is Act.END:
+            assert event.reason is not None
+            await self.end_try(tid, event.reason, pod, gone_later=event.gone_later)
 
     async def end_try(self, tid: str, reason: str, pod: dict[str, Any] | None = None, gone_later: bool = False) -> None:
         """The operator gives up on a try whose pod has not finished: delete the pod (gracefully) and take the
@@ -1010,11 +900,11 @@ class Reconciler:
             inf.reason, inf.ending, inf.kill_by = before
             raise
         if not deleted and not gone_later:  # gone: its DELETED event is past
-            await self.outcome(tid, _stub(inf.pod, tid), reason)
+            await self.outcome(tid, stub(inf.pod, tid), reason)
 
     async def outcome(self, tid: str, pod: dict[str, Any], infra_reason: str | None, streak: bool = True) -> None:
-        """Take a finished try: the stored record decides; a try without one is an infrastructure error (``streak``:
-        one that counts towards backoffLimit)."""
+        """Take a finished try as ``verdict.judge`` rules: the stored record decides; a try without one is an
+        infrastructure error (``streak``: one that counts towards backoffLimit), unless it does not count at all."""
         if self.state is None:  # the run failed while this try's pod was being deleted: nothing left to count
             return
         assert self.store is not None and self.run is not None
@@ -1023,90 +913,86 @@ class Reconciler:
         if self.state is None:  # the run stopped while the record was read (another trial's outcome failed it)
             return
         tries = self.state.retries.get(tid, 0) + 1
-        if record is not None and not is_scored(record.get("failure")) and record.get("infra_attempts") != tries:
-            record = None  # the record of an earlier try, not this try's outcome
-        ok = record is not None and record.get("spec_hash") == trial.spec_hash and record.get("failure") != INFRA_ERROR
-        stored = record if ok else None
         inf = self.state.in_flight.get(tid)
-        # Disrupted by Kubernetes before it stored a record (as a Job's podFailurePolicy Ignore on DisruptionTarget),
-        # unless a suspend stopped it first; in a row of up to DISRUPTION_LIMIT it does not count.
-        disrupted = stored is None and inf is not None and not inf.suspended and inf.disrupted is not None
-        in_a_row = self.state.disrupted(tid) if disrupted else None
-        if stored is None and inf is not None and (inf.suspended or in_a_row):
-            # Stopped by a suspend, or disrupted, before it stored a record: the try does not count (no retry, no
-            # infra error, the run's streak unchanged); its trial waits at the front of the queue, to run under the
-            # same pod name (its pod is gone: outcomes of such tries are taken only then).
-            if in_a_row and inf is not None:
-                metrics.DISRUPTIONS.labels(self.ns, self.name, trial.model.name).inc()
+        suspended, disrupted = (inf.suspended, inf.disrupted) if inf is not None else (False, None)
+        v = judge(
+            record,
+            trial.spec_hash,
+            tries,
+            suspended=suspended,
+            disrupted=disrupted,
+            disruptions=self.state.disruptions.get(tid, 0),
+        )
+        model, reason = trial.model.name, infra_reason or failure_reason(pod, v.record)
+        if v.kind is Kind.UNCOUNTED:
+            # Its trial waits at the front of the queue, to run under the same pod name (its pod is gone: outcomes
+            # of such tries are taken only then).
+            if v.in_a_row is not None and inf is not None:
+                self.state.disrupted(tid)
+                metrics.DISRUPTIONS.labels(self.ns, self.name, model).inc()
                 kopf.info(
                     self.body,
                     reason="Disrupted",
                     message=f"{tid}: pod {inf.pod} disrupted ({inf.disrupted}) before it stored a record; run again "
-                    f"as the same try ({in_a_row} of {DISRUPTION_LIMIT} in a row allowed)",
+                    f"as the same try ({v.in_a_row} of {DISRUPTION_LIMIT} in a row allowed)",
                 )
             self.state.unlaunch(tid)
             self.shared.inflight -= 1
             await self.delete_counted(pod["metadata"]["name"])
             self.dirty = True
             return
-        said = termination_message(pod)
+        said, stored = termination_message(pod), v.stored
         if stored is not None and said is not None and bool(said.get("passed")) != bool(stored.get("passed")):
             self.logger.warning(
                 "%s: termination message %s disagrees with the stored record; the record wins", tid, said
             )
-        if stored is not None and stored.get("failure") == PROVIDER_ERROR:
+        if v.kind is Kind.PROVIDER and stored is not None:
             # The provider failed after the runner's retries: measured nothing; try again like an infra error
             # (the pod itself worked, so the run's infrastructure budget is not charged).
-            await self.charge_retries(trial.model.name, stored)
+            await self.charge_retries(model, stored)
             if self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds, harness=False):
-                metrics.INFRA_RETRIES.labels(self.ns, self.name, trial.model.name).inc()
+                metrics.INFRA_RETRIES.labels(self.ns, self.name, model).inc()
             else:
                 self.state.finished(tid, stored)
-                metrics.observe_record(self.ns, self.name, stored, self.scheduling_seconds(tid, pod))
-        elif (
-            stored is not None
-        ):  # a stored record is the outcome, even if the pod was deleted or misreported afterwards
+                metrics.observe_record(self.ns, self.name, stored, scheduling_seconds(pod, time.time()))
+        elif stored is not None:
             self.state.finished(tid, stored, time.time())
-            metrics.observe_record(self.ns, self.name, stored, self.scheduling_seconds(tid, pod))
-            await self.charge_retries(trial.model.name, stored)
-            if stored.get("failure") == CONFIG_ERROR:
-                await self.stop_model(trial.model.name, "ConfigError", f"config_error: {stored.get('error')}")
+            metrics.observe_record(self.ns, self.name, stored, scheduling_seconds(pod, time.time()))
+            await self.charge_retries(model, stored)
+            if v.stops_model:
+                await self.stop_model(model, "ConfigError", f"config_error: {stored.get('error')}")
         else:
-            reason = infra_reason or _failure_reason(pod, record)
-            infra = infra_record(self.run, trial, tries, reason)
+            infra = infra_record(self.run, trial, tries, reason).model_dump(mode="json")
             # Store first: if it fails, nothing is counted and the caller takes this outcome again later.
             await asyncio.to_thread(self.store.write_files, tid, {})
-            await asyncio.to_thread(self.store.commit, tid, dumps(infra.model_dump(mode="json")))
+            await asyncio.to_thread(self.store.commit, tid, dumps(infra))
             if self.state is None:
                 return
-            if disrupted and inf is not None:  # disrupted too often in a row: this one counts
-                metrics.DISRUPTIONS.labels(self.ns, self.name, trial.model.name).inc()
+            if v.disrupted and inf is not None:  # disrupted too often in a row: this one counts
+                metrics.DISRUPTIONS.labels(self.ns, self.name, model).inc()
                 kopf.warn(
                     self.body,
                     reason="Disrupted",
                     message=f"{tid}: pod {inf.pod} disrupted ({inf.disrupted}) {DISRUPTION_LIMIT + 1} times in a row: "
                     "counted as an infrastructure failure",
                 )
-            retry = self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds, harness=streak)
-            if retry:
-                metrics.INFRA_RETRIES.labels(self.ns, self.name, trial.model.name).inc()
+            if self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds, harness=streak):
+                metrics.INFRA_RETRIES.labels(self.ns, self.name, model).inc()
             else:
-                self.state.finished(tid, infra.model_dump(mode="json"))
-                metrics.observe_record(self.ns, self.name, infra.model_dump(mode="json"))
+                self.state.finished(tid, infra)
+                metrics.observe_record(self.ns, self.name, infra)
                 kopf.warn(self.body, reason="InfraError", message=f"{tid}: {reason} (gave up after {tries} tries)")
         self.shared.inflight -= 1
         await self.delete_counted(pod["metadata"]["name"])
         self.dirty = True
         if self.state is None:
             return
-        budget = self.run.spec.retries.backoff_limit
-        budget = max(6, 2 * self.run.spec.concurrency.total) if budget is None else budget
+        budget = backoff_budget(self.run.spec.retries.backoff_limit, self.run.spec.concurrency.total)
         if self.state.infra_streak > budget:
             await self.give_up(
                 "BackoffLimitExceeded",
                 f"{self.state.infra_streak} infrastructure failures in a row, over spec.retries.backoffLimit "
-                f"{budget} (last: {tid}: {infra_reason or _failure_reason(pod, record)}); fix the cause and edit "
-                "the EvalRun to resume it",
+                f"{budget} (last: {tid}: {reason}); fix the cause and edit the EvalRun to resume it",
             )
 
     async def charge_retries(self, model: str, record: dict[str, Any]) -> None:
@@ -1135,9 +1021,8 @@ class Reconciler:
         """Pods gone without a DELETED event. kopf restarts a watch the API server expired (410 Gone) from a fresh
         list, and a pod deleted in between is never reported (client-go's informers report it as a tombstone; kopf
         does not): its try waited out its whole deadline, and a draining pod held its slot. Every RESYNC_SECONDS
-        the run's pods are listed; one missing from two lists in a row (its DELETED event, if one was on its
-        way, had a whole interval to arrive) is taken as deleted, its record (if its runner stored one) deciding
-        as always."""
+        the run's pods are listed; one missing from two lists in a row (``podview.vanished``) is taken as deleted,
+        its record (if its runner stored one) deciding as always."""
         assert self.state is not None
         self.resync_at = time.monotonic() + RESYNC_SECONDS
         try:
@@ -1147,46 +1032,40 @@ class Reconciler:
             return
         if self.state is None:
             return
-        listed = {p["metadata"]["name"] for p in pods}
         tracked = {inf.pod: tid for tid, inf in self.state.in_flight.items()}
-        missing = {name for name in [*tracked, *self.state.draining] if name not in listed}
-        for name in sorted(missing & self.unlisted):
+        listed = {p["metadata"]["name"] for p in pods}
+        gone, self.unlisted = vanished(listed, [*tracked, *self.state.draining], self.unlisted)
+        for name in gone:
             self.logger.warning("pod %s is gone, though no DELETED event said so: taken as deleted", name)
             if name in tracked:
-                self.queue.put_nowait(("DELETED", _stub(name, tracked[name])))
+                self.queue.put_nowait(("DELETED", stub(name, tracked[name])))
             else:
                 self.drained(name)
-        self.unlisted = missing - self.unlisted
 
     async def check_deadlines(self) -> None:
-        """Tries that will not end by themselves. A Pending one is deleted (its outcome is taken once it is
-        gone); one whose runner certainly stopped, though its pod does not say so, is counted at once."""
+        """Tries that will not end by themselves (``overdue.overdue_try``). A Pending one is deleted (its outcome is
+        taken once it is gone); one whose runner certainly stopped, though its pod does not say so, is counted at
+        once."""
         assert self.state is not None and self.run is not None
         await self.retry_deletes()
-        limit = self.run.spec.pod.pending_timeout_seconds
         now = time.time()
-        for name, until in list(self.state.draining.items()):
-            if now > until:  # its node never finished deleting it (lost): its slot is free again
-                self.drained(name)
+        for name in overdue_drains(self.state.draining, now):
+            self.drained(name)
         for tid, inf in list(self.state.in_flight.items()):
             if self.state is None:
                 return
-            overdue = pod_deadline(inf.trial, self.shared.settings) + LOST_POD_GRACE_SECONDS
-            why = None
-            if inf.started is not None and now - inf.started > overdue:
-                # Past activeDeadlineSeconds and the termination grace, which its node enforces even when cut off:
-                # the runner has stopped, though its kubelet no longer reports (a lost node: Unknown, or stuck
-                # Terminating). Counted failed, never waited on for ever.
-                why = f"pod still not finished {int(overdue)} s after it started (node lost, or stuck terminating)"
-                if inf.reason:
-                    why = f"{inf.reason}; {why}"
-            elif inf.started is None and inf.kill_by is not None and now > inf.kill_by + TERMINATING_SLACK_SECONDS:
-                # Deleted before its runner was seen running, and its node never finished deleting it.
-                why = f"{inf.reason}; pod still terminating {int(now - (inf.ending or now))} s after its deletion"
-                why += " (node lost?)"
-            elif inf.started is None and inf.ending is None and now - inf.created > limit:
+            due = overdue_try(
+                inf,
+                now,
+                run_seconds=pod_deadline(inf.trial, self.shared.settings) + LOST_POD_GRACE_SECONDS,
+                pending_seconds=self.run.spec.pod.pending_timeout_seconds,
+                slack=TERMINATING_SLACK_SECONDS,
+            )
+            if due is None:
+                continue
+            if not due.count:
                 try:
-                    await self.end_try(tid, f"pod still Pending after {limit} s")
+                    await self.end_try(tid, due.reason)
                 except STORE_FAILURES as exc:
                     self.store_unavailable(exc)
                     return
@@ -1196,105 +1075,49 @@ class Reconciler:
                     )
                     return
                 continue
-            if why is not None:
-                # Its pod may still exist (a lost node), so its name cannot be used again: a disruption or a suspend
-                # counts here (charged, and retried under the next name), as a Job replaces a pod stuck terminating;
-                # as a pod Kubernetes or the operator stopped, not towards backoffLimit.
-                stopped = inf.disrupted is not None or inf.suspended
-                inf.disrupted, inf.suspended = None, False
-                try:
-                    await self.outcome(tid, _stub(inf.pod, tid), why, streak=not stopped)
-                except STORE_FAILURES as exc:  # still overdue on the next step
-                    self.store_unavailable(exc)
-                    return
+            # Its pod may still exist (a lost node), so its name cannot be used again: a disruption or a suspend
+            # counts here (charged, and retried under the next name), as a Job replaces a pod stuck terminating.
+            inf.disrupted, inf.suspended = None, False
+            try:
+                await self.outcome(tid, stub(inf.pod, tid), due.reason, streak=due.streak)
+            except STORE_FAILURES as exc:  # still overdue on the next step
+                self.store_unavailable(exc)
+                return
 
     async def finish(self) -> None:
+        """Every trial is done (or stopped): the summary and plan files, then the ending ``projection.ending``
+        decides (Succeeded, or Failed with Complete=False), its conditions and event."""
         assert self.run is not None and self.state is not None and self.store is not None
         trials = list(self.state.trials.values())
-        stopped = dict(self.state.stopped)
-        summary = await asyncio.to_thread(build_summary, self.run, trials, self.store, stopped)
+        summary = await asyncio.to_thread(build_summary, self.run, trials, self.store, dict(self.state.stopped))
         await asyncio.to_thread(self.store.write_json, PLAN_FILE, plan_file(self.run, trials))
         await asyncio.to_thread(self.store.write_json, "summary.json", summary)
         if mixed := mixed_harness(summary):
             kopf.warn(self.body, reason="MixedHarness", message=mixed)
-        if stopped:  # the other models are done; the stopped ones wait for a fix (a spec edit resumes them)
-            self.phase = Phase.FAILED
-            self.finished_at = now_iso()
-            unrun = len(trials) - len(self.state.done)
-            why = f"{unrun} trial(s) of {', '.join(sorted(stopped))} not run; fix the cause and edit the EvalRun"
-            self.set_condition("Complete", False, "ModelsStopped", why)
-            self.set_condition("Failed", True, "ModelsStopped", why)
-            await self.write_status(force=True)
-            return
-        unscored = self.state.not_scored()
-        if trials and not any(is_scored(d["failure"]) for d in self.state.done.values()):
-            # Every trial ended unscored (infrastructure or provider errors after their retries): the run measured
-            # nothing, so it is not a success. Some unscored trials among scored ones leave it Succeeded, with
-            # counts.infraErrors and status.notScored (and the Complete message) saying how many.
-            self.phase = Phase.FAILED
-            self.finished_at = now_iso()
-            named = ", ".join(f"{n} {k}" for k, n in unscored.items() if n)
-            why = (
-                f"none of the {len(trials)} trials was scored ({named}); fix the cause, then raise "
-                "spec.retries.limit to try them again, or create a new EvalRun"
-            )
-            self.set_condition("Complete", False, "NoTrialScored", why)
-            self.set_condition("Failed", True, "NoTrialScored", why)
-            kopf.warn(self.body, reason="NoTrialScored", message=why[:1000])
-            await self.write_status(force=True)
-            return
-        self.phase = Phase.SUCCEEDED
-        self.finished_at = now_iso()
-        skipped = sum(unscored.values())
-        note = f", {skipped} not scored (status.notScored)" if skipped else ""
-        self.set_condition(
-            "Complete", True, "AllTrialsRecorded", f"{len(trials)} trials recorded{note}; summary.json written"
-        )
-        kopf.info(self.body, reason="Completed", message=f"{len(trials)} trials, pass@1 {self.state.pass_at_1()}")
+        end = ending(self.state)
+        self.phase, self.finished_at = end.phase, now_iso()
+        self.set_condition("Complete", end.phase is Phase.SUCCEEDED, end.reason, end.message)
+        if end.phase is Phase.FAILED:  # stopped models wait for a fix (a spec edit resumes them)
+            self.set_condition("Failed", True, end.reason, end.message)
+        if end.event is not None:
+            self.post(end.event)
         await self.write_status(force=True)
 
     # -- status -----------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
-        st = self.state
-        phase = Phase.SUSPENDED if self.suspended() else self.phase
         for cond in self.conditions.values():  # the generation a condition was set at, as Kubernetes does
             cond.setdefault("observedGeneration", self.generation)
-        out: dict[str, Any] = {
-            "phase": phase.value,
-            "observedGeneration": self.generation,
-            "conditions": list(self.conditions.values()),
-        }
-        if self.started_at:
-            out["startedAt"] = self.started_at
-        if self.plan_hash:
-            out["planHash"] = self.plan_hash
-        if self.planned_unwritten:  # a JSON string: a merge patch replaces it whole (a dict would be merged into)
-            out["plannedSpec"] = self.planned_text
-        out["finishedAt"] = self.finished_at if phase in TERMINAL else None  # null: removed (a run resumed)
-        if st is not None:
-            out.update(self.projection(st))
-        elif self.snapshot is not None:  # a run that failed: what it had, nothing running
-            out.update(self.snapshot)
-        elif phase in TERMINAL and (self.body.status.get("counts") or {}).get("running"):
-            # Failed before it was planned again (e.g. found invalid by a restarted operator), its pods deleted.
-            counts = dict(self.body.status["counts"])
-            counts["pending"] = counts.get("pending", 0) + counts["running"]
-            counts["running"] = 0
-            out["counts"] = counts
-        return out
-
-    @staticmethod
-    def projection(st: RunState) -> dict[str, Any]:
-        """What status shows of the run's state: bounded in size (counts and per model x service figures)."""
-        counts = st.counts()
-        return {
-            "counts": counts,
-            "notScored": st.not_scored(),  # infra, provider and config errors: left out of passAt1
-            "progress": f"{counts['finished']}/{counts['total']}",
-            "passAt1": st.pass_at_1(),
-            "results": st.results(),
-            "stoppedModels": dict(st.stopped) or None,  # None: a merge patch removes it once resumed
-        }
+        return project_status(
+            phase=Phase.SUSPENDED if self.suspended() else self.phase,
+            generation=self.generation,
+            conditions=self.conditions.values(),
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            plan_hash=self.plan_hash,
+            planned_spec=self.planned_text if self.planned_unwritten else None,
+            shown=figures(self.state) if self.state is not None else self.snapshot,
+            counts=self.body.status.get("counts"),
+        )
 
     async def write_status(self, force: bool = False) -> None:
         """Write the run's status (at most once per status_interval unless forced). A write the API server
@@ -1327,85 +1150,6 @@ class Reconciler:
         for row in st.results():
             metrics.PASS_RATE.labels(self.ns, self.name, row["model"], row["service"]).set(float(row["passAt1"]))
 
-    def scheduling_seconds(self, tid: str, pod: dict[str, Any]) -> float | None:
-        """Pod creation to runner start, from the pod's own timestamps (None if the pod does not say)."""
-        status = pod.get("status") or {}
-        started = status.get("startTime")
-        created = (pod.get("metadata") or {}).get("creationTimestamp")
-        if not (started and created):
-            return None
-        return _ts(started) - _ts(created)
-
-
-def _stub(name: str, tid: str) -> dict[str, Any]:
-    """A pod we know only by name (gone, or not reporting)."""
-    return {"metadata": {"name": name, "annotations": {ANN_TRIAL: tid}}, "status": {}}
-
-
-def _ran(status: dict[str, Any]) -> bool:
-    """Whether the pod's containers started, by its own status: phase Running or Unknown (a node that stopped
-    reporting a pod it had), or a container that is, or was, running."""
-    if status.get("phase") in (PodPhase.RUNNING, PodPhase.UNKNOWN):
-        return True
-    return any(
-        (cs.get("state") or {}).get("running") or ((cs.get("state") or {}).get("terminated") or {}).get("startedAt")
-        for cs in status.get("containerStatuses") or []
-    )
-
-
-def _disruption(status: dict[str, Any]) -> str | None:
-    """The reason of the pod's DisruptionTarget condition (status "True"), which Kubernetes sets on a pod it is about
-    to stop for reasons not the pod's: EvictionByEvictionAPI (a drain), PreemptionByScheduler,
-    DeletionByTaintManager, DeletionByPodGC, TerminationByKubelet. None if the pod has none."""
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
-            return str(cond.get("reason") or "DisruptionTarget")
-    return None
-
-
-def _note_disruption(inf: InFlight, kind: str, pod: dict[str, Any]) -> None:
-    """Remember a disruption on the try when an event first shows it: a drain sets the condition, then deletes the
-    pod, and the last event need not carry it. A live pod that no longer shows it was not disrupted after all
-    (Kubernetes clears a DisruptionTarget whose deletion did not follow)."""
-    status = pod.get("status") or {}
-    why = _disruption(status)
-    if why is not None:
-        inf.disrupted = inf.disrupted or why
-    elif (
-        inf.disrupted is not None
-        and kind != "DELETED"
-        and not (pod.get("metadata") or {}).get("deletionTimestamp")
-        and status.get("phase") not in POD_ENDED
-    ):
-        inf.disrupted = None
-
-
-def _waiting_reason(status: dict[str, Any]) -> tuple[str | None, str]:
-    """The first waiting container's reason and message (the message cut to 300 characters)."""
-    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
-        waiting = (cs.get("state") or {}).get("waiting")
-        if waiting and waiting.get("reason"):
-            return str(waiting["reason"]), str(waiting.get("message") or "").strip()[:300]
-    return None, ""
-
-
-def _failure_reason(pod: dict[str, Any], record: dict[str, Any] | None) -> str:
-    status = pod.get("status") or {}
-    if record is not None and record.get("failure") == INFRA_ERROR:
-        return f"runner reported: {record.get('error')}"
-    parts = [f"pod {status.get('phase', 'gone')}"]
-    if status.get("reason"):
-        parts.append(str(status["reason"]))
-    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
-        term = (cs.get("state") or {}).get("terminated")
-        if term:
-            parts.append(f"{cs.get('name')} exit {term.get('exitCode')}")
-            msg = (term.get("message") or "").strip()
-            if msg:
-                parts.append(msg[-300:])
-    parts.append("no stored record" if record is None else "record does not match the trial")
-    return "; ".join(parts)
-
 
 def infra_record(run: EvalRun, trial: TrialSpec, tries: int, reason: str) -> TrialResult:
     """The operator's own record of an infrastructure failure: it also carries the durable retry count."""
@@ -1419,14 +1163,3 @@ def infra_record(run: EvalRun, trial: TrialSpec, tries: int, reason: str) -> Tri
         started_at=now,
         finished_at=now,
     )
-
-
-def termination_message(pod: dict[str, Any]) -> dict[str, Any] | None:
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        if cs.get("name") == "runner":
-            msg = ((cs.get("state") or {}).get("terminated") or {}).get("message")
-            try:
-                return json.loads(msg) if msg else None
-            except json.JSONDecodeError:
-                return None
-    return None
