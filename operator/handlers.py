@@ -16,8 +16,9 @@ from . import metrics
 from .kube import PLURAL, VERSION, Kube, api_client
 from .manifests import GROUP, LABEL_RUN_UID
 from .phase import ACTIVE, Phase
-from .reconciler import Reconciler, Shared
+from .reconciler import Reconciler
 from .settings import OperatorSettings
+from .shared import Shared
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 
