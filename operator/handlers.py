@@ -15,8 +15,10 @@ import kopf
 from mcpfleet.operator import metrics
 from mcpfleet.operator.kube import PLURAL, VERSION, Kube, api_client
 from mcpfleet.operator.manifests import GROUP, LABEL_RUN_UID
-from mcpfleet.operator.reconciler import Reconciler, Shared
+from mcpfleet.operator.phase import ACTIVE, Phase
+from mcpfleet.operator.reconciler import Reconciler
 from mcpfleet.operator.settings import OperatorSettings
+from mcpfleet.operator.shared import Shared
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 
@@ -96,7 +98,7 @@ async def run_evalrun(body: kopf.Body, memo: kopf.Memo, logger: Any, stopped: ko
     shared: Shared = memo["shared"]
     cfg = shared.settings
     if shared.peering and (
-        body.status.get("phase") in ("Running", "Suspended")
+        Phase.read(body.status.get("phase")) in ACTIVE
         or time.monotonic() - shared.born < 2 * cfg.peering_settle_seconds
     ):
         # A run in flight may have been driven by another replica until a moment ago (a takeover), or a peer

@@ -2,18 +2,15 @@
 
 Pod events reach it through a queue, so every count changes in one place and none is lost under
 concurrent events. It is restart-safe: on start it rebuilds from the stored records and the run's pods,
-so no trial is launched twice (pod names are deterministic) and none is forgotten.
+so no trial is launched twice (pod names are deterministic) and none is forgotten. What it decides is in the
+pure modules beside runstate.py; the run-level half (plan, edits, status) is ``Lifecycle`` (lifecycle.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
-import json
 import logging
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -21,33 +18,33 @@ import kopf
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from mcpfleet.operator import metrics
-from mcpfleet.operator.kube import ForeignPod, Kube, PodRefused
-from mcpfleet.operator.manifests import ANN_TRIAL, LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, pod_deadline, trial_pod
-from mcpfleet.operator.runstate import DISRUPTION_LIMIT, InFlight, RunState, plan_hash
-from mcpfleet.operator.settings import OperatorSettings
-from mcpfleet.runner.launch.preflight import scripted_problems, selection
-from mcpfleet.runner.plan.expand import plan
-from mcpfleet.runner.plan.history import read_history
-from mcpfleet.runner.report.summary import PLAN_FILE, build_summary, mixed_harness, plan_file
-from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
-from mcpfleet.runner.results.records import TrialResult, dumps, epoch_seconds, now_iso
-from mcpfleet.runner.results.store import ResultStore, StoreError, open_store, store_config
-from mcpfleet.runner.spec.evalrun import FROZEN_OUTPUT, RESULT_FIELDS, EvalRun, Output
-from mcpfleet.runner.spec.load import SpecError, parse_evalrun
-from mcpfleet.runner.spec.task import TaskError
+from mcpfleet.operator.kube import ForeignPod, PodRefused
+from mcpfleet.operator.lifecycle import STORE_FAILURES, STORE_RETRY_SECONDS, Lifecycle
+from mcpfleet.operator.manifests import LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, pod_deadline, trial_pod
+from mcpfleet.operator.overdue import over_active_deadline, overdue_drains, overdue_try, past_ttl
+from mcpfleet.operator.phase import TERMINAL, Phase
+from mcpfleet.operator.podview import (
+    Act,
+    claims,
+    disruption_seen,
+    ended,
+    epoch,
+    failure_reason,
+    runner_started,
+    scheduling_seconds,
+    seen,
+    stub,
+    termination_message,
+    trial_of,
+    vanished,
+)
+from mcpfleet.operator.shared import Shared
+from mcpfleet.operator.verdict import DISRUPTION_LIMIT, Kind, backoff_budget, judge
+from mcpfleet.runner.results.outcome import INFRA_ERROR
+from mcpfleet.runner.results.records import TrialResult, dumps, now_iso
+from mcpfleet.runner.spec.evalrun import EvalRun
 from mcpfleet.runner.spec.trial import TrialSpec
-from mcpfleet.runner.tasks.discovery import bundled_root
 
-TERMINAL = ("Succeeded", "Failed")
-IMAGE_FAILURES = {
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "InvalidImageName",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-}
-STORE_FAILURES = (StoreError, OSError)  # the results store is unreachable: try the same step again later
-STORE_RETRY_SECONDS = 2.0
 # A Kubernetes API call that failed but may pass when tried again: a 5xx or 429 (ApiException), a connection reset, a
 # lost answer.
 API_FAILURES = (ApiException, aiohttp.ClientError, TimeoutError)
@@ -66,163 +63,32 @@ DEADLINE_CHECK_SECONDS = 1.0  # how often tries in flight are checked against th
 RESYNC_SECONDS = 60.0
 
 
-@dataclass
-class Shared:
-    """Operator-wide objects, created once at startup (kopf gives each object a shallow copy of memo)."""
-
-    settings: OperatorSettings
-    kube: Kube
-    runs: dict[str, asyncio.Queue[tuple[str, dict[str, Any]]]] = field(default_factory=dict)
-    born: float = field(default_factory=time.monotonic)  # when this operator started
-    peering: bool = False  # one of several replicas (kopf peering), not standalone
-    inflight: int = 0
-    tokens: float = 0.0
-    last_refill: float = field(default_factory=time.monotonic)
-
-    def take_tokens(self, want: int) -> int:
-        """Client-side rate limit on pod creation, shared by all runs."""
-        now = time.monotonic()
-        rate = self.settings.create_rate
-        self.tokens = min(rate, self.tokens + rate * (now - self.last_refill))
-        self.last_refill = now
-        grant = min(want, int(self.tokens), max(0, self.settings.max_pods - self.inflight))
-        self.tokens -= grant
-        return grant
-
-
 def _ts(value: str | None) -> float:
-    """An API or status timestamp in epoch seconds; now when it is missing or unreadable (a hand-edited status
-    must not stop the run's reconciling)."""
-    t = epoch_seconds(value)
-    return t if t is not None else time.time()
+    """An API or status timestamp in epoch seconds; now when it is missing or unreadable (podview.epoch)."""
+    return epoch(value, time.time())
 
 
-def planned(run: EvalRun) -> list[TrialSpec]:
-    """The run's trials; SpecError for what the local preflight refuses too, where the operator can see it: a
-    scripted model string the scripted server would refuse (every trial's first call would fail on it), and the
-    selection's problems (``preflight.selection``; the states are the pods' to check)."""
-    if problems := scripted_problems(run):
-        raise SpecError(problems)
-    root = bundled_root()
-    return plan(run, root, selection(run, root, states=False))
+class Reconciler(Lifecycle):
+    """One EvalRun's reconciler: its task loop, its trial pods and their outcomes (the run level is Lifecycle's)."""
 
-
-def spec_problems(exc: BaseException) -> list[str]:
-    """What an exception from validating or planning an EvalRun says, for its InvalidSpec condition: the spec's
-    problems, a pack's error as it is, anything else (a bug, a pack the checks missed) named with its type."""
-    if isinstance(exc, SpecError):
-        return list(exc.problems)
-    if isinstance(exc, (TaskError, ValueError)):
-        return [str(exc)]
-    text = " ".join(str(exc).split())[:500]
-    return [f"the run could not be planned: {type(exc).__name__}{': ' + text if text else ''}"]
-
-
-def condition(type_: str, ok: bool, reason: str, message: str) -> dict[str, Any]:
-    """A new condition, stamped now; ``Reconciler.set_condition`` keeps the stamp of one whose status is unchanged."""
-    return {
-        "type": type_,
-        "status": "True" if ok else "False",
-        "reason": reason,
-        "message": message[:4000],
-        "lastTransitionTime": now_iso(),
-    }
-
-
-@dataclass(frozen=True)
-class KeptSpec:
-    """status.plannedSpec read back: the spec a run was planned with, and the frozen fields the object's differs in."""
-
-    run: EvalRun
-    spec: Any
-    refused: list[str]
-
-
-def kept_spec(raw: dict[str, Any], planned_text: Any, run: EvalRun) -> KeptSpec | None:
-    """The spec status says the run was planned with (None when status has none, or one this operator cannot read:
-    the plan hash alone then guards the run, as before plannedSpec existed)."""
-    if not isinstance(planned_text, str):
-        return None
-    try:
-        spec = json.loads(planned_text)
-        kept = parse_evalrun({**raw, "spec": spec})
-    except (ValueError, SpecError):
-        return None
-    before = kept.spec.frozen_view()
-    return KeptSpec(kept, spec, [f for f, v in run.spec.frozen_view().items() if v != before.get(f)])
-
-
-def keep_frozen(spec: dict[str, Any], planned_spec: dict[str, Any], fields: list[str]) -> dict[str, Any]:
-    """The edited spec with its refused fields (names of ``frozen_view``) as planned: an edit that also touches a
-    frozen field still applies what may change (suspend, concurrency, retries, deadlines, pod settings)."""
-    out = copy.deepcopy(spec)
-    for f in fields:
-        if f == "output":  # only where the records are is frozen, not how they are reached
-            mine, theirs = dict(out.get("output") or {}), planned_spec.get("output") or {}
-            for key in (Output.model_fields[n].alias or n for n in FROZEN_OUTPUT):
-                if key in theirs:
-                    mine[key] = copy.deepcopy(theirs[key])
-                else:
-                    mine.pop(key, None)
-            out["output"] = mine
-        elif f in planned_spec:
-            out[f] = copy.deepcopy(planned_spec[f])
-        else:
-            out.pop(f, None)
-    return out
-
-
-class Reconciler:
     def __init__(self, shared: Shared, body: kopf.Body, logger: logging.Logger | logging.LoggerAdapter[Any]):
-        self.shared, self.body, self.logger = shared, body, logger
-        self.ns: str = body.metadata.namespace or "default"
-        self.name: str = body.metadata.name or ""
-        self.uid: str = body.metadata.uid or ""
+        super().__init__(shared, body, logger)
         self.queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
-        self.state: RunState | None = None
-        self.run: EvalRun | None = None
-        self.store: ResultStore | None = None
-        self.generation: int | None = None
-        self.dirty = True
-        self.unwritten = False  # the last status write failed (it is tried again, also once the run settled)
-        self.last_status = 0.0
-        self.phase = "Pending"
-        self.started_at = body.status.get("startedAt")
-        self.conditions: dict[str, dict[str, Any]] = {c["type"]: c for c in body.status.get("conditions") or []}
-        self.plan_hash: str | None = body.status.get("planHash")
-        self.planned_text: str | None = None  # status.plannedSpec as this operator would write it
-        self.planned_unwritten = False  # ... and not written yet
-        # When the run last failed, if this drive runs it again (an edit): pods it stopped then, still going, and
-        # infrastructure failures before then do not count again (rebuild).
-        self.refailed_at: str | None = None
         self.deferred: list[tuple[str, dict[str, Any]]] = []  # pod events not taken yet (store outage, refused call)
-        self.store_retry_at = 0.0  # the results store failed: reading and writing it waits until then
         self.deferred_until = 0.0  # deferred pod events are taken again from then on
         self.deadlines_at = 0.0  # when check_deadlines runs next (monotonic)
         self.resync_at = time.monotonic() + RESYNC_SECONDS  # when resync runs next (monotonic)
         self.unlisted: set[str] = set()  # pods the last resync's list lacked
         self.settled: int | None = None  # the generation the run ended at: nothing to do until the spec changes
-        self.finished_at: str | None = body.status.get("finishedAt")
-        # What status last showed of a run whose state was dropped (it failed): its counts stay, none running.
-        self.snapshot: dict[str, Any] | None = None
         self.stopped: kopf.DaemonStopped | None = None  # set when the operator exits or pauses (a peer acts)
         # Pod creates the API server refuses (403, 429): when each cause was last announced (monotonic), and the
-        # run's launches back off (doubling up to MAX_BACKOFF_SECONDS) until a create passes.
+        # run's launches back off (doubling up to MAX_BACKOFF_SECONDS, until create_retry_at) until a create passes.
         self.refusals_warned: dict[str, float] = {}
         self.create_backoff = 0.0
-        self.create_retry_at = 0.0
         # Pods of tries already counted whose delete failed (5xx, 429, a lost answer): deleted again from
         # check_deadlines (and while the run is settled) until gone; the earliest next attempt (monotonic).
         self.to_delete: set[str] = set()
         self.delete_retry_at = 0.0
-
-    def set_condition(self, type_: str, ok: bool, reason: str, message: str) -> None:
-        """Set a condition; its lastTransitionTime changes only when its status does (the Kubernetes convention)."""
-        new = condition(type_, ok, reason, message)
-        old = self.conditions.get(type_)
-        if old is not None and old.get("status") == new["status"] and old.get("lastTransitionTime"):
-            new["lastTransitionTime"] = old["lastTransitionTime"]
-        self.conditions[type_] = new
 
     def stopping(self) -> bool:
         """Asked to stop: act no further (a peer may take the run over as soon as this replica is gone)."""
@@ -236,7 +102,7 @@ class Reconciler:
         self.shared.runs[self.uid] = self.queue
         status = self.body.status
         if (
-            status.get("phase") in TERMINAL
+            Phase.read(status.get("phase")) in TERMINAL
             and status.get("observedGeneration") == self.body.metadata.get("generation")
             and not status.get("stoppedModels")  # a restart resumes stopped models (their cause may be fixed)
         ):
@@ -264,7 +130,7 @@ class Reconciler:
         """spec.ttlSecondsAfterFinished: a finished run past it is deleted (its stored records stay)."""
         ttl = self.body.spec.get("ttlSecondsAfterFinished")
         finished = self.finished_at or self.body.status.get("finishedAt")
-        if not isinstance(ttl, int) or not finished or time.time() < _ts(finished) + ttl:
+        if not past_ttl(ttl, _ts(finished) if finished else None, time.time()):
             return False
         await self.shared.kube.delete_evalrun(self.ns, self.name)
         kopf.info(self.body, reason="Expired", message=f"deleted {ttl} s after it finished; its records stay")
@@ -308,184 +174,13 @@ class Reconciler:
                 metrics.RECONCILE_ERRORS.labels(self.ns, self.name).inc()
                 self.logger.exception("reconcile step failed: %s", exc)
                 await asyncio.sleep(1.0)
-            if self.state is not None and self.state.complete and self.phase in TERMINAL:
+            if self.state is not None and self.state.complete and self.phase.terminal:
                 break  # Succeeded, or Failed with models stopped: settled until an edit (or a restart) resumes them
             try:
                 item = await asyncio.wait_for(self.queue.get(), timeout=1.0)
                 self.queue.put_nowait(item)  # handled in the next step with the rest
             except TimeoutError:
                 pass
-
-    async def load(self) -> bool:
-        """Validate and plan; an invalid run gets a Failed status naming the field, never a retry loop."""
-        raw = {k: v for k, v in dict(self.body).items() if k in ("apiVersion", "kind", "metadata", "spec")}
-        self.generation = self.body.metadata.get("generation")
-        status = self.body.status
-        counts = status.get("counts") or {}
-        ran = counts.get("finished", 0) + counts.get("running", 0)
-        kept: KeptSpec | None = None
-        planned_spec = raw.get("spec")
-        try:
-            run = parse_evalrun(raw, f"EvalRun {self.ns}/{self.name}")
-            kept = kept_spec(raw, status.get("plannedSpec"), run) if ran else None
-            if kept is not None and kept.refused:
-                # The stored spec is not the one planned: an edit the operator that watched refused (or one made
-                # while none did). The run keeps the frozen fields it was planned with, as the running operator
-                # did, and takes the rest (suspend, concurrency, ...) from the object.
-                run, planned_spec = kept.run, kept.spec
-                if (merged := self.merged_edit(raw, kept.spec, kept.refused, kept.run)) is not None:
-                    run, planned_spec = merged
-            trials = await asyncio.to_thread(planned, run)  # an s3:// pack is fetched first
-            self.check_pods(run, trials)
-            store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
-        except STORE_FAILURES:
-            raise  # an s3:// pack that cannot be read yet: drive() waits and tries again
-        except Exception as exc:  # noqa: BLE001 - any other failure to plan is the spec's or its pack's: never a crash loop
-            problems = spec_problems(exc)
-            await self.fail("InvalidSpec", "; ".join(problems))  # also stops pods of a run planned before (a restart)
-            kopf.warn(self.body, reason="InvalidSpec", message="; ".join(problems)[:1000])
-            return False
-        if self.plan_hash not in (None, plan_hash(trials)) and ran:
-            self.phase = status.get("phase") or "Running"
-            if kept is not None:
-                # Planned from this very spec, yet its trials differ: what they measure changed under the run (the
-                # tasks in the operator's image or an s3:// pack, or how mcpfleet plans them). Not an edit.
-                await self.fail(
-                    "PlanChanged",
-                    f"the run's spec is the one it was planned with, but its trials are not: the tasks at "
-                    f"{run.spec.tasks.path} or mcpfleet's version changed since (an operator upgrade, an edited "
-                    "pack), and the records so far measured the old ones; create a new EvalRun to run the new ones",
-                )
-                return False
-            # Edited while no operator watched, after trials ran (the CRD's rule refuses this on a real API server),
-            # and status does not say which spec was planned (an operator before status.plannedSpec).
-            await self.reject_edit([])
-            if self.phase not in TERMINAL:  # its accepted spec is gone: it cannot go on as it was planned
-                await self.fail("ImmutableField", self.conditions["Valid"]["message"])
-            return False
-        self.keep_planned(planned_spec)
-        if status.get("phase") == "Succeeded" and self.plan_hash == plan_hash(trials):
-            self.phase = "Succeeded"  # an edit of what does not change results: nothing to redo
-            self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
-            if kept is not None and kept.refused:
-                self.set_refused(kept.refused)
-            await self.write_status(force=True)
-            return False
-        self.run, self.store, self.plan_hash = run, store, plan_hash(trials)
-        failed = self.conditions.pop("Failed", None)  # a fixed spec runs again
-        self.refailed_at = failed.get("lastTransitionTime") if failed and failed.get("status") == "True" else None
-        stopped = self.conditions.get("ModelsStopped") or {}
-        if stopped.get("status") == "True":  # a fresh plan launches every model again: the stops are lifted
-            why = "SpecEdited" if status.get("observedGeneration") != self.generation else "OperatorRestarted"
-            models = ", ".join(sorted(status.get("stoppedModels") or {})) or "the stopped models"
-            self.set_condition("ModelsStopped", False, why, f"launches resumed for {models}")
-        self.finished_at = None
-        metrics.init_run(
-            self.ns, self.name, [(m.name, s) for m in run.spec.models for s in sorted({t.service for t in trials})]
-        )
-        self.state = RunState.plan(trials, run.spec.retries.limit)
-        self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
-        if kept is not None and kept.refused:
-            self.set_refused(kept.refused)
-        return True
-
-    def merged_edit(
-        self, raw: dict[str, Any], planned_spec: Any, refused: list[str], planned_run: EvalRun
-    ) -> tuple[EvalRun, dict[str, Any]] | None:
-        """The edited object with its refused frozen fields as planned (``keep_frozen``), parsed; None when that is
-        not a valid spec with the planned frozen fields (then the whole edit is refused, as before)."""
-        if not isinstance(planned_spec, dict) or not isinstance(raw.get("spec"), dict):
-            return None
-        spec = keep_frozen(raw["spec"], planned_spec, refused)
-        try:
-            run = parse_evalrun({**raw, "spec": spec})
-        except (ValueError, SpecError):
-            return None
-        if run.spec.frozen_view() != planned_run.spec.frozen_view():
-            return None
-        return run, spec
-
-    def keep_planned(self, spec: Any) -> None:
-        """Remember the spec the run is planned with, for status.plannedSpec: an operator that restarts (or a peer
-        that takes over) then keeps it as this one did, whatever edit the object shows."""
-        text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
-        self.planned_unwritten = text != self.body.status.get("plannedSpec")
-        self.planned_text = text
-
-    def check_pods(self, run: EvalRun, trials: list[TrialSpec]) -> None:
-        """What only the operator needs: records where it and every pod see them, and a pod per service."""
-        uri = run.spec.output.uri
-        if not uri.startswith("s3://") and not Path(uri).is_absolute():  # e.g. the default "runs"
-            raise ValueError(
-                f"spec.output.uri: '{uri}' is a relative local path, which each trial pod would "
-                "resolve on its own disk; set s3://<bucket>/<prefix> (or an absolute path shared "
-                "by the operator and every pod)"
-            )
-        for trial in {t.service: t for t in trials}.values():
-            trial_pod(run, trial, self.shared.settings)  # raises ValueError naming spec.pod.sidecarImages.<svc>
-        pod = run.spec.pod
-        refused = self.shared.settings.refusals(pod.runner_image, pod.sidecar_images, pod.service_account_name)
-        if refused:
-            raise ValueError("; ".join(refused))
-
-    def drop_state(self) -> None:
-        """Stop tracking the run (it failed): its pods in flight no longer count against the operator's cap, and
-        none of them is running any more as far as status says (their trials show pending)."""
-        if self.state is not None:
-            self.shared.inflight -= self.state.release_all()
-            self.snapshot = self.projection(self.state)
-        self.state = None
-
-    async def stop_pods(self, why: str) -> None:
-        """A run that failed mid-run launches nothing more and stops what it has running: its trial pods are
-        deleted (listed by label, so pods of an earlier operator incarnation go too). Their stored records,
-        if any, stay where they are; the run itself is over."""
-        try:
-            pods = await self.shared.kube.list_pods(self.ns, f"{LABEL_RUN_UID}={self.uid}")
-            for pod in pods:
-                await self.shared.kube.delete_pod(self.ns, pod["metadata"]["name"])
-        except Exception as exc:  # noqa: BLE001 - the EvalRun's deletion still removes them (ownerReferences)
-            self.logger.warning("could not delete the pods of the failed run: %s", exc)
-            return
-        if pods:
-            kopf.warn(self.body, reason="Stopped", message=f"{len(pods)} trial pod(s) deleted: {why}"[:1000])
-
-    async def reject_edit(self, fields: list[str]) -> None:
-        """A result-affecting edit after trials ran is refused, not acted on: the run keeps the spec it was
-        planned with (its generation is observed, and Valid=False says why); reverting the edit clears it."""
-        self.set_refused(fields)
-        await self.write_status(force=True)
-
-    def set_refused(self, fields: list[str]) -> None:
-        named = ", ".join(f"spec.{f}" for f in fields or RESULT_FIELDS)
-        self.set_condition(
-            "Valid",
-            False,
-            "ImmutableField",
-            f"{named} cannot change once trials exist (generation {self.body.metadata.get('generation')} "
-            "is not applied); revert the edit, or create a new EvalRun",
-        )
-
-    async def give_up(self, reason: str, message: str) -> None:
-        """Stop the run like a Job past its backoffLimit or activeDeadlineSeconds: Failed, with a Failed condition
-        saying why, its pods deleted; the status written last shows none of them running (their records stay)."""
-        self.phase = "Failed"
-        self.finished_at = now_iso()
-        self.set_condition("Failed", True, reason, message)
-        kopf.warn(self.body, reason=reason, message=message[:1000])
-        await self.stop_pods(f"the run failed ({reason})")
-        self.drop_state()
-        await self.write_status(force=True)
-
-    async def fail(self, reason: str, message: str) -> None:
-        """An invalid or conflicting spec: Failed (Valid=False says why); pods it has are deleted, as give_up does."""
-        self.phase = "Failed"
-        self.finished_at = now_iso()
-        self.set_condition("Valid", False, reason, message)
-        self.set_condition("Failed", True, reason, message)  # the Job's terminal condition
-        await self.stop_pods(f"the run failed ({reason})")
-        self.drop_state()
-        await self.write_status(force=True)
 
     async def rebuild(self) -> None:
         assert self.state is not None and self.store is not None and self.run is not None
@@ -496,89 +191,28 @@ class Reconciler:
         pods = await self.shared.kube.list_pods(self.ns, f"{LABEL_RUN_UID}={self.uid}")
         if await self.conflict(records):
             return
-        for r in records:
-            self.state.adopt_record(r, self.run.spec.retries.backoff_seconds)
-        # backoffLimit counts on across a restart; an edit that runs a failed run again starts it afresh
-        self.state.rebuild_streak(records, since=self.refailed_at)
+        self.adopt_records(records)
         stopped_by_us = self.refailed_at is not None or (self.conditions.get("Suspended") or {}).get("status") == "True"
-        for pod in pods:
-            tid = (pod["metadata"].get("annotations") or {}).get(ANN_TRIAL, "")
-            retry = int((pod["metadata"].get("labels") or {}).get("mcpfleet.io/retry", "0"))
-            if (
-                tid in self.state.trials
-                and tid not in self.state.done
-                and tid not in self.state.in_flight
-                and retry >= self.state.retries.get(tid, 0)
-            ):  # an older try's outcome is already recorded
-                self.state.launched(
-                    self.state.trials[tid],
-                    pod["metadata"]["name"],
-                    retry,
-                    _ts(pod["metadata"].get("creationTimestamp")),
-                )
-                self.shared.inflight += 1
-                deleting = pod["metadata"].get("deletionTimestamp")
-                if deleting and stopped_by_us:
-                    # Deleted by this operator when the run was suspended or failed (before a restart, or before
-                    # the edit that runs it again): as then, the try does not count unless it stored a record.
-                    inf = self.state.in_flight[tid]
-                    inf.suspended, inf.reason = True, "pod deleted: the run was suspended or had failed"
-                    inf.ending, inf.kill_by = time.time(), _ts(deleting)
-                self.queue.put_nowait(("MODIFIED", pod))  # a pod being deleted is seen ending there
-            else:
+        for pod, claim in claims(pods, self.state, time.time()):
+            if claim is None:  # an older try's outcome is already recorded
                 await self.drain(pod)
+                continue
+            self.state.launched(self.state.trials[claim.tid], claim.name, claim.retry, claim.created)
+            self.shared.inflight += 1
+            if claim.deleting is not None and stopped_by_us:
+                # Deleted by this operator when the run was suspended or failed (before a restart, or before
+                # the edit that runs it again): as then, the try does not count unless it stored a record.
+                inf = self.state.in_flight[claim.tid]
+                inf.suspended, inf.reason = True, "pod deleted: the run was suspended or had failed"
+                inf.ending, inf.kill_by = time.time(), claim.deleting
+            self.queue.put_nowait(("MODIFIED", pod))  # a pod being deleted is seen ending there
         await self.learn_history(self.run.spec.launch_order.learn_from if self.run is not None else [])
         if self.state is None:
             return
         self.state.finish_rebuild()
         if self.run is not None and not self.run.spec.suspend:
             self.mark_started()  # a run created suspended starts once resumed
-        self.phase = "Running"
-
-    async def conflict(self, records: list[dict[str, Any]]) -> bool:
-        """Scored records of this run's trials stored with another spec: the run fails (SpecConflict)."""
-        assert self.state is not None
-        conflicts = [
-            r["trial_id"]
-            for r in records  # infra errors measured nothing: never a conflict
-            if r.get("trial_id") in self.state.trials
-            and is_scored(r.get("failure"))
-            and r.get("spec_hash") != self.state.trials[r["trial_id"]].spec_hash
-        ]
-        if conflicts:
-            await self.fail(
-                "SpecConflict",
-                f"{len(conflicts)} stored trial(s) were recorded with a different "
-                f"spec (e.g. {conflicts[0]}); create a new EvalRun instead of editing",
-            )
-        return bool(conflicts)
-
-    def mark_started(self) -> None:
-        assert self.state is not None
-        if self.started_at is None:
-            self.started_at = now_iso()
-            kopf.info(self.body, reason="Started", message=f"{len(self.state.trials)} trials planned")
-            self.dirty = True
-
-    async def learn_history(self, names: list[str]) -> None:
-        """Earlier runs' trial times seed the launch order (spec.launchOrder.learnFrom). Reading them is an
-        optimisation: a run that cannot be read is a Warning event, and this run goes on without it."""
-        if not names or self.run is None or self.state is None:
-            return
-        config = store_config(self.run.spec.output, self.name, bundled_root())
-        history = await asyncio.to_thread(read_history, config, names, self.uid)
-        if self.state is None:
-            return
-        counted = self.state.waiting.learn(history.samples)
-        for problem in history.problems:
-            kopf.warn(self.body, reason="LaunchHistoryUnavailable", message=problem[:1000])
-        if counted:
-            tasks = len({task for task, _, _ in history.samples if task in self.state.waiting.rank})
-            kopf.info(
-                self.body,
-                reason="LaunchHistory",
-                message=f"launch order seeded with {counted} trial times of {tasks} tasks from {', '.join(names)}",
-            )
+        self.phase = Phase.RUNNING
 
     async def drain(self, pod: dict[str, Any]) -> None:
         """A pod whose try's outcome is already recorded: delete it; one still running (its runner exiting after
@@ -590,7 +224,7 @@ class Reconciler:
         except Exception as exc:  # noqa: BLE001 - deleted again later; meanwhile it holds its slot if it runs
             self.delete_later(name, exc)
             gone = False
-        if gone or (pod.get("status") or {}).get("phase") in TERMINAL:
+        if gone or ended(pod):
             return
         grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", LOST_POD_GRACE_SECONDS)
         self.state.draining[name] = time.time() + float(grace) + TERMINATING_SLACK_SECONDS
@@ -646,8 +280,7 @@ class Reconciler:
             events.append(self.queue.get_nowait())
         by_trial: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for kind, pod in events:
-            meta = pod.get("metadata") or {}
-            key = (meta.get("annotations") or {}).get(ANN_TRIAL) or meta.get("name") or ""
+            key = trial_of(pod) or (pod.get("metadata") or {}).get("name") or ""
             by_trial.setdefault(key, []).append((kind, pod))
         taken = await asyncio.gather(*(self.take_events(evs) for evs in by_trial.values()), return_exceptions=True)
         failed = next((r for r in taken if isinstance(r, BaseException)), None)
@@ -670,16 +303,12 @@ class Reconciler:
             await self.launch()
         if self.state is None:  # the launch failed the run (the API server refuses its pods for good)
             return
-        if self.state.complete and self.phase not in ("Succeeded", "Failed"):
+        if self.state.complete and not self.phase.terminal:
             try:
                 await self.finish()
             except STORE_FAILURES as exc:  # finish() runs again on the next step
                 self.store_unavailable(exc)
         await self.write_status()
-
-    def suspended(self) -> bool:
-        """spec.suspend applies: the run is not over and launches nothing (its pods are deleted)."""
-        return self.run is not None and self.run.spec.suspend and self.state is not None and not self.state.complete
 
     async def apply_suspend(self) -> None:
         """spec.suspend, as a Job's: while true, the run's trial pods are deleted (also pods found by a restarted
@@ -713,7 +342,7 @@ class Reconciler:
                     inf.reason, inf.ending, inf.kill_by = before[tid]
                 elif not res and self.state is not None:  # gone already: its DELETED event is past
                     try:
-                        await self.outcome(tid, _stub(inf.pod, tid), inf.reason)
+                        await self.outcome(tid, stub(inf.pod, tid), inf.reason)
                     except STORE_FAILURES as exc:  # nothing counted: the next step deletes (404) and tries again
                         inf.suspended = False
                         self.store_unavailable(exc)
@@ -729,11 +358,11 @@ class Reconciler:
         """spec.activeDeadlineSeconds, as a Job's: a run active longer than this (since status.startedAt, which a
         resume resets; suspended time does not count) stops its pods and ends Failed (DeadlineExceeded)."""
         assert self.run is not None and self.state is not None
-        limit = self.run.spec.active_deadline_seconds
-        if limit is None or self.started_at is None or self.suspended() or self.state.complete:
+        if self.suspended() or self.state.complete:
             return
-        active = time.time() - _ts(self.started_at)
-        if active <= limit:
+        limit = self.run.spec.active_deadline_seconds
+        started = _ts(self.started_at) if self.started_at is not None else None
+        if (active := over_active_deadline(limit, started, time.time())) is None:
             return
         counts = self.state.counts()
         await self.give_up(
@@ -764,98 +393,6 @@ class Reconciler:
         """Take these pod events again after STORE_RETRY_SECONDS (a store outage, a pod call the API refused)."""
         self.deferred.extend(events)
         self.deferred_until = time.monotonic() + STORE_RETRY_SECONDS
-
-    def store_unavailable(self, exc: BaseException) -> None:
-        self.logger.warning("the results store failed (will try again): %s", exc)
-        self.store_retry_at = time.monotonic() + STORE_RETRY_SECONDS
-
-    async def check_spec(self) -> None:
-        """Spec edits: suspend and concurrency apply at once; more trials are added; an edit of a frozen field once
-        trials exist is refused (Valid=False) while the rest of it applies; a new output before any trial exists
-        is where the records are read from then on."""
-        gen = self.body.metadata.get("generation")
-        if gen == self.generation or self.state is None or time.monotonic() < self.store_retry_at:
-            return
-        seen, self.generation = self.generation, gen
-        raw = {k: v for k, v in dict(self.body).items() if k in ("apiVersion", "kind", "metadata", "spec")}
-        spec = raw.get("spec")
-        refused: list[str] = []
-        moved: tuple[ResultStore, list[dict[str, Any]]] | None = None  # the new output's store and its records
-        try:
-            run = parse_evalrun(raw)
-            trials = await asyncio.to_thread(planned, run)
-            self.check_pods(run, trials)
-            before = self.run.spec.frozen_view() if self.run is not None else {}
-            fields = [f for f, v in run.spec.frozen_view().items() if v != before.get(f)]
-            if (plan_hash(trials) != self.plan_hash or "output" in fields) and (
-                self.state.done or self.state.in_flight
-            ):
-                # Records read from a new output would miss every record written to the old one: refused as well.
-                # What else the edit changes applies, with the frozen fields as planned.
-                kept = json.loads(self.planned_text) if self.planned_text else None
-                merged = self.merged_edit(raw, kept, fields, self.run) if fields and self.run is not None else None
-                if merged is None or merged[1] == kept:  # nothing else changed (or no spec to keep them from)
-                    await self.reject_edit(fields or list(RESULT_FIELDS))
-                    return
-                run, spec = merged
-                trials = await asyncio.to_thread(planned, run)
-                self.check_pods(run, trials)
-                if plan_hash(trials) != self.plan_hash:  # more changed under the run than the edit
-                    await self.reject_edit(fields)
-                    return
-                refused = fields
-            elif "output" in fields:  # no trial ran nor runs: read the records where the pods will store them now
-                store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
-                moved = store, await asyncio.to_thread(lambda: list(store.iter_results()))
-        except STORE_FAILURES as exc:  # the pack or the new output cannot be read right now: take the edit later
-            self.generation = seen
-            self.store_unavailable(exc)
-            return
-        except Exception as exc:  # noqa: BLE001 - as in load(): an edit that cannot be planned fails the run
-            problems = spec_problems(exc)
-            await self.fail("InvalidSpec", "; ".join(problems))
-            kopf.warn(self.body, reason="InvalidSpec", message="; ".join(problems)[:1000])
-            return
-        before_history = self.run.spec.launch_order.learn_from if self.run is not None else []
-        self.run, self.plan_hash = run, plan_hash(trials)
-        self.keep_planned(spec)
-        self.create_retry_at = 0.0  # the edit may fix what the API server refused (spec.pod): creates are tried at once
-        if refused:  # still refused: Valid stays False (its transition time too)
-            self.set_refused(refused)
-        else:
-            self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
-        self.state.trials = {t.trial_id: t for t in trials}
-        self.state.order = [t.trial_id for t in trials]
-        self.state.retry_limit = run.spec.retries.limit
-        self.state.done = {k: v for k, v in self.state.done.items() if k in self.state.trials}
-        if moved is not None:
-            self.store = moved[0]
-            if await self.conflict(moved[1]):
-                return
-            self.readopt(moved[1])
-        added = [n for n in run.spec.launch_order.learn_from if n not in before_history]
-        resumed = self.state.resume_models()  # an edit (a new key reference, another model) lifts the stops
-        if resumed:
-            self.set_condition(
-                "ModelsStopped", False, "SpecEdited", f"launches resumed for {', '.join(sorted(resumed))}"
-            )
-        self.state.finish_rebuild()
-        if self.phase in ("Succeeded", "Failed") and not self.state.complete:
-            self.phase = "Running"
-            self.finished_at = None
-            self.conditions.pop("Complete", None)
-            self.conditions.pop("Failed", None)
-        self.dirty = True
-        await self.learn_history(added)  # runs named by the edit (one dropped keeps what it taught)
-
-    def readopt(self, records: list[dict[str, Any]]) -> None:
-        """The records of a new output (no trial ran or runs): as a restarted operator would read them, the tries
-        counted so far are the ones stored there (the old output's infrastructure records no longer count)."""
-        assert self.state is not None and self.run is not None
-        self.state.retries, self.state.retries_total = {}, 0
-        for r in records:
-            self.state.adopt_record(r, self.run.spec.retries.backoff_seconds)
-        self.state.rebuild_streak(records, since=self.refailed_at)
 
     def per_model_free(self) -> dict[str, int]:
         assert self.run is not None and self.state is not None
@@ -906,9 +443,9 @@ class Reconciler:
         self.dirty = True
         for tid, _, exc in refused:
             if exc.for_good:  # the same manifest is refused every time: an invalid spec, not a retry for ever
-                message = f"the API server refused the pod of trial {tid} ({exc}); fix spec.pod or spec.limits"
-                await self.fail("InvalidSpec", message)
-                kopf.warn(self.body, reason="InvalidSpec", message=message[:1000])
+                await self.invalid(
+                    f"the API server refused the pod of trial {tid} ({exc}); fix spec.pod or spec.limits"
+                )
                 return
         if refused:
             self.creates_refused(refused[-1][1], refused[-1][2])
@@ -946,53 +483,34 @@ class Reconciler:
 
     # -- outcomes ---------------------------------------------------------------------------------
     async def on_pod(self, kind: str, pod: dict[str, Any]) -> None:
+        """One pod event: a draining pod gone frees its slot; an event of a try's own pod acts as ``podview.seen``
+        says (take its outcome, wait for its pod to go, or give up on it)."""
         assert self.state is not None
-        meta = pod.get("metadata") or {}
-        tid = (meta.get("annotations") or {}).get(ANN_TRIAL, "")
+        name = (pod.get("metadata") or {}).get("name")
         status = pod.get("status") or {}
-        phase = status.get("phase")
-        if meta.get("name") in self.state.draining and (kind == "DELETED" or phase in TERMINAL):
-            self.drained(meta["name"])
+        if name in self.state.draining and (kind == "DELETED" or ended(pod)):
+            self.drained(name)
         if kind == "DELETED":
-            self.to_delete.discard(meta.get("name") or "")
+            self.to_delete.discard(name or "")
+        tid = trial_of(pod)
         inf = self.state.in_flight.get(tid)
-        if inf is None or inf.pod != meta.get("name"):
+        if inf is None or inf.pod != name:
             return  # a pod we already handled (or a stale try): nothing to count
-        if inf.started is None and _ran(status):
+        now = time.time()
+        if inf.started is None and runner_started(status):
             # Its runner started (as far as the pod says): seen here first, e.g. by an operator that restarted
             # while the pod was on a lost node, Terminating or Unknown. It may still be running, so it is waited
             # for as long as a runner that was seen running, never retried after the Pending path's short wait.
-            inf.started = time.time()
-        _note_disruption(inf, kind, pod)
-        if inf.suspended or inf.disrupted:
-            # Deleted by a suspend, or disrupted by Kubernetes: taken once the pod is gone (its trial runs again under
-            # the same pod name if the try does not count), its record if it stored one deciding, as always.
-            if kind == "DELETED":
-                await self.outcome(tid, pod, inf.reason or f"pod disrupted ({inf.disrupted})")
-            elif inf.suspended:
-                pass  # the suspend deleted it
-            elif meta.get("deletionTimestamp"):  # a drain or a preemption deletes it: its node stops it first
-                if inf.ending is None:
-                    inf.ending, inf.kill_by = time.time(), _ts(meta["deletionTimestamp"])
-                    inf.reason = inf.reason or f"pod disrupted ({inf.disrupted})"
-            elif phase in TERMINAL and inf.ending is None:  # stopped on its node (a kubelet eviction): remove it
-                await self.end_try(tid, f"pod disrupted ({inf.disrupted})", pod, gone_later=True)
-            return
-        if kind == "DELETED" and phase not in TERMINAL:  # gone (404 from now on): nothing of it runs any more
-            await self.outcome(tid, pod, inf.reason or "pod deleted before it finished")
-        elif phase in TERMINAL:  # a node reports this only once every container has stopped
-            await self.outcome(tid, pod, inf.reason)
-        elif meta.get("deletionTimestamp"):
-            # Deleted (by anyone) while it runs: its containers have their grace period, in which the runner
-            # may still store its record. Wait for the pod to be gone; only then is the try's outcome known.
-            if inf.ending is None:
-                inf.ending, inf.kill_by = time.time(), _ts(meta["deletionTimestamp"])
-                inf.reason = inf.reason or "pod deleted before it finished"
-        else:
-            reason, message = _waiting_reason(status)
-            if reason in IMAGE_FAILURES and inf.ending is None:
-                # The kubelet's message says what to fix: 'secret "llm-keys" not found', the image that failed.
-                await self.end_try(tid, f"pod cannot start: {reason}" + (f": {message}" if message else ""), pod)
+            inf.started = now
+        inf.disrupted = disruption_seen(inf.disrupted, kind, pod)
+        event = seen(kind, pod, inf, now)
+        if event.act is Act.TAKE:
+            await self.outcome(tid, pod, event.reason)
+        elif event.act is Act.ENDING:
+            inf.ending, inf.kill_by, inf.reason = now, event.kill_by, event.reason
+        elif event.act is Act.END:
+            assert event.reason is not None
+            await self.end_try(tid, event.reason, pod, gone_later=event.gone_later)
 
     async def end_try(self, tid: str, reason: str, pod: dict[str, Any] | None = None, gone_later: bool = False) -> None:
         """The operator gives up on a try whose pod has not finished: delete the pod (gracefully) and take the
@@ -1012,11 +530,11 @@ class Reconciler:
             inf.reason, inf.ending, inf.kill_by = before
             raise
         if not deleted and not gone_later:  # gone: its DELETED event is past
-            await self.outcome(tid, _stub(inf.pod, tid), reason)
+            await self.outcome(tid, stub(inf.pod, tid), reason)
 
     async def outcome(self, tid: str, pod: dict[str, Any], infra_reason: str | None, streak: bool = True) -> None:
-        """Take a finished try: the stored record decides; a try without one is an infrastructure error (``streak``:
-        one that counts towards backoffLimit)."""
+        """Take a finished try as ``verdict.judge`` rules: the stored record decides; a try without one is an
+        infrastructure error (``streak``: one that counts towards backoffLimit), unless it does not count at all."""
         if self.state is None:  # the run failed while this try's pod was being deleted: nothing left to count
             return
         assert self.store is not None and self.run is not None
@@ -1025,121 +543,94 @@ class Reconciler:
         if self.state is None:  # the run stopped while the record was read (another trial's outcome failed it)
             return
         tries = self.state.retries.get(tid, 0) + 1
-        if record is not None and not is_scored(record.get("failure")) and record.get("infra_attempts") != tries:
-            record = None  # the record of an earlier try, not this try's outcome
-        ok = record is not None and record.get("spec_hash") == trial.spec_hash and record.get("failure") != INFRA_ERROR
-        stored = record if ok else None
         inf = self.state.in_flight.get(tid)
-        # Disrupted by Kubernetes before it stored a record (as a Job's podFailurePolicy Ignore on DisruptionTarget),
-        # unless a suspend stopped it first; in a row of up to DISRUPTION_LIMIT it does not count.
-        disrupted = stored is None and inf is not None and not inf.suspended and inf.disrupted is not None
-        in_a_row = self.state.disrupted(tid) if disrupted else None
-        if stored is None and inf is not None and (inf.suspended or in_a_row):
-            # Stopped by a suspend, or disrupted, before it stored a record: the try does not count (no retry, no
-            # infra error, the run's streak unchanged); its trial waits at the front of the queue, to run under the
-            # same pod name (its pod is gone: outcomes of such tries are taken only then).
-            if in_a_row and inf is not None:
-                metrics.DISRUPTIONS.labels(self.ns, self.name, trial.model.name).inc()
+        suspended, disrupted = (inf.suspended, inf.disrupted) if inf is not None else (False, None)
+        v = judge(
+            record,
+            trial.spec_hash,
+            tries,
+            suspended=suspended,
+            disrupted=disrupted,
+            disruptions=self.state.disruptions.get(tid, 0),
+        )
+        model, reason = trial.model.name, infra_reason or failure_reason(pod, v.record)
+        if v.kind is Kind.UNCOUNTED:
+            # Its trial waits at the front of the queue, to run under the same pod name (its pod is gone: outcomes
+            # of such tries are taken only then).
+            if v.in_a_row is not None and inf is not None:
+                self.state.disrupted(tid)
+                metrics.DISRUPTIONS.labels(self.ns, self.name, model).inc()
                 kopf.info(
                     self.body,
                     reason="Disrupted",
                     message=f"{tid}: pod {inf.pod} disrupted ({inf.disrupted}) before it stored a record; run again "
-                    f"as the same try ({in_a_row} of {DISRUPTION_LIMIT} in a row allowed)",
+                    f"as the same try ({v.in_a_row} of {DISRUPTION_LIMIT} in a row allowed)",
                 )
             self.state.unlaunch(tid)
             self.shared.inflight -= 1
             await self.delete_counted(pod["metadata"]["name"])
             self.dirty = True
             return
-        said = termination_message(pod)
+        said, stored = termination_message(pod), v.stored
         if stored is not None and said is not None and bool(said.get("passed")) != bool(stored.get("passed")):
             self.logger.warning(
                 "%s: termination message %s disagrees with the stored record; the record wins", tid, said
             )
-        if stored is not None and stored.get("failure") == PROVIDER_ERROR:
+        if v.kind is Kind.PROVIDER and stored is not None:
             # The provider failed after the runner's retries: measured nothing; try again like an infra error
             # (the pod itself worked, so the run's infrastructure budget is not charged).
-            await self.charge_retries(trial.model.name, stored)
+            await self.charge_retries(model, stored)
             if self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds, harness=False):
-                metrics.INFRA_RETRIES.labels(self.ns, self.name, trial.model.name).inc()
+                metrics.INFRA_RETRIES.labels(self.ns, self.name, model).inc()
             else:
                 self.state.finished(tid, stored)
-                metrics.observe_record(self.ns, self.name, stored, self.scheduling_seconds(tid, pod))
-        elif (
-            stored is not None
-        ):  # a stored record is the outcome, even if the pod was deleted or misreported afterwards
+                metrics.observe_record(self.ns, self.name, stored, scheduling_seconds(pod, time.time()))
+        elif stored is not None:
             self.state.finished(tid, stored, time.time())
-            metrics.observe_record(self.ns, self.name, stored, self.scheduling_seconds(tid, pod))
-            await self.charge_retries(trial.model.name, stored)
-            if stored.get("failure") == CONFIG_ERROR:
-                await self.stop_model(trial.model.name, "ConfigError", f"config_error: {stored.get('error')}")
+            metrics.observe_record(self.ns, self.name, stored, scheduling_seconds(pod, time.time()))
+            await self.charge_retries(model, stored)
+            if v.stops_model:
+                await self.stop_model(model, "ConfigError", f"config_error: {stored.get('error')}")
         else:
-            reason = infra_reason or _failure_reason(pod, record)
-            infra = infra_record(self.run, trial, tries, reason)
+            infra = infra_record(self.run, trial, tries, reason).model_dump(mode="json")
             # Store first: if it fails, nothing is counted and the caller takes this outcome again later.
             await asyncio.to_thread(self.store.write_files, tid, {})
-            await asyncio.to_thread(self.store.commit, tid, dumps(infra.model_dump(mode="json")))
+            await asyncio.to_thread(self.store.commit, tid, dumps(infra))
             if self.state is None:
                 return
-            if disrupted and inf is not None:  # disrupted too often in a row: this one counts
-                metrics.DISRUPTIONS.labels(self.ns, self.name, trial.model.name).inc()
+            if v.disrupted and inf is not None:  # disrupted too often in a row: this one counts
+                metrics.DISRUPTIONS.labels(self.ns, self.name, model).inc()
                 kopf.warn(
                     self.body,
                     reason="Disrupted",
                     message=f"{tid}: pod {inf.pod} disrupted ({inf.disrupted}) {DISRUPTION_LIMIT + 1} times in a row: "
                     "counted as an infrastructure failure",
                 )
-            retry = self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds, harness=streak)
-            if retry:
-                metrics.INFRA_RETRIES.labels(self.ns, self.name, trial.model.name).inc()
+            if self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds, harness=streak):
+                metrics.INFRA_RETRIES.labels(self.ns, self.name, model).inc()
             else:
-                self.state.finished(tid, infra.model_dump(mode="json"))
-                metrics.observe_record(self.ns, self.name, infra.model_dump(mode="json"))
+                self.state.finished(tid, infra)
+                metrics.observe_record(self.ns, self.name, infra)
                 kopf.warn(self.body, reason="InfraError", message=f"{tid}: {reason} (gave up after {tries} tries)")
         self.shared.inflight -= 1
         await self.delete_counted(pod["metadata"]["name"])
         self.dirty = True
         if self.state is None:
             return
-        budget = self.run.spec.retries.backoff_limit
-        budget = max(6, 2 * self.run.spec.concurrency.total) if budget is None else budget
+        budget = backoff_budget(self.run.spec.retries.backoff_limit, self.run.spec.concurrency.total)
         if self.state.infra_streak > budget:
             await self.give_up(
                 "BackoffLimitExceeded",
                 f"{self.state.infra_streak} infrastructure failures in a row, over spec.retries.backoffLimit "
-                f"{budget} (last: {tid}: {infra_reason or _failure_reason(pod, record)}); fix the cause and edit "
-                "the EvalRun to resume it",
+                f"{budget} (last: {tid}: {reason}); fix the cause and edit the EvalRun to resume it",
             )
-
-    async def charge_retries(self, model: str, record: dict[str, Any]) -> None:
-        """Count a trial's LLM retries against its model's budget; stop the model when it is spent."""
-        assert self.state is not None and self.run is not None
-        spent = self.state.charge_retries(model, int((record.get("totals") or {}).get("llm_retries") or 0))
-        budget = self.run.spec.provider.model_retry_budget
-        if budget is not None and spent > budget:
-            why = f"its trials spent {spent} LLM retries, over provider.modelRetryBudget ({budget})"
-            await self.stop_model(model, "RetryBudget", why)
-
-    async def stop_model(self, model: str, reason: str, why: str) -> None:
-        """No more launches of ``model`` (no more paid trials): one condition for the run, one event per model.
-
-        Its trials in flight finish; the rest wait for a spec edit (which lifts the stop) or a new run."""
-        assert self.state is not None
-        if not self.state.stop_model(model, why):
-            return
-        message = "; ".join(f"{m}: {w}" for m, w in sorted(self.state.stopped.items()))
-        self.set_condition("ModelsStopped", True, reason, message)
-        kopf.warn(self.body, reason=reason, message=f"model {model} stopped: {why}"[:1000])
-        self.logger.warning("model %s stopped: %s", model, why)
-        self.dirty = True
 
     async def resync(self) -> None:
         """Pods gone without a DELETED event. kopf restarts a watch the API server expired (410 Gone) from a fresh
         list, and a pod deleted in between is never reported (client-go's informers report it as a tombstone; kopf
         does not): its try waited out its whole deadline, and a draining pod held its slot. Every RESYNC_SECONDS
-        the run's pods are listed; one missing from two lists in a row (its DELETED event, if one was on its
-        way, had a whole interval to arrive) is taken as deleted, its record (if its runner stored one) deciding
-        as always."""
+        the run's pods are listed; one missing from two lists in a row (``podview.vanished``) is taken as deleted,
+        its record (if its runner stored one) deciding as always."""
         assert self.state is not None
         self.resync_at = time.monotonic() + RESYNC_SECONDS
         try:
@@ -1149,46 +640,40 @@ class Reconciler:
             return
         if self.state is None:
             return
-        listed = {p["metadata"]["name"] for p in pods}
         tracked = {inf.pod: tid for tid, inf in self.state.in_flight.items()}
-        missing = {name for name in [*tracked, *self.state.draining] if name not in listed}
-        for name in sorted(missing & self.unlisted):
+        listed = {p["metadata"]["name"] for p in pods}
+        gone, self.unlisted = vanished(listed, [*tracked, *self.state.draining], self.unlisted)
+        for name in gone:
             self.logger.warning("pod %s is gone, though no DELETED event said so: taken as deleted", name)
             if name in tracked:
-                self.queue.put_nowait(("DELETED", _stub(name, tracked[name])))
+                self.queue.put_nowait(("DELETED", stub(name, tracked[name])))
             else:
                 self.drained(name)
-        self.unlisted = missing - self.unlisted
 
     async def check_deadlines(self) -> None:
-        """Tries that will not end by themselves. A Pending one is deleted (its outcome is taken once it is
-        gone); one whose runner certainly stopped, though its pod does not say so, is counted at once."""
+        """Tries that will not end by themselves (``overdue.overdue_try``). A Pending one is deleted (its outcome is
+        taken once it is gone); one whose runner certainly stopped, though its pod does not say so, is counted at
+        once."""
         assert self.state is not None and self.run is not None
         await self.retry_deletes()
-        limit = self.run.spec.pod.pending_timeout_seconds
         now = time.time()
-        for name, until in list(self.state.draining.items()):
-            if now > until:  # its node never finished deleting it (lost): its slot is free again
-                self.drained(name)
+        for name in overdue_drains(self.state.draining, now):
+            self.drained(name)
         for tid, inf in list(self.state.in_flight.items()):
             if self.state is None:
                 return
-            overdue = pod_deadline(inf.trial, self.shared.settings) + LOST_POD_GRACE_SECONDS
-            why = None
-            if inf.started is not None and now - inf.started > overdue:
-                # Past activeDeadlineSeconds and the termination grace, which its node enforces even when cut off:
-                # the runner has stopped, though its kubelet no longer reports (a lost node: Unknown, or stuck
-                # Terminating). Counted failed, never waited on for ever.
-                why = f"pod still not finished {int(overdue)} s after it started (node lost, or stuck terminating)"
-                if inf.reason:
-                    why = f"{inf.reason}; {why}"
-            elif inf.started is None and inf.kill_by is not None and now > inf.kill_by + TERMINATING_SLACK_SECONDS:
-                # Deleted before its runner was seen running, and its node never finished deleting it.
-                why = f"{inf.reason}; pod still terminating {int(now - (inf.ending or now))} s after its deletion"
-                why += " (node lost?)"
-            elif inf.started is None and inf.ending is None and now - inf.created > limit:
+            due = overdue_try(
+                inf,
+                now,
+                run_seconds=pod_deadline(inf.trial, self.shared.settings) + LOST_POD_GRACE_SECONDS,
+                pending_seconds=self.run.spec.pod.pending_timeout_seconds,
+                slack=TERMINATING_SLACK_SECONDS,
+            )
+            if due is None:
+                continue
+            if not due.count:
                 try:
-                    await self.end_try(tid, f"pod still Pending after {limit} s")
+                    await self.end_try(tid, due.reason)
                 except STORE_FAILURES as exc:
                     self.store_unavailable(exc)
                     return
@@ -1198,217 +683,14 @@ class Reconciler:
                     )
                     return
                 continue
-            if why is not None:
-                # Its pod may still exist (a lost node), so its name cannot be used again: a disruption or a suspend
-                # counts here (charged, and retried under the next name), as a Job replaces a pod stuck terminating;
-                # as a pod Kubernetes or the operator stopped, not towards backoffLimit.
-                stopped = inf.disrupted is not None or inf.suspended
-                inf.disrupted, inf.suspended = None, False
-                try:
-                    await self.outcome(tid, _stub(inf.pod, tid), why, streak=not stopped)
-                except STORE_FAILURES as exc:  # still overdue on the next step
-                    self.store_unavailable(exc)
-                    return
-
-    async def finish(self) -> None:
-        assert self.run is not None and self.state is not None and self.store is not None
-        trials = list(self.state.trials.values())
-        stopped = dict(self.state.stopped)
-        summary = await asyncio.to_thread(build_summary, self.run, trials, self.store, stopped)
-        await asyncio.to_thread(self.store.write_json, PLAN_FILE, plan_file(self.run, trials))
-        await asyncio.to_thread(self.store.write_json, "summary.json", summary)
-        if mixed := mixed_harness(summary):
-            kopf.warn(self.body, reason="MixedHarness", message=mixed)
-        if stopped:  # the other models are done; the stopped ones wait for a fix (a spec edit resumes them)
-            self.phase = "Failed"
-            self.finished_at = now_iso()
-            unrun = len(trials) - len(self.state.done)
-            why = f"{unrun} trial(s) of {', '.join(sorted(stopped))} not run; fix the cause and edit the EvalRun"
-            self.set_condition("Complete", False, "ModelsStopped", why)
-            self.set_condition("Failed", True, "ModelsStopped", why)
-            await self.write_status(force=True)
-            return
-        unscored = self.state.not_scored()
-        if trials and not any(is_scored(d["failure"]) for d in self.state.done.values()):
-            # Every trial ended unscored (infrastructure or provider errors after their retries): the run measured
-            # nothing, so it is not a success. Some unscored trials among scored ones leave it Succeeded, with
-            # counts.infraErrors and status.notScored (and the Complete message) saying how many.
-            self.phase = "Failed"
-            self.finished_at = now_iso()
-            named = ", ".join(f"{n} {k}" for k, n in unscored.items() if n)
-            why = (
-                f"none of the {len(trials)} trials was scored ({named}); fix the cause, then raise "
-                "spec.retries.limit to try them again, or create a new EvalRun"
-            )
-            self.set_condition("Complete", False, "NoTrialScored", why)
-            self.set_condition("Failed", True, "NoTrialScored", why)
-            kopf.warn(self.body, reason="NoTrialScored", message=why[:1000])
-            await self.write_status(force=True)
-            return
-        self.phase = "Succeeded"
-        self.finished_at = now_iso()
-        skipped = sum(unscored.values())
-        note = f", {skipped} not scored (status.notScored)" if skipped else ""
-        self.set_condition(
-            "Complete", True, "AllTrialsRecorded", f"{len(trials)} trials recorded{note}; summary.json written"
-        )
-        kopf.info(self.body, reason="Completed", message=f"{len(trials)} trials, pass@1 {self.state.pass_at_1()}")
-        await self.write_status(force=True)
-
-    # -- status -----------------------------------------------------------------------------------
-    def status(self) -> dict[str, Any]:
-        st = self.state
-        phase = self.phase
-        if self.suspended():
-            phase = "Suspended"
-        for cond in self.conditions.values():  # the generation a condition was set at, as Kubernetes does
-            cond.setdefault("observedGeneration", self.generation)
-        out: dict[str, Any] = {
-            "phase": phase,
-            "observedGeneration": self.generation,
-            "conditions": list(self.conditions.values()),
-        }
-        if self.started_at:
-            out["startedAt"] = self.started_at
-        if self.plan_hash:
-            out["planHash"] = self.plan_hash
-        if self.planned_unwritten:  # a JSON string: a merge patch replaces it whole (a dict would be merged into)
-            out["plannedSpec"] = self.planned_text
-        out["finishedAt"] = self.finished_at if phase in TERMINAL else None  # null: removed (a run resumed)
-        if st is not None:
-            out.update(self.projection(st))
-        elif self.snapshot is not None:  # a run that failed: what it had, nothing running
-            out.update(self.snapshot)
-        elif phase in TERMINAL and (self.body.status.get("counts") or {}).get("running"):
-            # Failed before it was planned again (e.g. found invalid by a restarted operator), its pods deleted.
-            counts = dict(self.body.status["counts"])
-            counts["pending"] = counts.get("pending", 0) + counts["running"]
-            counts["running"] = 0
-            out["counts"] = counts
-        return out
-
-    @staticmethod
-    def projection(st: RunState) -> dict[str, Any]:
-        """What status shows of the run's state: bounded in size (counts and per model x service figures)."""
-        counts = st.counts()
-        return {
-            "counts": counts,
-            "notScored": st.not_scored(),  # infra, provider and config errors: left out of passAt1
-            "progress": f"{counts['finished']}/{counts['total']}",
-            "passAt1": st.pass_at_1(),
-            "results": st.results(),
-            "stoppedModels": dict(st.stopped) or None,  # None: a merge patch removes it once resumed
-        }
-
-    async def write_status(self, force: bool = False) -> None:
-        """Write the run's status (at most once per status_interval unless forced). A write the API server
-        refuses or that is lost leaves the run dirty: it is written again, also once the run has settled."""
-        now = time.monotonic()
-        if not force and (not self.dirty or now - self.last_status < self.shared.settings.status_interval):
-            return
-        self.dirty, self.last_status = False, now
-        self.export_gauges()
-        try:
-            await self.shared.kube.patch_status(self.ns, self.name, self.status())
-        except Exception as exc:  # noqa: BLE001 - refused or lost: written again after status_interval
-            self.dirty = self.unwritten = True
-            self.logger.warning("writing the status failed (will try again): %s", exc)
-            return
-        self.unwritten = self.planned_unwritten = False
-
-    def export_gauges(self) -> None:
-        """Progress, pass rates and pods in flight for dashboards: a projection of the same state as status."""
-        st, run = self.state, self.run
-        if st is None or run is None:
-            return
-        counts = st.counts()
-        for state in ("total", "finished", "passed"):
-            metrics.RUN_TRIALS.labels(self.ns, self.name, state).set(counts[state])
-        metrics.PENDING.labels(self.ns, self.name).set(counts["pending"])
-        busy = st.in_flight_by_model()
-        for m in run.spec.models:
-            metrics.IN_FLIGHT.labels(self.ns, self.name, m.name).set(busy.get(m.name, 0))
-        for row in st.results():
-            metrics.PASS_RATE.labels(self.ns, self.name, row["model"], row["service"]).set(float(row["passAt1"]))
-
-    def scheduling_seconds(self, tid: str, pod: dict[str, Any]) -> float | None:
-        """Pod creation to runner start, from the pod's own timestamps (None if the pod does not say)."""
-        status = pod.get("status") or {}
-        started = status.get("startTime")
-        created = (pod.get("metadata") or {}).get("creationTimestamp")
-        if not (started and created):
-            return None
-        return _ts(started) - _ts(created)
-
-
-def _stub(name: str, tid: str) -> dict[str, Any]:
-    """A pod we know only by name (gone, or not reporting)."""
-    return {"metadata": {"name": name, "annotations": {ANN_TRIAL: tid}}, "status": {}}
-
-
-def _ran(status: dict[str, Any]) -> bool:
-    """Whether the pod's containers started, by its own status: phase Running or Unknown (a node that stopped
-    reporting a pod it had), or a container that is, or was, running."""
-    if status.get("phase") in ("Running", "Unknown"):
-        return True
-    return any(
-        (cs.get("state") or {}).get("running") or ((cs.get("state") or {}).get("terminated") or {}).get("startedAt")
-        for cs in status.get("containerStatuses") or []
-    )
-
-
-def _disruption(status: dict[str, Any]) -> str | None:
-    """The reason of the pod's DisruptionTarget condition (status "True"), which Kubernetes sets on a pod it is about
-    to stop for reasons not the pod's: EvictionByEvictionAPI (a drain), PreemptionByScheduler,
-    DeletionByTaintManager, DeletionByPodGC, TerminationByKubelet. None if the pod has none."""
-    for cond in status.get("conditions") or []:
-        if cond.get("type") == "DisruptionTarget" and cond.get("status") == "True":
-            return str(cond.get("reason") or "DisruptionTarget")
-    return None
-
-
-def _note_disruption(inf: InFlight, kind: str, pod: dict[str, Any]) -> None:
-    """Remember a disruption on the try when an event first shows it: a drain sets the condition, then deletes the
-    pod, and the last event need not carry it. A live pod that no longer shows it was not disrupted after all
-    (Kubernetes clears a DisruptionTarget whose deletion did not follow)."""
-    status = pod.get("status") or {}
-    why = _disruption(status)
-    if why is not None:
-        inf.disrupted = inf.disrupted or why
-    elif (
-        inf.disrupted is not None
-        and kind != "DELETED"
-        and not (pod.get("metadata") or {}).get("deletionTimestamp")
-        and status.get("phase") not in TERMINAL
-    ):
-        inf.disrupted = None
-
-
-def _waiting_reason(status: dict[str, Any]) -> tuple[str | None, str]:
-    """The first waiting container's reason and message (the message cut to 300 characters)."""
-    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
-        waiting = (cs.get("state") or {}).get("waiting")
-        if waiting and waiting.get("reason"):
-            return str(waiting["reason"]), str(waiting.get("message") or "").strip()[:300]
-    return None, ""
-
-
-def _failure_reason(pod: dict[str, Any], record: dict[str, Any] | None) -> str:
-    status = pod.get("status") or {}
-    if record is not None and record.get("failure") == INFRA_ERROR:
-        return f"runner reported: {record.get('error')}"
-    parts = [f"pod {status.get('phase', 'gone')}"]
-    if status.get("reason"):
-        parts.append(str(status["reason"]))
-    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
-        term = (cs.get("state") or {}).get("terminated")
-        if term:
-            parts.append(f"{cs.get('name')} exit {term.get('exitCode')}")
-            msg = (term.get("message") or "").strip()
-            if msg:
-                parts.append(msg[-300:])
-    parts.append("no stored record" if record is None else "record does not match the trial")
-    return "; ".join(parts)
+            # Its pod may still exist (a lost node), so its name cannot be used again: a disruption or a suspend
+            # counts here (charged, and retried under the next name), as a Job replaces a pod stuck terminating.
+            inf.disrupted, inf.suspended = None, False
+            try:
+                await self.outcome(tid, stub(inf.pod, tid), due.reason, streak=due.streak)
+            except STORE_FAILURES as exc:  # still overdue on the next step
+                self.store_unavailable(exc)
+                return
 
 
 def infra_record(run: EvalRun, trial: TrialSpec, tries: int, reason: str) -> TrialResult:
@@ -1423,14 +705,3 @@ def infra_record(run: EvalRun, trial: TrialSpec, tries: int, reason: str) -> Tri
         started_at=now,
         finished_at=now,
     )
-
-
-def termination_message(pod: dict[str, Any]) -> dict[str, Any] | None:
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        if cs.get("name") == "runner":
-            msg = ((cs.get("state") or {}).get("terminated") or {}).get("message")
-            try:
-                return json.loads(msg) if msg else None
-            except json.JSONDecodeError:
-                return None
-    return None

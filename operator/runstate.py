@@ -20,13 +20,6 @@ from mcpfleet.runner.results.records import parse_time
 from mcpfleet.runner.spec.evalrun import retry_wait
 from mcpfleet.runner.spec.trial import TrialSpec
 
-# A trial whose pod Kubernetes disrupts (a drain, a preemption, an eviction) runs again as the same try, like a Job's
-# podFailurePolicy ``Ignore`` on DisruptionTarget. A pod evicted for what it does itself (a kubelet eviction for its
-# own disk or memory use) would be disrupted for ever: after this many disruptions of a trial in a row, the next is
-# an ordinary infrastructure failure (charged, and retried under the retry limit). 5 outlasts a rolling drain of a
-# few nodes, each moving the pod once, while a pod that evicts itself wastes at most 5 short tries per retry.
-DISRUPTION_LIMIT = 5
-
 
 @dataclass
 class InFlight:
@@ -47,7 +40,7 @@ class InFlight:
     suspended: bool = False
     # Kubernetes marked its pod for disruption (the DisruptionTarget condition's reason, remembered from the event
     # that showed it: a drain sets it, then deletes the pod, and the last event need not carry it). Unless the try
-    # stored a record it does not count, like a suspended one (see RunState.disrupted).
+    # stored a record it does not count, like a suspended one, up to verdict.DISRUPTION_LIMIT in a row.
     disrupted: str | None = None
 
 
@@ -69,8 +62,8 @@ class RunState:
     stopped: dict[str, str] = field(default_factory=dict)  # model -> why its launches stopped
     llm_retries: dict[str, int] = field(default_factory=dict)  # model -> LLM retries since launches (re)started
     busy: collections.Counter[str] = field(default_factory=collections.Counter)  # model -> trials in flight
-    # Trial id -> its tries disrupted in a row (DISRUPTION_LIMIT). In memory only: an operator restart starts them
-    # at zero again, which at worst grants a self-evicting trial another DISRUPTION_LIMIT short tries.
+    # Trial id -> its tries disrupted in a row (verdict.DISRUPTION_LIMIT). In memory only: an operator restart starts
+    # them at zero again, which at worst grants a self-evicting trial another DISRUPTION_LIMIT short tries.
     disruptions: dict[str, int] = field(default_factory=dict)
 
     @classmethod
@@ -195,16 +188,10 @@ class RunState:
         if trial_id not in self.done:
             self.waiting.appendleft(trial_id)
 
-    def disrupted(self, trial_id: str) -> int | None:
-        """Kubernetes disrupted the trial's current try before it stored a record. Returns how many tries of it were
-        disrupted in a row, this one included, if it does not count (the caller unlaunches it, so its trial runs
-        again as the same try); None once past DISRUPTION_LIMIT: the caller counts it as an infrastructure failure,
-        which starts the count again."""
-        n = self.disruptions.get(trial_id, 0) + 1
-        if n > DISRUPTION_LIMIT:
-            return None
-        self.disruptions[trial_id] = n
-        return n
+    def disrupted(self, trial_id: str) -> None:
+        """Kubernetes disrupted the trial's current try before it stored a record, and the try does not count
+        (verdict.judge decides): one more of the trial's tries disrupted in a row."""
+        self.disruptions[trial_id] = self.disruptions.get(trial_id, 0) + 1
 
     # -- completion -------------------------------------------------------------------------------
     def finished(self, trial_id: str, record: dict[str, Any], now: float | None = None) -> None:

@@ -17,7 +17,7 @@ from test_outcomes import NS, launched_run, record, tid_of
 
 from mcpfleet.operator import metrics
 from mcpfleet.operator.reconciler import Reconciler
-from mcpfleet.operator.runstate import DISRUPTION_LIMIT
+from mcpfleet.operator.verdict import DISRUPTION_LIMIT
 from mcpfleet.runner.results.records import now_iso
 
 Events = list[tuple[str, str, str]]

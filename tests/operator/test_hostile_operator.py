@@ -13,7 +13,7 @@ import pytest
 from kubeemu import RunningEmulator, run_kopf_in_thread
 from support import NS, evalrun, status_of, wait_until
 
-import mcpfleet.operator.reconciler as reconciler
+import mcpfleet.operator.lifecycle as reconciler
 
 ONE = {"models": [{"name": "idle", "model": "scripted/noop"}], "attempts": 1}
 

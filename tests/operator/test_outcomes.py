@@ -18,8 +18,9 @@ import pytest
 from conftest import make_tiny_pack
 
 from mcpfleet.operator.manifests import ANN_TRIAL
-from mcpfleet.operator.reconciler import Reconciler, Shared
+from mcpfleet.operator.reconciler import Reconciler
 from mcpfleet.operator.settings import OperatorSettings
+from mcpfleet.operator.shared import Shared
 from mcpfleet.runner.results.records import TrialResult, dumps, now_iso
 from mcpfleet.runner.results.store import LocalStore
 from mcpfleet.runner.spec.trial import TrialSpec
