@@ -224,6 +224,63 @@ def test_summary_table_names_its_columns_by_the_runs_k() -> None:
     assert all(c in header for c in ("pass@4", "pass^4", "pass@4 unb.", "pass^4 unb.")) and "k=4" in four
 
 
+MODELS = ("scripted-oracle", "gpt-5-mini-2025-08-07", "claude-sonnet-4-5")
+
+
+def _realistic(attempts: int) -> dict[str, Any]:
+    """A run of three real-looking models over two services (each model's 'all' row included)."""
+    rows = []
+    for model in MODELS:
+        for service in ("filesystem", "postgres", "all"):
+            rows.append(
+                {
+                    **_row(attempts),
+                    "model": model,
+                    "service": service,
+                    "pass_at_1": 0.533,
+                    "pass_at_1_std": 0.041 if attempts > 1 else 0.0,
+                    "avg_turns": 12.3,
+                    "avg_tool_calls": 11.25,
+                    "avg_tokens": 123456.0,
+                    "cost_usd": 1.2345,
+                    "failures": {"verifier_failed": 4, "max_turns": 1},
+                    "not_scored": {"provider_error": 2},
+                }
+            )
+    return {"run": "quickstart", "trials_recorded": 90, "trials_planned": 90, "spec_hash": "0123abcd", "rows": rows}
+
+
+@pytest.mark.parametrize("attempts", [1, 4])
+@pytest.mark.parametrize("width", [80, 120])
+def test_summary_table_fits_the_terminal_with_nothing_cut(width: int, attempts: int) -> None:
+    """At 80 columns (a terminal's default; also rich's off a terminal) the table cut every model name to
+    'scri…' and its headers to 'pass…'. Each model name, header and failure count is shown whole."""
+    from rich.console import Console
+
+    from mcpfleet.runner.report.table import summary_table
+
+    console = Console(width=width, record=True)
+    console.print(summary_table(_realistic(attempts)))
+    text = console.export_text()
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= width, text
+    assert "…" not in text, text
+    header_lines = [line for line in lines if line.startswith("┃")]
+    headers = " ".join(header_lines)
+    for model in MODELS:  # on a row of its own table(s), whole
+        assert any(line.startswith(f"│ {model} ") for line in lines), (model, text)
+    essential = ["model", "service", "trials", "pass@1"] + ([f"pass@{attempts}", f"pass^{attempts}"] * (attempts > 1))
+    assert all(f" {h} " in headers for h in essential), text
+    usage = ["turns", "tool calls", "tokens", "cost $"]
+    others = usage + ([f"pass@{attempts} unb.", f"pass^{attempts} unb."] * (attempts > 1))
+    for h in others:  # a column, or named as left out
+        assert f" {h} " in headers or h in next((x for x in lines if x.startswith("not shown")), ""), (h, text)
+    assert all(h in headers for h in usage), text  # the usage always has room at 80 columns
+    assert "verifier_failed 4, max_turns 1" in text and "provider_error 2" in text
+    if width >= 120:  # every figure of a k = 1 run in one table
+        assert attempts > 1 or len(header_lines) == 1, text
+
+
 def test_summary_table_shows_provider_text_literally() -> None:
     """A stopped model's reason is a provider's words: "[/v1/keys]" is not rich markup (it crashed the table),
     and escape sequences (set the title, clear the screen) never reach the terminal."""
