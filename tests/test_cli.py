@@ -477,3 +477,11 @@ def test_materialise_refuses_a_dest_that_is_no_folder(tmp_path: Path) -> None:
     assert afile.read_text() == "keep"
     filled = cli("materialise", "--task", task, "--dest", str(tmp_path / "new" / "state"), cwd=tmp_path)
     assert filled.returncode == 0 and json.loads(filled.stdout)["files"] > 0, filled.stderr
+
+
+def test_version_prints_the_installed_packages_version() -> None:
+    from importlib.metadata import version
+
+    out = cli("--version")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"mcpfleet {version('mcpfleet')}\n" and version("mcpfleet")

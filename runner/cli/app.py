@@ -41,6 +41,24 @@ def escape(text: object) -> str:
     return _markup_escape(printable(text, one_line=False))
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"mcpfleet {version('mcpfleet')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print mcpfleet's version and exit."),
+    ] = False,
+) -> None:
+    pass
+
+
 DEFAULT_TASKS = Path(__file__).resolve().parents[2] / "tasks"
 STOPPED_EXIT = 3  # `mcpfleet run`: some model's launches were stopped (configuration error, retry budget)
 UNRECORDED_EXIT = 4  # `mcpfleet run`: some trials ran but their records could not be stored
