@@ -141,6 +141,21 @@ def test_tasks_list_prints_whole_task_ids_off_a_terminal() -> None:
     assert not missing, out.stdout
 
 
+def test_tasks_list_takes_any_folder_inside_a_pack_as_tasks_validate_does() -> None:
+    """`tasks list tasks/filesystem` printed "0 tasks" though `tasks validate tasks/filesystem` checks its 15."""
+    for folder, service in [("filesystem", "filesystem"), ("postgres", "postgres")]:
+        mine = [t.id for t in BUNDLED if t.service == service]
+        out = cli("tasks", "list", str(TASKS / folder))
+        assert out.returncode == 0, out.stderr
+        assert f"{len(mine)} tasks in {TASKS / folder}" in out.stdout, out.stdout
+        rows = [line for line in out.stdout.splitlines() if line.startswith("│ ")]
+        assert len(rows) == len(mine) and all(f"│ {t} " in out.stdout for t in mine), out.stdout
+    category = TASKS / "filesystem" / "standard" / "course_records"
+    under = [t.id for t in BUNDLED if t.path.is_relative_to(category)]
+    out = cli("tasks", "list", str(category.relative_to(REPO)))
+    assert len(under) > 1 and f"{len(under)} tasks in tasks/filesystem/standard/course_records" in out.stdout
+
+
 def oracle_run(tmp_path: Path, pack: Path) -> Path:
     """The scripted oracle over ``pack``, recorded under tmp_path/runs/cli."""
     spec = {

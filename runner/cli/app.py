@@ -619,15 +619,34 @@ def export(
         )
 
 
-@tasks_app.command("list")
-def tasks_list(path: Annotated[Path, typer.Argument(help="Task pack root.")] = DEFAULT_TASKS) -> None:
-    """List the tasks of a pack."""
-    from rich.table import Table
-
+def tasks_at(path: Path, states: Path | None = None) -> tuple[Path, list[Task]]:
+    """The root of the pack ``path`` is, or is inside, and the tasks under ``path`` (``tasks list`` and ``tasks
+    validate``). Any folder inside a pack narrows it: a service, a difficulty, a category or one task folder
+    (<root>/<service>/<difficulty>/<category>/<task>); the pack root is the ancestor holding the service. Unless
+    the folder is a pack root itself: a pack kept under ~/bench/postgres/ is not the "postgres" service's."""
+    from mcpfleet.runner.services import SERVICES
     from mcpfleet.runner.tasks.discovery import discover
 
+    path = path.resolve()
+    root, only = path, None
+    holds_tasks = any(next(path.glob(f"{s}/*/*/*/description.md"), None) for s in SERVICES)
+    for ancestor in [] if holds_tasks else path.parents:
+        inside = path.relative_to(ancestor).parts
+        if len(inside) <= 4 and inside[0] in SERVICES:
+            root, only = ancestor, path
+            break
+    return root, [t for t in discover(root, states) if only is None or t.path.is_relative_to(only)]
+
+
+@tasks_app.command("list")
+def tasks_list(
+    path: Annotated[Path, typer.Argument(help="Task pack root or a folder inside one.")] = DEFAULT_TASKS,
+) -> None:
+    """List the tasks of a pack, or of a folder inside one (a service, difficulty, category or task folder)."""
+    from rich.table import Table
+
     try:
-        found = discover(path)
+        _, found = tasks_at(path)
     except TaskError as exc:
         _fail(str(exc))
     table = Table(title=f"{len(found)} tasks in {escape(path)}")
@@ -657,22 +676,10 @@ def tasks_validate(
     """Check files, meta.json and mutants.json, then that the oracle passes and that the no-op agent and every
     mutant (a plausible wrong end state) fail."""
     from mcpfleet.runner.launch.taskcheck import validate as run_validation
-    from mcpfleet.runner.services import SERVICES
-    from mcpfleet.runner.tasks.discovery import discover
 
     path = path.resolve()
-    root, only = path, None
-    # Any folder inside a pack narrows it: a service, a difficulty, a category or one task folder
-    # (<root>/<service>/<difficulty>/<category>/<task>); the pack root is the ancestor holding the service. Unless
-    # the folder is a pack root itself: a pack kept under ~/bench/postgres/ is not the "postgres" service's.
-    holds_tasks = any(next(path.glob(f"{s}/*/*/*/description.md"), None) for s in SERVICES)
-    for ancestor in [] if holds_tasks else path.parents:
-        inside = path.relative_to(ancestor).parts
-        if len(inside) <= 4 and inside[0] in SERVICES:
-            root, only = ancestor, path
-            break
     try:
-        found = [t for t in discover(root, states) if only is None or t.path.is_relative_to(only)]
+        root, found = tasks_at(path, states)
     except TaskError as exc:
         _fail(str(exc))
     if not found:
