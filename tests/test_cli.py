@@ -51,9 +51,7 @@ def test_validate_quickstart_prints_the_plan_size() -> None:
     assert n == 15
     out = cli("validate", "examples/quickstart.yaml")
     assert out.returncode == 0, out.stderr
-    assert f"examples/quickstart.yaml: valid; 2 model(s) x {n} task(s) x 1 attempt(s) = {2 * n} trials" in flat(
-        out.stdout
-    )
+    assert f"examples/quickstart.yaml: valid; 2 models x {n} tasks x 1 attempt = {2 * n} trials" in flat(out.stdout)
 
 
 def test_validate_invalid_file_names_the_field_and_exits_2(tmp_path: Path) -> None:
@@ -154,6 +152,27 @@ def test_tasks_list_takes_any_folder_inside_a_pack_as_tasks_validate_does() -> N
     under = [t.id for t in BUNDLED if t.path.is_relative_to(category)]
     out = cli("tasks", "list", str(category.relative_to(REPO)))
     assert len(under) > 1 and f"{len(under)} tasks in tasks/filesystem/standard/course_records" in out.stdout
+
+
+def test_a_count_of_one_takes_the_singular(tmp_path: Path) -> None:
+    """`tasks list` of one task folder said "1 tasks"; `validate` said "1 model(s) x 1 task(s) x 1 attempt(s)"."""
+    from mcpfleet.runner._util.plural import plural
+
+    assert (plural(1, "task"), plural(0, "task"), plural(2, "trial has", "trials have")) == (
+        "1 task",
+        "0 tasks",
+        "2 trials have",
+    )
+    assert plural(1_500_000, "trial") == "1,500,000 trials" and plural("?", "trial") == "? trials"  # type: ignore[arg-type]
+    one = next(t for t in BUNDLED if t.service == "filesystem")
+    out = cli("tasks", "list", str(one.path))
+    assert out.returncode == 0 and f"1 task in {one.path}" in out.stdout, out.stdout + out.stderr
+    spec = {
+        "models": [{"name": "oracle", "model": "scripted/oracle"}],
+        "tasks": {"path": str(TASKS), "include": [one.id]},
+    }
+    out = cli("validate", str(evalrun(tmp_path, spec)))
+    assert out.returncode == 0 and "valid; 1 model x 1 task x 1 attempt = 1 trial" in flat(out.stdout), out.stdout
 
 
 def oracle_run(tmp_path: Path, pack: Path) -> Path:

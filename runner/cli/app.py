@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape as _markup_escape
 
+from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner._util.printable import printable
 from mcpfleet.runner.cli.toolcalls import judge_eval, toolcalls_app
 from mcpfleet.runner.spec.evalrun import SpecError, load_evalrun
@@ -144,7 +145,7 @@ def run(
         for model, why in summary["stopped"].items():
             err.print(f"[red]error:[/] model '{escape(model)}' stopped: {escape(why)}", highlight=False, soft_wrap=True)
         err.print(
-            f"{unrun} trial(s) not run. Fix the cause and run the same command again: the stopped models' "
+            f"{plural(unrun, 'trial')} not run. Fix the cause and run the same command again: the stopped models' "
             "trials resume, finished ones are kept.",
             highlight=False,
             soft_wrap=True,
@@ -161,8 +162,8 @@ def run(
         raise typer.Exit(UNRECORDED_EXIT)
     if unrecorded:  # ran, but nothing of them could be stored (a full disk, a store that refuses writes)
         err.print(
-            f"[red]error:[/] {unrecorded} trial(s) have no record in {escape(shown)}: their results could not be "
-            "stored, or their worker process died on every try. Fix the cause and run the same "
+            f"[red]error:[/] {plural(unrecorded, 'trial has', 'trials have')} no record in {escape(shown)}: the "
+            "results could not be stored, or the worker process died on every try. Fix the cause and run the same "
             "command again: finished trials are kept.",
             highlight=False,
             soft_wrap=True,
@@ -239,8 +240,8 @@ def trial(
             first = exc.errors()[0]
             where = ".".join(str(x) for x in first.get("loc", ())) or "(root)"
             _fail(
-                f"MCPFLEET_TRIAL: not a trial the operator wrote ({exc.error_count()} problem(s); first, at {where}: "
-                f"{first.get('msg', '')}); unset it and give an EvalRun file with --model/--task/--attempt"
+                f"MCPFLEET_TRIAL: not a trial the operator wrote ({plural(exc.error_count(), 'problem')}; first, at "
+                f"{where}: {first.get('msg', '')}); unset it and give an EvalRun file with --model/--task/--attempt"
             )
         output = Output(
             uri=os.environ.get("MCPFLEET_OUTPUT_URI", "runs"),
@@ -481,8 +482,8 @@ def validate(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")]
         _fail(str(exc))
     tasks = len({t.task_id for t in trials})
     console.print(
-        f"{escape(evalrun)}: valid; {len(spec.spec.models)} model(s) x {tasks} task(s) x "
-        f"{spec.spec.attempts} attempt(s) = {len(trials)} trials"
+        f"{escape(evalrun)}: valid; {plural(len(spec.spec.models), 'model')} x {plural(tasks, 'task')} x "
+        f"{plural(spec.spec.attempts, 'attempt')} = {plural(len(trials), 'trial')}"
     )
     # Valid for the operator, but `mcpfleet run` on this machine would refuse it (a Secret reference): say so.
     operator_only = set(credential_problems(spec, os.environ)) - set(credential_problems(spec, os.environ, local=False))
@@ -571,7 +572,7 @@ def export(
     except (ExportError, ReportError, StoreError) as exc:
         _fail(str(exc))
     console.print(
-        f"exported {done.trials} trial(s) of {escape(', '.join(sorted(done.folders)))} to "
+        f"exported {plural(done.trials, 'trial')} of {escape(', '.join(sorted(done.folders)))} to "
         f"{escape(shown_path(done.root))}",
         highlight=False,
     )
@@ -582,17 +583,18 @@ def export(
     if done.unscored:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(done.unscored.items()))
         console.print(
-            f"[yellow]note:[/] {sum(done.unscored.values())} trial(s) mcpfleet does not score ({kinds}) are exported "
-            "as MCPMark records them (success: false): MCPMark's aggregators count them as failures, mcpfleet's "
-            "summary leaves them out. Run the same EvalRun again to re-run them, then export again.",
+            f"[yellow]note:[/] {plural(sum(done.unscored.values()), 'trial')} mcpfleet does not score ({kinds}): "
+            "exported as MCPMark records them (success: false); MCPMark's aggregators count them as failures, "
+            "mcpfleet's summary leaves them out. Run the same EvalRun again to re-run them, then export again.",
             highlight=False,
             soft_wrap=True,
         )
     if done.missing:
         console.print(
-            f"[yellow]note:[/] {done.missing} planned trial(s) have no record yet (the run is not finished): MCPMark's "
-            "aggregate_specific_results counts a task missing from a run folder as a failure, so its pass rates are "
-            "lower than mcpfleet's summary until then. Run the same EvalRun again, then export again.",
+            f"[yellow]note:[/] {plural(done.missing, 'planned trial has', 'planned trials have')} no record yet (the "
+            "run is not finished): MCPMark's aggregate_specific_results counts a task missing from a run folder as a "
+            "failure, so its pass rates are lower than mcpfleet's summary until then. Run the same EvalRun again, then "
+            "export again.",
             highlight=False,
             soft_wrap=True,
         )
@@ -649,7 +651,7 @@ def tasks_list(
         _, found = tasks_at(path)
     except TaskError as exc:
         _fail(str(exc))
-    table = Table(title=f"{len(found)} tasks in {escape(path)}")
+    table = Table(title=f"{plural(len(found), 'task')} in {escape(path)}")
     for col in ("id", "difficulty", "oracle", "words"):
         table.add_column(col)
     broken = []
@@ -698,7 +700,7 @@ def tasks_validate(
         for w in r.warnings:
             console.print(f"    [yellow]{escape(w)}[/]", highlight=False)
         bad += not r.ok
-    console.print(f"{len(reports) - bad}/{len(reports)} tasks valid")
+    console.print(f"{len(reports) - bad}/{plural(len(reports), 'task')} valid")
     if states is None and bad == len(reports) and all(r.state_missing for r in reports):
         err.print(  # one hint, not forty: MCPMark's tasks/ folder keeps no states (they are its test_environments/)
             f"[yellow]hint:[/] no task under {escape(path)} has its initial state; a foreign pack's states (MCPMark's "

@@ -11,6 +11,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner._util.printable import literal
 from mcpfleet.runner.report.scoring import ALL
 
@@ -69,7 +70,8 @@ class SummaryTable:
     def _title(self) -> Text:
         s = self.summary
         return literal(
-            f"{s['run']}  ({s['trials_recorded']}/{s['trials_planned']} trials, spec {s['spec_hash']}, k={run_k(s)})"
+            f"{s['run']}  ({s['trials_recorded']}/{plural(s['trials_planned'], 'trial')}, spec {s['spec_hash']}, "
+            f"k={run_k(s)})"
         )
 
     def _caption(self) -> Text | None:
