@@ -519,3 +519,34 @@ def test_version_prints_the_installed_packages_version() -> None:
     out = cli("--version")
     assert out.returncode == 0, out.stderr
     assert out.stdout == f"mcpfleet {version('mcpfleet')}\n" and version("mcpfleet")
+
+
+def test_tasks_validate_says_what_each_check_found_never_none(tmp_path: Path) -> None:
+    """A task whose checks stopped at a problem printed `oracle=- noop_fails=None`: Python's None, and a dash."""
+    from conftest import make_tiny_pack
+
+    from mcpfleet.runner.cli.app import check_outcome
+    from mcpfleet.runner.launch.taskcheck import TaskReport
+
+    pack = make_tiny_pack(tmp_path / "pack", tasks=2)
+    (pack / "filesystem" / "standard" / "tiny" / "move_todo_1" / "oracle.json").unlink()
+    oracle, bare = sorted(discover(pack), key=lambda t: t.id)
+    for report, said in [
+        (
+            TaskReport(oracle, oracle_passed=True, noop_failed=True, mutants_run=2, mutants_rejected=["a", "b"]),
+            "oracle passes, no-op fails, 2/2 mutants rejected",
+        ),
+        (TaskReport(oracle, oracle_passed=True, noop_failed=True), "oracle passes, no-op fails, no mutants"),
+        (
+            TaskReport(oracle, ["x: oracle does not pass"], oracle_passed=False, noop_failed=False),
+            "oracle fails, no-op passes",
+        ),
+        (TaskReport(oracle, ["x: missing verify.py"]), "oracle not run, no-op not run"),
+        (TaskReport(bare, ["x: no-op could not run"], mutants_run=1), "no oracle, no-op not run, 0/1 mutant rejected"),
+    ]:
+        assert check_outcome(report) == said
+    (bare.path / "verify.py").unlink()  # the checks stop before any trial
+    out = cli("tasks", "validate", str(bare.path))
+    assert out.returncode == 1, out.stdout + out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("FAIL"))
+    assert line == f"FAIL {bare.id}  no oracle, no-op not run" and "None" not in out.stdout, out.stdout

@@ -10,7 +10,7 @@ import shutil
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -22,6 +22,9 @@ from mcpfleet.runner.cli.toolcalls import judge_eval, toolcalls_app
 from mcpfleet.runner.spec.evalrun import SpecError, load_evalrun
 from mcpfleet.runner.spec.task import Task, TaskError
 from mcpfleet.runner.tasks.digest import task_digest
+
+if TYPE_CHECKING:
+    from mcpfleet.runner.launch.taskcheck import TaskReport
 
 app = typer.Typer(
     add_completion=False,
@@ -669,6 +672,20 @@ def tasks_list(
         err.print(f"check with: mcpfleet tasks validate {escape(str(path))}", highlight=False, soft_wrap=True)
 
 
+def check_outcome(r: TaskReport) -> str:
+    """What ``tasks validate`` found of one task, in words: "oracle passes, no-op fails, 3/3 mutants rejected". A
+    check that did not run says so (no oracle.json; the checks stopped at a problem listed below it)."""
+    oracle = {True: "oracle passes", False: "oracle fails", None: "oracle not run"}[r.oracle_passed]
+    if r.oracle_passed is None and not r.task.has_oracle:
+        oracle = "no oracle"
+    words = [oracle, {True: "no-op fails", False: "no-op passes", None: "no-op not run"}[r.noop_failed]]
+    if r.mutants_run:
+        words.append(f"{len(r.mutants_rejected)}/{plural(r.mutants_run, 'mutant')} rejected")
+    elif r.ok:  # every check ran
+        words.append("no mutants")
+    return ", ".join(words)
+
+
 @tasks_app.command("validate")
 def tasks_validate(
     path: Annotated[Path, typer.Argument(help="Task pack root or one task folder.")] = DEFAULT_TASKS,
@@ -690,11 +707,7 @@ def tasks_validate(
     bad = 0
     for r in reports:
         status = "[green]ok[/]" if r.ok else "[red]FAIL[/]"
-        console.print(
-            f"{status} {escape(r.task.id)}  oracle={'-' if r.oracle_passed is None else r.oracle_passed} "
-            f"noop_fails={r.noop_failed} mutants_rejected={len(r.mutants_rejected)}/{r.mutants_run}",
-            highlight=False,
-        )
+        console.print(f"{status} {escape(r.task.id)}  {escape(check_outcome(r))}", highlight=False)
         for p in r.problems:
             console.print(f"    [red]{escape(p)}[/]", highlight=False)
         for w in r.warnings:
