@@ -550,3 +550,18 @@ def test_tasks_validate_says_what_each_check_found_never_none(tmp_path: Path) ->
     assert out.returncode == 1, out.stdout + out.stderr
     line = next(x for x in out.stdout.splitlines() if x.startswith("FAIL"))
     assert line == f"FAIL {bare.id}  no oracle, no-op not run" and "None" not in out.stdout, out.stdout
+
+
+def test_pod_commands_are_left_out_of_help_and_still_run() -> None:
+    """`trial` and `materialise` (what a trial pod and its init container run) were listed beside `run`."""
+    import re
+
+    out = cli("--help")
+    assert out.returncode == 0, out.stderr
+    listed = set(re.findall(r"^│ (\S+) ", out.stdout, flags=re.M))
+    assert {"run", "validate", "report", "tasks"} <= listed and not {"trial", "materialise"} & listed, out.stdout
+    for command in ("trial", "materialise"):
+        help_ = cli(command, "--help")
+        assert help_.returncode == 0 and f"Usage: mcpfleet {command}" in help_.stdout, help_.stdout + help_.stderr
+    ran = cli("trial")  # parsed and run as before: without a trial to run it says what it needs
+    assert ran.returncode == 2 and "set MCPFLEET_TRIAL (pods)" in flat(ran.stderr), ran.stderr

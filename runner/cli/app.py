@@ -198,7 +198,7 @@ def measured_nothing(summary: dict[str, Any]) -> bool:
     return bool(summary["trials_recorded"]) and unscored >= summary["trials_recorded"] and not scored
 
 
-@app.command()
+@app.command(hidden=True)  # pod-internal: a trial pod runs it
 def trial(
     evalrun: Annotated[
         Path | None,
@@ -337,7 +337,7 @@ def _dest_overlap(dest: Path, task: Task) -> str | None:
     return None
 
 
-@app.command()
+@app.command(hidden=True)  # pod-internal: a trial pod's init container runs it
 def materialise(
     task: Annotated[str, typer.Option(help="Task id <service>/<difficulty>/<category>/<task>.")],
     dest: Annotated[Path, typer.Option(help="Empty folder to fill (a pod's state volume).")],
