@@ -51,9 +51,7 @@ def test_validate_quickstart_prints_the_plan_size() -> None:
     assert n == 15
     out = cli("validate", "examples/quickstart.yaml")
     assert out.returncode == 0, out.stderr
-    assert f"examples/quickstart.yaml: valid; 2 model(s) x {n} task(s) x 1 attempt(s) = {2 * n} trials" in flat(
-        out.stdout
-    )
+    assert f"examples/quickstart.yaml: valid; 2 models x {n} tasks x 1 attempt = {2 * n} trials" in flat(out.stdout)
 
 
 def test_validate_invalid_file_names_the_field_and_exits_2(tmp_path: Path) -> None:
@@ -141,6 +139,42 @@ def test_tasks_list_prints_whole_task_ids_off_a_terminal() -> None:
     assert not missing, out.stdout
 
 
+def test_tasks_list_takes_any_folder_inside_a_pack_as_tasks_validate_does() -> None:
+    """`tasks list tasks/filesystem` printed "0 tasks" though `tasks validate tasks/filesystem` checks its 15."""
+    for folder, service in [("filesystem", "filesystem"), ("postgres", "postgres")]:
+        mine = [t.id for t in BUNDLED if t.service == service]
+        out = cli("tasks", "list", str(TASKS / folder))
+        assert out.returncode == 0, out.stderr
+        assert f"{len(mine)} tasks in {TASKS / folder}" in out.stdout, out.stdout
+        rows = [line for line in out.stdout.splitlines() if line.startswith("│ ")]
+        assert len(rows) == len(mine) and all(f"│ {t} " in out.stdout for t in mine), out.stdout
+    category = TASKS / "filesystem" / "standard" / "course_records"
+    under = [t.id for t in BUNDLED if t.path.is_relative_to(category)]
+    out = cli("tasks", "list", str(category.relative_to(REPO)))
+    assert len(under) > 1 and f"{len(under)} tasks in tasks/filesystem/standard/course_records" in out.stdout
+
+
+def test_a_count_of_one_takes_the_singular(tmp_path: Path) -> None:
+    """`tasks list` of one task folder said "1 tasks"; `validate` said "1 model(s) x 1 task(s) x 1 attempt(s)"."""
+    from mcpfleet.runner._util.plural import plural
+
+    assert (plural(1, "task"), plural(0, "task"), plural(2, "trial has", "trials have")) == (
+        "1 task",
+        "0 tasks",
+        "2 trials have",
+    )
+    assert plural(1_500_000, "trial") == "1,500,000 trials" and plural("?", "trial") == "? trials"  # type: ignore[arg-type]
+    one = next(t for t in BUNDLED if t.service == "filesystem")
+    out = cli("tasks", "list", str(one.path))
+    assert out.returncode == 0 and f"1 task in {one.path}" in out.stdout, out.stdout + out.stderr
+    spec = {
+        "models": [{"name": "oracle", "model": "scripted/oracle"}],
+        "tasks": {"path": str(TASKS), "include": [one.id]},
+    }
+    out = cli("validate", str(evalrun(tmp_path, spec)))
+    assert out.returncode == 0 and "valid; 1 model x 1 task x 1 attempt = 1 trial" in flat(out.stdout), out.stdout
+
+
 def oracle_run(tmp_path: Path, pack: Path) -> Path:
     """The scripted oracle over ``pack``, recorded under tmp_path/runs/cli."""
     spec = {
@@ -222,6 +256,63 @@ def test_summary_table_names_its_columns_by_the_runs_k() -> None:
     four = _table_text({**base, "rows": [_row(4)]})
     header = next(line for line in four.splitlines() if "pass@1" in line)
     assert all(c in header for c in ("pass@4", "pass^4", "pass@4 unb.", "pass^4 unb.")) and "k=4" in four
+
+
+MODELS = ("scripted-oracle", "gpt-5-mini-2025-08-07", "claude-sonnet-4-5")
+
+
+def _realistic(attempts: int) -> dict[str, Any]:
+    """A run of three real-looking models over two services (each model's 'all' row included)."""
+    rows = []
+    for model in MODELS:
+        for service in ("filesystem", "postgres", "all"):
+            rows.append(
+                {
+                    **_row(attempts),
+                    "model": model,
+                    "service": service,
+                    "pass_at_1": 0.533,
+                    "pass_at_1_std": 0.041 if attempts > 1 else 0.0,
+                    "avg_turns": 12.3,
+                    "avg_tool_calls": 11.25,
+                    "avg_tokens": 123456.0,
+                    "cost_usd": 1.2345,
+                    "failures": {"verifier_failed": 4, "max_turns": 1},
+                    "not_scored": {"provider_error": 2},
+                }
+            )
+    return {"run": "quickstart", "trials_recorded": 90, "trials_planned": 90, "spec_hash": "0123abcd", "rows": rows}
+
+
+@pytest.mark.parametrize("attempts", [1, 4])
+@pytest.mark.parametrize("width", [80, 120])
+def test_summary_table_fits_the_terminal_with_nothing_cut(width: int, attempts: int) -> None:
+    """At 80 columns (a terminal's default; also rich's off a terminal) the table cut every model name to
+    'scri…' and its headers to 'pass…'. Each model name, header and failure count is shown whole."""
+    from rich.console import Console
+
+    from mcpfleet.runner.report.table import summary_table
+
+    console = Console(width=width, record=True)
+    console.print(summary_table(_realistic(attempts)))
+    text = console.export_text()
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= width, text
+    assert "…" not in text, text
+    header_lines = [line for line in lines if line.startswith("┃")]
+    headers = " ".join(header_lines)
+    for model in MODELS:  # on a row of its own table(s), whole
+        assert any(line.startswith(f"│ {model} ") for line in lines), (model, text)
+    essential = ["model", "service", "trials", "pass@1"] + ([f"pass@{attempts}", f"pass^{attempts}"] * (attempts > 1))
+    assert all(f" {h} " in headers for h in essential), text
+    usage = ["turns", "tool calls", "tokens", "cost $"]
+    others = usage + ([f"pass@{attempts} unb.", f"pass^{attempts} unb."] * (attempts > 1))
+    for h in others:  # a column, or named as left out
+        assert f" {h} " in headers or h in next((x for x in lines if x.startswith("not shown")), ""), (h, text)
+    assert all(h in headers for h in usage), text  # the usage always has room at 80 columns
+    assert "verifier_failed 4, max_turns 1" in text and "provider_error 2" in text
+    if width >= 120:  # every figure of a k = 1 run in one table
+        assert attempts > 1 or len(header_lines) == 1, text
 
 
 def test_summary_table_shows_provider_text_literally() -> None:
@@ -420,3 +511,57 @@ def test_materialise_refuses_a_dest_that_is_no_folder(tmp_path: Path) -> None:
     assert afile.read_text() == "keep"
     filled = cli("materialise", "--task", task, "--dest", str(tmp_path / "new" / "state"), cwd=tmp_path)
     assert filled.returncode == 0 and json.loads(filled.stdout)["files"] > 0, filled.stderr
+
+
+def test_version_prints_the_installed_packages_version() -> None:
+    from importlib.metadata import version
+
+    out = cli("--version")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"mcpfleet {version('mcpfleet')}\n" and version("mcpfleet")
+
+
+def test_tasks_validate_says_what_each_check_found_never_none(tmp_path: Path) -> None:
+    """A task whose checks stopped at a problem printed `oracle=- noop_fails=None`: Python's None, and a dash."""
+    from conftest import make_tiny_pack
+
+    from mcpfleet.runner.cli.app import check_outcome
+    from mcpfleet.runner.launch.taskcheck import TaskReport
+
+    pack = make_tiny_pack(tmp_path / "pack", tasks=2)
+    (pack / "filesystem" / "standard" / "tiny" / "move_todo_1" / "oracle.json").unlink()
+    oracle, bare = sorted(discover(pack), key=lambda t: t.id)
+    for report, said in [
+        (
+            TaskReport(oracle, oracle_passed=True, noop_failed=True, mutants_run=2, mutants_rejected=["a", "b"]),
+            "oracle passes, no-op fails, 2/2 mutants rejected",
+        ),
+        (TaskReport(oracle, oracle_passed=True, noop_failed=True), "oracle passes, no-op fails, no mutants"),
+        (
+            TaskReport(oracle, ["x: oracle does not pass"], oracle_passed=False, noop_failed=False),
+            "oracle fails, no-op passes",
+        ),
+        (TaskReport(oracle, ["x: missing verify.py"]), "oracle not run, no-op not run"),
+        (TaskReport(bare, ["x: no-op could not run"], mutants_run=1), "no oracle, no-op not run, 0/1 mutant rejected"),
+    ]:
+        assert check_outcome(report) == said
+    (bare.path / "verify.py").unlink()  # the checks stop before any trial
+    out = cli("tasks", "validate", str(bare.path))
+    assert out.returncode == 1, out.stdout + out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("FAIL"))
+    assert line == f"FAIL {bare.id}  no oracle, no-op not run" and "None" not in out.stdout, out.stdout
+
+
+def test_pod_commands_are_left_out_of_help_and_still_run() -> None:
+    """`trial` and `materialise` (what a trial pod and its init container run) were listed beside `run`."""
+    import re
+
+    out = cli("--help")
+    assert out.returncode == 0, out.stderr
+    listed = set(re.findall(r"^│ (\S+) ", out.stdout, flags=re.M))
+    assert {"run", "validate", "report", "tasks"} <= listed and not {"trial", "materialise"} & listed, out.stdout
+    for command in ("trial", "materialise"):
+        help_ = cli(command, "--help")
+        assert help_.returncode == 0 and f"Usage: mcpfleet {command}" in help_.stdout, help_.stdout + help_.stderr
+    ran = cli("trial")  # parsed and run as before: without a trial to run it says what it needs
+    assert ran.returncode == 2 and "set MCPFLEET_TRIAL (pods)" in flat(ran.stderr), ran.stderr

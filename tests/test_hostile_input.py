@@ -71,7 +71,7 @@ def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path, command:
     assert not (tmp_path / "runs").exists()
     path.write_text(DUPLICATE.replace("  attempts: 1\n", ""))
     out = cli("validate", str(path), cwd=tmp_path)
-    assert out.returncode == 0 and "2 model(s) x 1 task(s) x 5 attempt(s)" in flat(out.stdout), out.stderr
+    assert out.returncode == 0 and "2 models x 1 task x 5 attempts" in flat(out.stdout), out.stderr
 
 
 def test_a_tilde_in_paths_is_the_home_folder_not_a_folder_named_tilde(tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ def test_no_task_selected_names_the_filter_and_what_exists(tmp_path: Path) -> No
     tasks = {"path": "pack", "services": ["filesystem"], "categories": ["nonesuch"]}
     path = write_run(tmp_path, {"models": [SCRIPTED], "tasks": tasks})
     out = cli("validate", str(path), cwd=tmp_path)
-    assert_clean_error(out, "spec.tasks.categories: ['nonesuch'] matches none of the 1 task(s)", "there are: tiny")
+    assert_clean_error(out, "spec.tasks.categories: ['nonesuch'] matches none of the 1 task left", "there are: tiny")
     tasks = {"path": "pack", "exclude": ["filesystem/*"]}
     out = cli("validate", str(write_run(tmp_path, {"models": [SCRIPTED], "tasks": tasks})), cwd=tmp_path)
     assert_clean_error(out, "spec.tasks.exclude: ['filesystem/*'] removes every remaining task", "move_todo_0")
@@ -169,7 +169,7 @@ def test_a_broken_pack_is_refused_before_any_trial(tmp_path: Path, damage: str) 
         needle = "move_todo_1/meta.json: not valid JSON"
     path = write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}, "agent": "oracle"})
     out = cli("run", str(path), "--no-progress", cwd=tmp_path)
-    assert_clean_error(out, "task pack: 1 problem(s) in the selected tasks; nothing was run", needle)
+    assert_clean_error(out, "task pack: 1 problem in the selected tasks; nothing was run", needle)
     assert not (tmp_path / "runs" / "hostile" / "trials").exists()
     shutil.rmtree(task)  # the rest of the pack runs
     out = cli("run", str(path), "--no-progress", cwd=tmp_path)

@@ -461,7 +461,7 @@ def broken_oracle_run(tmp_path: Path, **spec: object) -> Path:
 def test_a_run_replaying_oracles_refuses_tasks_without_a_usable_one(tmp_path: Path) -> None:
     """Before: `validate` said valid; each such trial failed and read as the task failing, not the pack."""
     out = cli("validate", str(broken_oracle_run(tmp_path)), cwd=tmp_path)
-    assert_clean_error(out, "replays oracle solutions, and 2 selected task(s) have none", "move_todo_1/oracle.json")
+    assert_clean_error(out, "replays oracle solutions, and 2 selected tasks have none", "move_todo_1/oracle.json")
     assert "move_todo_2: no oracle.json" in flat(out.stderr), out.stderr
     out = cli("run", str(broken_oracle_run(tmp_path / "run")), "--no-progress", cwd=tmp_path / "run")
     assert_clean_error(out, "replays oracle solutions")
@@ -474,7 +474,7 @@ def test_the_oracle_agent_needs_them_too_and_other_models_do_not(tmp_path: Path)
     assert_clean_error(out, "replays oracle solutions")
     out = cli("validate", str(broken_oracle_run(tmp_path / "noop", models=[noop])), cwd=tmp_path / "noop")
     assert out.returncode == 0, out.stderr
-    assert "valid; 1 model(s) x 3 task(s)" in flat(out.stdout), out.stdout
+    assert "valid; 1 model x 3 tasks" in flat(out.stdout), out.stdout
 
 
 def test_a_scripted_model_the_server_would_refuse_is_refused_up_front(tmp_path: Path) -> None:

@@ -281,7 +281,7 @@ def test_resume_runs_only_unfinished_trials(tmp_path: Path, capsys: pytest.Captu
     capsys.readouterr()
 
     summary, _ = run_file(path)
-    assert "discarded 3 unfinished trial folder(s)" in capsys.readouterr().out
+    assert "discarded 3 unfinished trial folders" in capsys.readouterr().out
     assert (summary["trials_planned"], summary["trials_recorded"], summary["complete"]) == (6, 6, True)
     assert not stray.exists()
     after = results(root)
@@ -471,7 +471,7 @@ def test_trials_whose_records_cannot_be_stored_make_the_run_fail(tmp_path: Path)
     (tmp_path / "runs" / "nostore" / "trials").write_text("not a folder")
     out = cli("run", str(path), "--no-progress")
     assert out.returncode == 4, (out.stdout, out.stderr)
-    assert "1 trial(s) have no record" in flat(out.stderr)
+    assert "1 trial has no record" in flat(out.stderr)
     assert "oracle.filesystem.standard.tiny.move_todo_0.1: " in out.stderr and "Not a directory" in out.stderr
 
 
@@ -497,7 +497,7 @@ def test_a_store_that_cannot_write_stops_the_launches_and_retries_nothing(tmp_pa
     assert out.returncode == 4, (out.stdout, out.stderr)
     assert len(log.read_text().splitlines()) == 2, "trials ran after the store failed, or were retried"  # 2 in flight
     err = flat(out.stderr)
-    assert "6 trial(s) have no record" in err
+    assert "6 trials have no record" in err
     shown = re.findall(r"(noop\.\S+): (not stored|not run): ([^\n]*)", out.stderr)
     assert [kind for _, kind, _ in shown] == ["not stored", "not stored", "not run"], out.stderr
     assert all("NotADirectoryError" in why and "Not a directory" in why for _, _, why in shown), out.stderr
@@ -563,7 +563,7 @@ def test_missing_states_refuse_the_run_before_any_trial_and_validate_names_them(
     with pytest.raises(SpecError) as info:
         run_file(path)
     text = str(info.value)
-    assert "spec.tasks: 2 selected task(s) have no initial state; set tasks.statesPath" in text
+    assert "spec.tasks: 2 selected tasks have no initial state; set tasks.statesPath" in text
     assert text.count(str(tmp_path / "nowhere")) == 2  # each task named with the folder it looked for
     assert not (tmp_path / "runs" / "nostates").exists()  # nothing ran, nothing was written
 
@@ -986,7 +986,7 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_completes(tmp_path: Path, capsys: py
     interrupted = mtimes(run.root)
     capsys.readouterr()
     summary, _ = run_file(run.path, concurrency=4)  # the concurrency override does not change the spec hash
-    discarded = "discarded 1 unfinished trial folder(s)" in capsys.readouterr().out
+    discarded = "discarded 1 unfinished trial folder from" in capsys.readouterr().out
     assert discarded == bool(unfinished)
     assert (summary["trials_planned"], summary["trials_recorded"], summary["complete"]) == (6, 6, True)
     assert sorted(results(run.root)) == sorted(p.name for p in (run.root / "trials").iterdir())
@@ -1091,7 +1091,7 @@ def test_a_config_error_stops_the_model_at_once_and_a_rerun_with_the_key_fixed_r
     assert proc.returncode == 3, out
     assert BAD_KEY not in out and "[REDACTED]" in out
     assert flat(proc.stderr).count("model 'keyed' stopped: config_error: ") == 1, proc.stderr
-    assert "401" in proc.stderr and "2 trial(s) not run" in flat(proc.stderr)
+    assert "401" in proc.stderr and "2 trials not run" in flat(proc.stderr)
     root = tmp_path / "runs" / "badkey"
     recs = results(root)
     keyed_recs = [r for r in recs.values() if r["model"] == "keyed"]

@@ -228,7 +228,7 @@ def test_unscored_trials_are_exported_with_a_note_that_the_numbers_differ(tmp_pa
     )
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())
-    assert "note: 2 trial(s) mcpfleet does not score (1 infra_error, 1 provider_error)" in text, out.stdout
+    assert "note: 2 trials mcpfleet does not score (1 infra_error, 1 provider_error)" in text, out.stdout
     assert "count them as failures" in text
     write_run(tmp_path / "runs" / "clean", tmp_path / "t2")
     assert export_mcpmark(LocalStore(tmp_path / "runs" / "clean"), tmp_path / "r2").unscored == {}
@@ -277,7 +277,7 @@ def test_run_then_export_from_the_command_line(tmp_path: Path) -> None:
         env=env,
     )
     assert out.returncode == 0, out.stderr
-    assert "exported 8 trial(s) of idle__filesystem, oracle__filesystem to results/e2e" in out.stdout
+    assert "exported 8 trials of idle__filesystem, oracle__filesystem to results/e2e" in out.stdout
     # The printed commands are MCPMark's one-folder aggregator, one per folder written (its whole-experiment one
     # reports a model only with all five services).
     for folder in ("idle__filesystem", "oracle__filesystem"):
@@ -417,7 +417,7 @@ def test_an_unfinished_run_is_exported_with_a_note_that_mcpmark_counts_missing_t
     )
     assert out.returncode == 0, out.stderr
     said = " ".join(out.stdout.split())
-    assert "1 planned trial(s) have no record yet" in said and "counts a task missing" in said, said
+    assert "1 planned trial has no record yet" in said and "counts a task missing" in said, said
 
 
 def test_exporting_again_replaces_the_model_folders_it_writes(tmp_path: Path) -> None:

@@ -10,17 +10,21 @@ import shutil
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape as _markup_escape
 
+from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner._util.printable import printable
 from mcpfleet.runner.cli.toolcalls import judge_eval, toolcalls_app
 from mcpfleet.runner.spec.load import SpecError, load_evalrun
 from mcpfleet.runner.spec.task import Task, TaskError
 from mcpfleet.runner.tasks.digest import task_digest
+
+if TYPE_CHECKING:
+    from mcpfleet.runner.launch.taskcheck import TaskReport
 
 app = typer.Typer(
     add_completion=False,
@@ -39,6 +43,24 @@ def escape(text: object) -> str:
     """Text from outside (a provider's error, a path, a task's name) shown literally: neither markup nor
     terminal control sequences (see printable)."""
     return _markup_escape(printable(text, one_line=False))
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"mcpfleet {version('mcpfleet')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print mcpfleet's version and exit."),
+    ] = False,
+) -> None:
+    pass
 
 
 DEFAULT_TASKS = Path(__file__).resolve().parents[2] / "tasks"
@@ -126,7 +148,7 @@ def run(
         for model, why in summary["stopped"].items():
             err.print(f"[red]error:[/] model '{escape(model)}' stopped: {escape(why)}", highlight=False, soft_wrap=True)
         err.print(
-            f"{unrun} trial(s) not run. Fix the cause and run the same command again: the stopped models' "
+            f"{plural(unrun, 'trial')} not run. Fix the cause and run the same command again: the stopped models' "
             "trials resume, finished ones are kept.",
             highlight=False,
             soft_wrap=True,
@@ -143,8 +165,8 @@ def run(
         raise typer.Exit(UNRECORDED_EXIT)
     if unrecorded:  # ran, but nothing of them could be stored (a full disk, a store that refuses writes)
         err.print(
-            f"[red]error:[/] {unrecorded} trial(s) have no record in {escape(shown)}: their results could not be "
-            "stored, or their worker process died on every try. Fix the cause and run the same "
+            f"[red]error:[/] {plural(unrecorded, 'trial has', 'trials have')} no record in {escape(shown)}: the "
+            "results could not be stored, or the worker process died on every try. Fix the cause and run the same "
             "command again: finished trials are kept.",
             highlight=False,
             soft_wrap=True,
@@ -176,7 +198,7 @@ def measured_nothing(summary: dict[str, Any]) -> bool:
     return bool(summary["trials_recorded"]) and unscored >= summary["trials_recorded"] and not scored
 
 
-@app.command()
+@app.command(hidden=True)  # pod-internal: a trial pod runs it
 def trial(
     evalrun: Annotated[
         Path | None,
@@ -222,8 +244,8 @@ def trial(
             first = exc.errors()[0]
             where = ".".join(str(x) for x in first.get("loc", ())) or "(root)"
             _fail(
-                f"MCPFLEET_TRIAL: not a trial the operator wrote ({exc.error_count()} problem(s); first, at {where}: "
-                f"{first.get('msg', '')}); unset it and give an EvalRun file with --model/--task/--attempt"
+                f"MCPFLEET_TRIAL: not a trial the operator wrote ({plural(exc.error_count(), 'problem')}; first, at "
+                f"{where}: {first.get('msg', '')}); unset it and give an EvalRun file with --model/--task/--attempt"
             )
         output = Output(
             uri=os.environ.get("MCPFLEET_OUTPUT_URI", "runs"),
@@ -316,7 +338,7 @@ def _dest_overlap(dest: Path, task: Task) -> str | None:
     return None
 
 
-@app.command()
+@app.command(hidden=True)  # pod-internal: a trial pod's init container runs it
 def materialise(
     task: Annotated[str, typer.Option(help="Task id <service>/<difficulty>/<category>/<task>.")],
     dest: Annotated[Path, typer.Option(help="Empty folder to fill (a pod's state volume).")],
@@ -464,8 +486,8 @@ def validate(evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")]
         _fail(str(exc))
     tasks = len({t.task_id for t in trials})
     console.print(
-        f"{escape(evalrun)}: valid; {len(spec.spec.models)} model(s) x {tasks} task(s) x "
-        f"{spec.spec.attempts} attempt(s) = {len(trials)} trials"
+        f"{escape(evalrun)}: valid; {plural(len(spec.spec.models), 'model')} x {plural(tasks, 'task')} x "
+        f"{plural(spec.spec.attempts, 'attempt')} = {plural(len(trials), 'trial')}"
     )
     # Valid for the operator, but `mcpfleet run` on this machine would refuse it (a Secret reference): say so.
     operator_only = set(credential_problems(spec, os.environ)) - set(credential_problems(spec, os.environ, local=False))
@@ -554,7 +576,7 @@ def export(
     except (ExportError, ReportError, StoreError) as exc:
         _fail(str(exc))
     console.print(
-        f"exported {done.trials} trial(s) of {escape(', '.join(sorted(done.folders)))} to "
+        f"exported {plural(done.trials, 'trial')} of {escape(', '.join(sorted(done.folders)))} to "
         f"{escape(shown_path(done.root))}",
         highlight=False,
     )
@@ -565,17 +587,18 @@ def export(
     if done.unscored:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(done.unscored.items()))
         console.print(
-            f"[yellow]note:[/] {sum(done.unscored.values())} trial(s) mcpfleet does not score ({kinds}) are exported "
-            "as MCPMark records them (success: false): MCPMark's aggregators count them as failures, mcpfleet's "
-            "summary leaves them out. Run the same EvalRun again to re-run them, then export again.",
+            f"[yellow]note:[/] {plural(sum(done.unscored.values()), 'trial')} mcpfleet does not score ({kinds}): "
+            "exported as MCPMark records them (success: false); MCPMark's aggregators count them as failures, "
+            "mcpfleet's summary leaves them out. Run the same EvalRun again to re-run them, then export again.",
             highlight=False,
             soft_wrap=True,
         )
     if done.missing:
         console.print(
-            f"[yellow]note:[/] {done.missing} planned trial(s) have no record yet (the run is not finished): MCPMark's "
-            "aggregate_specific_results counts a task missing from a run folder as a failure, so its pass rates are "
-            "lower than mcpfleet's summary until then. Run the same EvalRun again, then export again.",
+            f"[yellow]note:[/] {plural(done.missing, 'planned trial has', 'planned trials have')} no record yet (the "
+            "run is not finished): MCPMark's aggregate_specific_results counts a task missing from a run folder as a "
+            "failure, so its pass rates are lower than mcpfleet's summary until then. Run the same EvalRun again, then "
+            "export again.",
             highlight=False,
             soft_wrap=True,
         )
@@ -602,18 +625,37 @@ def export(
         )
 
 
-@tasks_app.command("list")
-def tasks_list(path: Annotated[Path, typer.Argument(help="Task pack root.")] = DEFAULT_TASKS) -> None:
-    """List the tasks of a pack."""
-    from rich.table import Table
-
+def tasks_at(path: Path, states: Path | None = None) -> tuple[Path, list[Task]]:
+    """The root of the pack ``path`` is, or is inside, and the tasks under ``path`` (``tasks list`` and ``tasks
+    validate``). Any folder inside a pack narrows it: a service, a difficulty, a category or one task folder
+    (<root>/<service>/<difficulty>/<category>/<task>); the pack root is the ancestor holding the service. Unless
+    the folder is a pack root itself: a pack kept under ~/bench/postgres/ is not the "postgres" service's."""
+    from mcpfleet.runner.services import SERVICES
     from mcpfleet.runner.tasks.discovery import discover
 
+    path = path.resolve()
+    root, only = path, None
+    holds_tasks = any(next(path.glob(f"{s}/*/*/*/description.md"), None) for s in SERVICES)
+    for ancestor in [] if holds_tasks else path.parents:
+        inside = path.relative_to(ancestor).parts
+        if len(inside) <= 4 and inside[0] in SERVICES:
+            root, only = ancestor, path
+            break
+    return root, [t for t in discover(root, states) if only is None or t.path.is_relative_to(only)]
+
+
+@tasks_app.command("list")
+def tasks_list(
+    path: Annotated[Path, typer.Argument(help="Task pack root or a folder inside one.")] = DEFAULT_TASKS,
+) -> None:
+    """List the tasks of a pack, or of a folder inside one (a service, difficulty, category or task folder)."""
+    from rich.table import Table
+
     try:
-        found = discover(path)
+        _, found = tasks_at(path)
     except TaskError as exc:
         _fail(str(exc))
-    table = Table(title=f"{len(found)} tasks in {escape(path)}")
+    table = Table(title=f"{plural(len(found), 'task')} in {escape(path)}")
     for col in ("id", "difficulty", "oracle", "words"):
         table.add_column(col)
     broken = []
@@ -631,6 +673,20 @@ def tasks_list(path: Annotated[Path, typer.Argument(help="Task pack root.")] = D
         err.print(f"check with: mcpfleet tasks validate {escape(str(path))}", highlight=False, soft_wrap=True)
 
 
+def check_outcome(r: TaskReport) -> str:
+    """What ``tasks validate`` found of one task, in words: "oracle passes, no-op fails, 3/3 mutants rejected". A
+    check that did not run says so (no oracle.json; the checks stopped at a problem listed below it)."""
+    oracle = {True: "oracle passes", False: "oracle fails", None: "oracle not run"}[r.oracle_passed]
+    if r.oracle_passed is None and not r.task.has_oracle:
+        oracle = "no oracle"
+    words = [oracle, {True: "no-op fails", False: "no-op passes", None: "no-op not run"}[r.noop_failed]]
+    if r.mutants_run:
+        words.append(f"{len(r.mutants_rejected)}/{plural(r.mutants_run, 'mutant')} rejected")
+    elif r.ok:  # every check ran
+        words.append("no mutants")
+    return ", ".join(words)
+
+
 @tasks_app.command("validate")
 def tasks_validate(
     path: Annotated[Path, typer.Argument(help="Task pack root or one task folder.")] = DEFAULT_TASKS,
@@ -640,22 +696,10 @@ def tasks_validate(
     """Check files, meta.json and mutants.json, then that the oracle passes and that the no-op agent and every
     mutant (a plausible wrong end state) fail."""
     from mcpfleet.runner.launch.taskcheck import validate as run_validation
-    from mcpfleet.runner.services import SERVICES
-    from mcpfleet.runner.tasks.discovery import discover
 
     path = path.resolve()
-    root, only = path, None
-    # Any folder inside a pack narrows it: a service, a difficulty, a category or one task folder
-    # (<root>/<service>/<difficulty>/<category>/<task>); the pack root is the ancestor holding the service. Unless
-    # the folder is a pack root itself: a pack kept under ~/bench/postgres/ is not the "postgres" service's.
-    holds_tasks = any(next(path.glob(f"{s}/*/*/*/description.md"), None) for s in SERVICES)
-    for ancestor in [] if holds_tasks else path.parents:
-        inside = path.relative_to(ancestor).parts
-        if len(inside) <= 4 and inside[0] in SERVICES:
-            root, only = ancestor, path
-            break
     try:
-        found = [t for t in discover(root, states) if only is None or t.path.is_relative_to(only)]
+        root, found = tasks_at(path, states)
     except TaskError as exc:
         _fail(str(exc))
     if not found:
@@ -664,17 +708,13 @@ def tasks_validate(
     bad = 0
     for r in reports:
         status = "[green]ok[/]" if r.ok else "[red]FAIL[/]"
-        console.print(
-            f"{status} {escape(r.task.id)}  oracle={'-' if r.oracle_passed is None else r.oracle_passed} "
-            f"noop_fails={r.noop_failed} mutants_rejected={len(r.mutants_rejected)}/{r.mutants_run}",
-            highlight=False,
-        )
+        console.print(f"{status} {escape(r.task.id)}  {escape(check_outcome(r))}", highlight=False)
         for p in r.problems:
             console.print(f"    [red]{escape(p)}[/]", highlight=False)
         for w in r.warnings:
             console.print(f"    [yellow]{escape(w)}[/]", highlight=False)
         bad += not r.ok
-    console.print(f"{len(reports) - bad}/{len(reports)} tasks valid")
+    console.print(f"{len(reports) - bad}/{plural(len(reports), 'task')} valid")
     if states is None and bad == len(reports) and all(r.state_missing for r in reports):
         err.print(  # one hint, not forty: MCPMark's tasks/ folder keeps no states (they are its test_environments/)
             f"[yellow]hint:[/] no task under {escape(path)} has its initial state; a foreign pack's states (MCPMark's "

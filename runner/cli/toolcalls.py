@@ -20,6 +20,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from mcpfleet.runner._util.plural import plural
+
 toolcalls_app = typer.Typer(no_args_is_help=True, help="Tool-call quality data (limbic format).")
 console = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True)
@@ -102,7 +104,7 @@ def generate(
         (out / "_manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     except OSError as exc:  # a read-only or full disk, a file in the way under --out
         _fail(f"--out {out}: cannot be written ({exc.strerror or exc}); choose another folder")
-    table = Table(title=f"{n} cases (seed {seed}) -> {escape(str(path))}")
+    table = Table(title=f"{plural(n, 'case')} (seed {seed}) -> {escape(str(path))}")
     for col in ("label", "mutation", "cases"):
         table.add_column(col, justify="right" if col == "cases" else "left")
     for (label, m), c in sorted(mutations.items()):

@@ -27,6 +27,7 @@ from typing import Any
 
 from mcpfleet.runner._util import tmpdirs
 from mcpfleet.runner._util.lifeline import interrupts_held
+from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner.launch.worker import (
     TrialCancelled,
     WorkItem,
@@ -213,13 +214,13 @@ def reconcile_records(run: EvalRun, trials: list[TrialSpec], store: ResultStore)
             what = "different task content (a task's files or initial state changed since)"
         raise RunRefused(
             f"run '{run.name}' in {store.location()} was recorded with {what}: "
-            f"{len(conflicts)} recorded trial(s) would mean something else now, e.g. {conflicts[0]}.\n"
+            f"{plural(len(conflicts), 'recorded trial')} would mean something else now, e.g. {conflicts[0]}.\n"
             f"Give the changed EvalRun a new metadata.name, pass --new-run to write it under a fresh name, "
             f"or move the old folder away. (Adding models or attempts is fine; changing a model, limits, "
             f"the agent or a task is not.)"
         )
     if discarded:
-        print(f"discarded {discarded} unfinished trial folder(s) from an interrupted run")
+        print(f"discarded {plural(discarded, 'unfinished trial folder')} from an interrupted run")
     return RunState(todo=todo, skipped=skipped)
 
 

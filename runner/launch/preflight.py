@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic.alias_generators import to_camel
 
 from mcpfleet.runner._util.overlap import overlap, resolved
+from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner.spec.evalrun import AgentKind, EvalRun
 from mcpfleet.runner.spec.load import SpecError
 
@@ -228,9 +229,10 @@ def oracle_problems(run: EvalRun, tasks: list[Task]) -> list[str]:
     if not problems:
         return []
     more = [f"... and {len(problems) - 10} more"] if len(problems) > 10 else []
+    lacking = plural(len(problems), "selected task has", "selected tasks have")
     head = (
-        f"spec: the run replays oracle solutions, and {len(problems)} selected task(s) have none that can be "
-        "replayed; fix oracle.json (check with: mcpfleet tasks validate <pack>), or narrow the selection"
+        f"spec: the run replays oracle solutions, and {lacking} none that can be replayed; fix oracle.json (check "
+        "with: mcpfleet tasks validate <pack>), or narrow the selection"
     )
     return ["\n  ".join([head, *problems[:10], *more])]
 
@@ -248,10 +250,11 @@ def state_problems(tasks: list[Task]) -> list[str]:
     if not problems:
         return []
     more = [f"... and {len(problems) - 10} more"] if len(problems) > 10 else []
-    head = f"spec.tasks: {len(problems)} selected task(s) have no initial state; set tasks.statesPath to the folder"
+    lacking = plural(len(problems), "selected task has", "selected tasks have")
+    head = f"spec.tasks: {lacking} no initial state; set tasks.statesPath to the folder"
     fix = " holding them (or replace a broken state file named below), or narrow the selection"
     if not all("not found" in p for p in problems):  # a state that is there but cannot be used (a device, a link out)
-        head = f"spec.tasks: {len(problems)} selected task(s) have an initial state that cannot be used"
+        head = f"spec.tasks: {lacking} an initial state that cannot be used"
         fix = "; fix each state as named below (nothing was run), or narrow the selection"
     return ["\n  ".join([head + fix, *problems[:10], *more])]
 

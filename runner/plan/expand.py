@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner.spec.evalrun import INT_MAX, EvalRun, ModelSpec, ToolCallSettings
 from mcpfleet.runner.spec.load import SpecError, canonical_hash
 from mcpfleet.runner.spec.task import Task
@@ -94,10 +95,11 @@ def check_plan_size(run: EvalRun, tasks: int, slices: int) -> None:
     models, attempts = len(run.spec.models), run.spec.attempts
     total = models * slices * attempts
     if total > MAX_TRIALS:
-        shards = f" in {slices:,} shard(s)" if slices != tasks else ""
+        shards = f" in {plural(slices, 'shard')}" if slices != tasks else ""
         raise SpecError(
             [
-                f"spec: {models:,} model(s) x {tasks:,} task(s){shards} x {attempts} attempt(s) = {total:,} trials; "
+                f"spec: {plural(models, 'model')} x {plural(tasks, 'task')}{shards} x {plural(attempts, 'attempt')} = "
+                f"{total:,} trials; "
                 f"at most {MAX_TRIALS:,} are allowed in one run: select fewer models or tasks (tasks.include, "
                 "tasks.categories), lower attempts (or raise toolcalls.shardSize), or split the sweep into runs"
             ]

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
+from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner._util.printable import literal
+from mcpfleet.runner.report.scoring import ALL
 
 
 def _pct(x: float | None) -> str:
@@ -22,60 +29,126 @@ def run_k(summary: dict[str, Any]) -> int:
     return max((int(r.get("attempts") or 1) for r in summary["rows"]), default=1)
 
 
-def summary_table(summary: dict[str, Any]) -> Table:
-    """Columns named by the run's k; with k = 1 pass@k and pass^k are pass@1, so they are not repeated."""
-    rows = summary["rows"]
-    k = run_k(summary)
-    t = Table(  # every text from the summary is shown literally: a provider's error may hold "[/...]" or escapes
-        title=literal(
-            f"{summary['run']}  ({summary['trials_recorded']}/{summary['trials_planned']} trials, "
-            f"spec {summary['spec_hash']}, k={k})"
+def _counts(counts: dict[str, int] | None) -> str:
+    return ", ".join(f"{c} {n}" for c, n in (counts or {}).items())
+
+
+@dataclass(eq=False)  # compared by identity
+class _Column:
+    header: str
+    cells: list[str]
+    left: bool = False  # text (left-aligned); numbers are right-aligned
+
+
+@dataclass
+class SummaryTable:
+    """The table, laid out for the width it is printed at, with nothing shown cut: one table when every column
+    fits; else the failures and not-scored counts as lines below it; else two tables, the scores and the usage
+    (turns, tool calls, tokens, cost), each keyed by model and service. A column that fits in neither (a narrow
+    terminal) is left out and named below; summary.json and the HTML report have every figure."""
+
+    summary: dict[str, Any]
+
+    def _table(self, columns: list[_Column], first: bool = True, last: bool = True, wider: int = 0) -> Table:
+        """A table of ``columns``: the first one printed has the run's title, the last one its caption; ``wider``:
+        how many cells wider its model column is than its longest name (to line up with the other table)."""
+        # every text from the summary is shown literally: a provider's error may hold "[/...]" or escapes
+        t = Table(title=self._title() if first else None, caption=self._caption() if last else None)
+        for c in columns:  # only a model's name may wrap (folded when even the fewest columns are too wide)
+            model = c.header == "model"
+            t.add_column(
+                c.header,
+                justify="left" if c.left else "right",
+                no_wrap=not model,
+                overflow="fold",
+                min_width=max(map(cell_len, [c.header, *c.cells])) + wider if model and wider else None,
+            )
+        for i in range(len(self.summary["rows"])):
+            t.add_row(*(literal(c.cells[i]) for c in columns))
+        return t
+
+    def _title(self) -> Text:
+        s = self.summary
+        return literal(
+            f"{s['run']}  ({s['trials_recorded']}/{plural(s['trials_planned'], 'trial')}, spec {s['spec_hash']}, "
+            f"k={run_k(s)})"
         )
-    )
-    per_k = [f"pass@{k}", f"pass^{k}", f"pass@{k} unb.", f"pass^{k} unb."] if k > 1 else []
-    columns = [
-        "model",
-        "service",
-        "trials",
-        "pass@1",
-        *per_k,
-        "turns",
-        "tool calls",
-        "tokens",
-        "cost $",
-        "failures",
-        "not scored",
-    ]
-    for col in columns:
-        t.add_column(col, justify="left" if col in ("model", "service", "failures", "not scored") else "right")
-    for r in rows:  # pass rates over scored trials; "not scored" counts what measured nothing of the model
-        std = r["pass_at_1_std"]
-        p1 = _pct(r["pass_at_1"]) + (f" ±{std:.2f}" if std else "")
-        fails = ", ".join(f"{c} {n}" for c, n in r["failures"].items()) or "-"
-        skipped = ", ".join(f"{c} {n}" for c, n in (r.get("not_scored") or {}).items()) or "-"
-        k_cells = (
-            [
-                _pct(r["pass_at_k"]),
-                _pct(r["pass_hat_k"]),
-                _pct(r["pass_at_k_unbiased"]),
-                _pct(r["pass_hat_k_unbiased"]),
+
+    def _caption(self) -> Text | None:
+        stopped = self.summary.get("stopped")
+        return literal("stopped: " + "; ".join(f"{m} ({why})" for m, why in stopped.items())) if stopped else None
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        rows, k = self.summary["rows"], run_k(self.summary)
+
+        def col(header: str, values: list[str], left: bool = False) -> _Column:
+            return _Column(header, values, left)
+
+        def rate(key: str) -> list[str]:
+            return [_pct(r[key]) for r in rows]
+
+        p1 = [_pct(r["pass_at_1"]) + (f" ±{r['pass_at_1_std']:.2f}" if r["pass_at_1_std"] else "") for r in rows]
+        key = [col("model", [r["model"] for r in rows], left=True), col("service", [r["service"] for r in rows], True)]
+        scores = [col("trials", [str(r["trials"]) for r in rows]), col("pass@1", p1)]
+        unbiased: list[_Column] = []
+        if k > 1:  # with k = 1 pass@k and pass^k are pass@1, so they are not repeated
+            scores += [col(f"pass@{k}", rate("pass_at_k")), col(f"pass^{k}", rate("pass_hat_k"))]
+            unbiased = [
+                col(f"pass@{k} unb.", rate("pass_at_k_unbiased")),
+                col(f"pass^{k} unb.", rate("pass_hat_k_unbiased")),
             ]
-            if per_k
-            else []
-        )
-        t.add_row(
-            literal(r["model"]),
-            literal(r["service"]),
-            str(r["trials"]),
-            p1,
-            *k_cells,
-            _num(r["avg_turns"]),
-            _num(r["avg_tool_calls"]),
-            _num(r["avg_tokens"], "{:.0f}"),
-            _num(r["cost_usd"], "{:.4f}"),
-            literal(fails),
-            literal(skipped),
-        )
-    if summary.get("stopped"):
-        t.caption = literal("stopped: " + "; ".join(f"{m} ({why})" for m, why in summary["stopped"].items()))
-    return t
+        turns = col("turns", [_num(r["avg_turns"]) for r in rows])
+        calls = col("tool calls", [_num(r["avg_tool_calls"]) for r in rows])
+        tokens = col("tokens", [_num(r["avg_tokens"], "{:.0f}") for r in rows])
+        cost = col("cost $", [_num(r["cost_usd"], "{:.4f}") for r in rows])
+        usage = [turns, calls, tokens, cost]
+        counts = [
+            col("failures", [_counts(r["failures"]) or "-" for r in rows], left=True),
+            col("not scored", [_counts(r.get("not_scored")) or "-" for r in rows], left=True),
+        ]
+        wide = options.update_width(10_000)
+
+        def fits(columns: list[_Column]) -> bool:
+            return Measurement.get(console, wide, self._table(columns)).maximum <= options.max_width
+
+        def fit(needed: list[_Column], optional: list[list[_Column]]) -> list[_Column]:
+            """``needed`` and those groups of ``optional`` that fit, tried in their order (of importance)."""
+            order = needed + [c for group in optional for c in group]
+            shown = needed
+            for group in optional:
+                if fits(more := [x for x in order if x in shown or x in group]):
+                    shown = more
+            return shown
+
+        figures = key + scores + unbiased + usage
+        if not fits(key + scores):  # too narrow for a table: each row's figures as lines of text
+            yield self._title()
+            for i, r in enumerate(rows):
+                yield literal(f"{r['model']} {r['service']}")
+                yield Text("  ") + literal(", ".join(f"{c.header} {c.cells[i]}" for c in figures[2:] + counts))
+            if caption := self._caption():
+                yield caption
+            return
+        if fits(figures):
+            tables = [figures + counts if fits(figures + counts) else figures]
+        else:  # the scores, then the usage; the counts below
+            tables = [fit(key + scores, [unbiased]), fit(key, [[cost], [tokens], [turns], [calls]])]
+            tables[1].sort(key=(key + usage).index)
+        widths = [Measurement.get(console, options, self._table(cols)).maximum for cols in tables]
+        for i, cols in enumerate(tables):  # as wide as each other
+            yield self._table(cols, first=i == 0, last=i == len(tables) - 1, wider=max(widths) - widths[i])
+        shown = [c for cols in tables for c in cols]
+        for c in counts:
+            listed = [(r, text) for r, text in zip(rows, c.cells, strict=True) if text != "-" and r["service"] != ALL]
+            if c in shown or not listed:
+                continue
+            yield Text(f"{c.header}:")
+            for r, text in listed:
+                yield Text("  ") + literal(f"{r['model']} {r['service']}: {text}")
+        if left_out := [c.header for c in scores + unbiased + usage if c not in shown]:
+            yield Text(f"not shown at this width: {', '.join(left_out)} (summary.json has them)", style="dim")
+
+
+def summary_table(summary: dict[str, Any]) -> SummaryTable:
+    """Columns named by the run's k; with k = 1 pass@k and pass^k are pass@1, so they are not repeated."""
+    return SummaryTable(summary)

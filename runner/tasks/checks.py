@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner.services import SERVICES
 from mcpfleet.runner.spec.task import (
     MAX_NAME_LENGTH,
@@ -59,7 +60,7 @@ def check_selected(tasks: list[Task]) -> None:
             found += service.meta_problems(task)
         problems += found
     if problems:
-        head = f"task pack: {len(problems)} problem(s) in the selected tasks; nothing was run"
+        head = f"task pack: {plural(len(problems), 'problem')} in the selected tasks; nothing was run"
         more = [f"... and {len(problems) - 10} more"] if len(problems) > 10 else []
         raise PackCheckError("\n  ".join([head, *problems[:10], *more, "check with: mcpfleet tasks validate <pack>"]))
 

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner.services import SERVICES
 from mcpfleet.runner.spec.evalrun import TaskSelection
 from mcpfleet.runner.spec.task import NON_TASK_DIRS, Task, TaskError, state_folders
@@ -147,7 +148,8 @@ def _why_empty(tasks: list[Task], sel: TaskSelection, root: Path) -> str:
             listed = ", ".join(there[:20]) + (f", ... ({len(there)} in all)" if len(there) > 20 else "")
             verb = "removes every remaining task" if name == "exclude" else "matches none"
             return (
-                f"spec.tasks.{name}: {given} {verb} of the {len(left)} task(s) left under {root}; there are: {listed}"
+                f"spec.tasks.{name}: {given} {verb} of the {plural(len(left), 'task')} left under {root}; there are: "
+                f"{listed}"
             )
         left = kept
     return f"spec.tasks: the filters select no task under {root}"  # pragma: no cover - select() would agree

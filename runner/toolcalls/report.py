@@ -10,6 +10,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from mcpfleet.runner._util.plural import plural
+
 HTML_DISAGREEMENTS = 500  # the page lists this many; the JSON report has all of them
 
 CSS = """
@@ -38,7 +40,7 @@ def _num(x: float | None) -> str:
 
 def text_report(result: dict[str, Any], show: int = 10) -> Group:
     systems = result["systems"]
-    summary = Table(title=f"judge-eval: {result['data']['cases']} cases")
+    summary = Table(title=f"judge-eval: {plural(result['data']['cases'], 'case')}")
     for col in ("system", "n", "accuracy", "macro F1"):
         summary.add_column(col, justify="left" if col == "system" else "right")
     for name, m in systems.items():

@@ -122,7 +122,7 @@ async def test_a_pod_the_api_server_refuses_for_good_fails_the_run(
         ({"models": [{"name": "o", "model": "scripted/orcale"}]}, "spec.models[0].model: unknown scripted model"),
         (
             {"models": [{"name": "o", "model": "scripted/oracle"}], "break_oracle": True},
-            "spec: the run replays oracle solutions, and 1 selected task(s) have none that can be replayed",
+            "spec: the run replays oracle solutions, and 1 selected task has none that can be replayed",
         ),
     ],
     ids=["sidecar-image-typo", "scripted-typo", "broken-oracle"],
