@@ -508,7 +508,8 @@ def report(
     title: Annotated[str | None, typer.Option(help="Page title.")] = None,
 ) -> None:
     """Write one self-contained HTML report (leaderboard and plots) over one or more runs."""
-    from mcpfleet.runner.report.html import ReportError, write_report
+    from mcpfleet.runner.report.html import write_report
+    from mcpfleet.runner.report.load import ReportError
     from mcpfleet.runner.report.table import summary_table
     from mcpfleet.runner.results.store import StoreError
 
@@ -545,7 +546,7 @@ def export(
     so MCPMark's aggregation script reads them. MCPMark's layout is the only --format so far."""
     assert fmt == ExportFormat.mcpmark
     from mcpfleet.runner.report.export import ExportError, export_mcpmark
-    from mcpfleet.runner.report.html import ReportError, open_run
+    from mcpfleet.runner.report.load import ReportError, open_run
     from mcpfleet.runner.results.store import StoreError
 
     try:
