@@ -481,7 +481,7 @@ def scripted_server(
     latency: Annotated[float, typer.Option(help="Seconds per LLM call.")] = 0.0,
 ) -> None:
     """Serve the scripted OpenAI-compatible model (oracle, noop, malformed, ... policies)."""
-    from mcpfleet.runner.launch.scripted_model import serve
+    from mcpfleet.runner.launch.scripted_server import serve
 
     if not 0 <= port <= 65535:
         _fail(f"--port {port}: not a TCP port; give 0-65535 (0 picks a free one)")
