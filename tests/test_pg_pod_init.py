@@ -29,7 +29,8 @@ from proctree import processes_naming
 
 from mcpfleet.runner.services import pgcluster
 from mcpfleet.runner.services.base import PodContext
-from mcpfleet.runner.services.postgres import POD_ROLE, SUPERUSER, pod_containers
+from mcpfleet.runner.services.pgcluster import SUPERUSER
+from mcpfleet.runner.services.pgpod import POD_ROLE, pod_containers
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = REPO / "servers" / "postgres" / "bin"
