@@ -43,7 +43,9 @@ async def _mcpmark_task(task: Any, h: Any, template: str | None, latency: float,
     from mcpfleet.runner.environment.mcp_client import connect_stdio
     from mcpfleet.runner.environment.server import ServerCommand
     from mcpfleet.runner.environment.verifier import run_verifier
-    from mcpfleet.runner.services.postgres import PREPARE, Login, run_prepare, server_executable
+    from mcpfleet.runner.services.pgstate import PREPARE, run_prepare
+    from mcpfleet.runner.services.pgtrial import Login
+    from mcpfleet.runner.services.postgres import server_executable
 
     db = f"{task.name[:40]}_{n}"
     login = Login(h.host, h.port, db, "postgres", h.password)
@@ -84,7 +86,8 @@ def mcpmark_main(spec_path: Path, latency: float) -> None:
     """MCPMark's way, in this process: results go to <spec>.mcpmark.json."""
     from mcpfleet.runner.plan.expand import plan
     from mcpfleet.runner.services import run_resources
-    from mcpfleet.runner.services.postgres import ensure_template, state_source
+    from mcpfleet.runner.services.pgstate import ensure_template
+    from mcpfleet.runner.services.postgres import state_source
     from mcpfleet.runner.spec.load import load_evalrun
     from mcpfleet.runner.tasks.discovery import find_task
 

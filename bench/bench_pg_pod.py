@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpfleet.runner.services.base import PodContext
-from mcpfleet.runner.services.postgres import POD_DATABASE, POD_ROLE, pod_containers
+from mcpfleet.runner.services.pgpod import POD_DATABASE, POD_ROLE, pod_containers
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = REPO / "servers" / "postgres" / "bin"

@@ -138,7 +138,7 @@ async def _state(
     service: Any, handle: Any, task: Any, name: str, steps: list[Any], answer: str | None, args: Any, work: Path
 ) -> list[dict[str, Any]]:
     from mcpfleet.runner.environment.verifier import verifier_env
-    from mcpfleet.runner.services.postgres import Login
+    from mcpfleet.runner.services.pgtrial import Login
 
     rows = []
     async with service.environment(task, work / f"{task.name}-{name}", handle) as env:

@@ -58,7 +58,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from mcpfleet.runner.services import run_resources
-    from mcpfleet.runner.services.postgres import Login, PostgresService, create_database, create_role, drop_trial
+    from mcpfleet.runner.services.pgtrial import Login, create_database, create_role, drop_trial
+    from mcpfleet.runner.services.postgres import PostgresService
 
     pg = PostgresService()
     rows: dict[str, list[tuple[float, float]]] = {"direct": [], "zygote": []}

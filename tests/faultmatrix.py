@@ -29,7 +29,7 @@ class FaultCase:
 
     id: str
     fault: str  # the table's words for what the endpoint does
-    model: str  # a scripted model string (see runner/launch/scripted_model.py), or a LiteLLM one with model_extra
+    model: str  # a scripted model string (see runner/launch/scripted_options.py), or a LiteLLM one with model_extra
     outcome: str  # PASSED or the failure category
     retried: bool
     how: str = ""  # the table's words on the retry (e.g. "after the wait it asked for")

@@ -286,7 +286,8 @@ async def test_a_failed_prepare_environment_names_its_cause_in_the_record(tmp_pa
     from types import SimpleNamespace
 
     from mcpfleet.runner.llm.faults import one_line
-    from mcpfleet.runner.services.postgres import Login, run_prepare
+    from mcpfleet.runner.services.pgstate import run_prepare
+    from mcpfleet.runner.services.pgtrial import Login
 
     task = tmp_path / "task"
     task.mkdir()

@@ -500,7 +500,7 @@ def test_a_model_string_with_stray_space_empty_part_or_no_bound_is_refused(value
 
 
 def test_a_long_scripted_model_string_is_cut_in_its_error() -> None:
-    from mcpfleet.runner.launch.scripted_model import ModelError, parse_model
+    from mcpfleet.runner.launch.scripted_options import ModelError, parse_model
 
     with pytest.raises(ModelError) as err:
         parse_model("orcale" + "x" * 900, 0.0)

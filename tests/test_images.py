@@ -89,7 +89,8 @@ def test_the_database_image_prebuilds_the_bundled_states_as_pods_use_them() -> N
     """Its first stage makes the dumps with the runner image's Python (a pod's dump comes from there), its plan
     names the database and login each bundled task's pod gets, and the prebuilt root is where pg-init looks."""
     from mcpfleet.runner.services.base import PodContext
-    from mcpfleet.runner.services.postgres import PostgresService, pod_containers
+    from mcpfleet.runner.services.pgpod import pod_containers
+    from mcpfleet.runner.services.postgres import PostgresService
     from mcpfleet.runner.tasks.discovery import discover
 
     db = (REPO / "servers" / "Dockerfile.postgres-db").read_text()

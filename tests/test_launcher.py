@@ -795,7 +795,7 @@ def test_the_scripted_model_server_dying_stops_the_run_not_its_models(tmp_path: 
     killed: list[int] = []
 
     def servers() -> set[int]:
-        return {p for p, _, _, cmd in proc_table() if "runner.scripted_model" in cmd and str(os.getpid()) in cmd}
+        return {p for p, _, _, cmd in proc_table() if "runner.launch.scripted_model" in cmd and str(os.getpid()) in cmd}
 
     others = servers()  # e.g. the session's scripted_url server, which later tests use: not this run's
 

@@ -15,7 +15,7 @@ from aiohttp import web
 from conftest import TINY_DESCRIPTION, make_tiny_pack
 
 import mcpfleet.runner.llm.client  # noqa: F401 - the warm-worker import (sets its LiteLLM env defaults once)
-from mcpfleet.runner.launch.scripted_model import ScriptedModel
+from mcpfleet.runner.launch.scripted_server import ScriptedModel
 from mcpfleet.runner.plan import expand as plan
 from mcpfleet.runner.results import store
 from mcpfleet.runner.results.records import TrialResult

@@ -15,7 +15,7 @@ from conftest import make_tiny_pack
 from hostile import SCRIPTED, cli, write_run
 from test_mcpmark_retryable import run, trial_spec
 
-from mcpfleet.runner.launch.scripted_model import HIDDEN_TOKENS
+from mcpfleet.runner.launch.scripted_server import HIDDEN_TOKENS
 from mcpfleet.runner.results.records import TrialResult, mcpmark_token_usage
 from mcpfleet.runner.trial import engine as trial
 

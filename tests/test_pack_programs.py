@@ -16,7 +16,9 @@ import pytest
 from pgpack import write_task
 
 from mcpfleet.runner.environment.verifier import run_program, verifier_env
-from mcpfleet.runner.services.postgres import Login, PostgresService, run_prepare
+from mcpfleet.runner.services.pgstate import run_prepare
+from mcpfleet.runner.services.pgtrial import Login
+from mcpfleet.runner.services.postgres import PostgresService
 from mcpfleet.runner.tasks.discovery import discover
 
 CANARY = "sk-canary-pack-programs"

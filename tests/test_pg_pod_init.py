@@ -1,7 +1,7 @@
 """A PostgreSQL trial pod's database (servers/postgres/bin/mcpfleet-pg-init): a data directory prebuilt for the
 pod's exact state and login is copied in and given fresh passwords, else the dump is restored; either way the
 same database, login files and password-only access. The real scripts run as the pod's containers do (the
-containers' commands, arguments and environment from runner/services/postgres.py's pod_containers, as the test
+containers' commands, arguments and environment from runner/services/pgpod.py's pod_containers, as the test
 kubelet runs them: as root, dropping to the postgres user) against the machine's PostgreSQL 15."""
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from proctree import processes_naming
 
 from mcpfleet.runner.services import pgcluster
 from mcpfleet.runner.services.base import PodContext
-from mcpfleet.runner.services.postgres import POD_ROLE, SUPERUSER, pod_containers
+from mcpfleet.runner.services.pgcluster import SUPERUSER
+from mcpfleet.runner.services.pgpod import POD_ROLE, pod_containers
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = REPO / "servers" / "postgres" / "bin"

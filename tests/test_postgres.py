@@ -532,7 +532,7 @@ async def test_validate_reports_an_oracle_step_that_fails(cluster: pgcluster.Clu
 
 def test_a_pods_login_is_read_from_the_state_volume_or_named_missing(tmp_path: Path) -> None:
     """In a pod the runner reads the login pg-init wrote; without one the trial fails naming the file."""
-    from mcpfleet.runner.services.postgres import POD_LOGIN_DIR, pod_login
+    from mcpfleet.runner.services.pgpod import POD_LOGIN_DIR, pod_login
 
     with pytest.raises(RuntimeError, match=r"login is missing or unreadable .*\.postgres/login\.json"):
         pod_login(tmp_path)

@@ -134,7 +134,7 @@ def test_docs_fault_table_is_generated_from_the_matrix() -> None:
 
 
 def test_the_matrix_covers_every_fault_the_server_plays() -> None:
-    from mcpfleet.runner.launch.scripted_model import FAULTS
+    from mcpfleet.runner.launch.scripted_options import FAULTS
 
     played = {part.split("=", 1)[1] for c in CASES for part in c.model.replace("?", "&").split("&") if "fault=" in part}
     assert played == set(FAULTS)

@@ -30,7 +30,8 @@ from conftest import REPO, make_tiny_pack
 from s3server import moto_endpoint
 
 from mcpfleet.runner.launch.launcher import execute
-from mcpfleet.runner.report.html import PLOT_IDS, load_run
+from mcpfleet.runner.report.load import load_run
+from mcpfleet.runner.report.plots import PLOT_IDS
 from mcpfleet.runner.report.scoring import ALL
 from mcpfleet.runner.report.summary import build_summary
 from mcpfleet.runner.results import store as store_mod
@@ -651,7 +652,7 @@ def test_a_summary_of_impossible_numbers_is_recomputed_not_shown(
 
 
 def test_a_toolcall_breakdown_of_impossible_numbers_is_damaged() -> None:
-    from mcpfleet.runner.report.html import _damaged
+    from mcpfleet.runner.report.load import _damaged
 
     row = {"model": "m", "service": "s", "trials": 1, "attempts": 1, "pass_at_1": 1.0}
     row |= {"pass_at_1_std": 0.0, "pass_at_k": 1.0, "pass_hat_k": 1.0}
@@ -680,7 +681,8 @@ def test_an_absurd_attempts_in_run_json_is_not_trusted(runs: dict[str, Path], tm
 def test_an_output_inside_a_run_folder_is_refused_before_any_record_is_replaced(tmp_path: Path) -> None:
     """`report RUN -o RUN/trials/<id>/result.json` replaced the trial's record with the page, so the next run
     took it as damaged and ran the paid trial again; any output inside a run given is refused, records intact."""
-    from mcpfleet.runner.report.html import ReportError, write_report
+    from mcpfleet.runner.report.html import write_report
+    from mcpfleet.runner.report.load import ReportError
 
     run = synthetic_run(tmp_path / "runs")
     other = synthetic_run(tmp_path / "more", name="other")

@@ -18,7 +18,8 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess, build_app
+from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess
+from mcpfleet.runner.launch.scripted_server import build_app
 from mcpfleet.runner.tasks.discovery import discover
 
 litellm.suppress_debug_info = True

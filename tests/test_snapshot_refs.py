@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from mcpfleet.runner.agent.loop import snapshot_refs as refs
-from mcpfleet.runner.launch.scripted_model import Options, ScriptedModel
+from mcpfleet.runner.launch.scripted_options import Options
+from mcpfleet.runner.launch.scripted_server import ScriptedModel
 
 DATA = Path(__file__).parent / "data" / "playwright"
 SEARCH = (DATA / "shop_search_lamp.txt").read_text()

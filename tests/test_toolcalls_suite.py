@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from mcpfleet.runner.launch.launcher import execute
-from mcpfleet.runner.launch.scripted_model import ModelError, parse_model
+from mcpfleet.runner.launch.scripted_options import ModelError, parse_model
 from mcpfleet.runner.launch.scripted_toolcall import _unit
 from mcpfleet.runner.llm.client import LLMTarget
 from mcpfleet.runner.plan.expand import plan

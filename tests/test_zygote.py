@@ -25,7 +25,8 @@ from mcpfleet.runner.environment import mcp_client
 from mcpfleet.runner.environment.mcp_client import connect_stdio, server_env
 from mcpfleet.runner.environment.server import Prefork, ServerCommand
 from mcpfleet.runner.services import pgcluster
-from mcpfleet.runner.services.postgres import Login, PostgresService, server_executable
+from mcpfleet.runner.services.pgtrial import Login
+from mcpfleet.runner.services.postgres import PostgresService, server_executable
 from mcpfleet.runner.services.prefork import Zygote, console_script, route, run_zygote
 from mcpfleet.runner.tasks.discovery import find_task
 

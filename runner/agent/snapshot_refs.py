@@ -6,7 +6,7 @@ written in advance cannot hold them. A step's argument may instead be ``{"$ref":
 the call by the ref of the matching element in the last tool result of the conversation that holds a page
 snapshot. ``inside: {"role": "row", "has": "#100842"}`` picks an element in the ancestor of that role whose
 subtree shows that text (table rows have no accessible name, so ``within`` cannot tell them apart).
-The direct oracle agent (agent.py) and the scripted model (scripted_model.py) both resolve here.
+The direct oracle agent (agent/loop.py) and the scripted model (launch/scripted_policies.py) both resolve here.
 
 Snapshot lines are YAML as the pinned server writes them: ``<indent>- <key>[: value]`` where the key is
 ``role "name" [attr]... [ref=eN]``, single-quoted (``''`` for ``'``) when YAML needs it, the name a JSON string.

@@ -504,7 +504,7 @@ def scripted_server(
     latency: Annotated[float, typer.Option(help="Seconds per LLM call.")] = 0.0,
 ) -> None:
     """Serve the scripted OpenAI-compatible model (oracle, noop, malformed, ... policies)."""
-    from mcpfleet.runner.launch.scripted_model import serve
+    from mcpfleet.runner.launch.scripted_server import serve
 
     if not 0 <= port <= 65535:
         _fail(f"--port {port}: not a TCP port; give 0-65535 (0 picks a free one)")
@@ -531,7 +531,8 @@ def report(
     title: Annotated[str | None, typer.Option(help="Page title.")] = None,
 ) -> None:
     """Write one self-contained HTML report (leaderboard and plots) over one or more runs."""
-    from mcpfleet.runner.report.html import ReportError, write_report
+    from mcpfleet.runner.report.html import write_report
+    from mcpfleet.runner.report.load import ReportError
     from mcpfleet.runner.report.table import summary_table
     from mcpfleet.runner.results.store import StoreError
 
@@ -568,7 +569,7 @@ def export(
     so MCPMark's aggregation script reads them. MCPMark's layout is the only --format so far."""
     assert fmt == ExportFormat.mcpmark
     from mcpfleet.runner.report.export import ExportError, export_mcpmark
-    from mcpfleet.runner.report.html import ReportError, open_run
+    from mcpfleet.runner.report.load import ReportError, open_run
     from mcpfleet.runner.results.store import StoreError
 
     try:

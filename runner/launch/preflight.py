@@ -18,7 +18,7 @@ from mcpfleet.runner.spec.evalrun import AgentKind, EvalRun
 from mcpfleet.runner.spec.load import SpecError
 
 if TYPE_CHECKING:
-    from mcpfleet.runner.launch.scripted_model import ModelError, Options
+    from mcpfleet.runner.launch.scripted_options import ModelError, Options
     from mcpfleet.runner.spec.task import Task
 
 
@@ -144,7 +144,7 @@ def _unsupported_params(
 
 def _scripted(run: EvalRun) -> Iterator[tuple[int, Options | ModelError]]:
     """Each scripted model's index and its options as the scripted model server parses them, or its error."""
-    from mcpfleet.runner.launch.scripted_model import ModelError, parse_model
+    from mcpfleet.runner.launch.scripted_options import ModelError, parse_model
 
     for i, m in enumerate(run.spec.models):
         if m.is_scripted:
@@ -160,7 +160,7 @@ def scripted_problems(run: EvalRun, base_dir: Path | None = None) -> list[str]:
     folder, where this machine runs the scripted server), also a ``script=<file>`` it could not play: missing,
     not JSON, no ``turns``; read as the server reads it (a relative path from ``base_dir``, as ``mcpfleet run``
     tells its server). The operator passes none: its scripted server's files are not on its machine."""
-    from mcpfleet.runner.launch.scripted_model import ModelError, ScriptError, load_script, script_path
+    from mcpfleet.runner.launch.scripted_options import ModelError, ScriptError, load_script, script_path
 
     problems = []
     for i, got in _scripted(run):
@@ -180,7 +180,8 @@ def scripted_oracle_problems(run: EvalRun, tasks: list[Task]) -> list[str]:
     """Selected tasks the scripted oracle model cannot tell apart: it knows a task by its description only,
     so a description other tasks of the served packs share (with another oracle) replayed the first found,
     even an unselected task's, and scored the oracle 0 without a word. The server refuses those calls too."""
-    from mcpfleet.runner.launch.scripted_model import ModelError, ambiguous_message, shared_descriptions
+    from mcpfleet.runner.launch.scripted_options import ModelError
+    from mcpfleet.runner.launch.scripted_policies import ambiguous_message, shared_descriptions
     from mcpfleet.runner.spec.task import TaskError
     from mcpfleet.runner.tasks.discovery import discover
 
@@ -207,7 +208,7 @@ def scripted_oracle_problems(run: EvalRun, tasks: list[Task]) -> list[str]:
 
 def replays_oracle(run: EvalRun) -> bool:
     """Whether the run's trials replay oracle.json: the oracle agent, or the scripted oracle model."""
-    from mcpfleet.runner.launch.scripted_model import ModelError
+    from mcpfleet.runner.launch.scripted_options import ModelError
 
     return run.spec.agent == AgentKind.oracle or any(
         not isinstance(got, ModelError) and got.policy == "oracle" for _, got in _scripted(run)

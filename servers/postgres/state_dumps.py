@@ -8,7 +8,7 @@ Each generator ``TASKS/postgres/states/<category>.py`` is run as a trial pod's s
 here is byte for byte the one a pod restores and pg-init's key (the dump's sha256) matches. ``OUT/plan`` gets one
 line ``<dump file> <database> <login>`` per data directory to prebuild: the agent's role for a category with
 tasks that share nothing cluster-wide, the superuser for a category with tasks that get the cluster (the login
-runner/services/postgres.py's pod_containers gives each; tests/test_images.py checks they agree).
+runner/services/pgpod.py's pod_containers gives each; tests/test_images.py checks they agree).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-POD_DATABASE = "trial"  # runner/services/postgres.py: POD_DATABASE, POD_ROLE, SUPERUSER
+POD_DATABASE = "trial"  # runner/services/pgpod.py: POD_DATABASE, POD_ROLE; pgcluster.py: SUPERUSER
 POD_ROLE = "agent"
 SUPERUSER = "postgres"
 PREPARE = "prepare_environment.py"

@@ -26,7 +26,8 @@ from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess
 from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.services import playwright
-from mcpfleet.runner.services.postgres import POD_DATABASE, POD_ROLE, PostgresService
+from mcpfleet.runner.services.pgpod import POD_DATABASE, POD_ROLE
+from mcpfleet.runner.services.postgres import PostgresService
 from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.spec.task import Task
 from mcpfleet.runner.tasks.discovery import find_task
