@@ -566,7 +566,7 @@ def test_a_file_name_that_is_not_utf8_is_hashed_as_its_bytes(tmp_path: Path) -> 
     second = task_digest(dataclasses.replace(task))
     assert len({before, first, second}) == 3
     out = cli("validate", str(write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}})), cwd=tmp_path)
-    assert out.returncode == 0 and "1 trials" in out.stdout, (out.stdout, out.stderr)
+    assert out.returncode == 0 and "= 1 trial\n" in out.stdout, (out.stdout, out.stderr)
 
 
 def test_a_folder_name_ending_in_a_newline_is_refused(tmp_path: Path) -> None:

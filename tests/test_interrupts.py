@@ -144,7 +144,7 @@ def test_multiprocessing_names_this_process_for_the_sweep(tmp_path: Path, long_t
     script = (
         "import multiprocessing, os\n"
         "from multiprocessing import util\n"
-        "from mcpfleet.runner import worker\n"
+        "from mcpfleet.runner.launch import worker\n"
         "worker.make_context()\n"
         "lock = multiprocessing.get_context('forkserver').Lock()\n"
         "print(os.getpid(), lock._semlock.name, util.get_temp_dir(), flush=True)\n"

@@ -202,7 +202,7 @@ def test_ctrl_c_inside_a_command_before_its_own_handler_prints_the_line(tmp_path
     `run` command's first imports (before its try) exited 130 with nothing said (seen in CI under load)."""
     script = (
         "import sys, typer\n"
-        "from mcpfleet.runner import cli, entry\n"
+        "from mcpfleet.runner.cli import app as cli, entry\n"
         "app = typer.Typer()\n"
         "@app.command()\n"
         "def run(path: str) -> None:\n"
@@ -225,7 +225,7 @@ def test_ctrl_c_while_the_forkserver_starts_is_kept_and_never_reaches_the_forkse
     and the forkserver still never sees it (no traceback from its preload)."""
     script = (
         "import os, signal, sys, time, multiprocessing.forkserver as fs\n"
-        "from mcpfleet.runner import worker\n"
+        "from mcpfleet.runner.launch import worker\n"
         "real = fs.ensure_running\n"
         "def interrupted_spawn():\n"
         "    os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C landing in the window\n"
@@ -306,7 +306,7 @@ def test_a_group_sigkill_leaves_nothing_the_next_run_does_not_sweep(tmp_path: Pa
         assert any(name.startswith(f"mcpfleet-trial-{proc.pid}-mp-") for name in mp), mp
         owners = {int(p.name.split("-")[2]) for p in tmp.iterdir()}  # (reaped, not zombies: those count as alive)
         assert wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in owners), 20), owners
-        sweep = "from mcpfleet.runner import tmpdirs; tmpdirs.sweep()"
+        sweep = "from mcpfleet.runner._util import tmpdirs; tmpdirs.sweep()"
         subprocess.run([str(PYTHON), "-c", sweep], cwd=tmp_path, env={**os.environ, "TMPDIR": str(tmp)}, check=True)
         assert not [s for s in sems if (SHM / s).exists()]
         assert not list(tmp.iterdir()) and not list(Path("/tmp").glob(f"mcpfleet-trial-{proc.pid}-*"))

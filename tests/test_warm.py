@@ -236,7 +236,7 @@ import asyncio, sys
 from pathlib import Path
 import mcpfleet.runner.launch.warmup  # what the forkserver preloads
 import pydantic
-from mcpfleet.runner import llm
+from mcpfleet.runner.llm import client as llm
 from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess
 
 def deferred():
@@ -287,7 +287,8 @@ WARMED_FIRST_CALL = """
 import asyncio, os, resource, sys
 from pathlib import Path
 import mcpfleet.runner.launch.warmup  # what the forkserver preloads
-from mcpfleet.runner import llm, worker
+from mcpfleet.runner.launch import worker
+from mcpfleet.runner.llm import client as llm
 from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess
 
 TOOL = {"type": "function", "function": {"name": "list_allowed_directories", "parameters": {"type": "object"}}}
