@@ -23,6 +23,7 @@ from mcpfleet.operator.projection import Event, condition, ending, figures, tran
 from mcpfleet.operator.projection import status as project_status
 from mcpfleet.operator.runstate import RunState, plan_hash
 from mcpfleet.operator.shared import Shared
+from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner.launch.preflight import scripted_problems, selection
 from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.plan.history import read_history
@@ -137,7 +138,7 @@ class Lifecycle:
         self.keep_planned(planned_spec)
         if decision is Replan.UNCHANGED:
             self.phase = Phase.SUCCEEDED  # an edit of what does not change results: nothing to redo
-            self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
+            self.set_condition("Valid", True, "Planned", f"{plural(len(trials), 'trial')} planned")
             if kept is not None and kept.refused:
                 self.set_refused(kept.refused)
             await self.write_status(force=True)
@@ -155,7 +156,7 @@ class Lifecycle:
             self.ns, self.name, [(m.name, s) for m in run.spec.models for s in sorted({t.service for t in trials})]
         )
         self.state = RunState.plan(trials, run.spec.retries.limit)
-        self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
+        self.set_condition("Valid", True, "Planned", f"{plural(len(trials), 'trial')} planned")
         if kept is not None and kept.refused:
             self.set_refused(kept.refused)
         return True
@@ -263,7 +264,7 @@ class Lifecycle:
         assert self.state is not None
         if self.started_at is None:
             self.started_at = now_iso()
-            kopf.info(self.body, reason="Started", message=f"{len(self.state.trials)} trials planned")
+            kopf.info(self.body, reason="Started", message=f"{plural(len(self.state.trials), 'trial')} planned")
             self.dirty = True
 
     async def learn_history(self, names: list[str]) -> None:
@@ -345,7 +346,7 @@ class Lifecycle:
         if change.refused:  # still refused: Valid stays False (its transition time too)
             self.set_refused(change.refused)
         else:
-            self.set_condition("Valid", True, "Planned", f"{len(trials)} trials planned")
+            self.set_condition("Valid", True, "Planned", f"{plural(len(trials), 'trial')} planned")
         self.state.trials = {t.trial_id: t for t in trials}
         self.state.order = [t.trial_id for t in trials]
         self.state.retry_limit = run.spec.retries.limit

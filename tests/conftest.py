@@ -15,8 +15,10 @@ import json
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -178,6 +180,32 @@ def kube() -> Iterator[RunningEmulator]:
             {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": PEERING_NAME, "namespace": NS}}
         )
         yield running
+
+
+def _signal_state() -> tuple[object, ...]:
+    return (
+        signal.getsignal(signal.SIGINT),
+        signal.getsignal(signal.SIGTERM),
+        frozenset(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+    )
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found() -> Iterator[None]:
+    """A child inherits the signal mask and the ignored signals of the thread that starts it: a test that left
+    SIGINT blocked or ignored here made every later test's `mcpfleet run` deaf to Ctrl-C (they exited 0, as if
+    the key was never pressed). Fail the test that leaves them changed, and put them back for the next one."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = _signal_state()
+    yield
+    after = _signal_state()
+    if after != before:
+        signal.signal(signal.SIGINT, before[0])  # type: ignore[arg-type]
+        signal.signal(signal.SIGTERM, before[1])  # type: ignore[arg-type]
+        signal.pthread_sigmask(signal.SIG_SETMASK, before[2])  # type: ignore[arg-type]
+        pytest.fail(f"the test left the signal state changed: {before} -> {after}")
 
 
 @pytest.fixture(autouse=True)

@@ -460,7 +460,7 @@ async def test_a_condition_keeps_its_transition_time_while_its_status_holds(tmp_
             "type": "Valid",
             "status": "True",
             "reason": "Planned",
-            "message": "1 trials planned",
+            "message": "1 trial planned",
             "lastTransitionTime": then,
         }
     ]
