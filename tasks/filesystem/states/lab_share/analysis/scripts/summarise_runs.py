@@ -3,6 +3,7 @@
 Known problems, fix before reuse: it averages every row (blanks and duplicates included), it uses
 Python's round() (banker's rounding on binary floats), and it does not know about qc_flag.
 """
+
 import csv
 import glob
 import statistics
