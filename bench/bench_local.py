@@ -27,7 +27,7 @@ the table shows the load average each mode saw: on a shared machine a mode that 
 would otherwise be compared with one that ran in a busy one (measured: a serial loop at load 1 against
 mcpfleet at load 8-12 reads as a 2x harness slowdown that is not there).
 
-Four attempts per task by default: MCPMark's protocol (pass@4, pass^4), 60 trials per mode. A run pays
+Four attempts per task by default: MCPMark's protocol (pass@4, pass^4), 84 trials per mode (21 tasks). A run pays
 a fixed ~3 s once (importing LiteLLM in the forkserver, which the serial loop pays too) and ends with a
 tail where fewer trials than workers are left; both weigh more in a shorter run (see the issue notes
 for --attempts 2).

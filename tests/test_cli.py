@@ -48,7 +48,7 @@ def evalrun(tmp_path: Path, spec: dict, name: str = "cli") -> Path:
 
 def test_validate_quickstart_prints_the_plan_size() -> None:
     n = len([t for t in BUNDLED if t.service == "filesystem"])
-    assert n == 15
+    assert n == 21
     out = cli("validate", "examples/quickstart.yaml")
     assert out.returncode == 0, out.stderr
     assert f"examples/quickstart.yaml: valid; 2 models x {n} tasks x 1 attempt = {2 * n} trials" in flat(out.stdout)
@@ -129,7 +129,7 @@ def test_tasks_list_counts_all_bundled_tasks() -> None:
     assert out.returncode == 0, out.stderr
     assert f"{len(BUNDLED)} tasks in {TASKS}" in out.stdout
     rows = [line for line in out.stdout.splitlines() if line.startswith("│ filesystem/standard/")]
-    assert len(rows) == 15
+    assert len(rows) == 21
 
 
 def test_tasks_list_prints_whole_task_ids_off_a_terminal() -> None:
