@@ -17,7 +17,7 @@ from mcpfleet.operator.kube import PLURAL, VERSION, Kube, api_client
 from mcpfleet.operator.manifests import GROUP, LABEL_RUN_UID
 from mcpfleet.operator.phase import ACTIVE, Phase
 from mcpfleet.operator.reconciler import Reconciler
-from mcpfleet.operator.settings import OperatorSettings
+from mcpfleet.operator.settings import OperatorSettings, SettingsError
 from mcpfleet.operator.shared import Shared
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -45,7 +45,10 @@ class QuietPodEvents(logging.Filter):
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    cfg = OperatorSettings.from_env()
+    try:
+        cfg = OperatorSettings.from_env()
+    except SettingsError as exc:  # the install's values, not a run's: stop with the reason rather than retry
+        raise kopf.PermanentError(str(exc)) from None
     memo["shared"] = Shared(settings=cfg, kube=Kube(await api_client()))
     if cfg.operator_metrics_port:
         try:

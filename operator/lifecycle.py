@@ -10,44 +10,32 @@ import asyncio
 import json
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 import kopf
 
 from mcpfleet.operator import metrics
 from mcpfleet.operator.edits import EditKind, Replan, Resumed, edit, refused_message, replan, resumed, spec_problems
-from mcpfleet.operator.manifests import LABEL_RUN_UID, trial_pod
+from mcpfleet.operator.manifests import LABEL_RUN_UID
 from mcpfleet.operator.phase import Phase
+from mcpfleet.operator.planning import check_run, planned
 from mcpfleet.operator.projection import Event, condition, ending, figures, transition
 from mcpfleet.operator.projection import status as project_status
 from mcpfleet.operator.runstate import RunState, plan_hash
 from mcpfleet.operator.shared import Shared
 from mcpfleet.runner._util.plural import plural
-from mcpfleet.runner.launch.preflight import scripted_problems, selection
-from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.plan.history import read_history
 from mcpfleet.runner.report.summary import PLAN_FILE, build_summary, mixed_harness, plan_file
 from mcpfleet.runner.results.outcome import is_scored
 from mcpfleet.runner.results.records import now_iso
 from mcpfleet.runner.results.store import ResultStore, StoreError, open_store, store_config
 from mcpfleet.runner.spec.evalrun import EvalRun
-from mcpfleet.runner.spec.load import SpecError, parse_evalrun
+from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.discovery import bundled_root
 
 STORE_FAILURES = (StoreError, OSError)  # the results store is unreachable: try the same step again later
 STORE_RETRY_SECONDS = 2.0
-
-
-def planned(run: EvalRun) -> list[TrialSpec]:
-    """The run's trials; SpecError for what the local preflight refuses too, where the operator can see it: a
-    scripted model string the scripted server would refuse (every trial's first call would fail on it), and the
-    selection's problems (``preflight.selection``; the states are the pods' to check)."""
-    if problems := scripted_problems(run):
-        raise SpecError(problems)
-    root = bundled_root()
-    return plan(run, root, selection(run, root, states=False))
 
 
 class Lifecycle:
@@ -169,20 +157,8 @@ class Lifecycle:
         self.planned_text = text
 
     def check_pods(self, run: EvalRun, trials: list[TrialSpec]) -> None:
-        """What only the operator needs: records where it and every pod see them, and a pod per service."""
-        uri = run.spec.output.uri
-        if not uri.startswith("s3://") and not Path(uri).is_absolute():  # e.g. the default "runs"
-            raise ValueError(
-                f"spec.output.uri: '{uri}' is a relative local path, which each trial pod would "
-                "resolve on its own disk; set s3://<bucket>/<prefix> (or an absolute path shared "
-                "by the operator and every pod)"
-            )
-        for trial in {t.service: t for t in trials}.values():
-            trial_pod(run, trial, self.shared.settings)  # raises ValueError naming spec.pod.sidecarImages.<svc>
-        pod = run.spec.pod
-        refused = self.shared.settings.refusals(pod.runner_image, pod.sidecar_images, pod.service_account_name)
-        if refused:
-            raise ValueError("; ".join(refused))
+        """What only the operator needs (``planning.check_run``), as a ValueError naming the field."""
+        check_run(run, trials, self.shared.settings)
 
     def drop_state(self) -> None:
         """Stop tracking the run (it failed): its pods in flight no longer count against the operator's cap, and

@@ -18,6 +18,7 @@ from mcpfleet.runner.plan.expand import trial_deadline
 from mcpfleet.runner.services import SERVICES
 from mcpfleet.runner.services.base import PodContext, stdio_server_sidecar
 from mcpfleet.runner.spec.evalrun import EvalRun
+from mcpfleet.runner.spec.placement import merged
 from mcpfleet.runner.spec.trial import TrialSpec
 
 GROUP = "mcpfleet.io"
@@ -167,8 +168,13 @@ def pod_deadline(trial: TrialSpec, settings: OperatorSettings) -> int:
 
 
 def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry: int = 0) -> dict[str, Any]:
-    """The Pod for one trial (one try of it)."""
+    """The Pod for one trial (one try of it). Its placement (tolerations, affinity, labels, ...) is the run's
+    spec.pod over the operator's defaults, passed on unchanged; the operator's own labels and annotations come
+    last, so nothing given can replace them (validation refuses such keys before this)."""
     pod = run.spec.pod
+    placement = merged(settings.pod_defaults, pod)
+    if problems := placement.problems():
+        raise ValueError("; ".join(problems))
     service = trial.service
     runner_image = pod.runner_image or settings.runner_image
     sidecar_image = pod.sidecar_images.get(service) or settings.sidecar_images.get(service)
@@ -220,8 +226,8 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
             sidecars = [stdio_server_sidecar(service, context)]
     meta: dict[str, Any] = {
         "name": pod_name(run.name, trial.trial_id, retry),
-        "labels": pod_labels(run, trial, retry),
-        "annotations": {ANN_TRIAL: trial.trial_id, ANN_SPEC_HASH: trial.spec_hash},
+        "labels": {**placement.labels, **pod_labels(run, trial, retry)},
+        "annotations": {**placement.annotations, ANN_TRIAL: trial.trial_id, ANN_SPEC_HASH: trial.spec_hash},
     }
     if run.metadata.namespace:
         meta["namespace"] = run.metadata.namespace
@@ -286,4 +292,5 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
         spec["serviceAccountName"] = pod.service_account_name
     if pod.node_selector:
         spec["nodeSelector"] = dict(pod.node_selector)
+    spec.update(placement.pod_fields())
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}

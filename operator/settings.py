@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+
+from mcpfleet.runner.spec.evalrun import PodSettings
+from mcpfleet.runner.spec.load import format_validation_error
+from mcpfleet.runner.spec.placement import PodPlacement
 
 ENV_PREFIX = "MCPFLEET_"
+
+
+class SettingsError(ValueError):
+    """An MCPFLEET_* variable the operator cannot take (a chart value it refuses), named with what is wrong."""
 
 
 class OperatorSettings(BaseModel):
@@ -85,6 +94,28 @@ class OperatorSettings(BaseModel):
         default_factory=list,
         description="Service accounts an EvalRun may name in spec.pod.serviceAccountName; empty: any.",
     )
+    allowed_priority_classes: list[str] = Field(
+        default_factory=list,
+        description=(
+            "PriorityClasses (patterns) an EvalRun may name in spec.pod.priorityClassName, besides pod_defaults'; "
+            "empty: any (a run could preempt whatever its priority outranks)."
+        ),
+    )
+    allowed_runtime_classes: list[str] = Field(
+        default_factory=list,
+        description=(
+            "RuntimeClasses (patterns) an EvalRun may name in spec.pod.runtimeClassName, besides pod_defaults'; "
+            "empty: any. With pod_defaults' runtimeClassName (e.g. gvisor) listed alone, every trial pod runs in it."
+        ),
+    )
+    pod_defaults: PodPlacement = Field(
+        default_factory=PodPlacement,
+        description=(
+            "Placement every trial pod gets unless its EvalRun's spec.pod sets the field (the chart's trialPods, as "
+            "JSON): tolerations, affinity, topologySpreadConstraints, priorityClassName, runtimeClassName, "
+            "imagePullSecrets, labels and annotations (merged key by key), dnsPolicy, dnsConfig."
+        ),
+    )
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> OperatorSettings:
@@ -98,9 +129,18 @@ class OperatorSettings(BaseModel):
                     values[name] = dict(kv.split("=", 1) for kv in raw.split(",") if kv)
                 elif field.annotation == list[str]:
                     values[name] = [v.strip() for v in raw.split(",") if v.strip()]
+                elif isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+                    try:
+                        values[name] = json.loads(raw) if raw.strip() else {}
+                    except ValueError as exc:
+                        raise SettingsError(f"{key}: not JSON ({exc}); the chart writes it with toJson") from None
                 else:
                     values[name] = raw
-        return cls.model_validate(values)
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:  # named as the variable and the field inside it, as spec errors are
+            problems = "; ".join(_as_variable(p) for p in format_validation_error(exc))
+            raise SettingsError(f"invalid operator settings: {problems}") from None
 
     def refusals(self, runner_image: str | None, sidecar_images: dict[str, str], account: str | None) -> list[str]:
         """What an EvalRun names that this operator does not allow (whoever may create an EvalRun would
@@ -119,6 +159,29 @@ class OperatorSettings(BaseModel):
                 f"(allowed: {', '.join(self.allowed_service_accounts)})"
             )
         return out
+
+    def pod_refusals(self, pod: PodSettings) -> list[str]:
+        """What an EvalRun's spec.pod names that this operator does not allow: images and service account
+        (``refusals``), and a priority or runtime class outside its allow-list (the chart's own default passes)."""
+        out = self.refusals(pod.runner_image, pod.sidecar_images, pod.service_account_name)
+        for field, setting, allowed in (
+            ("priority_class_name", "allowedPriorityClasses", self.allowed_priority_classes),
+            ("runtime_class_name", "allowedRuntimeClasses", self.allowed_runtime_classes),
+        ):
+            name, own = getattr(pod, field), getattr(self.pod_defaults, field)
+            if name and allowed and name != own and not _matches(name, allowed):
+                out.append(
+                    f"spec.pod.{PodPlacement.model_fields[field].alias}: '{name}' is not in the operator's {setting} "
+                    f"({', '.join(allowed)}): name one of those, or leave it unset for the operator's default"
+                )
+        return out
+
+
+def _as_variable(problem: str) -> str:
+    """'pod_defaults.tolerations[0].effect: ...' -> 'MCPFLEET_POD_DEFAULTS: tolerations[0].effect: ...'."""
+    head, _, what = problem.partition(": ")
+    name, _, inner = head.partition(".")
+    return f"{ENV_PREFIX}{name.upper()}: {inner + ': ' if inner else ''}{what}"
 
 
 def _matches(value: str, patterns: list[str]) -> bool:

@@ -154,6 +154,32 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "podAnnotations": {"example.com/team": "evals"},
         "priorityClassName": "system-cluster-critical",
     },
+    # Cluster-wide trial-pod placement, and allow-lists for the classes an EvalRun may name.
+    "trial-pods": {
+        "operator": {"allowedPriorityClasses": ["evals-*"], "allowedRuntimeClasses": ["gvisor"]},
+        "trialPods": {
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "evals", "effect": "NoSchedule"}],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["evals"]}]}
+                        ]
+                    }
+                }
+            },
+            "topologySpreadConstraints": [
+                {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway"}
+            ],
+            "priorityClassName": "evals-default",
+            "runtimeClassName": "gvisor",
+            "imagePullSecrets": ["regcred", {"name": "mirror-creds"}],
+            "labels": {"kueue.x-k8s.io/queue-name": "evals", "cost-center": "ml"},
+            "annotations": {"example.com/owner": "platform"},
+            "dnsPolicy": "ClusterFirst",
+            "dnsConfig": {"options": [{"name": "ndots", "value": "2"}]},
+        },
+    },
     "replicas": {"replicaCount": 3, "peering": {"name": "fleet-peering", "lifetime": 20}},
     "no-peering": {"peering": {"enabled": False}},
     "no-peering-cluster-wide": {"clusterWide": True, "peering": {"enabled": False}},
@@ -471,6 +497,15 @@ def test_operator_env_carries_the_settings(scenario: str) -> None:
         op["allowedImages"],
         op["allowedServiceAccounts"],
     )
+    assert (settings.allowed_priority_classes, settings.allowed_runtime_classes) == (
+        op["allowedPriorityClasses"],
+        op["allowedRuntimeClasses"],
+    )
+    given = {k: v for k, v in values["trialPods"].items() if v}  # an empty value is no default
+    if "imagePullSecrets" in given:
+        given["imagePullSecrets"] = [s if isinstance(s, dict) else {"name": s} for s in given["imagePullSecrets"]]
+    assert settings.pod_defaults.model_dump(mode="json", by_alias=True, exclude_defaults=True) == given
+    assert ("MCPFLEET_POD_DEFAULTS" in plain) == bool(given)
     if op["allowedImages"]:  # the allow-list is enforced: the chart's own images pass, others are refused
         assert not settings.refusals(settings.runner_image, {"filesystem": sidecars["filesystem"]}, "evals-a")
         assert not settings.refusals("registry.example.com/evals/runner:2", {}, None)
@@ -698,6 +733,67 @@ def test_selectors_match_the_pods_the_operator_creates(tmp_path: Path) -> None:
             )
 
 
+def test_trial_pod_defaults_reach_the_pods_and_an_evalrun_overrides_them(tmp_path: Path) -> None:
+    """The chart's trialPods, through the operator's settings, are every trial pod's placement unless its EvalRun
+    sets the field; the allow-lists refuse a class outside them (a Valid=False condition naming the list)."""
+    from conftest import make_tiny_pack
+
+    from mcpfleet.operator.manifests import trial_pod
+    from mcpfleet.operator.planning import check_run
+    from mcpfleet.operator.settings import OperatorSettings
+    from mcpfleet.runner.plan.expand import plan
+    from mcpfleet.runner.spec.load import parse_evalrun
+
+    pack = make_tiny_pack(tmp_path / "pack")
+    values, docs = rendered("trial-pods")
+    settings = OperatorSettings.from_env(plain_env(operator_container(docs)))
+    defaults = values["trialPods"]
+
+    def run(pod: dict[str, Any]) -> Any:
+        return parse_evalrun(
+            {
+                "apiVersion": "mcpfleet.io/v1alpha1",
+                "kind": "EvalRun",
+                "metadata": {"name": "r", "namespace": "evals", "uid": "u-1"},
+                "spec": {
+                    "models": [{"name": "m", "model": "scripted/oracle"}],
+                    "tasks": {"path": str(pack)},
+                    "output": {"uri": "s3://mcpfleet-results/runs"},
+                    "pod": pod,
+                },
+            }
+        )
+
+    plain = run({})
+    pod = trial_pod(plain, plan(plain, pack)[0], settings)
+    for key in ("tolerations", "affinity", "topologySpreadConstraints", "priorityClassName", "runtimeClassName"):
+        assert pod["spec"][key] == defaults[key], key
+    assert pod["spec"]["imagePullSecrets"] == [{"name": "regcred"}, {"name": "mirror-creds"}]
+    assert (pod["spec"]["dnsPolicy"], pod["spec"]["dnsConfig"]) == (defaults["dnsPolicy"], defaults["dnsConfig"])
+    assert defaults["labels"].items() <= pod["metadata"]["labels"].items()
+    assert defaults["annotations"].items() <= pod["metadata"]["annotations"].items()
+    kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+    own = run(
+        {
+            "tolerations": [],
+            "priorityClassName": "evals-urgent",
+            "labels": {"kueue.x-k8s.io/queue-name": "team-a"},
+            "dnsConfig": {"searches": ["team-a.svc.cluster.local"]},
+        }
+    )
+    check_run(own, plan(own, pack), settings)
+    pod = trial_pod(own, plan(own, pack)[0], settings)
+    assert "tolerations" in pod["spec"] and pod["spec"]["tolerations"] == []
+    assert pod["spec"]["priorityClassName"] == "evals-urgent" and pod["spec"]["runtimeClassName"] == "gvisor"
+    assert pod["spec"]["dnsConfig"] == {"searches": ["team-a.svc.cluster.local"]}  # whole, not merged
+    assert pod["spec"]["affinity"] == defaults["affinity"]
+    labels = pod["metadata"]["labels"]
+    assert (labels["kueue.x-k8s.io/queue-name"], labels["cost-center"]) == ("team-a", "ml")
+    refused = run({"priorityClassName": "system-node-critical", "runtimeClassName": "runc"})
+    with pytest.raises(ValueError, match="allowedPriorityClasses .evals-.*allowedRuntimeClasses .gvisor"):
+        check_run(refused, plan(refused, pack), settings)
+
+
 # ------------------------------------------------------------------------------------------------ monitoring
 
 
@@ -790,6 +886,10 @@ def test_notes_give_next_steps() -> None:
         ({"networkPolicy": {"llmEndpoints": [{"ports": [443]}]}}, "cidr"),
         ({"serviceMonitor": {"enabled": True}, "metrics": {"service": {"enabled": False}}}, "metrics.service.enabled"),
         ({"networkPolicy": {"dns": {"namespaceSelector": None, "podSelector": None}}}, "namespaceSelector"),
+        ({"trialPods": {"labels": {"mcpfleet.io/run": "x"}}}, "mcpfleet.io/run"),
+        ({"trialPods": {"runtimeClassName": "gVisor"}}, "runtimeClassName"),
+        ({"trialPods": {"hostAliases": []}}, "hostAliases"),
+        ({"operator": {"allowedRuntimeClasses": ["a,b"]}}, "allowedRuntimeClasses"),
     ],
 )
 def test_bad_values_are_rejected(chart: Any, bad: dict[str, Any], message: str) -> None:

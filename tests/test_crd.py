@@ -112,6 +112,26 @@ def full() -> dict[str, Any]:
                 "credentialsSecretRef": "s3-credentials",
             },
             "suspend": True,
+            "pod": {
+                "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "evals", "effect": "NoSchedule"}],
+                "affinity": {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "kubernetes.io/hostname"}
+                        ]
+                    }
+                },
+                "topologySpreadConstraints": [
+                    {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}
+                ],
+                "priorityClassName": "evals",
+                "runtimeClassName": "gvisor",
+                "imagePullSecrets": [{"name": "regcred"}],
+                "labels": {"kueue.x-k8s.io/queue-name": "evals"},
+                "annotations": {"example.com/a": "b"},
+                "dnsPolicy": "ClusterFirst",
+                "dnsConfig": {"nameservers": ["10.0.0.10"], "options": [{"name": "ndots", "value": "2"}]},
+            },
         },
         "status": {"phase": "Running", "progress": "1/8", "anything": {"goes": [1]}},
     }
@@ -334,6 +354,43 @@ def test_invalid_values_are_rejected_by_the_crd_schema(path: str, value: Any) ->
     with pytest.raises(SpecError) as err:
         parse_evalrun(doc)
     assert path.split(".")[-1] in str(err.value), err.value  # the error names the field
+
+
+@pytest.mark.parametrize(
+    ("pod", "path"),
+    [
+        ({"tolerations": [{"key": "a", "effect": "Sometimes"}]}, "spec.pod.tolerations[0].effect"),
+        (
+            {"topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule"}]},
+            "spec.pod.topologySpreadConstraints[0].maxSkew",
+        ),
+        (
+            {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}}},
+            "spec.pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+        ),
+        ({"dnsPolicy": "Cluster"}, "spec.pod.dnsPolicy"),
+        ({"runtimeClassName": "Not_A_Name"}, "spec.pod.runtimeClassName"),
+    ],
+)
+def test_kubernetes_typed_pod_fields_are_checked_by_the_crd_and_parse_evalrun_alike(
+    pod: dict[str, Any], path: str
+) -> None:
+    """The CRD embeds Kubernetes' own schemas for them (runner/spec/kube_schemas.json), so the API server refuses
+    what parse_evalrun refuses, and parse_evalrun names the field inside the Kubernetes type."""
+    doc = minimal()
+    doc["spec"]["pod"] = pod
+    assert errors(doc), f"CRD schema accepted spec.pod={pod!r}"
+    with pytest.raises(SpecError) as err:
+        parse_evalrun(doc)
+    assert err.value.problems[0].startswith(path + ":"), err.value.problems
+
+
+def test_unknown_fields_inside_kubernetes_types_are_refused_like_any_other() -> None:
+    doc = minimal()
+    doc["spec"]["pod"] = {"tolerations": [{"key": "a", "efect": "NoSchedule"}]}
+    assert errors(doc) == [] and errors(doc, strict=True) != []
+    with pytest.raises(SpecError, match=r"spec\.pod\.tolerations\[0\]\.efect: unknown field"):
+        parse_evalrun(doc)
 
 
 def test_missing_spec_is_rejected_by_the_crd_schema() -> None:

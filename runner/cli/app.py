@@ -18,6 +18,7 @@ from rich.markup import escape as _markup_escape
 
 from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner._util.printable import printable
+from mcpfleet.runner.cli.pods import pods
 from mcpfleet.runner.cli.toolcalls import judge_eval, toolcalls_app
 from mcpfleet.runner.spec.load import SpecError, load_evalrun
 from mcpfleet.runner.spec.task import Task, TaskError
@@ -433,10 +434,13 @@ def run_operator(
     import mcpfleet.operator  # noqa: F401 - registers the handlers
     from mcpfleet.operator.kube import api_client
     from mcpfleet.operator.peering import ensure_peering
-    from mcpfleet.operator.settings import OperatorSettings
+    from mcpfleet.operator.settings import OperatorSettings, SettingsError
 
     namespaces = namespace or [os.environ.get("POD_NAMESPACE", "default")]
-    cfg = OperatorSettings.from_env()
+    try:
+        cfg = OperatorSettings.from_env()
+    except SettingsError as exc:  # e.g. a chart's trialPods value the operator refuses: said once, plainly
+        _fail(str(exc))
     if cfg.peering:  # kopf keeps a replica paused, silently, while its peering object is missing
 
         async def peering_problems() -> list[str]:
@@ -728,6 +732,7 @@ def tasks_validate(
 
 
 app.command("judge-eval")(judge_eval)
+app.command("pods")(pods)
 app.add_typer(toolcalls_app, name="toolcalls")
 
 

@@ -175,3 +175,17 @@ def label_key_problem(key: str) -> str | None:
     if "/" in key and not (len(prefix) <= 253 and re.fullmatch(DNS_SUBDOMAIN, prefix)):
         return "not a label key: its prefix (before '/') must be a DNS subdomain (e.g. node.kubernetes.io)"
     return None
+
+
+def check_labels(labels: dict[str, str]) -> dict[str, str]:
+    """Refuse what the API server refuses in a label map (a nodeSelector, a pod's labels): every trial pod of the
+    run would be refused alike."""
+    for key, value in labels.items():
+        if problem := label_key_problem(key):
+            raise ValueError(f"key '{key[:80]}': {problem}")
+        if value and not (len(value) <= 63 and re.fullmatch(LABEL_NAME, value)):
+            raise ValueError(
+                f"{key}: value '{value[:80]}' is not a label value: at most 63 letters, digits, '-', '_' or '.', "
+                "starting and ending with a letter or digit (or empty)"
+            )
+    return labels

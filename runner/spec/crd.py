@@ -29,6 +29,9 @@ import jsonschema
 import yaml
 
 from mcpfleet.runner.spec.evalrun import API_GROUP, API_VERSION, FROZEN_OUTPUT, KIND, RESULT_FIELDS, EvalRunSpec, Output
+from mcpfleet.runner.spec.kubetypes import openapi_to_jsonschema
+
+__all__ = ["build_crd", "openapi_schema", "openapi_to_jsonschema", "render_crd_yaml", "spec_schema", "to_structural"]
 
 PLURAL = "evalruns"
 CRD_NAME = f"{PLURAL}.{API_GROUP}"
@@ -103,26 +106,6 @@ def to_structural(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
             out["default"] = default
     ordered = {k: out.pop(k) for k in _FIRST if k in out}
     return {**ordered, **out}
-
-
-def openapi_to_jsonschema(node: Any) -> Any:
-    """OpenAPI v3.0 ``nullable: true`` -> JSON Schema ``type: [X, 'null']``, recursively.
-
-    For checking documents against the CRD schema with ``jsonschema.Draft4Validator`` offline.
-    """
-    if isinstance(node, list):
-        return [openapi_to_jsonschema(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    out = {k: v for k, v in node.items() if k != "nullable"}
-    if "properties" in node:
-        out["properties"] = {k: openapi_to_jsonschema(v) for k, v in node["properties"].items()}
-    for key in ("items", "additionalProperties"):
-        if isinstance(node.get(key), dict):
-            out[key] = openapi_to_jsonschema(node[key])
-    if node.get("nullable") and "type" in node:
-        out["type"] = [node["type"], "null"]
-    return out
 
 
 def spec_schema() -> dict[str, Any]:

@@ -7,26 +7,25 @@ everywhere: a typo such as ``maxTurn`` must never be silently ignored in a 10,00
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.alias_generators import to_camel
 
 from mcpfleet.runner.spec.checks import (
     ENV_VAR_NAME,
-    LABEL_NAME,
     QUANTITY,
     check_image,
     check_key_env,
+    check_labels,
     check_no_credentials,
     check_no_secret_text,
     check_no_surrounding_space,
     check_s3_uri,
-    label_key_problem,
     quantity_value,
 )
+from mcpfleet.runner.spec.placement import PodPlacement
+from mcpfleet.runner.spec.specmodel import SpecModel
 
 API_GROUP = "mcpfleet.io"
 API_VERSION = "v1alpha1"
@@ -47,19 +46,6 @@ MAX_URL = 2048
 MAX_ATTEMPTS = 100  # k; also the most a report trusts from a stored run.json or summary.json
 # A model string: provider model names are short, a scripted model's script=<path> is the longest real one.
 MAX_MODEL = 1024
-
-
-class SpecModel(BaseModel):
-    """Base for every spec object: camelCase aliases, unknown fields forbidden."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        frozen=True,
-        use_enum_values=True,
-        allow_inf_nan=False,  # `.nan` passed `le` bounds' wording ("must be <= 3600"), `.inf` an unbounded rate
-    )
 
 
 class SecretKeyRef(SpecModel):
@@ -440,8 +426,9 @@ class Resources(SpecModel):
         return self
 
 
-class PodSettings(SpecModel):
-    """How trial pods are built (operator only; ignored by ``mcpfleet run``)."""
+class PodSettings(PodPlacement):
+    """How trial pods are built (operator only; ignored by ``mcpfleet run``). The Kubernetes placement fields
+    (tolerations, affinity, labels, ...) are PodPlacement's, laid over the operator's defaults."""
 
     runner_image: str | None = Field(default=None, description="Overrides the operator's default runner image.")
     sidecar_images: dict[str, str] = Field(
@@ -505,16 +492,7 @@ class PodSettings(SpecModel):
     @field_validator("node_selector")
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
-        # The API server refuses a pod whose nodeSelector is no label: every trial of the run would fail alike.
-        for key, value in v.items():
-            if problem := label_key_problem(key):
-                raise ValueError(f"key '{key[:80]}': {problem}")
-            if value and not (len(value) <= 63 and re.fullmatch(LABEL_NAME, value)):
-                raise ValueError(
-                    f"{key}: value '{value[:80]}' is not a label value: at most 63 letters, digits, '-', '_' or '.', "
-                    "starting and ending with a letter or digit (or empty)"
-                )
-        return v
+        return check_labels(v)  # the API server refuses a pod whose nodeSelector is no label: every trial alike
 
 
 class JudgeSettings(SpecModel):

@@ -13,6 +13,8 @@ from pydantic_core import ErrorDetails
 
 from mcpfleet.runner.spec.checks import QUANTITY
 from mcpfleet.runner.spec.evalrun import DNS_LABEL, KIND, EvalRun
+from mcpfleet.runner.spec.kubetypes import ERROR_TYPE as KUBE_ERROR
+from mcpfleet.runner.spec.placement import CLASS_NAME
 
 
 class SpecError(ValueError):
@@ -93,11 +95,15 @@ def _explain(err: ErrorDetails) -> str:
             text = msg
         if kind == "string_pattern_mismatch" and ctx.get("pattern") == DNS_LABEL:
             text = "must be a DNS label: lowercase letters, digits and '-', starting and ending alphanumeric"
+        elif kind == "string_pattern_mismatch" and ctx.get("pattern") == CLASS_NAME:
+            text = "must be a DNS subdomain: lowercase letters, digits, '-' and '.', starting and ending alphanumeric"
         elif kind == "string_pattern_mismatch" and ctx.get("pattern") == QUANTITY:
             text = "must be a Kubernetes quantity, e.g. 500m, 2, 1Gi (no sign, no other suffix)"
         return text
     if kind == "value_error":
         return str(ctx.get("error", msg)).removeprefix("Value error, ")
+    if kind == KUBE_ERROR:
+        return str(ctx["problem"])
     strict = {
         "int_type": "a whole number",
         "float_type": "a number",
@@ -115,7 +121,12 @@ def _explain(err: ErrorDetails) -> str:
 
 
 def format_validation_error(exc: ValidationError) -> list[str]:
-    return [f"{_path(e['loc'])}: {_explain(e)}" for e in exc.errors()]
+    return [f"{_path(e['loc'])}{_below(e)}: {_explain(e)}" for e in exc.errors()]
+
+
+def _below(err: ErrorDetails) -> str:
+    """Where inside a Kubernetes-typed field the problem is (``[0].effect`` of ``spec.pod.tolerations``)."""
+    return str((err.get("ctx") or {}).get("where", "")) if err["type"] == KUBE_ERROR else ""
 
 
 MAX_SPEC_BYTES = 256 * 1024  # a spec is a few KiB; the API server's own object limit is ~1.5 MiB

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -16,17 +17,51 @@ from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet
 from support import CREDS, NS, evalrun, infra_errors, run_uid, s3_keys, status_of, wait_until
 
+# spec.pod placement: Kubernetes' own fields, passed to every trial pod unchanged (the emulator checks the EvalRun
+# against the CRD's schema, which embeds Kubernetes' schemas of these types).
+PLACEMENT: dict[str, Any] = {
+    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "evals", "effect": "NoSchedule"}],
+    "affinity": {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 10,
+                    "preference": {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["evals"]}]},
+                }
+            ]
+        }
+    },
+    "topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway"}
+    ],
+    "priorityClassName": "evals-low",
+    "runtimeClassName": "gvisor",
+    "imagePullSecrets": [{"name": "regcred"}],
+    "labels": {"kueue.x-k8s.io/queue-name": "evals"},
+    "annotations": {"example.com/owner": "e2e"},
+    "dnsPolicy": "ClusterFirst",
+    "dnsConfig": {"options": [{"name": "ndots", "value": "2"}]},
+}
+
 
 async def test_evalrun_end_to_end(
     kube: RunningEmulator, operator_env: None, s3: str, bucket: str, image_pack: Path, tmp_path: Path
 ) -> None:
     pack = image_pack
     manifest = tmp_path / "run.yaml"
-    manifest.write_text(yaml.safe_dump(evalrun("e2e", pack, s3, bucket)))
+    manifest.write_text(yaml.safe_dump(evalrun("e2e", pack, s3, bucket, pod=PLACEMENT)))
     async with Kubelet(kube.url) as kubelet:
         with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
             out = kube.kubectl("apply", "--validate=false", "-f", str(manifest))
             assert "evalrun.mcpfleet.io/e2e created" in str(out)
+            created = await wait_until(lambda: kube.objects("pods", NS), 60, "the first trial pods")
+            for pod in created:  # the placement reached the pods the operator created, unchanged
+                assert {k: pod["spec"].get(k) for k in PLACEMENT if k not in ("labels", "annotations")} == {
+                    k: v for k, v in PLACEMENT.items() if k not in ("labels", "annotations")
+                }
+                assert PLACEMENT["labels"].items() <= pod["metadata"]["labels"].items()
+                assert PLACEMENT["annotations"].items() <= pod["metadata"]["annotations"].items()
+                assert pod["metadata"]["labels"]["mcpfleet.io/run"] == "e2e"
             status = await wait_until(
                 lambda: status_of(kube, "e2e").get("phase") == "Succeeded" and status_of(kube, "e2e"),
                 240,

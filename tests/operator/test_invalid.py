@@ -93,6 +93,14 @@ def cases(pack: Path, s3: str, bucket: str) -> list[tuple[dict[str, Any], str]]:
             run("creds-in-url", models=[{"name": "gpt", "model": "openai/gpt-5", "apiBase": CANARY_URL}]),
             "spec.models[0].apiBase: 'https://***@llm.example.com/v1' embeds credentials",
         ),
+        # spec.pod placement the schema lets through: the operator's own label, a runtime class outside the
+        # allow-list (MCPFLEET_ALLOWED_RUNTIME_CLASSES below), a dnsPolicy of None without nameservers.
+        (run("own-label", pod={"labels": {"mcpfleet.io/run": "other"}}), "spec.pod.labels: 'mcpfleet.io/run'"),
+        (
+            run("runtime-refused", pod={"runtimeClassName": "runc"}),
+            "spec.pod.runtimeClassName: 'runc' is not in the operator's allowedRuntimeClasses (gvisor)",
+        ),
+        (run("no-nameservers", pod={"dnsPolicy": "None"}), "spec.pod.dnsPolicy: None"),
     ]
 
 
@@ -116,6 +124,7 @@ async def test_invalid_runs_fail_once_and_the_operator_keeps_serving(
 ) -> None:
     # Installed with the filesystem sidecar only (the chart's sidecarImages trimmed): a postgres run cannot start.
     monkeypatch.setenv("MCPFLEET_SIDECAR_IMAGES", "filesystem=ghcr.io/mcpfleet/mcp-filesystem:0.1.0")
+    monkeypatch.setenv("MCPFLEET_ALLOWED_RUNTIME_CLASSES", "gvisor")
     bad = cases(image_pack, s3, bucket)
     assert len(bad) >= 8
     async with Kubelet(kube.url) as kubelet:

@@ -153,3 +153,27 @@ An egress rule to {cidr, except, ports}.
     {{- include "mcpfleet.netpolPorts" . | trim | nindent 4 }}
   {{- end }}
 {{- end }}
+
+{{/*
+MCPFLEET_POD_DEFAULTS: trialPods as JSON, only the fields given (an empty value is no default); image pull
+secrets given by name become {name}. Empty when none is given.
+*/}}
+{{- define "mcpfleet.trialPodDefaults" -}}
+{{- $out := dict }}
+{{- range $key, $value := .Values.trialPods }}
+{{- if $value }}
+{{- if eq $key "imagePullSecrets" }}
+{{- $refs := list }}
+{{- range $value }}
+{{- $refs = append $refs (kindIs "map" . | ternary . (dict "name" .)) }}
+{{- end }}
+{{- $_ := set $out $key $refs }}
+{{- else }}
+{{- $_ := set $out $key $value }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if $out }}
+{{- toJson $out }}
+{{- end }}
+{{- end }}
