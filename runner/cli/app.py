@@ -19,6 +19,7 @@ from rich.markup import escape as _markup_escape
 from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner._util.printable import printable
 from mcpfleet.runner.cli.packs import DEFAULT_TASKS, tasks_at
+from mcpfleet.runner.cli.stress import tasks_stress
 from mcpfleet.runner.cli.toolcalls import judge_eval, toolcalls_app
 from mcpfleet.runner.spec.load import SpecError, load_evalrun
 from mcpfleet.runner.spec.task import Task, TaskError
@@ -708,6 +709,7 @@ def tasks_validate(
         raise typer.Exit(1)
 
 
+tasks_app.command("stress")(tasks_stress)
 app.command("judge-eval")(judge_eval)
 app.add_typer(toolcalls_app, name="toolcalls")
 

@@ -1,4 +1,4 @@
-"""Which pack and which of its tasks a command's PATH means (``tasks list``, ``tasks validate``)."""
+"""Which pack and which of its tasks a command's PATH means (``tasks list``, ``tasks validate``, ``tasks stress``)."""
 
 from __future__ import annotations
 
