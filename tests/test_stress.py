@@ -100,6 +100,12 @@ def test_rows_count_passes_fails_and_dedupe_what_the_verifier_said() -> None:
     assert doc["tasks"][0]["failing"][0]["attempts"] == 2
 
 
+def mcpmark_output(text: str, is_error: bool) -> str:
+    """A function_call_output as MCPMark's agent writes it: a text part holding the JSON dump of the MCP result."""
+    result = {"meta": None, "content": [{"type": "text", "text": text, "annotations": None}], "isError": is_error}
+    return json.dumps({"type": "text", "text": json.dumps(result), "annotations": None, "meta": None})
+
+
 def test_an_oracle_step_that_failed_is_named_with_what_the_server_said() -> None:
     rec = record(
         False,
@@ -110,14 +116,17 @@ def test_an_oracle_step_that_failed_is_named_with_what_the_server_said() -> None
     server = "Error: range lower bound must be less than or equal to range upper bound"
     messages = [
         {"type": "function_call_output", "call_id": "a", "output": "[]"},
-        {"type": "function_call_output", "call_id": "b", "output": json.dumps({"content": [{"text": server}]})},
+        {"type": "function_call_output", "call_id": "b", "output": mcpmark_output(server, is_error=False)},
     ]
     error = first_tool_error(rec, messages)
     assert error == f"execute_sql: {server}"
     attempt = attempt_of(rec, FLAKY, True, error)
     assert attempt.detail == f"tool error: execute_sql: {server}"
     assert first_tool_error(record(True), messages) is None
-    unrecorded = "no record: the trial ran, but nothing of it was stored"
+    plain = [{"type": "function_call_output", "call_id": "b", "output": "Error: unknown tool 'x'"}]
+    assert first_tool_error(rec, plain) == "execute_sql: Error: unknown tool 'x'"
+    assert first_tool_error(rec, []) == "execute_sql"  # (no messages.json: the tool's name alone)
+    unrecorded = "no record: the trial did not finish, or its record could not be stored"
     assert attempt_of(None, GOOD, True) == Attempt(GOOD, True, False, False, None, unrecorded)
 
 

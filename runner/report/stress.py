@@ -51,15 +51,17 @@ def _same_for_every_trial(text: str) -> str:
     return _TRIAL_FOLDERS.sub("mcpfleet-trial-*", _TRIAL_NAMES.sub(r"\1_*", text))
 
 
-def _output_text(output: Any) -> str:
-    """A tool result as messages.json keeps it: MCPMark's JSON dump of the result (its text parts), or plain text."""
+def _output_text(output: Any, depth: int = 3) -> str:
+    """A tool result's text as messages.json keeps it: MCPMark's output is a JSON text part whose text is the JSON dump
+    of the MCP result (its content's text parts); anything else is taken as plain text."""
     try:
         dumped = json.loads(output) if isinstance(output, str) else output
     except ValueError:
         return str(output)
-    parts = dumped.get("content") if isinstance(dumped, dict) else None
-    if isinstance(parts, list):
-        return "\n".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
+    if depth and isinstance(dumped, dict) and isinstance(dumped.get("content"), list):
+        return "\n".join(_output_text(p.get("text", ""), depth - 1) for p in dumped["content"] if isinstance(p, dict))
+    if depth and isinstance(dumped, dict) and isinstance(dumped.get("text"), str):
+        return _output_text(dumped["text"], depth - 1)
     return str(output)
 
 
@@ -84,7 +86,7 @@ def attempt_detail(record: dict[str, Any] | None, tool_error: str | None = None)
     returned an error (an oracle step that did not do what it means) and the tail of the verifier's output (its
     failing checks). Trial-specific names are blanked so equal failures compare equal."""
     if record is None:
-        return "no record: the trial ran, but nothing of it was stored"
+        return "no record: the trial did not finish, or its record could not be stored"
     if not is_scored(record.get("failure")):
         return _same_for_every_trial(f"{record.get('failure')}: {_tail(str(record.get('error') or ''))}")
     verifier = record.get("verifier") or {}
