@@ -572,69 +572,6 @@ async def test_a_task_can_ask_for_a_cluster_of_its_own_with_its_owners_login(
     assert one(cluster, f"SELECT count(*) FROM pg_roles WHERE rolname = '{v['POSTGRES_USERNAME']}'") == [(0,)]
 
 
-async def _oracle_trial(root: Path, task_id: str, out: Path, cluster: pgcluster.ClusterHandle) -> tuple[Any, list[str]]:
-    """The task's oracle.json replayed through the real postgres-mcp server; its result and the text of every tool
-    result that is an error."""
-    from mcpfleet.runner.results.store import LocalStore
-    from mcpfleet.runner.spec.evalrun import AgentKind, Limits, ModelSpec
-    from mcpfleet.runner.spec.trial import TrialContext, TrialSpec
-    from mcpfleet.runner.trial.engine import run_trial
-
-    spec = TrialSpec(
-        run="horizon",
-        trial_id=f"oracle.{task_id.replace('/', '.')}",
-        spec_hash="horizon",
-        model=ModelSpec(name="oracle", model="oracle"),
-        task_id=task_id,
-        tasks_root=str(root),
-        attempt=1,
-        agent=AgentKind.oracle,
-        limits=Limits(),
-    )
-    store = LocalStore(out)
-    result = await run_trial(spec, store, TrialContext(resources={"postgres": cluster}))
-    messages = json.loads((store.trial_dir(spec.trial_id) / "messages.json").read_text())
-    errors = [m["output"] for m in messages if m.get("type") == "function_call_output" and "Error:" in str(m["output"])]
-    return result, errors
-
-
-async def test_an_open_transaction_of_another_trial_cannot_fail_salary_period_constraints(
-    cluster: pgcluster.ClusterHandle, tmp_path: Path
-) -> None:
-    """PostgreSQL's snapshots are cluster-wide: while a write transaction is open in any database of a cluster
-    (another trial's long UPDATE or index build, on the run's shared cluster), an index build in another database
-    also indexes the row versions that were updated away after that transaction took its XID, and evaluates its
-    expression on them. salary_period_constraints has its agent fix inverted periods, then build an exclusion
-    constraint on daterange(), which raises on their pre-fix versions ("range lower bound must be less than or
-    equal to range upper bound"): run on the shared cluster, its oracle fails whenever another trial's transaction
-    spans its UPDATE and its ALTER TABLE. Such a transaction is held open here for the whole trial: on the shared
-    cluster the oracle fails (the hazard is real), and the task as bundled runs on a cluster of its own and passes.
-    """
-    holder = cluster.connect()
-    holder.autocommit = False
-    try:
-        with holder.cursor() as cur:
-            cur.execute("SELECT txid_current()")  # an XID of its own, as another trial's write transaction has
-            held = cur.fetchone()
-        shared = tmp_path / "shared"
-        shutil.copytree(REPO / "tasks/postgres/states", shared / "postgres/states")
-        shutil.copytree(REPO / "tasks" / SALARY_TASK, shared / SALARY_TASK)
-        meta = json.loads((shared / SALARY_TASK / "meta.json").read_text())
-        meta["mcpfleet"] = {"isolation": "database"}
-        (shared / SALARY_TASK / "meta.json").write_text(json.dumps(meta))
-        result, errors = await _oracle_trial(shared, SALARY_TASK, tmp_path / "runs-shared", cluster)
-        assert not result.passed and len(errors) == 1 and "range lower bound" in errors[0], (result.error, errors)
-
-        result, errors = await _oracle_trial(REPO / "tasks", SALARY_TASK, tmp_path / "runs", cluster)
-        assert result.passed and not errors, (result.error, errors, result.verifier.stdout)
-        with holder.cursor() as cur:  # still open, with the same XID: it was there through both trials
-            cur.execute("SELECT txid_current_if_assigned()")
-            assert cur.fetchone() == held
-    finally:
-        holder.rollback()
-        holder.close()
-
-
 def kill_once_an_agent_works(proc: subprocess.Popen[str], victim: Callable[[list[int]], int]) -> int:
     """SIGKILL ``victim(trial backends)`` once a trial's agent is under way (3 s after its backend shows up: a tool
     call every 2 s), as the OOM killer would; the pid killed, 0 if no agent came within 240 s."""

@@ -18,7 +18,9 @@ from rich.markup import escape as _markup_escape
 
 from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner._util.printable import printable
+from mcpfleet.runner.cli.packs import DEFAULT_TASKS, tasks_at
 from mcpfleet.runner.cli.pods import pods
+from mcpfleet.runner.cli.stress import tasks_stress
 from mcpfleet.runner.cli.toolcalls import judge_eval, toolcalls_app
 from mcpfleet.runner.spec.load import SpecError, load_evalrun
 from mcpfleet.runner.spec.task import Task, TaskError
@@ -64,7 +66,6 @@ def _options(
     pass
 
 
-DEFAULT_TASKS = Path(__file__).resolve().parents[2] / "tasks"
 STOPPED_EXIT = 3  # `mcpfleet run`: some model's launches were stopped (configuration error, retry budget)
 UNRECORDED_EXIT = 4  # `mcpfleet run`: some trials ran but their records could not be stored
 UNSCORED_EXIT = 5  # `mcpfleet run`: every trial ended unscored (infra, provider, config errors): nothing measured
@@ -630,25 +631,6 @@ def export(
         )
 
 
-def tasks_at(path: Path, states: Path | None = None) -> tuple[Path, list[Task]]:
-    """The root of the pack ``path`` is, or is inside, and the tasks under ``path`` (``tasks list`` and ``tasks
-    validate``). Any folder inside a pack narrows it: a service, a difficulty, a category or one task folder
-    (<root>/<service>/<difficulty>/<category>/<task>); the pack root is the ancestor holding the service. Unless
-    the folder is a pack root itself: a pack kept under ~/bench/postgres/ is not the "postgres" service's."""
-    from mcpfleet.runner.services import SERVICES
-    from mcpfleet.runner.tasks.discovery import discover
-
-    path = path.resolve()
-    root, only = path, None
-    holds_tasks = any(next(path.glob(f"{s}/*/*/*/description.md"), None) for s in SERVICES)
-    for ancestor in [] if holds_tasks else path.parents:
-        inside = path.relative_to(ancestor).parts
-        if len(inside) <= 4 and inside[0] in SERVICES:
-            root, only = ancestor, path
-            break
-    return root, [t for t in discover(root, states) if only is None or t.path.is_relative_to(only)]
-
-
 @tasks_app.command("list")
 def tasks_list(
     path: Annotated[Path, typer.Argument(help="Task pack root or a folder inside one.")] = DEFAULT_TASKS,
@@ -731,6 +713,7 @@ def tasks_validate(
         raise typer.Exit(1)
 
 
+tasks_app.command("stress")(tasks_stress)
 app.command("judge-eval")(judge_eval)
 app.command("pods")(pods)
 app.add_typer(toolcalls_app, name="toolcalls")

@@ -451,9 +451,16 @@ def write_summary(
 
 
 def execute(
-    run: EvalRun, base_dir: Path, *, new_run: bool = False, concurrency: int | None = None, show_progress: bool = True
+    run: EvalRun,
+    base_dir: Path,
+    *,
+    new_run: bool = False,
+    concurrency: int | None = None,
+    show_progress: bool = True,
+    order: Callable[[list[TrialSpec]], list[TrialSpec]] | None = None,
 ) -> tuple[dict[str, Any], Path | str]:
     """Run (or resume) an EvalRun locally; returns (summary, run folder or s3:// URI of the run root).
+    ``order``: the launch order instead of the plan's (``tasks stress`` shuffles it).
 
     Raises KeyboardInterrupt on Ctrl-C, RunLost when a run-scoped resource is lost for good."""
 
@@ -470,14 +477,15 @@ def execute(
     tasks = preflight(run, base_dir, os.environ)
     tmpdirs.sweep()  # trial folders left by runs that were killed
     sweep_leftovers()  # and their services' run-scoped leftovers (a PostgreSQL cluster's folder in /dev/shm)
-    trials = plan(run, base_dir, tasks)
+    reorder = order or (lambda planned: planned)
+    trials = reorder(plan(run, base_dir, tasks))
     config = store_config(run.spec.output, run.name, base_dir)  # what workers reopen: picklable
     store = config.open()
     if new_run and store.exists():
         run = run.model_copy(
             update={"metadata": run.metadata.model_copy(update={"name": fresh_name(run.name, config)})}
         )
-        trials = plan(run, base_dir, tasks)
+        trials = reorder(plan(run, base_dir, tasks))
         config = config.with_name(run.name)
         store = config.open()
     with run_lock(store):

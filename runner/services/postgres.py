@@ -11,11 +11,12 @@ roles per trial instead would change the SQL the task and its verifier expect.
 
 Snapshots are cluster-wide too: while any transaction with an XID is open on a cluster, an index build in
 every database of it also indexes the row versions deleted or updated away after that transaction took its
-XID, and evaluates its expressions on them. So on the shared cluster another trial's long transaction (its
-UPDATE, its index build) can fail a trial whose agent fixes rows and then indexes an expression the old values
-make raise (``daterange(from, to)`` over periods it just un-inverted), which a serial run never does. Such a
-task declares ``"isolation": "cluster-owner"``: a cluster of its own, logged in as its database's owner as on
-the shared one.
+XID (unless HOT-updated), and evaluates its expressions on them. So on the shared cluster another trial's long
+transaction (its UPDATE, its index build, its verifier) can fail a trial whose agent fixes rows and then indexes
+an expression the old values make raise (``daterange(from, to)`` over periods it just un-inverted), which a
+serial run never does. Such a task declares ``"isolation": "cluster-owner"``: a cluster of its own, logged in as
+its database's owner as on the shared one (its state can also keep the fixes HOT: hr's salaries has a
+fillfactor, see docs/postgres.md).
 
 A task's state and its template database are pgstate.py (state_source, which finds the state, is here: it
 reads PostgresService.mcpmark_states), a trial's database and login pgtrial.py, a trial pod's containers
