@@ -28,6 +28,12 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import boto3
 import pytest
 
+# A background job of a non-interactive shell (`cmd &` in a script, CI's runners, `nohup`) starts with SIGINT
+# ignored, Python keeps it so, and every child inherits it: the Ctrl-C tests' runs then exited 0, deaf to the key.
+# They test what a terminal user gets, so the suite's own process takes the default back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 from mcpfleet.runner.launch.scripted_model import ScriptedServerProcess
 
 _TESTS = str(Path(__file__).resolve().parent)
