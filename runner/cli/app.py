@@ -10,14 +10,13 @@ import shutil
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape as _markup_escape
 
 from mcpfleet.runner._util.plural import plural
-from mcpfleet.runner._util.printable import printable
+from mcpfleet.runner.cli.output import console, err, escape
+from mcpfleet.runner.cli.output import fail as _fail
 from mcpfleet.runner.cli.packs import DEFAULT_TASKS, tasks_at
 from mcpfleet.runner.cli.pods import pods
 from mcpfleet.runner.cli.stress import tasks_stress
@@ -37,15 +36,6 @@ app = typer.Typer(
 )
 tasks_app = typer.Typer(no_args_is_help=True, help="Inspect and validate task packs.")
 app.add_typer(tasks_app, name="tasks")
-# Piped output gets a wide fixed width: the summary table is for reading in logs, not for wrapping.
-console = Console(width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True)
-
-
-def escape(text: object) -> str:
-    """Text from outside (a provider's error, a path, a task's name) shown literally: neither markup nor
-    terminal control sequences (see printable)."""
-    return _markup_escape(printable(text, one_line=False))
 
 
 def _print_version(value: bool) -> None:
@@ -95,11 +85,6 @@ def scripted_failure(text: str) -> str:
     cause = lines[-1] if lines else ""
     said = f": {cause}" if cause and cause != "(empty)" else ""
     return f"{head.removesuffix('; stderr:')}{said}; check the pack with: mcpfleet tasks validate <pack>"
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 @app.command()

@@ -13,17 +13,14 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 import yaml
-from rich.console import Console
-from rich.markup import escape
 
+from mcpfleet.runner.cli.output import fail
 from mcpfleet.runner.spec.load import SpecError, load_evalrun
 from mcpfleet.runner.spec.task import TaskError
-
-err = Console(stderr=True)
 
 
 class PodFormat(StrEnum):
@@ -31,24 +28,19 @@ class PodFormat(StrEnum):
     json = "json"
 
 
-def _fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
-
-
 def env_file(path: Path) -> dict[str, str]:
     """``NAME=value`` lines (what ``kubectl set env --list`` prints); blank lines and ``#`` comments skipped."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        _fail(f"--env-file {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})")
+        fail(f"--env-file {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})")
     out = {}
     for number, line in enumerate(lines, 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         name, eq, value = line.partition("=")
         if not eq or not name.strip():
-            _fail(f"--env-file {path}:{number}: not NAME=value")
+            fail(f"--env-file {path}:{number}: not NAME=value")
         out[name.strip()] = value
     return out
 
@@ -89,5 +81,5 @@ def pods(
             run = run.model_copy(update={"metadata": run.metadata.model_copy(update={"namespace": namespace})})
         manifests = run_pods(run, planned(run), settings, trial)
     except (SettingsError, SpecError, TaskError, StoreError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     sys.stdout.write(render(manifests, output))

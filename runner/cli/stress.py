@@ -10,32 +10,19 @@ import secrets
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape as _markup_escape
 
 from mcpfleet.runner._util.plural import plural
-from mcpfleet.runner._util.printable import printable
+from mcpfleet.runner.cli.output import console, err, escape, fail
 from mcpfleet.runner.cli.packs import DEFAULT_TASKS, tasks_at
 from mcpfleet.runner.spec.evalrun import MAX_ATTEMPTS
 from mcpfleet.runner.spec.load import SpecError
 from mcpfleet.runner.spec.task import TaskError
 
-console = Console(width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True)
 FAILED_EXIT = 1  # an oracle attempt failed or was not judged, or a no-op attempt passed or was not judged
 LOST_EXIT = 6  # as `mcpfleet run`: the run's PostgreSQL server was lost for good
-
-
-def _escape(text: object) -> str:
-    return _markup_escape(printable(text, one_line=False))
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[red]error:[/] {_escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 def tasks_stress(
@@ -64,10 +51,10 @@ def tasks_stress(
     try:
         root, found = tasks_at(path, states)
     except TaskError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     chosen = [t for t in found if t.has_oracle]
     if not chosen:
-        _fail(f"no task with an oracle.json found at {path}")
+        fail(f"no task with an oracle.json found at {path}")
     if left := len(found) - len(chosen):
         err.print(f"[yellow]note:[/] {plural(left, 'task')} without oracle.json left out", highlight=False)
     seed = secrets.randbelow(2**31) if seed is None else seed
@@ -90,15 +77,15 @@ def tasks_stress(
             show_progress=not as_json and sys.stderr.isatty(),
         )
     except (SpecError, TaskError, RunRefused, StoreError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except RunLost as exc:
-        _fail(f"{exc}: the stress stopped early", LOST_EXIT)
+        fail(f"{exc}: the stress stopped early", LOST_EXIT)
     rows = summarise(done.attempts)
     if as_json:
         sys.stdout.write(json.dumps(stress_json(rows, repeat, concurrency, seed, done.wall), indent=2) + "\n")
     else:
         console.print(stress_table(rows, stress_title(rows, repeat, concurrency, seed, done.wall)))
     if done.root is not None:
-        err.print(f"records: {_escape(done.root)}/trials", highlight=False, soft_wrap=True)
+        err.print(f"records: {escape(done.root)}/trials", highlight=False, soft_wrap=True)
     if not all(r.ok for r in rows):
         raise typer.Exit(FAILED_EXIT)

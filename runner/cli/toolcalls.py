@@ -9,28 +9,21 @@ import asyncio
 import json
 import os
 import sqlite3
-import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from mcpfleet.runner._util.plural import plural
+from mcpfleet.runner.cli.output import console, err
+from mcpfleet.runner.cli.output import fail as _fail
 
 toolcalls_app = typer.Typer(no_args_is_help=True, help="Tool-call quality data (limbic format).")
-console = Console(width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True)
 FORMATS = ("jsonl", "json", "parquet")
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 def output_file_problem(option: str, path: Path, example: str) -> str | None:
