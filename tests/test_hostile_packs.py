@@ -12,6 +12,7 @@ import os
 import re
 import socket
 import stat
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,9 +44,13 @@ def make_special(path: Path, kind: str) -> None:
     if kind == "fifo":
         os.mkfifo(path)
     elif kind == "socket":
-        s = socket.socket(socket.AF_UNIX)
-        s.bind(str(path))
-        s.close()
+        # AF_UNIX paths are limited to 107 bytes and a worker's tmp_path can be longer: bind in a short
+        # folder, then move the socket file into place (a rename keeps it a socket).
+        with tempfile.TemporaryDirectory(dir="/tmp") as short:
+            s = socket.socket(socket.AF_UNIX)
+            s.bind(f"{short}/s")
+            s.close()
+            os.replace(f"{short}/s", path)
     else:
         if os.geteuid() != 0:
             pytest.skip("mknod needs root")

@@ -37,7 +37,7 @@ from mcpfleet.runner.agent.transcript import (
     TurnRecord,
 )
 from mcpfleet.runner.environment.mcp_client import AbandonedCalls, call_tool_abandoning, result_text
-from mcpfleet.runner.llm.client import faults
+from mcpfleet.runner.llm import faults
 from mcpfleet.runner.spec import mcpmark_protocol as protocol
 from mcpfleet.runner.spec.task import OracleStep, Task
 

@@ -13,7 +13,8 @@ from mcpfleet.runner._util.printable import printable
 
 # Piped output gets a wide fixed width: the summary table is for reading in logs, not for wrapping.
 console = Console(width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True)
+# Errors and warnings are never hard-wrapped: a path or a line in a log stays whole, to copy or grep.
+err = Console(stderr=True, soft_wrap=True)
 
 
 def escape(text: object) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcpfleet.runner.agent.loop import snapshot_refs
+from mcpfleet.runner.agent import snapshot_refs
 from mcpfleet.runner.launch.scripted_options import ModelError, Options, ScriptError, load_script, script_path
 from mcpfleet.runner.launch.scripted_toolcall import ToolCallAnswers
 from mcpfleet.runner.services import SERVICES
