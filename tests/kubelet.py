@@ -21,6 +21,11 @@ reaches the volume the container mounts at /tmp: ``tmp_env=True`` sets such a co
 volume's folder (off by default: under a long ``workdir`` the path is too long for the Unix sockets processes
 make there, Chromium's among them, so a test that turns it on gives a short ``workdir``).
 KUBELET_KEEP=1 in the environment keeps the pods' folders (container logs, volumes) for a post-mortem.
+
+Containers whose command is the runner image's ``mcpfleet`` are forked from a warm zygote (tests/warm_zygote.py,
+one per kubelet) that has imported mcpfleet and LiteLLM once: each is still a process of its own with the
+container's argv, environment, folder and log, without paying ~3.7 s of imports per container. ``warm=False``
+(or KUBELET_COLD=1) starts every container with exec instead.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import re
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -43,6 +49,7 @@ from typing import Any
 import aiohttp
 
 REPO = Path(__file__).resolve().parents[1]
+MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"  # the runner image's entry point
 
 
 def _pg_bin() -> str:
@@ -96,8 +103,10 @@ class Kubelet:
         workdir: Path | None = None,
         node: str = "test-node",
         tmp_env: bool = False,
+        warm: bool = True,
     ):
         self.url = url.rstrip("/")
+        self.warm: WarmZygote | None = None if (not warm or os.environ.get("KUBELET_COLD")) else WarmZygote()
         self.node = node
         self.tmp_env = tmp_env
         self.pull_failures = pull_failures or set()
@@ -121,7 +130,7 @@ class Kubelet:
         self.session: aiohttp.ClientSession | None = None
         self._watch: asyncio.Task[None] | None = None
         # Deletion: each pod's processes and folder, which container a process is, pods being terminated.
-        self.procs: dict[str, list[asyncio.subprocess.Process]] = {}
+        self.procs: dict[str, list[Proc]] = {}
         self.poddirs: dict[str, Path] = {}
         self.container_of: dict[int, str] = {}
         self.stopping: set[Path] = set()  # folders of pods being terminated: no container starts there any more
@@ -171,6 +180,8 @@ class Kubelet:
                 await t
         if self.session:
             await self.session.close()
+        if self.warm is not None:
+            await self.warm.stop()
         if not os.environ.get("KUBELET_KEEP"):
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -226,7 +237,7 @@ class Kubelet:
             self.max_seen = max(self.max_seen, self.running)
             self.started.append(pod["metadata"]["name"])
             self.timeline.append((time.monotonic(), pod["metadata"]["name"], "start"))
-            procs: list[asyncio.subprocess.Process] = []
+            procs: list[Proc] = []
             poddir = Path(tempfile.mkdtemp(prefix="pod-", dir=self.workdir))
             poddir.chmod(0o711)
             self.procs[key], self.poddirs[key] = procs, poddir
@@ -304,7 +315,7 @@ class Kubelet:
             if poddir is not None:
                 self.stopping.discard(poddir)
 
-    async def _stop(self, pod: str, procs: list[asyncio.subprocess.Process], deadline: float) -> None:
+    async def _stop(self, pod: str, procs: list[Proc], deadline: float) -> None:
         live = [p for p in procs if p.returncode is None]
         for p in live:
             self.signals.append((time.monotonic(), pod, self.container_of.get(p.pid, "?"), "SIGTERM"))
@@ -370,7 +381,7 @@ class Kubelet:
         with contextlib.suppress(asyncio.CancelledError, aiohttp.ClientError):
             await self._patch_status(pod["metadata"]["namespace"], pod["metadata"]["name"], status)
 
-    async def _execute(self, pod: dict[str, Any], poddir: Path, procs: list[asyncio.subprocess.Process]) -> None:
+    async def _execute(self, pod: dict[str, Any], poddir: Path, procs: list[Proc]) -> None:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         ns, name = meta["namespace"], meta["name"]
         mounts = {}
@@ -570,13 +581,17 @@ class Kubelet:
         full_env = {"PATH": BIN_PATH, "LANG": "C.UTF-8", **self.extra_env, **tmp, **env}
         return argv, full_env, term_file
 
-    async def _spawn(self, argv: list[str], env: dict[str, str], poddir: Path, name: str) -> asyncio.subprocess.Process:
+    async def _spawn(self, argv: list[str], env: dict[str, str], poddir: Path, name: str) -> Proc:
         if poddir in self.stopping:  # the pod is being deleted: no container starts any more
             raise asyncio.CancelledError
+        exe = shutil.which(argv[0], path=env["PATH"]) or argv[0]
+        if self.warm is not None and Path(exe) == MCPFLEET:
+            warm = await self.warm.spawn([exe, *argv[1:]], env, poddir, poddir / f"{name}.log")
+            self.container_of[warm.pid] = name
+            return warm
         log = open(poddir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
         try:
-            exe = shutil.which(argv[0], path=env["PATH"]) or argv[0]
-            proc = await asyncio.create_subprocess_exec(
+            proc: Proc = await asyncio.create_subprocess_exec(
                 exe,
                 *argv[1:],
                 env=env,
@@ -595,7 +610,7 @@ class Kubelet:
         self,
         c: dict[str, Any],
         ports: dict[str, str],
-        proc: asyncio.subprocess.Process,
+        proc: Proc,
         env: dict[str, str],
         poddir: Path,
     ) -> None:
@@ -656,6 +671,110 @@ class Kubelet:
                         return
             await asyncio.sleep(0.05)
         raise PodFailed("StartupProbeFailed", f"{url} never answered")
+
+
+class WarmProcess:
+    """A container forked by the zygote: what the kubelet uses of an asyncio Process (pid, returncode, wait)."""
+
+    def __init__(self, pid: int, exited: asyncio.Future[int]):
+        self.pid = pid
+        self.returncode: int | None = None
+        self._exited = exited
+        exited.add_done_callback(self._settle)
+
+    def _settle(self, fut: asyncio.Future[int]) -> None:
+        if not fut.cancelled() and fut.exception() is None:
+            self.returncode = fut.result()
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._exited)
+
+
+Proc = asyncio.subprocess.Process | WarmProcess
+
+
+class WarmZygote:
+    """The kubelet's end of tests/warm_zygote.py: a socket pair, requests by id, a reader settling futures."""
+
+    ROOM = 65536  # bytes of command line and environment a child may take over (tests/warm_zygote.py)
+
+    def __init__(self) -> None:
+        self.proc: asyncio.subprocess.Process | None = None
+        self.started: asyncio.Task[None] | None = None
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.pids: dict[int, asyncio.Future[int]] = {}
+        self.exits: dict[int, asyncio.Future[int]] = {}
+        self.next_id = 0
+        self.task: asyncio.Task[None] | None = None
+
+    async def _start(self) -> None:
+        ours, theirs = socket.socketpair()
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(Path(__file__).with_name("warm_zygote.py")),
+                str(theirs.fileno()),
+                "." * 8192,
+                pass_fds=[theirs.fileno()],
+                env={**os.environ, "WARM_ZYGOTE_ROOM": "." * self.ROOM},
+                stdin=asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            theirs.close()
+        self.reader, self.writer = await asyncio.open_unix_connection(sock=ours)
+        self.task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.reader is not None
+        try:
+            while line := await self.reader.readline():
+                msg = json.loads(line)
+                if "pid" in msg:
+                    self.pids.pop(msg["id"]).set_result(msg["pid"])
+                else:
+                    fut = self.exits.pop(msg["id"])
+                    if not fut.done():
+                        fut.set_result(msg["exit"])
+        finally:
+            gone = RuntimeError("the kubelet's warm zygote exited (tests/warm_zygote.py)")
+            for fut in [*self.pids.values(), *self.exits.values()]:
+                if not fut.done():
+                    fut.set_exception(gone)
+                    fut.exception()  # retrieved: a container still running at the kubelet's end has no exit
+
+    async def spawn(self, argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> WarmProcess:
+        if self.started is None:  # on the first mcpfleet container: a kubelet of shell-only pods never pays for it
+            self.started = asyncio.create_task(self._start())
+        await asyncio.shield(self.started)
+        assert self.writer is not None
+        loop = asyncio.get_running_loop()
+        rid, self.next_id = self.next_id, self.next_id + 1
+        self.pids[rid], self.exits[rid] = loop.create_future(), loop.create_future()
+        exited = self.exits[rid]
+        self.writer.write(json.dumps({"id": rid, "argv": argv, "env": env, "cwd": str(cwd), "log": str(log)}).encode())
+        self.writer.write(b"\n")
+        await self.writer.drain()
+        return WarmProcess(await self.pids[rid], exited)
+
+    async def stop(self) -> None:
+        if self.started is not None:
+            with contextlib.suppress(BaseException):
+                await self.started
+        if self.writer is not None:
+            self.writer.close()
+        if self.proc is not None:
+            try:
+                await asyncio.wait_for(self.proc.wait(), 10)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                await self.proc.wait()
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(BaseException):
+                await self.task
 
 
 @contextlib.asynccontextmanager
