@@ -215,7 +215,7 @@ def test_pods_are_locked_down(pack: Path) -> None:
         inits = spec["initContainers"]
         sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
         assert len(sidecars) == 1 and sidecars[0]["name"] == f"mcp-{trial.service}", where
-        assert sidecars[0]["startupProbe"]["httpGet"]["path"], where
+        assert sidecars[0]["startupProbe"]["exec"]["command"] == ["mcpfleet-probe", "MCP_PORT", "/healthz"], where
         assert inits.index(sidecars[0]) > 0 and inits[0].get("restartPolicy") is None, where
         assert [c["name"] for c in spec["containers"]] == ["runner"], where
         assert pod["metadata"]["annotations"]["mcpfleet.io/trial-id"] == trial.trial_id, where
