@@ -109,6 +109,17 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         }
     },
     "deny-all-egress": {"networkPolicy": {"dns": {"enabled": False}}},
+    "scrapers": {
+        "networkPolicy": {
+            "ingress": {
+                "scrapers": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+                }
+            }
+        }
+    },
+    "ingress-off": {"networkPolicy": {"ingress": {"enabled": False}}},
     "network-policy-off": {"networkPolicy": {"enabled": False}},
     "dashboard-off": {"dashboard": {"enabled": False}, "metrics": {"service": {"enabled": False}}},
     "custom-images": {
@@ -268,8 +279,15 @@ def image_ref(image: dict[str, Any]) -> str:
     return f"{image['repository']}:{image.get('tag') or '0.1.0'}"
 
 
+def trial_policy_count(values: dict[str, Any]) -> int:
+    """NetworkPolicies per trial namespace: egress, and ingress unless turned off; none with networkPolicy off."""
+    np = values["networkPolicy"]
+    return (1 + int(np["ingress"]["enabled"])) if np["enabled"] else 0
+
+
 def policies_named(docs: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
-    """The NetworkPolicies <fullname>-<suffix>: trials-egress (one per trial namespace) or operator."""
+    """The NetworkPolicies <fullname>-<suffix>: trials-egress, trials-ingress (one per trial namespace) or
+    operator."""
     return [d for d in of_kind(docs, "NetworkPolicy") if d["metadata"]["name"].endswith(f"-{suffix}")]
 
 
@@ -449,7 +467,7 @@ def test_renders_exactly_the_toggled_objects(scenario: str) -> None:
         "ServiceMonitor": int(values["serviceMonitor"]["enabled"]),
         "PodMonitor": int(values["podMonitor"]["enabled"]),
         "ConfigMap": int(values["dashboard"]["enabled"]),
-        "NetworkPolicy": (len(trial_namespaces(values)) if values["networkPolicy"]["enabled"] else 0)
+        "NetworkPolicy": len(trial_namespaces(values)) * trial_policy_count(values)
         + int(values["operatorNetworkPolicy"]["enabled"]),
         "KopfPeering": 0 if cluster or not values["peering"]["enabled"] else n_watched,
         "ClusterKopfPeering": int(cluster and values["peering"]["enabled"]),
@@ -460,7 +478,7 @@ def test_renders_exactly_the_toggled_objects(scenario: str) -> None:
     assert not of_kind(docs, "Secret"), "the chart must not render Secrets"
     if scenario == "defaults":  # the Prometheus-operator CRDs may be absent: off by default, the Service on
         assert got["ServiceMonitor"] == got["PodMonitor"] == 0 and got["Service"] == 1
-        assert got["NetworkPolicy"] == 2 and got["ConfigMap"] == 1  # the trials' egress, the operator's
+        assert got["NetworkPolicy"] == 3 and got["ConfigMap"] == 1  # the trials' egress and ingress, the operator's
 
 
 # ------------------------------------------------------------------------------------------------ the operator
@@ -833,6 +851,110 @@ def test_operator_network_policy_admits_only_the_operators_ports(scenario: str) 
     )
     assert spec["egress"] == cidr_rules + dns + store_rules + egress["extraEgress"]
     assert spec["egress"][0]["to"] == [{"ipBlock": {"cidr": egress["apiServer"][0]["cidr"]}}]
+
+
+def expected_ingress(values: dict[str, Any]) -> list[dict[str, Any]]:
+    scrapers = values["networkPolicy"]["ingress"]["scrapers"]
+    peer = {k: scrapers[k] for k in ("namespaceSelector", "podSelector") if scrapers.get(k)}
+    rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": values["runner"]["metricsPort"]}]}
+    return [{**rule, "from": [peer]}] if peer else [rule]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_network_policy_denies_ingress_to_trial_pods_but_the_metrics_port(scenario: str) -> None:
+    values, docs = rendered(scenario)
+    policies = policies_named(docs, "trials-ingress")
+    np = values["networkPolicy"]
+    if not (np["enabled"] and np["ingress"]["enabled"]):
+        assert not policies
+        return
+    assert sorted(p["metadata"]["namespace"] for p in policies) == sorted(trial_namespaces(values))
+    for policy in policies:
+        spec = policy["spec"]
+        assert spec["podSelector"] == {"matchLabels": TRIAL_LABELS}
+        assert spec["policyTypes"] == ["Ingress"] and "egress" not in spec
+        assert spec["ingress"] == expected_ingress(values)
+        for rule in spec["ingress"]:
+            assert rule["ports"], f"an ingress rule without ports admits every port: {rule}"
+            assert all(peer for peer in rule.get("from", [{"any": True}])), f"an empty peer admits anyone: {rule}"
+    if scenario == "scrapers":
+        assert policies[0]["spec"]["ingress"][0]["from"] == [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+            }
+        ]
+
+
+def bound_address(container: dict[str, Any]) -> str | None:
+    """The address a container's server is told to listen on, from its command line: supergateway's (through
+    mcpfleet-gateway), playwright-mcp's and the sites' --host, PostgreSQL's last listen_addresses; None if unsaid."""
+    argv = [*container.get("command", []), *container.get("args", [])]
+    found = None
+    for i, arg in enumerate(argv):
+        if arg == "--host" and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith("listen_addresses="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+SERVICE_TASKS = {  # one bundled task per service with MCP servers in its pod
+    "filesystem": "filesystem/standard/office_desktop/*",
+    "postgres": "postgres/*/*/*",
+    "playwright": "playwright/standard/cross_site/*",
+}
+
+
+@pytest.mark.parametrize("scenario", ["defaults", "custom-images", "scrapers"])
+@pytest.mark.parametrize("service", SERVICE_TASKS)
+def test_trial_pods_are_reachable_by_nobody_but_on_the_metrics_port(scenario: str, service: str) -> None:
+    """From the rendered policy and a trial pod rendered by operator/manifests.py (with the settings the chart
+    gives the operator): the ingress policy selects the pod, admits only the runner's metrics containerPort, and
+    every other server of the pod (MCP server, sites, database) is told to listen on 127.0.0.1, with a startup probe
+    that runs inside its container (a kubelet's httpGet or tcpSocket probe would go to the pod IP)."""
+    from mcpfleet.operator.manifests import trial_pod
+    from mcpfleet.operator.settings import OperatorSettings
+    from mcpfleet.runner.plan.expand import plan
+    from mcpfleet.runner.spec.load import parse_evalrun
+
+    values, docs = rendered(scenario)
+    (policy,) = policies_named(docs, "trials-ingress")
+    settings = OperatorSettings.from_env(plain_env(operator_container(docs)))
+    run = parse_evalrun(
+        {
+            "apiVersion": "mcpfleet.io/v1alpha1",
+            "kind": "EvalRun",
+            "metadata": {"name": "r", "namespace": NAMESPACE, "uid": "u-1"},
+            "spec": {
+                "models": [{"name": "m", "model": "scripted/oracle"}],
+                "tasks": {"path": str(ROOT / "tasks"), "include": [SERVICE_TASKS[service]]},
+                "output": {"uri": "s3://mcpfleet-results/runs"},
+            },
+        }
+    )
+    pod = trial_pod(run, plan(run, ROOT)[0], settings)
+    assert pod["metadata"]["namespace"] == policy["metadata"]["namespace"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    runner, *others = pod["spec"]["containers"]
+    assert runner["name"] == "runner" and not others
+    metrics = {p["name"]: p["containerPort"] for p in runner["ports"]}
+    assert list(metrics) == ["metrics"] and metrics["metrics"] == values["runner"]["metricsPort"]
+    admitted = [p for rule in policy["spec"]["ingress"] for p in rule["ports"]]
+    assert admitted == [{"protocol": "TCP", "port": metrics["metrics"]}], "the metrics port, and nothing else"
+    servers = [c for c in pod["spec"]["initContainers"] if c.get("ports")]
+    assert servers, "the pod's MCP server (and the service's others) declare their ports"
+    for c in servers:
+        assert bound_address(c) == "127.0.0.1", f"{c['name']} listens beyond the pod's loopback: {c['args']}"
+        probe = c["startupProbe"]
+        assert set(probe) - {"periodSeconds", "failureThreshold"} == {"exec"}, f"{c['name']}: {probe}"
+        assert metrics["metrics"] not in {p["containerPort"] for p in c["ports"]}
+    assert runner["args"][:2] == ["--mcp-url", "http://127.0.0.1:$(MCP_PORT)/mcp"]  # the runner: over loopback
+    if service == "postgres":
+        assert [c["name"] for c in servers] == ["postgres", "mcp-postgres"]
+    if service == "playwright":
+        names = [c["name"] for c in servers]  # a cross-site task: two sites or more, then the MCP server
+        assert names[-1] == "mcp-playwright" and len(names) >= 3 and all(n.startswith("site-") for n in names[:-1])
 
 
 def test_operator_pod_is_not_a_trial_pod() -> None:
