@@ -41,6 +41,65 @@ API_KEY_ENV = "MCPFLEET_MODEL_API_KEY"
 JUDGE_KEY_ENV = "MCPFLEET_JUDGE_API_KEY"  # a toolcall judge's apiKeySecretRef
 
 
+# Scanner waivers (checkov's ``checkov.io/skipN: CHECK=reason`` annotations) for what a trial pod does on purpose,
+# each a fixed key, set only while its check would fail on the pod (``scanner_waivers``); docs/kubernetes.md lists
+# every finding. A reason must not contain "=" (checkov splits on it).
+DEFAULT_NAMESPACE = "default"  # where a run without one is applied (the operator's own fallback, lifecycle.py)
+SCANNER_WAIVERS = {
+    "CKV_K8S_8": (
+        "checkov.io/skip1",
+        "a batch pod (restartPolicy Never) - a liveness restart would rerun half a trial; activeDeadlineSeconds "
+        "bounds it",
+    ),
+    "CKV_K8S_9": (
+        "checkov.io/skip2",
+        "a batch pod behind no Service - readiness gates no traffic; its sidecars have startup probes",
+    ),
+    "CKV_K8S_11": (
+        "checkov.io/skip3",
+        "no CPU limit unless spec.pod resources set one - CFS throttling would stretch the agent, tool and "
+        "verifier timings a trial measures and times out on",
+    ),
+    "CKV_K8S_43": (
+        "checkov.io/skip4",
+        "images pinned by tag unless named by digest (the chart's digest values, spec.pod runnerImage and "
+        "sidecarImages)",
+    ),
+    "CKV_K8S_15": (
+        "checkov.io/skip5",
+        "IfNotPresent for a pinned tag - an image named by digest passes",
+    ),
+    "CKV_K8S_35": (
+        "checkov.io/skip6",
+        "model, judge and store keys arrive by secretKeyRef in the runner (and an s3 pack's in the state "
+        "init container) only, read from the environment by LiteLLM and boto3; no MCP server gets them",
+    ),
+}
+
+
+def _pull_policy(container: dict[str, Any]) -> str:
+    """Kubernetes' effective imagePullPolicy: as given, else Always for an untagged or :latest image."""
+    if policy := container.get("imagePullPolicy"):
+        return str(policy)
+    image = str(container.get("image", "")).split("@", 1)[0]
+    name = image.rsplit("/", 1)[-1]
+    return "Always" if ":" not in name or name.endswith(":latest") else "IfNotPresent"
+
+
+def scanner_waivers(spec: dict[str, Any]) -> dict[str, str]:
+    """The waiver annotations that apply to a pod ``spec``: each check of SCANNER_WAIVERS that would fail on it."""
+    containers = [*spec.get("initContainers", []), *spec.get("containers", [])]
+    failing = {
+        "CKV_K8S_8": any(not c.get("livenessProbe") for c in spec.get("containers", [])),
+        "CKV_K8S_9": any(not c.get("readinessProbe") for c in spec.get("containers", [])),
+        "CKV_K8S_11": any(not (c.get("resources") or {}).get("limits", {}).get("cpu") for c in containers),
+        "CKV_K8S_43": any("@" not in c.get("image", "") for c in containers),
+        "CKV_K8S_15": any("@" not in c.get("image", "") and _pull_policy(c) != "Always" for c in containers),
+        "CKV_K8S_35": any("secretKeyRef" in (e.get("valueFrom") or {}) for c in containers for e in c.get("env") or []),
+    }
+    return {key: f"{check}={reason}" for check, (key, reason) in SCANNER_WAIVERS.items() if failing[check]}
+
+
 def _label_value(value: str) -> str:
     """Kubernetes label values: <= 63 chars of [A-Za-z0-9_.-], alphanumeric at both ends."""
     v = re.sub(r"[^A-Za-z0-9_.-]", "-", value)[:63].strip("-_.")
@@ -226,11 +285,11 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
             sidecars = [stdio_server_sidecar(service, context)]
     meta: dict[str, Any] = {
         "name": pod_name(run.name, trial.trial_id, retry),
+        # Always named: a pod is never applied to whichever namespace a kubectl context happens to have.
+        "namespace": run.metadata.namespace or DEFAULT_NAMESPACE,
         "labels": {**placement.labels, **pod_labels(run, trial, retry)},
         "annotations": {**placement.annotations, ANN_TRIAL: trial.trial_id, ANN_SPEC_HASH: trial.spec_hash},
     }
-    if run.metadata.namespace:
-        meta["namespace"] = run.metadata.namespace
     if run.metadata.uid:
         meta["ownerReferences"] = [
             {
@@ -293,4 +352,5 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
     if pod.node_selector:
         spec["nodeSelector"] = dict(pod.node_selector)
     spec.update(placement.pod_fields())
+    meta["annotations"].update(scanner_waivers(spec))
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}

@@ -2,8 +2,10 @@
 
 It does what a node does for the operator's trial pods, honestly enough that the e2e exercises the real
 trial code: init containers in order, native sidecars (``restartPolicy: Always``) kept running and gated
-on their HTTP, TCP or exec startupProbe, the main container, ``$(VAR)`` expansion, Secrets resolved from the API,
-termination messages, ``activeDeadlineSeconds``, image-pull failures on demand, and pod deletion.
+on their HTTP, TCP or exec startupProbe (HTTP and TCP sent to the pod IP, here a non-loopback address of this host,
+as a node sends them: a server bound to 127.0.0.1 fails them), the main container, ``$(VAR)`` expansion, Secrets
+resolved from the API, termination messages, ``activeDeadlineSeconds``, image-pull failures on demand, and pod
+deletion. Once a sidecar is ready, the addresses listening on each of its ports are recorded (``bound``).
 
 Deletion is a node's: it binds each pod it runs to its node (``pods/<name>/binding``, as the scheduler
 would), so the API server deletes it gracefully. On a ``deletionTimestamp`` the kubelet sends SIGTERM to the
@@ -65,6 +67,7 @@ BIN_PATH = os.pathsep.join(
     p
     for p in [
         str(REPO / ".venv" / "bin"),  # the runner image
+        str(REPO / "servers" / "gateway"),  # the MCP server images' mcpfleet-gateway and mcpfleet-probe
         str(REPO / "servers" / "node_modules" / ".bin"),  # the MCP server images (supergateway, servers)
         str(REPO / "servers" / "postgres" / "bin"),  # the database image's scripts
         _pg_bin(),  # the database image's PostgreSQL
@@ -78,6 +81,39 @@ VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _node_address() -> str | None:
+    """An address of this host other than loopback: the pod IP a real kubelet sends httpGet and tcpSocket probes to
+    (every pod here shares the host's network). None when the host has none (then probes go to 127.0.0.1)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # UDP: nothing is sent, the kernel only picks the outgoing address
+            address = str(s.getsockname()[0])
+    except OSError:
+        return None
+    return None if address.startswith("127.") else address
+
+
+POD_IP = _node_address() or "127.0.0.1"
+
+
+def listening(port: int) -> list[str]:
+    """The local addresses on which some socket listens on TCP ``port`` (from /proc/net/tcp and tcp6), sorted."""
+    found = set()
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            address, _, hexport = local.partition(":")
+            if state != "0A" or int(hexport, 16) != port or len(address) != width:  # 0A: LISTEN
+                continue
+            raw = b"".join(bytes.fromhex(address[i : i + 8])[::-1] for i in range(0, width, 8))
+            found.add(socket.inet_ntop(socket.AF_INET if width == 8 else socket.AF_INET6, raw))
+    return sorted(found)
 
 
 def free_port() -> int:
@@ -126,6 +162,8 @@ class Kubelet:
         # kept after it ends: what a Prometheus service discovery would read from the pod (see test_prometheus).
         self.port_maps: dict[str, dict[int, int]] = {}
         self.sidecars: dict[str, list[str]] = {}  # pod name -> native sidecars started and ready, in order
+        # pod name -> {sidecar: {its containerPort: the addresses listening on it once ready}}, e.g. ["127.0.0.1"]
+        self.bound: dict[str, dict[str, dict[int, list[str]]]] = {}
         self.init_logs: dict[str, dict[str, str]] = {}  # pod name -> {one-shot init container: its log}, kept
         self.session: aiohttp.ClientSession | None = None
         self._watch: asyncio.Task[None] | None = None
@@ -431,6 +469,9 @@ class Kubelet:
                     procs.append(await self._spawn(argv, env, poddir, c["name"]))
                     await self._wait_startup(c, ports, procs[-1], env, poddir)
                     self.sidecars.setdefault(name, []).append(c["name"])
+                    self.bound.setdefault(name, {})[c["name"]] = {
+                        p["containerPort"]: listening(int(ports[str(p["containerPort"])])) for p in c.get("ports") or []
+                    }
                     init_statuses.append(
                         {
                             "name": c["name"],
@@ -646,19 +687,19 @@ class Kubelet:
                 if proc.returncode is not None:
                     raise PodFailed("CrashLoopBackOff", f"sidecar {c['name']} exited {proc.returncode}")
                 try:
-                    _, writer = await asyncio.open_connection("127.0.0.1", host_port)
+                    _, writer = await asyncio.open_connection(POD_IP, host_port)
                 except OSError:
                     await asyncio.sleep(0.05)
                     continue
                 writer.close()
                 return
-            raise PodFailed("StartupProbeFailed", f"127.0.0.1:{host_port} never accepted a connection")
+            raise PodFailed("StartupProbeFailed", f"{POD_IP}:{host_port} never accepted a connection")
         if not http:
             return
         port = http["port"]
         if not str(port).isdigit():
             port = next(p["containerPort"] for p in c.get("ports") or [] if p.get("name") == port)
-        url = f"http://127.0.0.1:{ports.get(str(port), port)}{http.get('path', '/')}"
+        url = f"http://{POD_IP}:{ports.get(str(port), port)}{http.get('path', '/')}"  # as a node would: the pod IP
         limit = probe.get("failureThreshold", 3) * probe.get("periodSeconds", 10)
         start = time.monotonic()
         assert self.session is not None

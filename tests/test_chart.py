@@ -109,6 +109,17 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         }
     },
     "deny-all-egress": {"networkPolicy": {"dns": {"enabled": False}}},
+    "scrapers": {
+        "networkPolicy": {
+            "ingress": {
+                "scrapers": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+                }
+            }
+        }
+    },
+    "ingress-off": {"networkPolicy": {"ingress": {"enabled": False}}},
     "network-policy-off": {"networkPolicy": {"enabled": False}},
     "dashboard-off": {"dashboard": {"enabled": False}, "metrics": {"service": {"enabled": False}}},
     "custom-images": {
@@ -180,6 +191,39 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             "dnsConfig": {"options": [{"name": "ndots", "value": "2"}]},
         },
     },
+    # Every image by digest (a digest wins over a tag), CPU limits: the scanner waivers that need neither go.
+    "digests": {
+        "image": {
+            "repository": "registry.example.com/mcpfleet/operator",
+            "tag": "1.2.3",
+            "digest": "sha256:" + "c" * 64,
+        },
+        "runner": {"image": {"repository": "registry.example.com/mcpfleet/runner", "digest": "sha256:" + "d" * 64}},
+        "sidecarImages": {
+            name: {"repository": f"registry.example.com/mcpfleet/{name}", "digest": "sha256:" + f"{n}" * 64}
+            for n, name in enumerate(("filesystem", "playwright", "postgres", "postgres-db"))
+        },
+        "operator": {
+            "allowedImages": ["registry.example.com/evals/*@sha256:*", "ghcr.io/x/runner@sha256:" + "e" * 64],
+            "allowedServiceAccounts": ["evals-*"],
+        },
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+    },
+    "operator-egress": {
+        "operatorNetworkPolicy": {
+            "ingressFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+            "egress": {
+                "enabled": True,
+                "apiServer": [{"cidr": "10.0.0.10/32", "ports": [6443]}, {"cidr": "10.0.0.11/32", "ports": [6443]}],
+                "s3Endpoints": [{"cidr": "52.216.0.0/15", "ports": [443]}],
+                "extraEgress": [{"to": [{"podSelector": {"matchLabels": {"app": "minio"}}}]}],
+            },
+        }
+    },
+    "operator-egress-no-dns": {
+        "operatorNetworkPolicy": {"egress": {"enabled": True, "dns": False, "apiServer": [{"cidr": "10.0.0.10/32"}]}}
+    },
+    "operator-network-policy-off": {"operatorNetworkPolicy": {"enabled": False}},
     "replicas": {"replicaCount": 3, "peering": {"name": "fleet-peering", "lifetime": 20}},
     "no-peering": {"peering": {"enabled": False}},
     "no-peering-cluster-wide": {"clusterWide": True, "peering": {"enabled": False}},
@@ -233,6 +277,35 @@ def image_ref(image: dict[str, Any]) -> str:
     if image.get("digest"):
         return f"{image['repository']}@{image['digest']}"
     return f"{image['repository']}:{image.get('tag') or '0.1.0'}"
+
+
+def trial_policy_count(values: dict[str, Any]) -> int:
+    """NetworkPolicies per trial namespace: egress, and ingress unless turned off; none with networkPolicy off."""
+    np = values["networkPolicy"]
+    return (1 + int(np["ingress"]["enabled"])) if np["enabled"] else 0
+
+
+def policies_named(docs: list[dict[str, Any]], suffix: str) -> list[dict[str, Any]]:
+    """The NetworkPolicies <fullname>-<suffix>: trials-egress, trials-ingress (one per trial namespace) or
+    operator."""
+    return [d for d in of_kind(docs, "NetworkPolicy") if d["metadata"]["name"].endswith(f"-{suffix}")]
+
+
+# A checkov waiver annotation's value: the check, then a reason (checkov splits the value on "=").
+WAIVER = re.compile(r"^(CKV2?_K8S_\d+)=([^=]*\S[^=]*)$")
+
+
+def waivers(meta: dict[str, Any]) -> dict[str, str]:
+    """{check: reason} of an object's checkov.io/skipN annotations, each well-formed and each check once."""
+    out: dict[str, str] = {}
+    for key, value in (meta.get("annotations") or {}).items():
+        if key.startswith("checkov.io/"):
+            assert re.fullmatch(r"checkov\.io/skip\d+", key), key
+            match = WAIVER.match(value)
+            assert match, f"{key}: {value!r} is not CHECK=reason"
+            assert match.group(1) not in out, f"{match.group(1)} waived twice"
+            out[match.group(1)] = match.group(2)
+    return out
 
 
 def watched(values: dict[str, Any]) -> list[str]:
@@ -394,7 +467,8 @@ def test_renders_exactly_the_toggled_objects(scenario: str) -> None:
         "ServiceMonitor": int(values["serviceMonitor"]["enabled"]),
         "PodMonitor": int(values["podMonitor"]["enabled"]),
         "ConfigMap": int(values["dashboard"]["enabled"]),
-        "NetworkPolicy": len(trial_namespaces(values)) if values["networkPolicy"]["enabled"] else 0,
+        "NetworkPolicy": len(trial_namespaces(values)) * trial_policy_count(values)
+        + int(values["operatorNetworkPolicy"]["enabled"]),
         "KopfPeering": 0 if cluster or not values["peering"]["enabled"] else n_watched,
         "ClusterKopfPeering": int(cluster and values["peering"]["enabled"]),
     }
@@ -404,7 +478,7 @@ def test_renders_exactly_the_toggled_objects(scenario: str) -> None:
     assert not of_kind(docs, "Secret"), "the chart must not render Secrets"
     if scenario == "defaults":  # the Prometheus-operator CRDs may be absent: off by default, the Service on
         assert got["ServiceMonitor"] == got["PodMonitor"] == 0 and got["Service"] == 1
-        assert got["NetworkPolicy"] == 1 and got["ConfigMap"] == 1
+        assert got["NetworkPolicy"] == 3 and got["ConfigMap"] == 1  # the trials' egress and ingress, the operator's
 
 
 # ------------------------------------------------------------------------------------------------ the operator
@@ -463,6 +537,48 @@ def test_deployment(scenario: str) -> None:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
+def test_scanner_waivers_on_the_deployment_are_only_where_the_check_fails(scenario: str) -> None:
+    """checkov's findings the chart keeps on purpose are waived on the Deployment with a reason, each only while the
+    rendered container would fail that check (checkov's own rules, restated): a CPU limit, an image digest or
+    pullPolicy Always in the values takes its waiver away."""
+    values, docs = rendered(scenario)
+    dep = one(docs, "Deployment")
+    c = operator_container(docs)
+    pinned = "@" in c["image"]
+    expected = {"CKV_K8S_38"}  # kopf's API token: always
+    if not (c.get("resources") or {}).get("limits", {}).get("cpu"):
+        expected.add("CKV_K8S_11")
+    if not pinned:
+        expected.add("CKV_K8S_43")
+        if c["imagePullPolicy"] != "Always":
+            expected.add("CKV_K8S_15")
+    assert set(waivers(dep["metadata"])) == expected
+    assert dep["spec"]["template"]["spec"]["automountServiceAccountToken"] is True  # what CKV_K8S_38 is about
+    if scenario == "defaults":
+        assert set(waivers(dep["metadata"])) == {"CKV_K8S_38", "CKV_K8S_11", "CKV_K8S_43", "CKV_K8S_15"}
+    if scenario == "digests":
+        assert set(waivers(dep["metadata"])) == {"CKV_K8S_38"}
+
+
+def test_readme_says_the_deployment_strategy_that_renders() -> None:
+    """The chart README's Deployment row names each mode's replicas and update strategy as the chart renders them
+    (it once said "1 replica, Recreate" while peering, the default, rendered RollingUpdate)."""
+    row = next(line for line in (CHART / "README.md").read_text().splitlines() if line.startswith("| Deployment"))
+    with_peering = re.search(r"with peering, the default: `replicaCount` replicas, `(\w+)`", row)
+    without = re.search(r"without peering: 1 replica, `(\w+)`", row)
+    assert with_peering and without, row
+    values, docs = rendered("defaults")
+    assert values["peering"]["enabled"] is True  # "the default"
+    assert one(docs, "Deployment")["spec"]["strategy"]["type"] == with_peering.group(1)
+    values, docs = rendered("replicas")
+    assert one(docs, "Deployment")["spec"]["replicas"] == values["replicaCount"] == 3
+    assert one(docs, "Deployment")["spec"]["strategy"]["type"] == with_peering.group(1)
+    _, docs = rendered("no-peering")
+    assert one(docs, "Deployment")["spec"]["replicas"] == 1
+    assert one(docs, "Deployment")["spec"]["strategy"]["type"] == without.group(1)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
 def test_operator_env_carries_the_settings(scenario: str) -> None:
     from mcpfleet.operator.settings import OperatorSettings
 
@@ -508,7 +624,17 @@ def test_operator_env_carries_the_settings(scenario: str) -> None:
     assert ("MCPFLEET_POD_DEFAULTS" in plain) == bool(given)
     if op["allowedImages"]:  # the allow-list is enforced: the chart's own images pass, others are refused
         assert not settings.refusals(settings.runner_image, {"filesystem": sidecars["filesystem"]}, "evals-a")
-        assert not settings.refusals("registry.example.com/evals/runner:2", {}, None)
+        if scenario == "digests":  # an allow-list of digests: by content only, a tag of the same image refused
+            digest = "@sha256:" + "f" * 64
+            assert not settings.refusals("registry.example.com/evals/runner" + digest, {}, None)
+            assert not settings.refusals(
+                "ghcr.io/x/runner@sha256:" + "e" * 64, {"filesystem": settings.runner_image}, None
+            )
+            assert settings.refusals("registry.example.com/evals/runner:2", {}, None)
+            assert settings.refusals("ghcr.io/x/runner@sha256:" + "f" * 64, {}, None)
+        else:
+            assert not settings.refusals("registry.example.com/evals/runner:2", {}, None)
+            assert not settings.refusals("registry.example.com/evals/runner@sha256:" + "f" * 64, {}, None)
         refused = settings.refusals("docker.io/evil/miner:1", {"filesystem": "evil/fs"}, "cluster-admin-sa")
         assert [r.split(":")[0] for r in refused] == [
             "spec.pod.runnerImage",
@@ -643,7 +769,7 @@ def expected_egress(np: dict[str, Any]) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_network_policy_denies_egress_but_the_allow_list(scenario: str) -> None:
     values, docs = rendered(scenario)
-    policies = of_kind(docs, "NetworkPolicy")
+    policies = policies_named(docs, "trials-egress")
     np = values["networkPolicy"]
     if not np["enabled"]:
         assert not policies
@@ -684,6 +810,153 @@ def test_network_policy_denies_egress_but_the_allow_list(scenario: str) -> None:
         assert len(policies[0]["spec"]["egress"]) == 1 + 2 + 2 + 1
 
 
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_operator_network_policy_admits_only_the_operators_ports(scenario: str) -> None:
+    """The operator pod's policy selects exactly the Deployment's pods and admits exactly the ports its container
+    declares (health, metrics); its egress is restricted only on request, and then to the API server, DNS, the
+    store and the extra rules."""
+    values, docs = rendered(scenario)
+    onp = values["operatorNetworkPolicy"]
+    policies = policies_named(docs, "operator")
+    if not onp["enabled"]:
+        assert not policies
+        return
+    (policy,) = policies
+    dep = one(docs, "Deployment")
+    assert policy["metadata"]["namespace"] == dep["metadata"]["namespace"] == NAMESPACE
+    spec = policy["spec"]
+    assert spec["podSelector"] == {"matchLabels": dep["spec"]["selector"]["matchLabels"]}
+    assert spec["podSelector"]["matchLabels"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    assert not spec["podSelector"]["matchLabels"].items() <= TRIAL_LABELS.items()
+    declared = [{"protocol": p["protocol"], "port": p["containerPort"]} for p in operator_container(docs)["ports"]]
+    (rule,) = spec["ingress"]
+    assert sorted(rule["ports"], key=lambda p: p["port"]) == sorted(declared, key=lambda p: p["port"])
+    assert {p["port"] for p in rule["ports"]} == {values["operator"]["healthPort"], values["metrics"]["port"]}
+    if onp["ingressFrom"]:
+        assert rule["from"] == onp["ingressFrom"]
+    else:
+        assert "from" not in rule  # any source, those ports only
+    egress = onp["egress"]
+    if not egress["enabled"]:
+        assert spec["policyTypes"] == ["Ingress"] and "egress" not in spec
+        return
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    np = values["networkPolicy"]
+    dns = expected_egress({**np, "llmEndpoints": [], "s3Endpoints": [], "extraEgress": []})[:1] if egress["dns"] else []
+    cidr_rules = expected_egress(
+        {"dns": {"enabled": False}, "llmEndpoints": egress["apiServer"], "s3Endpoints": [], "extraEgress": []}
+    )
+    store_rules = expected_egress(
+        {"dns": {"enabled": False}, "llmEndpoints": [], "s3Endpoints": egress["s3Endpoints"], "extraEgress": []}
+    )
+    assert spec["egress"] == cidr_rules + dns + store_rules + egress["extraEgress"]
+    assert spec["egress"][0]["to"] == [{"ipBlock": {"cidr": egress["apiServer"][0]["cidr"]}}]
+
+
+def expected_ingress(values: dict[str, Any]) -> list[dict[str, Any]]:
+    scrapers = values["networkPolicy"]["ingress"]["scrapers"]
+    peer = {k: scrapers[k] for k in ("namespaceSelector", "podSelector") if scrapers.get(k)}
+    rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": values["runner"]["metricsPort"]}]}
+    return [{**rule, "from": [peer]}] if peer else [rule]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_network_policy_denies_ingress_to_trial_pods_but_the_metrics_port(scenario: str) -> None:
+    values, docs = rendered(scenario)
+    policies = policies_named(docs, "trials-ingress")
+    np = values["networkPolicy"]
+    if not (np["enabled"] and np["ingress"]["enabled"]):
+        assert not policies
+        return
+    assert sorted(p["metadata"]["namespace"] for p in policies) == sorted(trial_namespaces(values))
+    for policy in policies:
+        spec = policy["spec"]
+        assert spec["podSelector"] == {"matchLabels": TRIAL_LABELS}
+        assert spec["policyTypes"] == ["Ingress"] and "egress" not in spec
+        assert spec["ingress"] == expected_ingress(values)
+        for rule in spec["ingress"]:
+            assert rule["ports"], f"an ingress rule without ports admits every port: {rule}"
+            assert all(peer for peer in rule.get("from", [{"any": True}])), f"an empty peer admits anyone: {rule}"
+    if scenario == "scrapers":
+        assert policies[0]["spec"]["ingress"][0]["from"] == [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+            }
+        ]
+
+
+def bound_address(container: dict[str, Any]) -> str | None:
+    """The address a container's server is told to listen on, from its command line: supergateway's (through
+    mcpfleet-gateway), playwright-mcp's and the sites' --host, PostgreSQL's last listen_addresses; None if unsaid."""
+    argv = [*container.get("command", []), *container.get("args", [])]
+    found = None
+    for i, arg in enumerate(argv):
+        if arg == "--host" and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith("listen_addresses="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+SERVICE_TASKS = {  # one bundled task per service with MCP servers in its pod
+    "filesystem": "filesystem/standard/office_desktop/*",
+    "postgres": "postgres/*/*/*",
+    "playwright": "playwright/standard/cross_site/*",
+}
+
+
+@pytest.mark.parametrize("scenario", ["defaults", "custom-images", "scrapers"])
+@pytest.mark.parametrize("service", SERVICE_TASKS)
+def test_trial_pods_are_reachable_by_nobody_but_on_the_metrics_port(scenario: str, service: str) -> None:
+    """From the rendered policy and a trial pod rendered by operator/manifests.py (with the settings the chart
+    gives the operator): the ingress policy selects the pod, admits only the runner's metrics containerPort, and
+    every other server of the pod (MCP server, sites, database) is told to listen on 127.0.0.1, with a startup probe
+    that runs inside its container (a kubelet's httpGet or tcpSocket probe would go to the pod IP)."""
+    from mcpfleet.operator.manifests import trial_pod
+    from mcpfleet.operator.settings import OperatorSettings
+    from mcpfleet.runner.plan.expand import plan
+    from mcpfleet.runner.spec.load import parse_evalrun
+
+    values, docs = rendered(scenario)
+    (policy,) = policies_named(docs, "trials-ingress")
+    settings = OperatorSettings.from_env(plain_env(operator_container(docs)))
+    run = parse_evalrun(
+        {
+            "apiVersion": "mcpfleet.io/v1alpha1",
+            "kind": "EvalRun",
+            "metadata": {"name": "r", "namespace": NAMESPACE, "uid": "u-1"},
+            "spec": {
+                "models": [{"name": "m", "model": "scripted/oracle"}],
+                "tasks": {"path": str(ROOT / "tasks"), "include": [SERVICE_TASKS[service]]},
+                "output": {"uri": "s3://mcpfleet-results/runs"},
+            },
+        }
+    )
+    pod = trial_pod(run, plan(run, ROOT)[0], settings)
+    assert pod["metadata"]["namespace"] == policy["metadata"]["namespace"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    runner, *others = pod["spec"]["containers"]
+    assert runner["name"] == "runner" and not others
+    metrics = {p["name"]: p["containerPort"] for p in runner["ports"]}
+    assert list(metrics) == ["metrics"] and metrics["metrics"] == values["runner"]["metricsPort"]
+    admitted = [p for rule in policy["spec"]["ingress"] for p in rule["ports"]]
+    assert admitted == [{"protocol": "TCP", "port": metrics["metrics"]}], "the metrics port, and nothing else"
+    servers = [c for c in pod["spec"]["initContainers"] if c.get("ports")]
+    assert servers, "the pod's MCP server (and the service's others) declare their ports"
+    for c in servers:
+        assert bound_address(c) == "127.0.0.1", f"{c['name']} listens beyond the pod's loopback: {c['args']}"
+        probe = c["startupProbe"]
+        assert set(probe) - {"periodSeconds", "failureThreshold"} == {"exec"}, f"{c['name']}: {probe}"
+        assert metrics["metrics"] not in {p["containerPort"] for p in c["ports"]}
+    assert runner["args"][:2] == ["--mcp-url", "http://127.0.0.1:$(MCP_PORT)/mcp"]  # the runner: over loopback
+    if service == "postgres":
+        assert [c["name"] for c in servers] == ["postgres", "mcp-postgres"]
+    if service == "playwright":
+        names = [c["name"] for c in servers]  # a cross-site task: two sites or more, then the MCP server
+        assert names[-1] == "mcp-playwright" and len(names) >= 3 and all(n.startswith("site-") for n in names[:-1])
+
+
 def test_operator_pod_is_not_a_trial_pod() -> None:
     _, docs = rendered("defaults")
     labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
@@ -714,17 +987,20 @@ def test_selectors_match_the_pods_the_operator_creates(tmp_path: Path) -> None:
             },
         }
     )
-    for scenario in ("egress", "custom-images", "monitors"):
+    for scenario in ("egress", "custom-images", "monitors", "digests"):
         values, docs = rendered(scenario)
         settings = OperatorSettings.from_env(plain_env(operator_container(docs)))
         pod = trial_pod(run, plan(run, bundled_root())[0], settings)
         labels = pod["metadata"]["labels"]
-        for policy in of_kind(docs, "NetworkPolicy"):
+        for policy in policies_named(docs, "trials-egress"):
             assert policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items()
         runner = pod["spec"]["containers"][0]
         assert runner["image"] == image_ref(values["runner"]["image"])
         sidecar = next(c for c in pod["spec"]["initContainers"] if c["name"] == "mcp-filesystem")
         assert sidecar["image"] == image_ref(values["sidecarImages"]["filesystem"])
+        if scenario == "digests":  # by content, and the scanner waivers for tags are gone from the pod too
+            assert all("@sha256:" in c["image"] for c in pod["spec"]["initContainers"] + pod["spec"]["containers"])
+            assert not {"CKV_K8S_43", "CKV_K8S_15"} & set(waivers(pod["metadata"]))
         for monitor in of_kind(docs, "PodMonitor"):
             assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
             names = {p["name"]: p["containerPort"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
@@ -890,6 +1166,11 @@ def test_notes_give_next_steps() -> None:
         ({"trialPods": {"runtimeClassName": "gVisor"}}, "runtimeClassName"),
         ({"trialPods": {"hostAliases": []}}, "hostAliases"),
         ({"operator": {"allowedRuntimeClasses": ["a,b"]}}, "allowedRuntimeClasses"),
+        ({"image": {"repository": "x", "digest": "sha256:abc"}}, "/image/digest"),
+        ({"runner": {"image": {"repository": "x", "digest": "md5:" + "a" * 32}}}, "/runner/image/digest"),
+        ({"operatorNetworkPolicy": {"egress": {"enabled": True}}}, "operatorNetworkPolicy.egress.apiServer"),
+        ({"operatorNetworkPolicy": {"ingressFrom": [{}]}}, "ingressFrom"),
+        ({"trialPods": {"annotations": {"checkov.io/skip3": "CKV_K8S_11=x"}}}, "checkov.io/skip3"),
     ],
 )
 def test_bad_values_are_rejected(chart: Any, bad: dict[str, Any], message: str) -> None:

@@ -100,6 +100,9 @@ def test_yaml_is_every_trials_pod_as_the_operators_builder_makes_it(run_file: Pa
         assert pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "evals"
         kubernetes_validate.validate(pod, "1.30.0", strict=True)
     assert len({p["metadata"]["name"] for p in pods}) == 8
+    # Every pod names its namespace (the run file names none: "default", as the operator would), never left to
+    # whichever namespace a kubectl context has.
+    assert {p["metadata"]["namespace"] for p in pods} == {"default"}
 
 
 def test_json_with_trial_is_that_trials_pod_only(run_file: Path, pods_cli: Any) -> None:
@@ -110,8 +113,8 @@ def test_json_with_trial_is_that_trials_pod_only(run_file: Path, pods_cli: Any) 
     listed = json.loads(stdout)
     assert (listed["apiVersion"], listed["kind"]) == ("v1", "List")
     [pod] = listed["items"]
-    assert pod["metadata"].pop("namespace") == "evals"
-    assert pod == wanted
+    assert pod["metadata"]["namespace"] == "evals" and wanted["metadata"]["namespace"] == "default"
+    assert pod == {**wanted, "metadata": {**wanted["metadata"], "namespace": "evals"}}
     two = builder_pods(run_file)[:2]
     ids = [p["metadata"]["annotations"]["mcpfleet.io/trial-id"] for p in two]
     _, stdout, _ = pods_cli("pods", str(run_file), "--trial", ids[1], "--trial", ids[0], "-o", "json")
@@ -154,3 +157,24 @@ def test_what_the_operator_would_refuse_is_an_error_not_pods(run_file: Path, tmp
     assert code == 2 and "spec.pod.tolerations[0].effect:" in stderr, stderr
     code, _, stderr = pods_cli("pods", str(run_file), env={"MCPFLEET_POD_DEFAULTS": '{"hostAliases": []}'})
     assert code == 2 and "MCPFLEET_POD_DEFAULTS: hostAliases is refused" in stderr, stderr
+
+
+def test_every_pod_names_its_namespace_and_carries_its_scanner_waivers(
+    run_file: Path, tmp_path: Path, pods_cli: Any
+) -> None:
+    """The run file's namespace, or -n over it: on every pod printed (a scanner reading the output sees where each
+    pod goes, and its waivers: this run has no Secrets, so no secrets-as-env waiver)."""
+    own = yaml.safe_load(run_file.read_text())
+    own["metadata"]["namespace"] = "team-a"
+    (tmp_path / "own.yaml").write_text(yaml.safe_dump(own))
+    code, stdout, stderr = pods_cli("pods", str(tmp_path / "own.yaml"))
+    assert code == 0, stderr
+    pods = list(yaml.safe_load_all(stdout))
+    assert len(pods) == 8 and {p["metadata"]["namespace"] for p in pods} == {"team-a"}
+    code, stdout, stderr = pods_cli("pods", str(tmp_path / "own.yaml"), "-n", "evals", "-o", "json")
+    assert code == 0, stderr
+    pods = json.loads(stdout)["items"]
+    assert len(pods) == 8 and {p["metadata"]["namespace"] for p in pods} == {"evals"}
+    for pod in pods:
+        checks = {v.split("=", 1)[0] for k, v in pod["metadata"]["annotations"].items() if k.startswith("checkov.io/")}
+        assert checks == {"CKV_K8S_8", "CKV_K8S_9", "CKV_K8S_11", "CKV_K8S_43", "CKV_K8S_15"}, checks

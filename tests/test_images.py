@@ -4,6 +4,7 @@ consistent with the project: pinned bases, the lock file installed as is, and ev
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -64,6 +65,20 @@ def test_sidecar_uses_the_npm_lock(name: str) -> None:
     text = (REPO / "servers" / name).read_text()
     assert "npm ci" in text and "package-lock.json" in text and "USER 10001" in text
     assert (REPO / "servers" / "package-lock.json").is_file()
+
+
+@pytest.mark.parametrize("name", ["Dockerfile.filesystem", "Dockerfile.playwright", "Dockerfile.postgres"])
+def test_sidecar_images_have_the_commands_their_pod_containers_run(name: str) -> None:
+    """Each server image has, on its PATH, every command its trial-pod containers and their startup probes name
+    (mcpfleet-gateway: supergateway on 127.0.0.1 only; mcpfleet-probe: the exec probes), from servers/gateway."""
+    from mcpfleet.runner.services.base import GATEWAY, PROBE
+
+    text = (REPO / "servers" / name).read_text()
+    assert "COPY gateway/ ./gateway/" in text and "WORKDIR /opt/servers" in text
+    assert re.search(r"PATH=/opt/servers/gateway:", text), "servers/gateway is not on the image's PATH"
+    for command in (GATEWAY, PROBE):
+        assert os.access(REPO / "servers" / "gateway" / command, os.X_OK), command
+    assert (REPO / "servers" / "gateway" / "listen-host.cjs").is_file()
 
 
 def test_playwright_sidecar_pins_chromium_and_never_downloads_a_browser() -> None:

@@ -24,11 +24,13 @@ from typing import Any
 
 import pytest
 import yaml
+from kubelet import listening
 from proctree import processes_naming
 
 from mcpfleet.runner.environment.mcp_client import connect_stdio, result_text
 from mcpfleet.runner.launch.taskcheck import validate
 from mcpfleet.runner.services import get_service, playwright
+from mcpfleet.runner.services.base import PROBE
 from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.spec.task import Task
 from mcpfleet.runner.tasks.discovery import discover
@@ -534,19 +536,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_ready(container: dict[str, Any], proc: subprocess.Popen[bytes], deadline: float) -> None:
-    """The container's startup probe, locally: /healthz answers 200, or the TCP port accepts."""
-    probe = container["startupProbe"]
-    port = int(probe.get("httpGet", probe.get("tcpSocket"))["port"])
+def _wait_ready(container: dict[str, Any], proc: subprocess.Popen[bytes], env: dict[str, str], deadline: float) -> None:
+    """The container's startup probe, locally: its exec probe (the servers listen on 127.0.0.1 only, which a
+    kubelet's httpGet, sent to the pod IP, would not reach), run in the container's environment, exits 0."""
+    command = container["startupProbe"]["exec"]["command"]
+    argv = [
+        sys.executable if a == "python" else str(REPO / "servers" / "gateway" / a) if a == PROBE else a for a in command
+    ]
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"{container['name']} exited with {proc.returncode}"
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                if "httpGet" not in probe:
-                    return
-                s.sendall(f"GET {probe['httpGet']['path']} HTTP/1.0\r\nHost: x\r\n\r\n".encode())
-                if s.recv(64).startswith(b"HTTP/1.1 200"):
-                    return
+        if subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=10).returncode == 0:
+            return
         time.sleep(0.1)
     raise AssertionError(f"{container['name']} not ready")
 
@@ -608,7 +608,9 @@ def test_pod_sidecars_serve_a_trial_over_streamable_http(
                 argv, env=env, cwd=marker, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
             )
             procs.append(proc)
-            _wait_ready(c, proc, deadline)
+            _wait_ready(c, proc, env, deadline)
+            for port in c["ports"]:  # the pod's loopback only
+                assert listening(port["containerPort"]) == ["127.0.0.1"], (c["name"], listening(port["containerPort"]))
         spec = TrialSpec(
             run="pod",
             trial_id="oracle.pod",

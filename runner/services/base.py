@@ -60,6 +60,15 @@ class Spare:
         raise NotImplementedError
 
 
+# A trial pod's servers listen on its loopback only: the runner shares the pod's network namespace, and nothing
+# else may reach an MCP server, a site or a database of the trial (the chart's ingress policy admits only the
+# runner's metrics port). supergateway has no host option: mcpfleet-gateway (servers/gateway) gives it one. Their
+# startup probes run inside the container (PROBE, an exec probe), since a kubelet's httpGet goes to the pod IP.
+LOOPBACK = "127.0.0.1"
+GATEWAY = "mcpfleet-gateway"
+PROBE = "mcpfleet-probe"
+
+
 @dataclass(frozen=True)
 class PodContext:
     """What a trial pod's service containers are made of: images, the MCP port the runner connects to, the
@@ -102,15 +111,18 @@ def stdio_server_sidecar(
     mounts: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The default trial-pod sidecar: the service's stdio MCP server (``command``, by default
-    ``mcp-server-<service> <state>`` in its image) behind supergateway, serving streamable HTTP on the MCP port,
-    ready when /healthz answers. ``env`` is added to the server's environment; ``mounts`` replace the default
-    (the state volume and /tmp)."""
+    ``mcp-server-<service> <state>`` in its image) behind supergateway, serving streamable HTTP on the MCP port of
+    the pod's loopback only (``mcpfleet-gateway --host``, servers/gateway: nothing outside the pod can drive it),
+    ready when /healthz answers there (an exec probe: a kubelet's httpGet goes to the pod IP). ``env`` is added to
+    the server's environment; ``mounts`` replace the default (the state volume and /tmp)."""
     return {
         "name": f"mcp-{service}",
         "image": pod.server_image,
         "restartPolicy": "Always",
-        "command": ["supergateway"],
+        "command": [GATEWAY],
         "args": [
+            "--host",
+            LOOPBACK,
             "--stdio",
             command or f"mcp-server-{service} {pod.state_mount}",
             "--outputTransport",
@@ -128,7 +140,11 @@ def stdio_server_sidecar(
             {"name": "HOME", "value": "/tmp"},
         ],
         "ports": [{"name": "mcp", "containerPort": pod.mcp_port, "protocol": "TCP"}],
-        "startupProbe": {"httpGet": {"path": "/healthz", "port": "mcp"}, "periodSeconds": 1, "failureThreshold": 120},
+        "startupProbe": {
+            "exec": {"command": [PROBE, "MCP_PORT", "/healthz"]},
+            "periodSeconds": 1,
+            "failureThreshold": 120,
+        },
         "volumeMounts": mounts
         or [{"name": "state", "mountPath": pod.state_mount}, {"name": "tmp", "mountPath": "/tmp"}],
         "resources": pod.resources,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpfleet.runner.services import pgcluster
-from mcpfleet.runner.services.base import PodContext, stdio_server_sidecar
+from mcpfleet.runner.services.base import LOOPBACK, PodContext, stdio_server_sidecar
 from mcpfleet.runner.services.pgcluster import SETTINGS, SUPERUSER
 from mcpfleet.runner.services.pgtrial import Login
 
@@ -83,7 +83,7 @@ def pod_containers(params: dict[str, Any], pod: PodContext) -> list[dict[str, An
             "image": db_image,
             "restartPolicy": "Always",
             "command": ["mcpfleet-pg-serve"],
-            "args": settings,
+            "args": [*settings, "-c", f"listen_addresses={LOOPBACK}"],  # as the script does: said where it shows
             "env": pg_env,
             "ports": [{"name": "postgres", "containerPort": POD_PG_PORT, "protocol": "TCP"}],
             "startupProbe": {

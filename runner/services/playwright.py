@@ -42,7 +42,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from mcpfleet.runner.environment import sandbox
 from mcpfleet.runner.environment.server import SAFE_ENV, SERVERS_ENV, ServerCommand, servers_bin
-from mcpfleet.runner.services.base import EnvironmentLost, PodContext, Service, Spare, TrialEnv
+from mcpfleet.runner.services.base import LOOPBACK, PROBE, EnvironmentLost, PodContext, Service, Spare, TrialEnv
 
 if TYPE_CHECKING:
     from mcpfleet.runner.spec.task import Task
@@ -584,6 +584,14 @@ WRITE_CONFIG_AND_EXEC = (
 )
 
 
+# A site's startup probe, run in its container (the runner image: Python): the site listens on the pod's loopback
+# only, which a kubelet's httpGet (to the pod IP) never reaches. Its argument names the variable holding the port.
+SITE_PROBE = (
+    "import os, sys, urllib.request; "
+    f"urllib.request.urlopen('http://{LOOPBACK}:%s/healthz' % os.environ[sys.argv[1]], timeout=2).close()"
+)
+
+
 def _port_env(site: str) -> str:
     return f"SITE_PORT_{site.upper()}"
 
@@ -619,14 +627,14 @@ def pod_sidecars(
                 "image": runner_image,
                 "restartPolicy": "Always",
                 "command": ["python", "-m", f"mcpfleet.sites.{site}"],
-                "args": ["--data", state_mount, "--host", "127.0.0.1", "--port", f"$({_port_env(site)})"],
+                "args": ["--data", state_mount, "--host", LOOPBACK, "--port", f"$({_port_env(site)})"],
                 "env": [
                     {"name": _port_env(site), "value": str(port)},
                     {"name": "TZ", "value": "UTC"},
                     {"name": "MCPFLEET_SITES_CACHE", "value": "/tmp/sites"},
                 ],
                 "ports": [{"name": f"site-{site}"[:15], "containerPort": port, "protocol": "TCP"}],
-                "startupProbe": {"httpGet": {"path": "/healthz", "port": port}, **probe},
+                "startupProbe": {"exec": {"command": ["python", "-c", SITE_PROBE, _port_env(site)]}, **probe},
                 "volumeMounts": mounts,
                 "workingDir": "/tmp",
                 **extra,
@@ -651,7 +659,7 @@ def pod_sidecars(
         "--output-dir",
         "$(HOME)/browser-output",
         "--host",
-        "127.0.0.1",
+        LOOPBACK,
         "--port",
         "$(MCP_PORT)",
         "--allowed-hosts",
@@ -676,7 +684,7 @@ def pod_sidecars(
                 {"name": "TZ", "value": "UTC"},
             ],
             "ports": [{"name": "mcp", "containerPort": mcp_port, "protocol": "TCP"}],
-            "startupProbe": {"tcpSocket": {"port": mcp_port}, **probe},
+            "startupProbe": {"exec": {"command": [PROBE, "MCP_PORT"]}, **probe},
             "volumeMounts": mounts,
             "workingDir": "/tmp",  # the script then enters $HOME/browser-output (see WRITE_CONFIG_AND_EXEC)
             **extra,

@@ -24,6 +24,9 @@ CORE = "io.k8s.api.core.v1."
 # them, and the chart's NetworkPolicy and PodMonitor select trial pods by the two app.kubernetes.io ones.
 RESERVED_PREFIX = "mcpfleet.io/"
 RESERVED_KEYS = frozenset({"app.kubernetes.io/managed-by", "app.kubernetes.io/component"})
+# The scanner waivers the operator annotates trial pods with (operator/manifests.py SCANNER_WAIVERS): a run's own
+# annotation under one of these keys would be replaced by the operator's, so it is refused instead.
+WAIVER_KEYS = frozenset(f"checkov.io/skip{n}" for n in range(1, 7))
 MAX_ANNOTATION_BYTES = 256 * 1024  # the API server's limit for all of an object's annotations together
 CLASS_NAME = rf"^{DNS_SUBDOMAIN}$"  # a PriorityClass or RuntimeClass name: a DNS subdomain (at most 253 characters)
 MAPS = ("labels", "annotations")  # merged key by key; every other field is replaced whole
@@ -47,11 +50,16 @@ class DnsPolicy(StrEnum):
 
 
 def reserved(key: str) -> bool:
-    return key.startswith(RESERVED_PREFIX) or key in RESERVED_KEYS
+    return key.startswith(RESERVED_PREFIX) or key in RESERVED_KEYS or key in WAIVER_KEYS
 
 
 def _check_keys(values: dict[str, str]) -> None:
     taken = sorted(k for k in values if reserved(k))
+    if taken and taken[0] in WAIVER_KEYS:
+        raise ValueError(
+            f"'{taken[0]}' is one of the operator's scanner waivers (checkov.io/skip1 to skip{len(WAIVER_KEYS)}, see "
+            f"docs/kubernetes.md#scanner-findings); number your own from checkov.io/skip{len(WAIVER_KEYS) + 1}"
+        )
     if taken:
         raise ValueError(
             f"'{taken[0][:80]}' is the operator's own key ({RESERVED_PREFIX}*, {', '.join(sorted(RESERVED_KEYS))}: "
@@ -106,7 +114,11 @@ class PodPlacement(SpecModel):
         ),
     )
     annotations: dict[str, str] = Field(
-        default_factory=dict, description="Annotations of every trial pod besides the operator's own (mcpfleet.io/*)."
+        default_factory=dict,
+        description=(
+            "Annotations of every trial pod besides the operator's own (mcpfleet.io/*, and checkov.io/skip1 to skip6: "
+            "its scanner waivers)."
+        ),
     )
     dns_policy: DnsPolicy | None = Field(
         default=None, description="Kubernetes dnsPolicy of every trial pod; None needs dnsConfig.nameservers."

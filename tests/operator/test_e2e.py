@@ -91,6 +91,10 @@ async def test_evalrun_end_to_end(
     # Never more than the run's concurrency in flight, and the limit was actually used.
     assert kubelet.max_seen == 3, "\n".join(f"{t:.2f} {p} {e}" for t, p, e in kubelet.timeline)
     assert len(kubelet.started) == 12  # one pod per trial, none twice
+    # Each pod's MCP server listened on loopback only, and the runner still reached it (the trials passed).
+    assert {p: kubelet.bound[p] for p in kubelet.started} == {
+        p: {"mcp-filesystem": {8000: ["127.0.0.1"]}} for p in kubelet.started
+    }, kubelet.bound
     keys = s3_keys(s3, bucket)
     uid = run_uid(kube, "e2e")
     results = [k for k in keys if k.endswith("/result.json")]

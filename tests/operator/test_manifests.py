@@ -13,11 +13,19 @@ import kubernetes_validate
 import pytest
 from conftest import make_tiny_pack
 
-from mcpfleet.operator.manifests import LABEL_RETRY, pod_deadline, pod_name, trial_pod
+from mcpfleet.operator.manifests import (
+    LABEL_RETRY,
+    SCANNER_WAIVERS,
+    pod_deadline,
+    pod_name,
+    scanner_waivers,
+    trial_pod,
+)
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.runner.plan.expand import plan
 from mcpfleet.runner.spec.evalrun import INT_MAX, EvalRun
-from mcpfleet.runner.spec.load import parse_evalrun
+from mcpfleet.runner.spec.load import SpecError, parse_evalrun
+from mcpfleet.runner.spec.placement import WAIVER_KEYS
 from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.discovery import bundled_root
 
@@ -28,6 +36,11 @@ SCRIPTED_URL = "http://scripted.mcpfleet.svc:8080/v1"
 UID = "0b6e2f0c-9a51-4d7e-8c55-3f1c2a9e7d10"
 # Values that only ever live in Secrets: if one shows up in a manifest, a secret leaked into the pod spec.
 SECRET_VALUES = ["sk-live-DO-NOT-LEAK", "AKIA-DO-NOT-LEAK", "aws-secret-DO-NOT-LEAK"]
+DIGEST = "@sha256:" + "a" * 64
+
+
+def cpu_limited(cpu: str) -> dict[str, Any]:
+    return {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": cpu, "memory": "1Gi"}}
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +83,21 @@ def variants(pack: Path) -> dict[str, tuple[EvalRun, OperatorSettings]]:
                         "limits": {"cpu": "4", "memory": "8Gi"},
                     },
                     "sidecarResources": {"requests": {"cpu": "50m"}, "limits": {"memory": "512Mi"}},
+                },
+            ),
+            plain,
+        ),
+        # Every image by digest and every container CPU-limited: no scanner waiver but the batch pod's probes.
+        "pinned": (
+            evalrun(
+                "pinned",
+                pack,
+                pod={
+                    "runnerImage": "registry.example.com/team/runner" + DIGEST,
+                    "sidecarImages": {"filesystem": "registry.example.com/team/mcp-fs:2.0" + DIGEST},
+                    "resources": cpu_limited("2"),
+                    "sidecarResources": cpu_limited("1"),
+                    "initResources": cpu_limited("500m"),
                 },
             ),
             plain,
@@ -160,7 +188,7 @@ def test_every_variant_is_a_valid_pod(pack: Path, version: str) -> None:
                 f"{exc.message} at {list(exc.path)}"
             ) from None
         seen.add(variant)
-    assert len(seen) == 7
+    assert len(seen) == 8
 
 
 def test_pods_are_locked_down(pack: Path) -> None:
@@ -187,7 +215,7 @@ def test_pods_are_locked_down(pack: Path) -> None:
         inits = spec["initContainers"]
         sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
         assert len(sidecars) == 1 and sidecars[0]["name"] == f"mcp-{trial.service}", where
-        assert sidecars[0]["startupProbe"]["httpGet"]["path"], where
+        assert sidecars[0]["startupProbe"]["exec"]["command"] == ["mcpfleet-probe", "MCP_PORT", "/healthz"], where
         assert inits.index(sidecars[0]) > 0 and inits[0].get("restartPolicy") is None, where
         assert [c["name"] for c in spec["containers"]] == ["runner"], where
         assert pod["metadata"]["annotations"]["mcpfleet.io/trial-id"] == trial.trial_id, where
@@ -416,3 +444,104 @@ def test_scratch_space_is_bounded_and_every_container_requests_it(pack: Path) ->
     pod = trial_pod(run, trial, OperatorSettings())
     assert {v["emptyDir"]["sizeLimit"] for v in pod["spec"]["volumes"]} == {"500Mi"}
     assert pod["spec"]["initContainers"][0]["resources"] == {"requests": {"cpu": "1"}}
+
+
+def _checkov_fails(pod: dict[str, Any]) -> set[str]:
+    """The checks that checkov (3.x, kubernetes framework) fails on this pod, of those the operator waives: its
+    rules restated, so the waivers are tested without the scanner (not a test dependency)."""
+
+    def pull_policy(c: dict[str, Any]) -> str:
+        name = c["image"].split("@")[0].rsplit("/", 1)[-1]
+        return c.get("imagePullPolicy") or ("Always" if ":" not in name or name.endswith(":latest") else "IfNotPresent")
+
+    every, mains = containers(pod), pod["spec"]["containers"]
+    rules = {
+        "CKV_K8S_8": any("livenessProbe" not in c for c in mains),
+        "CKV_K8S_9": any("readinessProbe" not in c for c in mains),
+        "CKV_K8S_11": any(not c.get("resources", {}).get("limits", {}).get("cpu") for c in every),
+        "CKV_K8S_43": any("@" not in c["image"] for c in every),
+        "CKV_K8S_15": any("@" not in c["image"] and pull_policy(c) != "Always" for c in every),
+        "CKV_K8S_35": any("secretKeyRef" in e.get("valueFrom", {}) for c in every for e in c.get("env", [])),
+    }
+    return {check for check, fails in rules.items() if fails}
+
+
+def test_scanner_waivers_are_only_where_the_check_fails(pack: Path) -> None:
+    """Each trial pod carries a checkov.io/skipN waiver, with a reason, for exactly the checks of SCANNER_WAIVERS it
+    would fail (a CPU limit everywhere, images by digest, no Secrets: each takes its waiver away), under keys an
+    EvalRun cannot set."""
+    assert {key for key, _ in SCANNER_WAIVERS.values()} == WAIVER_KEYS
+    by_variant: dict[str, set[str]] = {}
+    for variant, _, _, _, _, pod in all_pods(pack):
+        notes = pod["metadata"]["annotations"]
+        given = {k: v for k, v in notes.items() if k.startswith("checkov.io/")}
+        assert set(given) <= WAIVER_KEYS, given
+        checks = set()
+        for key, value in given.items():
+            check, _, reason = value.partition("=")
+            assert SCANNER_WAIVERS[check][0] == key and reason.strip() and "=" not in reason, value
+            checks.add(check)
+        assert checks == _checkov_fails(pod), f"{variant}: waived {checks}, failing {_checkov_fails(pod)}"
+        assert given == scanner_waivers(pod["spec"])
+        by_variant.setdefault(variant, checks)
+    assert by_variant["defaults"] == {"CKV_K8S_8", "CKV_K8S_9", "CKV_K8S_11", "CKV_K8S_43", "CKV_K8S_15"}
+    assert by_variant["pinned"] == {"CKV_K8S_8", "CKV_K8S_9"}  # batch pods: no probes, whatever else is set
+    assert "CKV_K8S_35" in by_variant["api-key-secret"] and "CKV_K8S_35" in by_variant["s3-credentials"]
+    # An annotation of the run's own under a waiver key would be replaced: refused, naming a key to use.
+    with pytest.raises(SpecError, match=r"checkov.io/skip3.*number your own from checkov.io/skip7"):
+        evalrun("own", pack, pod={"annotations": {"checkov.io/skip3": "CKV_K8S_11=mine"}})
+    run = evalrun("own", pack, pod={"annotations": {"checkov.io/skip7": "CKV_K8S_40=ours"}})
+    assert trial_pod(run, plan(run, pack)[0], OperatorSettings())["metadata"]["annotations"]["checkov.io/skip7"]
+
+
+def test_every_pod_names_its_namespace(pack: Path) -> None:
+    """A trial pod always carries metadata.namespace: its run's, or "default" for a run that names none (where the
+    operator, lifecycle.py, would put it), never left to the namespace of whoever applies it."""
+    assert {pod["metadata"].get("namespace") for *_, pod in all_pods(pack)} == {"evals"}
+    body = {
+        "apiVersion": "mcpfleet.io/v1alpha1",
+        "kind": "EvalRun",
+        "metadata": {"name": "nowhere"},
+        "spec": {
+            "models": [{"name": "oracle", "model": "scripted/oracle"}],
+            "tasks": {"path": str(pack)},
+            "output": {"uri": "s3://mcpfleet-results/runs"},
+        },
+    }
+    run = parse_evalrun(body)
+    assert trial_pod(run, plan(run, pack)[0], OperatorSettings())["metadata"]["namespace"] == "default"
+
+
+def test_images_by_digest_everywhere_an_image_is_named(pack: Path) -> None:
+    """A digest (repository[:tag]@sha256:...) is taken wherever an image is named: the operator's images (the chart's
+    digest values become MCPFLEET_RUNNER_IMAGE / SIDECAR_IMAGES), spec.pod runnerImage and sidecarImages, and the
+    allow-list, whose patterns match a digest like any other reference (and can require one)."""
+    runner, sidecar = "registry.example.com/team/runner" + DIGEST, "registry.example.com/team/mcp-fs:2.0" + DIGEST
+    settings = OperatorSettings.from_env(
+        {
+            "MCPFLEET_RUNNER_IMAGE": "ghcr.io/mcpfleet/runner" + DIGEST,
+            "MCPFLEET_SIDECAR_IMAGES": f"filesystem=ghcr.io/mcpfleet/mcp-filesystem{DIGEST},postgres=pg:16{DIGEST}",
+            "MCPFLEET_ALLOWED_IMAGES": "registry.example.com/team/*@sha256:*,docker.io/library/python" + DIGEST,
+        }
+    )
+    assert settings.sidecar_images == {
+        "filesystem": "ghcr.io/mcpfleet/mcp-filesystem" + DIGEST,
+        "postgres": "pg:16" + DIGEST,
+    }
+    plain = evalrun("chart-images", pack)
+    pod = trial_pod(plain, plan(plain, pack)[0], settings)
+    assert [c["image"] for c in containers(pod)] == [
+        "ghcr.io/mcpfleet/runner" + DIGEST,
+        "ghcr.io/mcpfleet/mcp-filesystem" + DIGEST,
+        "ghcr.io/mcpfleet/runner" + DIGEST,
+    ]
+    own = evalrun("own-images", pack, pod={"runnerImage": runner, "sidecarImages": {"filesystem": sidecar}})
+    assert not settings.pod_refusals(own.spec.pod)
+    pod = trial_pod(own, plan(own, pack)[0], settings)
+    assert [c["image"] for c in containers(pod)] == [runner, sidecar, runner]
+    kubernetes_validate.validate(pod, VERSIONS[0], strict=True)
+    assert not settings.refusals("docker.io/library/python" + DIGEST, {}, None)  # an exact digest in the list
+    assert settings.refusals("docker.io/library/python@sha256:" + "b" * 64, {}, None)  # another digest: refused
+    assert settings.refusals("registry.example.com/team/runner:2.0", {}, None)  # a tag where the list wants a digest
+    with pytest.raises(SpecError, match="not a container image reference"):
+        evalrun("short", pack, pod={"runnerImage": "registry.example.com/team/runner@sha256:abc"})

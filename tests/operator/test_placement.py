@@ -232,6 +232,10 @@ def test_allow_lists_refuse_a_class_naming_the_list_and_pass_the_operators_own(p
         ({"labels": {"mcpfleet.io/run": "other"}}, "spec.pod.labels: 'mcpfleet.io/run' is the operator's own key"),
         ({"labels": {"app.kubernetes.io/managed-by": "me"}}, "spec.pod.labels: 'app.kubernetes.io/managed-by'"),
         ({"annotations": {"mcpfleet.io/trial-id": "x"}}, "spec.pod.annotations: 'mcpfleet.io/trial-id' is the"),
+        (
+            {"annotations": {"checkov.io/skip1": "CKV_K8S_8=mine"}},
+            "spec.pod.annotations: 'checkov.io/skip1' is one of the operator's scanner waivers",
+        ),
         ({"labels": {"team": "a b"}}, "spec.pod.labels: team: value 'a b' is not a label value"),
         ({"annotations": {"not a key": "x"}}, "spec.pod.annotations: key 'not a key': not an annotation key"),
         ({"hostAliases": [{"ip": "10.0.0.1", "hostnames": ["api.openai.com"]}]}, "spec.pod: hostAliases is refused"),
@@ -258,6 +262,8 @@ def test_the_chart_defaults_are_checked_alike() -> None:
         OperatorSettings.from_env({"MCPFLEET_POD_DEFAULTS": json.dumps({"tolerations": [{"effect": "Never"}]})})
     with pytest.raises(SettingsError, match="MCPFLEET_POD_DEFAULTS: labels: 'mcpfleet.io/task' is the operator's"):
         OperatorSettings.from_env({"MCPFLEET_POD_DEFAULTS": json.dumps({"labels": {"mcpfleet.io/task": "x"}})})
+    with pytest.raises(SettingsError, match="MCPFLEET_POD_DEFAULTS: annotations: 'checkov.io/skip6' is one of the"):
+        OperatorSettings.from_env({"MCPFLEET_POD_DEFAULTS": json.dumps({"annotations": {"checkov.io/skip6": "x"}})})
     with pytest.raises(SettingsError, match="MCPFLEET_POD_DEFAULTS: not JSON"):
         OperatorSettings.from_env({"MCPFLEET_POD_DEFAULTS": "tolerations: []"})
 
@@ -272,6 +278,10 @@ def test_the_operators_labels_win_whatever_reaches_the_builder(pack: Path) -> No
     pod = first_pod(run, OperatorSettings(pod_defaults=sneaky), pack)
     assert pod["metadata"]["labels"]["mcpfleet.io/run"] == "placed"
     assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "trial"
+    # So do its scanner waivers: a waiver of a check the pod fails is never replaced by another.
+    sneaky = PodPlacement.model_construct(**{**PodPlacement().__dict__, "annotations": {"checkov.io/skip3": "no"}})
+    pod = first_pod(run, OperatorSettings(pod_defaults=sneaky), pack)
+    assert pod["metadata"]["annotations"]["checkov.io/skip3"].startswith("CKV_K8S_11=")
 
 
 # ------------------------------------------------------------------------------------------------ gVisor

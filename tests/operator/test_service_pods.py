@@ -50,7 +50,8 @@ def pod_for(task: str, service_pod: dict[str, Any] | None = None) -> dict[str, A
 def test_each_service_renders_its_own_sidecars_and_the_pods_validate() -> None:
     fs = pod_for("filesystem/standard/team_project/*")["spec"]["initContainers"]
     assert [c["name"] for c in fs] == ["state", "mcp-filesystem"]  # the default: a stdio server behind supergateway
-    assert fs[1]["command"] == ["supergateway"]
+    assert fs[1]["command"] == ["mcpfleet-gateway"]  # supergateway on the pod's loopback only
+    assert fs[1]["args"][:2] == ["--host", "127.0.0.1"]
     browser = pod_for(CROSS_SITE_TASK)
     sites = playwright.task_sites(find_task(TASKS, CROSS_SITE_TASK))
     assert len(sites) >= 2  # a cross-site task: one sidecar per site it names, then the MCP server
@@ -113,6 +114,11 @@ async def test_a_browser_task_runs_through_the_operator_with_its_sites_as_sideca
     # One pod per trial, each with the site and playwright-mcp sidecars started and ready before the runner.
     assert len(kubelet.started) == 2
     assert all(kubelet.sidecars[p] == ["site-shop", "mcp-playwright"] for p in kubelet.started), kubelet.sidecars
+    # The site and playwright-mcp listened on loopback only (the trial still reached both).
+    ports = {"site-shop": playwright.POD_SITE_PORTS["shop"], "mcp-playwright": 8000}
+    assert all(kubelet.bound[p] == {c: {port: ["127.0.0.1"]} for c, port in ports.items()} for p in kubelet.started), (
+        kubelet.bound
+    )
     # Nothing they started (sites, playwright-mcp, Chromium and its helpers) outlived its pod, or left a folder.
     assert not processes_naming(str(workdir))
     assert {p.name for p in Path("/tmp").glob("pw-*")} <= host_tmp
@@ -155,7 +161,8 @@ def test_a_postgres_pod_builds_its_database_then_serves_it_and_postgres_mcp(tmp_
     assert env["STATE_DUMP"] == "/state/shop.sql" and env["DB_USER"] == "agent"
     assert db["startupProbe"]["exec"]["command"][0] == "pg_isready"
     # pg-init's temporary server runs with the sidecar's settings (one list, the local cluster's).
-    assert init["args"] == db["args"] and "fsync=off" in init["args"]
+    # The sidecar's listens on the pod's loopback only (pg-init's temporary server on no TCP address at all).
+    assert db["args"] == [*init["args"], "-c", "listen_addresses=127.0.0.1"] and "fsync=off" in init["args"]
     # No password in the pod spec: postgres-mcp reads it from the pgpass file pg-init wrote.
     mcp_env = {e["name"]: e["value"] for e in mcp["env"]}
     assert mcp_env["DATABASE_URI"] == "postgresql://agent@127.0.0.1:$(PGPORT)/trial"
@@ -227,6 +234,9 @@ async def test_postgres_tasks_run_through_the_operator_with_the_database_as_a_si
             calls = [c["name"] for t in records[("oracle", "add_total")]["turns"] for c in t["tool_calls"]]
             assert calls == ["list_objects", "execute_sql"]
             assert all(kubelet.sidecars[p] == ["postgres", "mcp-postgres"] for p in kubelet.started), kubelet.sidecars
+            # The database and postgres-mcp's gateway listened on loopback only.
+            loopback = {"postgres": {5432: ["127.0.0.1"]}, "mcp-postgres": {8000: ["127.0.0.1"]}}
+            assert all(kubelet.bound[p] == loopback for p in kubelet.started), kubelet.bound
             # Each pod took the path its state and login allow: 2 models x (2 tasks prebuilt, 1 from the dump).
             paths = sorted(kubelet.init_logs[p]["pg-init"].split(": ")[1].split(" ")[0] for p in kubelet.started)
             assert paths == ["no"] * 2 + ["prebuilt"] * 4, {p: kubelet.init_logs[p]["pg-init"] for p in kubelet.started}
