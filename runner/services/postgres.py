@@ -33,14 +33,13 @@ import os
 import re
 import secrets
 import shutil
-import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.runner.environment.server import Prefork, ServerCommand, servers_root
-from mcpfleet.runner.environment.verifier import verifier_env
+from mcpfleet.runner.environment.verifier import python_command, verifier_env
 from mcpfleet.runner.services import pgcluster
 from mcpfleet.runner.services.base import PodContext, Service, Spare, TrialEnv
 from mcpfleet.runner.services.pgcluster import SUPERUSER, ClusterHandle
@@ -293,7 +292,7 @@ class PostgresService(Service):
             return 0
         if src.kind == "generator":
             _run(
-                [sys.executable, str(src.path), str(dest / f"{task.category}.sql")],
+                python_command(src.path, [str(dest / f"{task.category}.sql")]),
                 "state generator",
                 RESTORE_TIMEOUT_S,
                 env=verifier_env({}),
