@@ -1,6 +1,8 @@
 """Grading the agent cannot change (issue 48, section 1), for the parts that are no service's: a verifier runs in
 Python's isolated mode with a HOME and TMPDIR of its own, fresh for each run, so nothing planted where an
-agent-driven process could write (the runner's HOME, a PYTHONPATH entry, the temp folder) is imported into it."""
+agent-driven process could write (the runner's HOME, a PYTHONPATH entry, the temp folder) is imported into it;
+and an MCP server's processes, even those that left its process group, are gone once the server is stopped, so
+none outlives the agent into its verifier. (PostgreSQL's grading: test_hostile_pg_grading.py.)"""
 
 from __future__ import annotations
 
@@ -8,10 +10,13 @@ import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from mcpfleet.runner.environment.mcp_client import connect_stdio
+from mcpfleet.runner.environment.server import ServerCommand, servers_bin
 from mcpfleet.runner.environment.verifier import run_verifier
 
 PY = f"python{sys.version_info.major}.{sys.version_info.minor}"
@@ -104,6 +109,67 @@ def test_each_verification_gets_fresh_private_folders(tmp_path: Path) -> None:
     assert first.passed and second.passed, (first.stderr, second.stderr)
     assert first.stdout.split()[0] != second.stdout.split()[0]
     assert second.stdout.strip().endswith("[]"), second.stdout
+
+
+# --- whatever an MCP server started is gone once it is stopped ------------------------------------------------
+
+# A stand-in for a server that starts a helper which leaves its process group (a daemon: setsid, double fork),
+# then becomes the real filesystem server. The SDK's stop (EOF, then SIGTERM and SIGKILL to the server's group)
+# never reached such a helper.
+SPAWNING_SERVER = """\
+import os, sys, time
+pidfile = sys.argv[1]
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        open(pidfile + ".tmp", "w").write(str(os.getpid()))
+        os.rename(pidfile + ".tmp", pidfile)
+        os.closerange(0, 1024)
+        time.sleep(600)
+        os._exit(0)
+    os._exit(0)
+os.wait()
+deadline = time.monotonic() + 10
+while not os.path.exists(pidfile) and time.monotonic() < deadline:
+    time.sleep(0.01)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_what_an_mcp_server_started_is_gone_when_it_is_stopped(tmp_path: Path) -> None:
+    exe = servers_bin() / "mcp-server-filesystem"
+    if not exe.exists():
+        pytest.skip("the pinned filesystem server is not installed (scripts/setup.sh)")
+    script = tmp_path / "server.py"
+    script.write_text(SPAWNING_SERVER)
+    pidfile = tmp_path / "helper.pid"
+    root = tmp_path / "root"
+    root.mkdir()
+    cmd = ServerCommand(sys.executable, ["-I", str(script), str(pidfile), str(exe), str(root)])
+
+    async def session() -> None:
+        with open(tmp_path / "server.log", "w+b") as log:
+            async with connect_stdio(cmd, log, cwd=root) as s:
+                assert (await s.list_tools()).tools
+
+    pid = 0
+    try:
+        asyncio.run(session())
+        pid = int(pidfile.read_text())
+        deadline = time.monotonic() + 3
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not alive(pid), f"the server's daemon {pid} outlived the server"
+    finally:
+        if pid and alive(pid):
+            os.kill(pid, 9)
 
 
 def test_the_verifiers_private_folders_are_not_others_to_enter(tmp_path: Path) -> None:

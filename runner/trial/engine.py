@@ -152,7 +152,7 @@ async def _run_agent(
         if ctx.mcp_url:
             session = await stack.enter_async_context(connect_http(ctx.mcp_url))
         elif ctx.warm is not None:
-            stack.callback(ctx.warm.release)  # stopping overlaps the verifier; the environment's close waits
+            stack.callback(ctx.warm.release)  # it stops as the agent ends; the trial waits for it before the verifier
             session = await ctx.warm.session()  # the wait, not the boot: that ran while the last trial did
             timings.spare_mcp_start, timings.spare_started = ctx.warm.boot.mcp_start, ctx.warm.boot.started
         else:
@@ -329,10 +329,14 @@ async def run_trial(
             if service.messages_dir_env:  # MCPMark's name for the folder holding messages.json, where it sets one
                 verifier_env[service.messages_dir_env] = str(messages_path.parent)
             try:
+                # Nothing of the agent's runs on under its verifier: its server (a warm spare's too: its stop no
+                # longer overlaps the verifier), then what the environment stops (quiesce).
+                t = time.perf_counter()
+                if ctx.warm is not None:
+                    await ctx.warm.stop()
                 if env.quiesce is not None:
-                    t = time.perf_counter()
                     await env.quiesce()
-                    timings.teardown += time.perf_counter() - t
+                timings.teardown += time.perf_counter() - t
                 v = await run_verifier(
                     task.verifier, verifier_env, env.verifier_args, spec.limits.verifier_timeout_seconds
                 )
