@@ -35,6 +35,10 @@ ANN_SPEC_HASH = f"{GROUP}/spec-hash"
 TERMINATION_GRACE_SECONDS = 30
 STATE_MOUNT = "/state"
 TASK_MOUNT = "/task"  # an s3:// pack's task files, fetched by the init container
+# The runner's HOME and temp folder, where its trial folder (messages.json) and each verifier's fresh HOME and
+# TMPDIR are made (runner/environment/verifier.py): a volume of the runner's alone, never a sidecar's (issue 48:
+# the verifier's HOME was /tmp, the volume the MCP server and browser sidecars mount).
+GRADING_MOUNT = "/grading"
 RUNNER_UID = 10001
 TERMINATION_LOG = "/dev/termination-log"
 API_KEY_ENV = "MCPFLEET_MODEL_API_KEY"
@@ -159,7 +163,8 @@ def runner_env(
         {"name": "MCP_PORT", "value": str(settings.mcp_port)},
         {"name": "METRICS_PORT", "value": str(settings.metrics_port)},
         {"name": "TZ", "value": "UTC"},
-        {"name": "HOME", "value": "/tmp"},
+        {"name": "HOME", "value": GRADING_MOUNT},
+        {"name": "TMPDIR", "value": GRADING_MOUNT},
     ]
     if out.endpoint_url:
         env.append({"name": "MCPFLEET_OUTPUT_ENDPOINT_URL", "value": out.endpoint_url})
@@ -246,7 +251,12 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
     remote = run.spec.tasks.in_s3
     init_args, init_env = state_init_args(run, trial)
     init_mounts = [state_mount, {"name": "tmp", "mountPath": "/tmp"}]
-    runner_mounts: list[dict[str, Any]] = [state_mount, {"name": "tmp", "mountPath": "/tmp"}]
+    runner_mounts: list[dict[str, Any]] = [
+        state_mount,
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "grading", "mountPath": GRADING_MOUNT},
+    ]
+    runner_extra_env: list[dict[str, Any]] = []
     runner_args = [
         "--mcp-url",
         "http://127.0.0.1:$(MCP_PORT)/mcp",
@@ -259,7 +269,7 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
     ]
     volumes: list[dict[str, Any]] = [
         {"name": name, "emptyDir": {"sizeLimit": pod.volume_size_limit}}
-        for name in ("state", "tmp", "task")
+        for name in ("state", "tmp", "task", "grading")
         if remote or name != "task"
     ]
     if remote:
@@ -281,6 +291,8 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
         if known is not None:
             sidecars = known.pod_sidecars(trial.service_params, context)
             volumes += known.pod_volumes(trial.service_params, context)
+            extra_mounts, runner_extra_env = known.pod_runner(trial.service_params, context)
+            runner_mounts += extra_mounts
         else:  # a service this build does not know: its image serves ``mcp-server-<service>`` over stdio
             sidecars = [stdio_server_sidecar(service, context)]
     meta: dict[str, Any] = {
@@ -336,7 +348,7 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
                 "command": ["mcpfleet", "trial"],
                 "args": runner_args,
                 "ports": [{"name": "metrics", "containerPort": settings.metrics_port, "protocol": "TCP"}],
-                "env": runner_env(run, trial, settings, retry, runner_image),
+                "env": [*runner_env(run, trial, settings, retry, runner_image), *runner_extra_env],
                 "volumeMounts": runner_mounts,
                 "resources": _resources(pod.resources),
                 "securityContext": _container_security(),

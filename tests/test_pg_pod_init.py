@@ -13,6 +13,7 @@ import os
 import pwd
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -30,7 +31,7 @@ from proctree import processes_naming
 from mcpfleet.runner.services import pgcluster
 from mcpfleet.runner.services.base import PodContext
 from mcpfleet.runner.services.pgcluster import SUPERUSER
-from mcpfleet.runner.services.pgpod import POD_ROLE, pod_containers
+from mcpfleet.runner.services.pgpod import PG_ADMIN_MOUNT, POD_ROLE, pod_containers
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = REPO / "servers" / "postgres" / "bin"
@@ -161,7 +162,9 @@ def pod_init(scratch: Path, name: str, dump: Path, user: str, prebuilt: Path) ->
     init = spec["pg-init"]
 
     def local(value: str) -> str:
-        return value.replace("/pgdata", str(base / "pgdata")).replace(STATE_MOUNT, str(base / "state"))
+        for mount, name in (("/pgdata", "pgdata"), (STATE_MOUNT, "state"), (PG_ADMIN_MOUNT, "pg-admin")):
+            value = value.replace(mount, str(base / name))
+        return value
 
     env = {"PATH": PATH, "MCPFLEET_PG_PREBUILT": str(prebuilt)}
     env |= {e["name"]: local(e["value"]) for e in init["env"]}
@@ -171,10 +174,12 @@ def pod_init(scratch: Path, name: str, dump: Path, user: str, prebuilt: Path) ->
 
 
 @contextlib.contextmanager
-def served(pod: Pod) -> Iterator[Pod]:
-    """The pod's database sidecar (mcpfleet-pg-serve) until pg_isready answers, stopped afterwards."""
+def served(pod: Pod, container: bool = False) -> Iterator[Pod]:
+    """The pod's database sidecar (mcpfleet-pg-serve) until pg_isready answers, stopped afterwards. ``container``:
+    in a PID namespace of its own, as a container's process 1 (the network is the host's, as a pod's is shared)."""
+    own = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"] if container else []
     proc = subprocess.Popen(
-        ["mcpfleet-pg-serve", *pod.serve_args],
+        [*own, "mcpfleet-pg-serve", *pod.serve_args],
         env=pod.env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -383,3 +388,73 @@ def test_a_pods_login_gets_the_role_limits_a_local_trials_login_gets(scratch: Pa
             if pod is agent:
                 with pytest.raises(psycopg2.errors.InsufficientPrivilege, match="temp_file_limit"):
                     cur.execute("SET temp_file_limit = -1")  # the agent's role cannot lift it
+
+
+def test_the_runners_superuser_login_is_on_its_own_volume(scratch: Path, dump: Path, prebuilt: Path) -> None:
+    """pg-init writes the superuser's login, which the runner grades with (runner/services/pggrade.py), to the
+    volume only it and the runner mount (ADMIN_DIR), 0600; nothing of it reaches the state volume, which the
+    database and MCP sidecars mount."""
+    pod = pod_init(scratch, "admin", dump, POD_ROLE, prebuilt)
+    path = pod.base / "pg-admin" / "admin.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    admin = json.loads(path.read_text())
+    assert (admin["user"], admin["database"]) == (SUPERUSER, "postgres")
+    state = [p for p in (pod.base / "state").rglob("*") if p.is_file()]
+    assert state and not any(admin["password"].encode() in p.read_bytes() for p in state)
+    with served(pod), contextlib.closing(pod.connect(**admin)) as conn, conn.cursor() as cur:
+        cur.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        assert cur.fetchone() == (True,)
+
+
+def _sleeping(marker: str) -> list[int]:
+    """Host pids of the ``sleep <marker>`` processes."""
+    return [pid for pid, cmd in processes_naming(marker) if cmd.split()[:1] == ["sleep"]]
+
+
+@pytest.mark.parametrize("container", [True, False], ids=["own-pid-namespace", "shared-pid-namespace"])
+def test_what_a_superuser_agent_started_in_the_database_container_is_stopped_and_the_server_stays(
+    scratch: Path, dump: Path, container: bool
+) -> None:
+    """Before its verifier, a superuser trial's grading runs ``mcpfleet-pg-serve --stop-strays`` through the server
+    (the runner is another container): every process the agent started there with ``COPY ... PROGRAM`` goes, a
+    daemon that left the server's session included, when the container is its own (the script its process 1).
+    The server is not reset by it: the agent's orphans are the script's children, not the postmaster's, whose
+    child dying by a signal would have been a crash to it (every session ended, the trial an infrastructure
+    error). Where the PID namespace is shared (the test kubelet), only processes under the server's backends or
+    with its PGDATA in their environment are: another process of the same user is left alone."""
+    from mcpfleet.runner.services.pggrade import stop_pod_strays
+
+    tag = str(7000 + (os.getpid() % 1000)) + ("1" if container else "2")
+    pod = pod_init(scratch, f"strays-{tag}", dump, SUPERUSER, scratch / "no-prebuilt")
+    bystander = subprocess.Popen(
+        ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "sleep", f"{tag}3"],
+        start_new_session=True,
+    )
+    try:
+        with served(pod, container), contextlib.closing(pod.connect()) as conn, conn.cursor() as cur:
+            conn.autocommit = True
+            fingerprint = "SELECT pg_postmaster_start_time(), stats_reset FROM pg_stat_bgwriter"
+            cur.execute(fingerprint)
+            before = cur.fetchone()
+            cur.execute("CREATE TEMP TABLE out (line text)")
+            started = {"nohup": f"nohup sleep {tag}1", "orphan": f"sh -c 'sleep {tag}4 &'"}
+            if container:
+                started["daemon"] = f"setsid sleep {tag}2"
+            for command in started.values():
+                cur.execute(f"COPY out FROM PROGRAM $p${command} </dev/null >/dev/null 2>&1 & echo started$p$")
+            deadline = time.monotonic() + 10
+            while len(_sleeping(tag)) < len(started) + 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(_sleeping(tag)) == len(started) + 1  # theirs and the bystander
+            assert stop_pod_strays(cur) >= len(started)
+            deadline = time.monotonic() + 5
+            while len(_sleeping(tag)) > 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _sleeping(tag) == [bystander.pid], processes_naming(tag)
+            cur.execute(fingerprint)
+            assert cur.fetchone() == before  # the same server, never reset
+    finally:
+        bystander.kill()
+        bystander.wait()
+        for pid in _sleeping(tag):
+            os.kill(pid, signal.SIGKILL)

@@ -829,8 +829,9 @@ def test_an_agent_writing_past_the_data_limit_is_cut_off_and_scored_as_its_failu
     """The run's clusters live in RAM: an agent whose statement writes without end (3 GB here) is cut off once its
     database passes the trial's data limit (32 MB here): its statement is ended mid-way, its later calls cannot
     connect, and the trial goes on to the verifier and is scored as the model's failure (not an infrastructure
-    error, which would run it again), saying why in trial.log. A role loses its connections; a superuser agent of
-    a cluster of its own loses that cluster's server. Another trial of the run is not touched."""
+    error, which would run it again), saying why in trial.log. A role loses its connections (its verifier, which
+    logs in as a grader, reads what it left); a superuser agent of a cluster of its own loses that cluster's
+    server. Another trial of the run is not touched."""
     from pgpack import ADD_TOTAL_VERIFY, sql, write_task
 
     root = make_pg_pack(tmp_path / "pack")
@@ -868,8 +869,10 @@ def test_an_agent_writing_past_the_data_limit_is_cut_off_and_scored_as_its_failu
     messages = json.loads((folder / "messages.json").read_text())
     outputs = [m.get("output", "") for m in messages if m.get("type") == "function_call_output"]
     assert len(outputs) == 1 and '\\"text\\": \\"Error: ' in str(outputs[0]), outputs  # ended mid-way
-    refused = "too many connections for role" if isolation == "database" else "Connection refused"
-    assert refused in runaway_rec["verifier"]["stderr"], runaway_rec["verifier"]
+    if isolation == "database":  # graded (as a grader of its own) on what the agent left: no total column
+        assert "orders.total numeric is missing" in runaway_rec["verifier"]["stdout"], runaway_rec["verifier"]
+    else:  # its server was stopped: nothing to grade on
+        assert "Connection refused" in runaway_rec["verifier"]["stderr"], runaway_rec["verifier"]
     assert not list(run_dir.iterdir())
 
 

@@ -138,8 +138,14 @@ def cmdline(pid: int) -> bytes:
 
 
 def fs_servers() -> list[int]:
-    """Live mcp-server-filesystem processes started (directly or not) by this test process."""
-    return [p for p in descendants(os.getpid()) if FS_SERVER in cmdline(p)]
+    """Live mcp-server-filesystem processes started (directly or not) by this test process (not the reaper each
+    runs under, whose command line names it too)."""
+    return [p for p in descendants(os.getpid()) if FS_SERVER in cmdline(p) and not reaper(p)]
+
+
+def reaper(pid: int) -> bool:
+    """Whether ``pid`` is verifier.py's reaper (``python -I -S -c <code> ...``), which stdio servers run under."""
+    return cmdline(pid).split(b"\0")[1:4] == [b"-I", b"-S", b"-c"]
 
 
 def written(trial_dir: Path) -> dict[str, bytes]:

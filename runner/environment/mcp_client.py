@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,6 +17,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcpfleet.runner.environment.server import SAFE_ENV, ServerCommand
+from mcpfleet.runner.environment.verifier import reaped_command
 
 # A trial's server is disposable: when it is stopped it has answered every call it will get, and the verifier
 # reads the state, not the server. The SDK closes the server's stdin and then waits up to 2 s for it to exit
@@ -34,11 +37,21 @@ def server_env(extra: dict[str, str]) -> dict[str, str]:
 
 @asynccontextmanager
 async def connect_stdio(cmd: ServerCommand, errlog: IO[Any], cwd: Path | None = None) -> AsyncIterator[ClientSession]:
-    """``cmd`` over stdio, in its own working folder if it names one, else in ``cwd``."""
+    """``cmd`` over stdio, in its own working folder if it names one, else in ``cwd``.
+
+    Under the reaper (verifier.py's): whatever the server starts, even a helper that left its process group,
+    which the SDK's stop (EOF, then SIGTERM and SIGKILL to the group) never reaches, dies when the server exits
+    or is stopped, so nothing the agent made it start outlives the session into the verifier."""
     where = cmd.cwd or cwd
-    params = StdioServerParameters(
-        command=cmd.command, args=cmd.args, env=server_env(cmd.env), cwd=str(where) if where else None
-    )
+    env = server_env(cmd.env)
+    command = cmd.command
+    if where and os.sep in command and not os.path.isabs(command):  # relative to the folder it starts in
+        command = os.path.join(where, command)
+    exe = shutil.which(command, path=env.get("PATH", os.defpath))
+    if exe is None:  # as the SDK's spawn said before the reaper stood between them
+        raise FileNotFoundError(errno.ENOENT, "MCP server command not found", cmd.command)
+    [python, *args] = reaped_command([exe, *cmd.args])
+    params = StdioServerParameters(command=python, args=args, env=env, cwd=str(where) if where else None)
     # The server's stderr goes straight into ``errlog``'s file descriptor (the SDK hands it to the child process),
     # so a binary log file works although the SDK annotates a text stream.
     async with stdio_client(params, errlog=cast(TextIO, errlog)) as (read, write):

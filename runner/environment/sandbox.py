@@ -4,8 +4,9 @@ must not find the task packs (verifiers, oracle solutions), the run's output (ot
 results), the packs cache, or other trials' folders.
 
 ``plan`` says what to hide: the roots every run has (``default_hidden``: the packs cache, the bundled tasks, the
-folders modules register with ``register_root``, and ``$MCPFLEET_SANDBOX_HIDE``), the temp folder and /dev/shm
-(other trials' folders; a fresh writable one instead), and what the caller adds. Each is covered by an empty tmpfs;
+folders modules register with ``register_root``, and ``$MCPFLEET_SANDBOX_HIDE``), the temp folder, /dev/shm and
+/var/tmp (other trials' folders, and what one trial would leave for the next; a fresh writable one instead), and
+what the caller adds. Each is covered by an empty tmpfs;
 ``keep`` (the trial's own folder, the server's binaries) is bound back at its own path inside. Two ways to enter:
 ``preexec`` for a ``subprocess.Popen`` the caller makes (a fork that unshares, mounts, then drops to the server's
 user), ``command`` for a command line someone else spawns (``unshare`` with a new pid namespace and /proc too: a
@@ -97,10 +98,12 @@ def default_hidden() -> list[Path]:
 
 
 def default_scratch() -> list[Path]:
+    """Where any process may write: the temp folder, /dev/shm and /var/tmp, each a fresh one inside, so nothing the
+    sandboxed processes leave there outlives them (a file read by the next trial: issue 48)."""
     import tempfile
     from pathlib import Path
 
-    return [Path(tempfile.gettempdir()), Path("/dev/shm")]
+    return [Path(tempfile.gettempdir()), Path("/dev/shm"), Path("/var/tmp")]
 
 
 def _under(path: str, root: str) -> bool:

@@ -2,7 +2,15 @@
 
 The verifier runs as the runner's user: in a trial pod that is non-root (the pod's securityContext). Locally,
 as root, it stays root: switching to an unprivileged user would need the interpreter, the task folder and the
-trial's state all readable by that user, which a root-owned ~/.pyenv or a 0700 temp folder does not allow."""
+trial's state all readable by that user, which a root-owned ~/.pyenv or a 0700 temp folder does not allow.
+
+Nothing an agent-driven process could have left anywhere is imported into it (issue 48). It runs in Python's
+isolated mode (``-I``: no PYTHON* variable, no user site-packages, no script or working folder on sys.path)
+without writing bytecode (``-B``: the pack stays as it is), through a bootstrap that puts back exactly what
+MCPMark's ``python verify.py`` gives a script: its own folder first on sys.path (sibling modules import), its
+path as argv[0]. Its HOME and TMPDIR are folders made for this one run, 0700, in the runner's own temp folder
+(in a trial pod, the grading volume no sidecar mounts), removed with it. A pack's other Python programs (state
+generators, MCPMark's prepare_environment.py) run the same way."""
 
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -113,7 +122,9 @@ try:
     if pid == 0:
         try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.execv(sys.argv[2], sys.argv[2:])
+            os.execvp(sys.argv[2], sys.argv[2:])
+        except OSError as exc:
+            os.write(2, f"mcpfleet: cannot run {sys.argv[2]}: {exc}\n".encode())
         finally:
             os._exit(127)
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
@@ -147,16 +158,50 @@ def reaped_command(command: list[str]) -> list[str]:
     return [sys.executable, "-I", "-S", "-c", _REAPER, str(os.getpid()), *command]
 
 
-def verifier_env(extra: dict[str, str]) -> dict[str, str]:
-    """A clean environment: the service's variables, UTC, and nothing secret from the runner's."""
-    env = {k: os.environ[k] for k in ("PATH", "HOME", "TMPDIR", "PYTHONPATH") if k in os.environ}
-    env.update({"TZ": "UTC", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"})
+# How ``python_command`` starts a pack's script under ``-I``: what ``python script.py`` would have given it (its
+# folder first on sys.path, argv[0] its path, __name__ "__main__"), and UTF-8 output whatever the locale (what
+# PYTHONIOENCODING did before: -I ignores it). Nothing else of the environment's reaches it.
+_BOOT = r"""
+import os, runpy, sys
+del sys.argv[0]
+sys.path.insert(0, os.path.dirname(os.path.realpath(sys.argv[0])))
+for stream in (sys.stdout, sys.stderr):
+    stream.reconfigure(encoding="utf-8")
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def python_command(script: Path | str, args: list[str] | None = None) -> list[str]:
+    """The argv that runs a pack's Python ``script`` (a verifier, a state generator): the runner's Python in
+    isolated mode, no bytecode written, through ``_BOOT``."""
+    return [sys.executable, "-I", "-B", "-c", _BOOT, str(script), *(args or [])]
+
+
+def verifier_env(extra: dict[str, str], private: Path | None = None) -> dict[str, str]:
+    """A clean environment: PATH, UTC, the service's variables (``extra``), and nothing from the runner's: no
+    key, no HOME or TMPDIR (``private``'s home/ and tmp/ folders instead, which ``extra`` cannot replace)."""
+    env = {"PATH": os.environ.get("PATH") or os.defpath, "TZ": "UTC", "LANG": "C.UTF-8"}
     env.update(extra)
+    if private is not None:
+        env.update({"HOME": str(private / "home"), "TMPDIR": str(private / "tmp")})
     return env
 
 
+@contextlib.contextmanager
+def private_folders(what: str = "verify") -> Iterator[Path]:
+    """A folder of this run of a pack's program alone (its cwd unless it is given one), with home/ and tmp/, all
+    0700, in the runner's temp folder (named for this process: a dead worker's is swept); removed afterwards with
+    whatever the program left in it."""
+    with tempfile.TemporaryDirectory(prefix=tmpdirs.owned_prefix(what), ignore_cleanup_errors=True) as root:
+        base = Path(root)
+        for name in ("home", "tmp"):
+            (base / name).mkdir(mode=0o700)
+        yield base
+
+
 def verifier_command(script: Path, args: list[str] | None = None) -> list[str]:
-    """The verifier's argv: the runner's Python on verify.py, as MCPMark runs it."""
+    """The verifier's argv as MCPMark runs it, ``python verify.py [args]``: what its records name (a timeout's
+    message). mcpfleet runs it as ``python_command`` does."""
     return [sys.executable, str(script), *(args or [])]
 
 
@@ -181,15 +226,11 @@ async def run_verifier(
     its stdout open forever, and reading a pipe to its end would then never end. When the verifier exits, times
     out or the trial is cancelled, its whole process group is killed."""
     start = time.perf_counter()
-    with (
-        tempfile.TemporaryFile() as out,
-        tempfile.TemporaryFile() as err,
-        tempfile.TemporaryDirectory(prefix=tmpdirs.owned_prefix("verify"), ignore_cleanup_errors=True) as scratch,
-    ):
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, private_folders() as scratch:
         proc = await asyncio.create_subprocess_exec(
-            *reaped_command(verifier_command(script, args)),
+            *reaped_command(python_command(script, args)),
             cwd=cwd or scratch,  # not the task folder: a verifier writing to its cwd must not change the pack
-            env=verifier_env(env),
+            env=verifier_env(env, scratch),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=out,
             stderr=err,
@@ -216,13 +257,14 @@ async def run_verifier(
 def run_program(command: list[str], env: dict[str, str], cwd: str | Path, timeout_s: float) -> tuple[int | None, str]:
     """Run a pack's program to its end outside the trial's event loop (a state generator, psql or pg_restore on
     a state; a thread may call it), as a verifier runs: under the reaper (whatever it leaves running dies with
-    it), ``env`` only, stdout and stderr to a file. Returns its exit status (None: killed after ``timeout_s``)
-    and the end of its output (a runaway's gigabytes are never read into memory)."""
-    with tempfile.TemporaryFile() as out:
+    it), ``env`` only (with a HOME and TMPDIR of this run's own), stdout and stderr to a file. Returns its exit
+    status (None: killed after ``timeout_s``) and the end of its output (a runaway's gigabytes are never read into
+    memory)."""
+    with tempfile.TemporaryFile() as out, private_folders("program") as scratch:
         proc = subprocess.Popen(
             reaped_command(command),
             cwd=cwd,
-            env=env,
+            env={**env, "HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp")},
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -29,6 +29,12 @@ class EnvironmentLost(RuntimeError):
     Raised by ``TrialEnv.quiesce``."""
 
 
+class GradingRefused(RuntimeError):
+    """The agent left its environment in a state no verifier can be run in cleanly (a superuser agent whose own
+    server cannot be made ready to grade): the trial is scored as the model's failure, its verifier not run, the
+    reason in the verifier's record. Raised by ``TrialEnv.grading``."""
+
+
 @dataclass
 class TrialEnv:
     """One trial's ready environment: where its state is, how to start its server, what its verifier gets."""
@@ -39,6 +45,10 @@ class TrialEnv:
     verifier_args: list[str] = field(default_factory=list)
     # Called after the agent, before the verifier: stops what still writes the state (a browser task's sites).
     quiesce: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
+    # Called after ``quiesce``, right before the verifier: makes what the verifier logs in with, which the agent
+    # cannot have influenced (PostgreSQL: a grader of its own, the agent's settings removed), and returns the
+    # variables that replace ``verifier_env``'s. GradingRefused: see there.
+    grading: Callable[[], Awaitable[dict[str, str]]] | None = field(default=None, repr=False)
     # Called after a verifier that failed: EnvironmentLost if the environment died under the verifier (a server
     # killed mid-check), which makes the failure the infrastructure's, not the model's.
     recheck: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
@@ -224,6 +234,11 @@ class Service:
         """Volumes the sidecars of ``pod_sidecars`` mount besides the pod's own (state, tmp): e.g. a database's
         data directory."""
         return []
+
+    def pod_runner(self, params: dict[str, Any], pod: PodContext) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """What the runner container needs of the service's volumes besides the pod's own: (volume mounts, env),
+        e.g. the database's superuser login it grades with, which no sidecar mounts."""
+        return [], []
 
     def shards(self, task: Task, spec: EvalRunSpec) -> int | None:
         """How many trials one attempt of ``task`` is cut into; None: one trial, unsharded (every MCP task)."""

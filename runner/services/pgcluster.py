@@ -372,7 +372,7 @@ def spawn(
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=_env(),
+            env={**_env(), "PGDATA": str(data)},  # what every process it starts inherits (pggrade.stray_pids)
             cwd="/",
             start_new_session=True,
             preexec_fn=preexec,  # noqa: PLW1509 - prctl, and the sandbox's mounts and user switch

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,11 @@ from mcpfleet.runner.services.pgtrial import Login
 # A trial pod of a PostgreSQL task: after the state init container (`mcpfleet materialise`: the dump, a
 # generator run), "pg-init" (servers/postgres/bin/mcpfleet-pg-init in the database image) builds the data
 # directory with the trial's database restored, as the agent's login, and writes that login to the state
-# volume; the "postgres" native sidecar serves it on 127.0.0.1 (startup probe: pg_isready); "mcp-postgres"
-# serves postgres-mcp over streamable HTTP through supergateway (its password from a libpq pgpass file, never
-# the pod spec). The pod is the trial's own cluster, so the login is as locally: a role owning the database
-# only, or the superuser for tasks that manage roles. pg-init copies a data directory prebuilt for the exact
+# volume (and the superuser's, which the runner grades with, to a volume of the runner's and its own); the
+# "postgres" native sidecar serves it on 127.0.0.1 (startup probe: pg_isready); "mcp-postgres" serves postgres-mcp
+# over streamable HTTP through supergateway (its password from a libpq pgpass file, never the pod spec). The pod
+# is the trial's own cluster, so the login is as locally: a role owning the database only, or the superuser for
+# tasks that manage roles. pg-init copies a data directory prebuilt for the exact
 # state and login when the database image carries one (the bundled states; 2-3.6x faster, bench/bench_pg_pod.py),
 # else restores the dump (any pack).
 
@@ -27,16 +29,36 @@ PGDATA_MOUNT = "/pgdata"
 POD_DATABASE = "trial"
 POD_ROLE = "agent"
 POD_LOGIN_DIR = ".postgres"  # in the state volume: login.json (the runner's) and pgpass (the MCP server's)
+# The superuser's login (admin.json), which the runner grades with (pggrade.py): on a volume of its own that only
+# pg-init (which writes it) and the runner mount, never the database or MCP sidecars (a superuser agent's shell
+# runs in the database's container). The runner is told where through ADMIN_ENV.
+PG_ADMIN_VOLUME = "pg-admin"
+PG_ADMIN_MOUNT = "/pg-admin"
+ADMIN_ENV = "MCPFLEET_PG_ADMIN"
 
 
-def pod_login(state_dir: Path) -> Login:
-    """The login pg-init wrote for this pod's trial (the runner reads it; the verifier gets it)."""
-    path = state_dir / POD_LOGIN_DIR / "login.json"
+def _read_login(path: Path, what: str) -> Login:
     try:
         doc = json.loads(path.read_text())
         return Login(str(doc["host"]), int(doc["port"]), str(doc["database"]), str(doc["user"]), str(doc["password"]))
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RuntimeError(f"the pod's database login is missing or unreadable ({path}): {exc}") from None
+        raise RuntimeError(f"the pod's database {what} is missing or unreadable ({path}): {exc}") from None
+
+
+def pod_login(state_dir: Path) -> Login:
+    """The login pg-init wrote for this pod's trial (the runner reads it; the agent's MCP server uses it)."""
+    return _read_login(state_dir / POD_LOGIN_DIR / "login.json", "login")
+
+
+def pod_admin() -> Login:
+    """The pod's superuser login pg-init wrote for the runner (``ADMIN_ENV``: its path)."""
+    return _read_login(Path(os.environ.get(ADMIN_ENV) or f"{PG_ADMIN_MOUNT}/admin.json"), "superuser's login")
+
+
+def pod_runner() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The runner's mount of the superuser's login, read-only, and the variable that names it."""
+    mount = {"name": PG_ADMIN_VOLUME, "mountPath": PG_ADMIN_MOUNT, "readOnly": True}
+    return [mount], [{"name": ADMIN_ENV, "value": f"{PG_ADMIN_MOUNT}/admin.json"}]
 
 
 def pod_containers(params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
@@ -72,9 +94,10 @@ def pod_containers(params: dict[str, Any], pod: PodContext) -> list[dict[str, An
                 {"name": "DB_NAME", "value": POD_DATABASE},
                 {"name": "DB_USER", "value": user},
                 {"name": "LOGIN_DIR", "value": login_dir},
+                {"name": "ADMIN_DIR", "value": PG_ADMIN_MOUNT},
                 {"name": "DB_ROLE_LIMITS", "value": " ".join(f"{k}={v}" for k, v in pgcluster.ROLE_LIMITS.items())},
             ],
-            "volumeMounts": pg_mounts,
+            "volumeMounts": [*pg_mounts, {"name": PG_ADMIN_VOLUME, "mountPath": PG_ADMIN_MOUNT}],
             "terminationMessagePolicy": "FallbackToLogsOnError",
             **extra,
         },

@@ -15,13 +15,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mcpfleet.runner.environment.verifier import CLIP_MARK, run_program, run_verifier, verifier_env
+from mcpfleet.runner.environment.verifier import CLIP_MARK, python_command, run_program, run_verifier, verifier_env
 from mcpfleet.runner.services import pgcluster
 from mcpfleet.runner.services.pgcluster import SUPERUSER, TEMPLATE_ROLE, ClusterHandle
 from mcpfleet.runner.services.pgtrial import Login
@@ -82,7 +81,7 @@ def restore(h: ClusterHandle, db: str, src: StateSource) -> None:
         path = src.path
         if src.kind == "generator":
             path = Path(tmp) / f"{src.path.stem}.sql"
-            gen = [sys.executable, str(src.path), str(path)]
+            gen = python_command(src.path, [str(path)])
             _run(gen, f"state generator {src.path}", RESTORE_TIMEOUT_S, env=verifier_env({}), cwd=tmp)
         if src.kind == "backup":
             # No owners or grants: the dump's roles do not exist here; every object goes to the template role.

@@ -42,26 +42,58 @@ class Login:
         }
 
 
-def server_started(login: Login) -> str:
-    """When the trial's PostgreSQL server started, and last re-initialised after a crash (as the trial's role)."""
+# The session grading is prepared in: set at connection, so no per-role or per-database setting of the agent's
+# applies (a search path resolving names in its schemas, libraries preloaded into the session, logging that would
+# put a password in the server log), and nothing it left hangs it.
+ADMIN_OPTIONS = " ".join(
+    f"-c {k}={v}"
+    for k, v in {
+        "search_path": "pg_catalog,pg_temp",
+        "session_preload_libraries": "",
+        "local_preload_libraries": "",
+        "log_statement": "none",
+        "log_min_duration_statement": "-1",
+        "log_min_error_statement": "panic",
+        "log_duration": "off",
+        "statement_timeout": "60s",
+        "lock_timeout": "30s",
+        "default_transaction_read_only": "off",
+        "idle_in_transaction_session_timeout": "0",
+    }.items()
+)
+
+
+def connect(login: Login, database: str | None = None) -> Any:
+    """An autocommit session of ``login`` (to ``database``, else its own) with ``ADMIN_OPTIONS``."""
     import psycopg2
 
     conn = psycopg2.connect(
         host=login.host,
         port=login.port,
-        dbname=login.database,
+        dbname=database or login.database,
         user=login.user,
         password=login.password,
         connect_timeout=10,
         application_name="mcpfleet",
+        options=ADMIN_OPTIONS,
     )
+    conn.autocommit = True
+    return conn
+
+
+def server_started(login: Login) -> str:
+    """When the trial's PostgreSQL server started, and last re-initialised after a crash (asked as ``login``, its
+    superuser: a role of the agent's could not answer once grading began)."""
+    conn = connect(login)
     try:
         with conn.cursor() as cur:
             # A crashed backend makes the server reset every session and re-initialise, which keeps its start
-            # time but discards its statistics: the shared ones' reset time moves then (measured on PG 15).
+            # time but discards its statistics: the shared ones' reset time moves then (measured on PG 15). As
+            # epochs: the text of a timestamp follows the session's TimeZone, which the agent may have set for
+            # its role (the same server then read as restarted: an infrastructure error, run again).
             cur.execute(
-                "SELECT pg_postmaster_start_time()::text || ' / ' || coalesce(stats_reset::text, '')"
-                " FROM pg_stat_bgwriter"
+                "SELECT extract(epoch FROM pg_catalog.pg_postmaster_start_time())::text || ' / ' || "
+                "coalesce(extract(epoch FROM stats_reset)::text, '') FROM pg_catalog.pg_stat_bgwriter"
             )
             row = cur.fetchone()
             return str(row[0] if row else "")
@@ -162,9 +194,12 @@ class DataWatch:
             self.tripped = True
             await asyncio.to_thread(self._close)
             what = "its cluster's databases" if self.whole_cluster else "its database"
+            after = "its server was stopped: neither its later calls nor the verifier could connect"
+            if not (self.whole_cluster or self.login.user == SUPERUSER):
+                after = "its later calls could not connect"
             self.notes.append(
                 f"the agent was cut off: {what} reached {size >> 20} MB, over the {self.limit >> 20} MB a trial may "
-                f"write ({DATA_LIMIT_ENV}); its later calls and the verifier could not connect"
+                f"write ({DATA_LIMIT_ENV}); {after}"
             )
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(cut_off, self.h, self.login, self.whole_cluster)
@@ -233,10 +268,12 @@ def drop_database(h: ClusterHandle, database: str) -> None:
         cur.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
 
 
-def drop_trial(h: ClusterHandle, database: str, role: str | None) -> None:
+def drop_trial(h: ClusterHandle, database: str, role: str | None, graders: list[str] | tuple[str, ...] = ()) -> None:
+    """The trial's database, then its role and its graders (which may own what a verifier made in it)."""
     from psycopg2 import sql
 
     with contextlib.closing(h.connect()) as conn, conn.cursor() as cur:
         cur.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
-        if role and role != SUPERUSER:
-            cur.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+        for name in [role, *graders]:
+            if name and name != SUPERUSER:
+                cur.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(name)))

@@ -18,9 +18,13 @@ serial run never does. Such a task declares ``"isolation": "cluster-owner"``: a 
 its database's owner as on the shared one (its state can also keep the fixes HOT: hr's salaries has a
 fillfactor, see docs/postgres.md).
 
+Grading. The verifier never logs in as the agent: before it runs, the agent's sessions (and a superuser agent's
+processes and server configuration) are dealt with, every per-role and per-database setting it made is removed,
+and a grader role made then is the verifier's login (pggrade.py).
+
 A task's state and its template database are pgstate.py (state_source, which finds the state, is here: it
-reads PostgresService.mcpmark_states), a trial's database and login pgtrial.py, a trial pod's containers
-pgpod.py.
+reads PostgresService.mcpmark_states), a trial's database and login pgtrial.py, its grading pggrade.py, a trial
+pod's containers pgpod.py.
 """
 
 from __future__ import annotations
@@ -33,18 +37,24 @@ import os
 import re
 import secrets
 import shutil
-import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.runner.environment.server import Prefork, ServerCommand, servers_root
-from mcpfleet.runner.environment.verifier import verifier_env
-from mcpfleet.runner.services import pgcluster
+from mcpfleet.runner.environment.verifier import python_command, verifier_env
+from mcpfleet.runner.services import pgcluster, pggrade
 from mcpfleet.runner.services.base import PodContext, Service, Spare, TrialEnv
 from mcpfleet.runner.services.pgcluster import SUPERUSER, ClusterHandle
-from mcpfleet.runner.services.pgpod import PGDATA_VOLUME, pod_containers, pod_login
+from mcpfleet.runner.services.pgpod import (
+    PG_ADMIN_VOLUME,
+    PGDATA_VOLUME,
+    pod_admin,
+    pod_containers,
+    pod_login,
+    pod_runner,
+)
 from mcpfleet.runner.services.pgstate import (
     PREPARE,
     RESTORE_TIMEOUT_S,
@@ -146,6 +156,55 @@ def _cluster(resource: Any) -> ClusterHandle:
     return resource
 
 
+async def _grading(
+    login: Login, admin: Login, whole_cluster: bool, strays: Callable[[Any], int], graders: list[str]
+) -> pggrade.Grading:
+    """How the trial will be graded (pggrade.py): as the trial begins, a superuser agent's server configuration is
+    taken as it is (what grading puts back)."""
+    superuser = login.user == SUPERUSER
+    config = await asyncio.to_thread(pggrade.baseline, admin) if superuser else None
+    return pggrade.Grading(admin, login, superuser, whole_cluster, config, strays if superuser else None, roles=graders)
+
+
+async def _trial_env(
+    state_dir: Path, server: ServerCommand, grading: pggrade.Grading, watch: DataWatch | None = None
+) -> TrialEnv:
+    """The trial's environment: its server and the agent's login; before the verifier, a check that the server
+    is still the one the agent had (``same_server``, asked as its superuser: an agent's role cannot lock it out),
+    then grading prepared (``pggrade.Grading``), whose grader the verifier logs in as."""
+    login = grading.agent
+    started = await asyncio.to_thread(server_started, grading.admin)
+
+    async def quiesce() -> None:
+        await same_server(grading.admin, started, watch)
+
+    async def grade() -> dict[str, str]:
+        if watch is not None:
+            cut_off = watch.tripped and (grading.whole_cluster or grading.superuser)
+            await watch.stop()  # nothing of the agent's writes any more
+            if cut_off:  # its server was stopped on purpose (DataWatch): nothing to grade, nor anyone to grade it
+                return {}
+        return (await asyncio.to_thread(grading.prepare)).env()
+
+    async def recheck() -> None:  # the same question after a failing verifier (grading may have a new password)
+        await same_server(grading.admin, started, watch)
+
+    return TrialEnv(
+        state_dir,
+        server,
+        login.env(),
+        [login.database],
+        quiesce=quiesce,
+        grading=grade,
+        recheck=recheck,
+        notes=grading.notes,
+    )
+
+
+def _stop_strays(data: Path, uid: int | None, _cur: Any) -> int:
+    return pggrade.stop_strays(data, uid)
+
+
 class PostgresService(Service):
     name = "postgres"
     meta_keys = {"isolation": ISOLATIONS}
@@ -191,27 +250,20 @@ class PostgresService(Service):
             login = pod_login(state_dir)
             if state_source(task) is None and (task.path / PREPARE).is_file():
                 await run_prepare(task, login)
-            started = await asyncio.to_thread(server_started, login)
-            quiesce = functools.partial(same_server, login, started)
-            yield TrialEnv(
-                state_dir,
-                self.server_command(login, check=False),
-                login.env(),
-                [login.database],
-                quiesce=quiesce,
-                recheck=quiesce,
-            )
+            grading = await _grading(login, pod_admin(), True, pggrade.stop_pod_strays, [])
+            yield await _trial_env(state_dir, self.server_command(login, check=False), grading)
             return
         resource = _cluster(resource)
         tag = secrets.token_hex(4)
         database = f"trial_{tag}"
         state_dir.mkdir(parents=True, exist_ok=True)
+        graders: list[str] = []  # dropped after the database, which what a verifier made as one is in
         async with AsyncExitStack() as stack:
             mode = isolation(task)
             shared = mode == "database"
             if shared:
                 h = resource
-                stack.push_async_callback(asyncio.to_thread, drop_trial, h, database, f"agent_{tag}")
+                stack.push_async_callback(asyncio.to_thread, drop_trial, h, database, f"agent_{tag}", graders)
             else:  # removed with everything in it
                 h = await stack.enter_async_context(pgcluster.private_cluster(resource, tag))
             if mode == "cluster":
@@ -219,7 +271,8 @@ class PostgresService(Service):
             else:
                 login = Login(h.host, h.port, database, f"agent_{tag}", secrets.token_urlsafe(18))
                 await asyncio.to_thread(create_role, h, login)
-            yield await stack.enter_async_context(self._filled(task, h, login, state_dir, shared, resource.zygote))
+            filled = self._filled(task, h, login, state_dir, shared, resource.zygote, graders)
+            yield await stack.enter_async_context(filled)
 
     @asynccontextmanager
     async def _filled(
@@ -230,30 +283,23 @@ class PostgresService(Service):
         state_dir: Path,
         shared: bool = True,
         zygote: str | None = None,
+        graders: list[str] | None = None,
     ) -> AsyncIterator[TrialEnv]:
         """Create the trial's database from its state (or empty, then prepare_environment.py); its server is
         forked by the run's ``zygote`` if there is one (a trial's own cluster included). What the agent writes
-        is bounded (``DataWatch``) while the block runs."""
+        is bounded (``DataWatch``) while the block runs. The graders made for it are added to ``graders``."""
         src = state_source(task)
         template = await asyncio.to_thread(ensure_template, h, src) if src else None
         await asyncio.to_thread(create_database, h, template, login, shared)
         if src is None and (task.path / PREPARE).is_file():
             await run_prepare(task, login)
-        started = await asyncio.to_thread(server_started, login)
-        notes: list[str] = []
-        watch = DataWatch(h, login, not shared, notes)
-        quiesce = functools.partial(same_server, login, started, watch)
+        admin = Login(h.host, h.port, "postgres", SUPERUSER, h.password)
+        strays = functools.partial(_stop_strays, Path(h.base) / "data", h.uid)
+        grading = await _grading(login, admin, not shared, strays, graders if graders is not None else [])
+        watch = DataWatch(h, login, not shared, grading.notes)
         watch.start()
         try:
-            yield TrialEnv(
-                state_dir,
-                self.server_command(login, zygote=zygote),
-                login.env(),
-                [login.database],
-                quiesce=quiesce,
-                recheck=quiesce,  # the same question after the verifier: is it still the server the agent had?
-                notes=notes,
-            )
+            yield await _trial_env(state_dir, self.server_command(login, zygote=zygote), grading, watch)
         finally:
             await watch.stop()
 
@@ -280,7 +326,10 @@ class PostgresService(Service):
         return {"dump": dump, "isolation": isolation(task)}
 
     def pod_volumes(self, params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
-        return [pod.empty_dir(PGDATA_VOLUME)]
+        return [pod.empty_dir(PGDATA_VOLUME), pod.empty_dir(PG_ADMIN_VOLUME, medium="Memory")]
+
+    def pod_runner(self, params: dict[str, Any], pod: PodContext) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        return pod_runner()
 
     def pod_sidecars(self, params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
         return pod_containers(params, pod)
@@ -293,7 +342,7 @@ class PostgresService(Service):
             return 0
         if src.kind == "generator":
             _run(
-                [sys.executable, str(src.path), str(dest / f"{task.category}.sql")],
+                python_command(src.path, [str(dest / f"{task.category}.sql")]),
                 "state generator",
                 RESTORE_TIMEOUT_S,
                 env=verifier_env({}),
@@ -358,8 +407,12 @@ class DatabaseSpare(Spare):
 
     @asynccontextmanager
     async def claim(self, task: Task) -> AsyncIterator[TrialEnv]:
+        graders: list[str] = []
         try:
-            async with self.service._filled(task, self.h, self.login, self.state_dir, zygote=self.h.zygote) as env:
+            filled = self.service._filled(
+                task, self.h, self.login, self.state_dir, zygote=self.h.zygote, graders=graders
+            )
+            async with filled as env:
                 yield env
         finally:
-            await asyncio.to_thread(drop_trial, self.h, self.login.database, self.login.user)
+            await asyncio.to_thread(drop_trial, self.h, self.login.database, self.login.user, graders)

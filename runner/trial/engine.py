@@ -50,7 +50,7 @@ from mcpfleet.runner.results.records import (
 )
 from mcpfleet.runner.results.store import ResultStore, record_unless_finished
 from mcpfleet.runner.services import SERVICES, Service, TrialEnv, get_service
-from mcpfleet.runner.services.base import EnvironmentLost
+from mcpfleet.runner.services.base import EnvironmentLost, GradingRefused
 from mcpfleet.runner.spec import mcpmark_protocol
 from mcpfleet.runner.spec.evalrun import AgentKind
 from mcpfleet.runner.spec.task import Task
@@ -152,7 +152,7 @@ async def _run_agent(
         if ctx.mcp_url:
             session = await stack.enter_async_context(connect_http(ctx.mcp_url))
         elif ctx.warm is not None:
-            stack.callback(ctx.warm.release)  # stopping overlaps the verifier; the environment's close waits
+            stack.callback(ctx.warm.release)  # it stops as the agent ends; the trial waits for it before the verifier
             session = await ctx.warm.session()  # the wait, not the boot: that ran while the last trial did
             timings.spare_mcp_start, timings.spare_started = ctx.warm.boot.mcp_start, ctx.warm.boot.started
         else:
@@ -325,14 +325,19 @@ async def run_trial(
         if task is not None and run is not None and env is not None:
             messages_path = workdir / "messages.json"
             messages_path.write_bytes(dumps_mcpmark(messages_json(run.messages, raw=run.raw_messages)))
-            verifier_env = {**env.verifier_env, "MCP_MESSAGES": str(messages_path)}
-            if service.messages_dir_env:  # MCPMark's name for the folder holding messages.json, where it sets one
-                verifier_env[service.messages_dir_env] = str(messages_path.parent)
             try:
+                # Nothing of the agent's runs on under its verifier: its server (a warm spare's too: its stop no
+                # longer overlaps the verifier), what the environment stops (quiesce), then grading (issue 48).
+                t = time.perf_counter()
+                if ctx.warm is not None:
+                    await ctx.warm.stop()
                 if env.quiesce is not None:
-                    t = time.perf_counter()
                     await env.quiesce()
-                    timings.teardown += time.perf_counter() - t
+                graded = await env.grading() if env.grading is not None else {}
+                timings.teardown += time.perf_counter() - t
+                verifier_env = {**env.verifier_env, **graded, "MCP_MESSAGES": str(messages_path)}
+                if service.messages_dir_env:  # MCPMark's name for the folder holding messages.json, if it sets one
+                    verifier_env[service.messages_dir_env] = str(messages_path.parent)
                 v = await run_verifier(
                     task.verifier, verifier_env, env.verifier_args, spec.limits.verifier_timeout_seconds
                 )
@@ -340,6 +345,9 @@ async def run_trial(
                     await env.recheck()  # a verifier that failed because its server died under it measured nothing
             except EnvironmentLost as exc:  # a site died or hung under the agent: not the model's failure
                 infra, infra_type = str(exc), type(exc).__name__
+            except GradingRefused as exc:  # the agent left nothing a verifier can be run on cleanly: its failure
+                verifier = VerifierRecord(stderr=f"mcpfleet: not graded: {exc}")
+                notes.append(f"not graded: {exc}")
             except OSError as exc:
                 infra, infra_type = f"verifier could not start: {exc}", type(exc).__name__
             else:

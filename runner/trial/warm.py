@@ -124,8 +124,8 @@ class WarmServer:
             yield env
 
     def release(self) -> None:
-        """Let the server stop without waiting for it: its exit (up to the stop grace, see mcp_client) overlaps
-        the verifier, which reads the state, not the server; ``stop`` or ``close`` then waits for it."""
+        """Let the server stop without waiting for it (the agent's run is over); ``stop``, which the trial awaits
+        before its verifier (nothing of the agent's may run on under it), or ``close`` then waits for it."""
         self._release.set()
 
     async def stop(self) -> None:

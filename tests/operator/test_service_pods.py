@@ -248,3 +248,39 @@ async def test_postgres_tasks_run_through_the_operator_with_the_database_as_a_si
     finally:
         oracle.close()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _mounts(container: dict[str, Any]) -> dict[str, str]:
+    return {m["name"]: m["mountPath"] for m in container.get("volumeMounts") or []}
+
+
+def test_grading_happens_on_a_volume_no_sidecar_mounts(tmp_path: Path) -> None:
+    """Issue 48: the verifier's HOME was /tmp, the volume every sidecar (the MCP server, the browser, the sites)
+    mounts, so whatever an agent-driven process left there could be imported into it. Every service's pod gives
+    the runner a grading volume of its own for its HOME and temp folder (the verifier's fresh folders go in it);
+    no other container mounts it. A PostgreSQL pod's superuser login, which the runner grades with, is on a volume
+    only pg-init (which writes it) and the runner mount."""
+    pack = make_pg_pack(tmp_path / "pack")
+    pods = {
+        "filesystem": pod_for("filesystem/standard/team_project/*"),
+        "playwright": pod_for(CROSS_SITE_TASK),
+        "postgres": pg_pod(pack, "postgres/standard/shop/add_total"),
+        "postgres-cluster": pg_pod(pack, "postgres/standard/shop/audit_role"),
+    }
+    for name, pod in pods.items():
+        kubernetes_validate.validate(pod, "1.37.0", strict=True)
+        [runner] = pod["spec"]["containers"]
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        assert "emptyDir" in volumes["grading"], name
+        grading = _mounts(runner)["grading"]
+        env = {e["name"]: e.get("value") for e in runner["env"]}
+        assert env["HOME"] == grading and env["TMPDIR"] == grading, (name, env)
+        others = pod["spec"]["initContainers"]
+        assert others, name
+        for c in others:
+            assert "grading" not in _mounts(c), (name, c["name"])
+            assert not any(str(m).startswith(grading) for m in _mounts(c).values()), (name, c["name"])
+        if name.startswith("postgres"):
+            admin = [c["name"] for c in others if "pg-admin" in _mounts(c)]
+            assert admin == ["pg-init"] and "pg-admin" in _mounts(runner), (name, admin)
+            assert {m["name"]: m.get("readOnly") for m in runner["volumeMounts"]}["pg-admin"] is True
