@@ -72,11 +72,14 @@ def _child(req: dict[str, Any], preset: dict[str, str]) -> int:
     os.dup2(log, 2)
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     # Fresh standard streams as a new interpreter makes them for files: stdout block-buffered, stderr by line.
-    sys.stdin = sys.__stdin__ = open(0, closefd=False)  # noqa: SIM115
-    sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
-    sys.stderr = sys.__stderr__ = open(  # noqa: SIM115
-        2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False
-    )
+    streams = {
+        "stdin": open(0, closefd=False),  # noqa: SIM115
+        "stdout": open(1, "w", encoding="utf-8", closefd=False),  # noqa: SIM115
+        "stderr": open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False),  # noqa: SIM115
+    }
+    for name, stream in streams.items():
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
     os.chdir(req["cwd"])
     os.environ.clear()
     os.environ.update(req["env"])
