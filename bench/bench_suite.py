@@ -1,7 +1,7 @@
 """The test suite's own speed: serial pytest against pytest-xdist workers, the wall time and the slowest tests.
 
 Runs the suite (or the paths given) twice in one go, once serially and once with ``--workers`` xdist workers
-(README's test command uses 4), each writing a JUnit XML report, then prints the wall times and the 20 slowest
+(README's test command uses 3), each writing a JUnit XML report, then prints the wall times and the 20 slowest
 tests of each side by side. A test's time is setup + call + teardown, as JUnit counts it. The load average each
 run saw is printed too: on a shared machine a run in a busy spell reads slower than it is.
 
@@ -96,7 +96,7 @@ def run_suite(label: str, args: list[str], out: Path) -> tuple[Report, tuple[flo
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="*", help="test paths (default: the whole suite)")
-    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--slowest", type=int, default=20)
     ap.add_argument("--report", nargs=2, type=Path, metavar=("BEFORE", "AFTER"), help="render two JUnit reports")
     a = ap.parse_args()

@@ -25,9 +25,10 @@ make there, Chromium's among them, so a test that turns it on gives a short ``wo
 KUBELET_KEEP=1 in the environment keeps the pods' folders (container logs, volumes) for a post-mortem.
 
 Containers whose command is the runner image's ``mcpfleet`` are forked from a warm zygote (tests/warm_zygote.py,
-one per kubelet) that has imported mcpfleet and LiteLLM once: each is still a process of its own with the
-container's argv, environment, folder and log, without paying ~3.7 s of imports per container. ``warm=False``
-(or KUBELET_COLD=1) starts every container with exec instead.
+one per test process, shared by its kubelets) that has imported mcpfleet and LiteLLM once: each is still a process
+of its own with the container's argv, environment, folder, session and log (its /proc shows them), without paying
+~3.7 s of imports per container. Until the zygote is ready, and with ``warm=False`` or KUBELET_COLD=1, containers
+start with exec.
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -52,6 +55,7 @@ import aiohttp
 
 REPO = Path(__file__).resolve().parents[1]
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"  # the runner image's entry point
+_IMPORT_ENV = dict(os.environ)  # the warm zygote's: as this process started, before a test changed any variable
 
 
 def _pg_bin() -> str:
@@ -142,7 +146,7 @@ class Kubelet:
         warm: bool = True,
     ):
         self.url = url.rstrip("/")
-        self.warm: WarmZygote | None = None if (not warm or os.environ.get("KUBELET_COLD")) else WarmZygote()
+        self.warm: WarmZygote | None = None if (not warm or os.environ.get("KUBELET_COLD")) else WarmZygote.shared()
         self.node = node
         self.tmp_env = tmp_env
         self.pull_failures = pull_failures or set()
@@ -218,8 +222,6 @@ class Kubelet:
                 await t
         if self.session:
             await self.session.close()
-        if self.warm is not None:
-            await self.warm.stop()
         if not os.environ.get("KUBELET_KEEP"):
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -626,7 +628,9 @@ class Kubelet:
         if poddir in self.stopping:  # the pod is being deleted: no container starts any more
             raise asyncio.CancelledError
         exe = shutil.which(argv[0], path=env["PATH"]) or argv[0]
-        if self.warm is not None and Path(exe) == MCPFLEET:
+        if self.warm is not None and self.warm.ready.is_set() and Path(exe) == MCPFLEET:
+            if not poddir.is_dir():  # as open() below would: the pod's folder went with the pod
+                raise FileNotFoundError(poddir)
             warm = await self.warm.spawn([exe, *argv[1:]], env, poddir, poddir / f"{name}.log")
             self.container_of[warm.pid] = name
             return warm
@@ -735,87 +739,105 @@ Proc = asyncio.subprocess.Process | WarmProcess
 
 
 class WarmZygote:
-    """The kubelet's end of tests/warm_zygote.py: a socket pair, requests by id, a reader settling futures."""
+    """The kubelet's end of tests/warm_zygote.py, one per test process and shared by its kubelets (each test has an
+    event loop of its own, so a thread reads the zygote's answers and settles each spawn's futures on its loop).
+
+    It is started with the environment this module was imported with, before any test changed it; a container gets
+    only its own. A spawn cancelled before its pid came back (its pod went) is killed when the pid arrives."""
 
     ROOM = 65536  # bytes of command line and environment a child may take over (tests/warm_zygote.py)
+    _shared: WarmZygote | None = None
+    _lock = threading.Lock()
+
+    @classmethod
+    def shared(cls) -> WarmZygote:
+        with cls._lock:
+            if cls._shared is None or cls._shared.proc.poll() is not None:
+                cls._shared = cls()
+            return cls._shared
 
     def __init__(self) -> None:
-        self.proc: asyncio.subprocess.Process | None = None
-        self.started: asyncio.Task[None] | None = None
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-        self.pids: dict[int, asyncio.Future[int]] = {}
-        self.exits: dict[int, asyncio.Future[int]] = {}
-        self.next_id = 0
-        self.task: asyncio.Task[None] | None = None
-
-    async def _start(self) -> None:
         ours, theirs = socket.socketpair()
         try:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                str(Path(__file__).with_name("warm_zygote.py")),
-                str(theirs.fileno()),
-                "." * 8192,
+            self.proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name("warm_zygote.py")), str(theirs.fileno()), "." * 8192],
                 pass_fds=[theirs.fileno()],
-                env={**os.environ, "WARM_ZYGOTE_ROOM": "." * self.ROOM},
-                stdin=asyncio.subprocess.DEVNULL,
+                env={**_IMPORT_ENV, "WARM_ZYGOTE_ROOM": "." * self.ROOM},
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         finally:
             theirs.close()
-        self.reader, self.writer = await asyncio.open_unix_connection(sock=ours)
-        self.task = asyncio.create_task(self._read())
+        self.sock = ours
+        self.ready = threading.Event()  # set once its imports are done: until then containers start with exec
+        self.pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[int], asyncio.Future[int]]] = {}
+        self.abandoned: set[int] = set()  # spawns whose caller went before their pid came
+        self.next_id = 0
+        self.mutex = threading.Lock()
+        threading.Thread(target=self._read, name="warm-zygote", daemon=True).start()
 
-    async def _read(self) -> None:
-        assert self.reader is not None
-        try:
-            while line := await self.reader.readline():
-                msg = json.loads(line)
-                if "pid" in msg:
-                    self.pids.pop(msg["id"]).set_result(msg["pid"])
+    @staticmethod
+    def _settle(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[int], value: int | BaseException) -> None:
+        def now() -> None:
+            if not fut.done():
+                if isinstance(value, BaseException):
+                    fut.set_exception(value)
+                    fut.exception()  # retrieved: a container still running when its test ended has no exit
                 else:
-                    fut = self.exits.pop(msg["id"])
-                    if not fut.done():
-                        fut.set_result(msg["exit"])
-        finally:
-            gone = RuntimeError("the kubelet's warm zygote exited (tests/warm_zygote.py)")
-            for fut in [*self.pids.values(), *self.exits.values()]:
-                if not fut.done():
-                    fut.set_exception(gone)
-                    fut.exception()  # retrieved: a container still running at the kubelet's end has no exit
+                    fut.set_result(value)
+
+        with contextlib.suppress(RuntimeError):  # that test's loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(now)
+
+    def _read(self) -> None:
+        with self.sock.makefile("rb") as lines:
+            for line in lines:
+                msg = json.loads(line)
+                if "ready" in msg:
+                    self.ready.set()
+                    continue
+                with self.mutex:
+                    rid = msg["id"]
+                    if "pid" in msg and rid in self.abandoned:
+                        self.abandoned.discard(rid)
+                        self.pending.pop(rid, None)
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(msg["pid"], signal.SIGKILL)
+                        continue
+                    entry = self.pending.get(rid) if "pid" in msg else self.pending.pop(rid, None)
+                if entry is not None:
+                    loop, started, exited = entry
+                    if "pid" in msg:
+                        self._settle(loop, started, msg["pid"])
+                    else:
+                        self._settle(loop, exited, msg["exit"])
+        gone = RuntimeError("the kubelet's warm zygote exited (tests/warm_zygote.py)")
+        with self.mutex:
+            for loop, started, exited in self.pending.values():
+                self._settle(loop, started, gone)
+                self._settle(loop, exited, gone)
+            self.pending.clear()
 
     async def spawn(self, argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> WarmProcess:
-        if self.started is None:  # on the first mcpfleet container: a kubelet of shell-only pods never pays for it
-            self.started = asyncio.create_task(self._start())
-        await asyncio.shield(self.started)
-        assert self.writer is not None
         loop = asyncio.get_running_loop()
-        rid, self.next_id = self.next_id, self.next_id + 1
-        self.pids[rid], self.exits[rid] = loop.create_future(), loop.create_future()
-        exited = self.exits[rid]
-        self.writer.write(json.dumps({"id": rid, "argv": argv, "env": env, "cwd": str(cwd), "log": str(log)}).encode())
-        self.writer.write(b"\n")
-        await self.writer.drain()
-        return WarmProcess(await self.pids[rid], exited)
-
-    async def stop(self) -> None:
-        if self.started is not None:
-            with contextlib.suppress(BaseException):
-                await self.started
-        if self.writer is not None:
-            self.writer.close()
-        if self.proc is not None:
-            try:
-                await asyncio.wait_for(self.proc.wait(), 10)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                await self.proc.wait()
-        if self.task is not None:
-            self.task.cancel()
-            with contextlib.suppress(BaseException):
-                await self.task
+        started: asyncio.Future[int] = loop.create_future()
+        exited: asyncio.Future[int] = loop.create_future()
+        request = {"argv": argv, "env": env, "cwd": str(cwd), "log": str(log)}
+        with self.mutex:
+            rid, self.next_id = self.next_id, self.next_id + 1
+            self.pending[rid] = (loop, started, exited)
+            self.sock.sendall(json.dumps({"id": rid, **request}).encode() + b"\n")
+        try:
+            pid = await asyncio.shield(started)
+        except asyncio.CancelledError:  # the pod went while its container was forked: no ghost may run on
+            with self.mutex:
+                if started.done() and not started.cancelled() and started.exception() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(started.result(), signal.SIGKILL)
+                else:
+                    self.abandoned.add(rid)
+            raise
+        return WarmProcess(pid, exited)
 
 
 @contextlib.asynccontextmanager

@@ -7,8 +7,9 @@ imports are shared. Started as ``python warm_zygote.py FD PADDING`` (FD: its end
 in its command line and environment that each child overwrites with its container's (``_retitle``), so that a
 pod's processes, leftovers included, are found by their folders like any other (tests/proctree.py).
 
-The protocol is JSON lines: ``{"id", "argv", "env", "cwd", "log"}`` in, ``{"id", "pid"}`` then ``{"id", "exit"}``
-(a negative exit: killed by that signal) out. EOF on the socket ends the zygote and whatever it still runs."""
+The protocol is JSON lines: ``{"ready": true}`` once the imports are done, then for each ``{"id", "argv", "env",
+"cwd", "log"}`` in, ``{"id", "pid"}`` and later ``{"id", "exit"}`` (negative: killed by that signal) out. EOF on
+the socket ends the zygote and whatever it still runs."""
 
 from __future__ import annotations
 
@@ -114,13 +115,14 @@ def serve(fd: int) -> tuple[dict[str, Any], dict[str, str]] | None:
     if threading.active_count() != 1:  # a fork copies only the forking thread: the children would lack the rest
         raise SystemExit(f"warm_zygote: the imports started threads: {threading.enumerate()}")
     conn = socket.socket(fileno=fd)
-    conn.setblocking(False)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kubelet stops it, not a Ctrl-C meant for pytest
+    conn.sendall(b'{"ready": true}\n')  # (still blocking: the kubelet starts containers with exec until then)
     sel = selectors.DefaultSelector()
+    conn.setblocking(False)
     sel.register(conn, selectors.EVENT_READ, "conn")
     sel.register(wake_r, selectors.EVENT_READ, "wake")
     running: dict[int, int] = {}  # pid -> request id

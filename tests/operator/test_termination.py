@@ -177,6 +177,45 @@ async def test_kubelet_sends_sigterm_then_sigkill_after_the_grace_period(kube: R
     assert kubelet.deleted == ["slow"]
 
 
+async def test_a_warm_forked_container_is_a_process_of_its_own_found_by_its_folder(
+    kube: RunningEmulator, tmp_path: Path
+) -> None:
+    """The kubelet forks `mcpfleet` containers from its warm zygote once that is ready: each child must look like
+    an exec'd container (its own argv and environment in /proc, its own session), so that leftover checks that
+    look for a pod's folder still find it, and it must go with its pod."""
+    from proctree import processes_naming
+
+    pod = bare_pod("warm", 2, {})
+    pod["spec"]["containers"] = [
+        {
+            "name": "server",
+            "image": "mcpfleet/runner",
+            "command": ["mcpfleet", "scripted-server", "--port", "0"],
+            "env": [{"name": "WARM_MARKER", "value": "marker-4711"}],
+        }
+    ]
+    (tmp_path / "node").mkdir()
+    async with Kubelet(kube.url, workdir=tmp_path / "node") as kubelet:
+        assert kubelet.warm is not None
+        assert await asyncio.to_thread(kubelet.warm.ready.wait, 60)
+        kube.create(pod)
+        await wait_until(lambda: phase_of(kube, "warm") == "Running", 20, "the pod to run")
+        [(pid, cmd)] = await wait_until(lambda: processes_naming("marker-4711"), 20, "the container's process")
+        assert kubelet.warm.proc is not None
+        assert int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == kubelet.warm.proc.pid
+        assert cmd.split()[1:4] == ["scripted-server", "--port", "0"], cmd
+        env = dict(
+            e.split("=", 1) for e in Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in e
+        )
+        assert env["WARM_MARKER"] == "marker-4711" and env["PATH"] == BIN_PATH and "WARM_ZYGOTE_ROOM" not in env
+        assert os.getsid(pid) == pid and os.getsid(pid) != os.getsid(0)
+        assert Path(os.readlink(f"/proc/{pid}/cwd")).parent == tmp_path / "node"  # in its pod's folder
+        kube.delete("pods", NS, "warm")
+        await wait_until(lambda: kube.get("pods", NS, "warm") is None, 10, "the node to delete the pod")
+        assert not processes_naming("marker-4711")
+    assert ("warm", "server", "SIGTERM") in [(p, c, sig) for _, p, c, sig in kubelet.signals]
+
+
 # -- the operator ----------------------------------------------------------------------------------------
 
 
