@@ -204,9 +204,7 @@ async def test_a_warm_forked_container_is_a_process_of_its_own_found_by_its_fold
         assert kubelet.warm.proc is not None
         assert int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == kubelet.warm.proc.pid
         assert cmd.split()[1:4] == ["scripted-server", "--port", "0"], cmd
-        env = dict(
-            e.split("=", 1) for e in Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in e
-        )
+        env = dict(e.split("=", 1) for e in Path(f"/proc/{pid}/environ").read_bytes().decode().split("\0") if "=" in e)
         assert env["WARM_MARKER"] == "marker-4711" and env["PATH"] == BIN_PATH and "WARM_ZYGOTE_ROOM" not in env
         assert os.getsid(pid) == pid and os.getsid(pid) != os.getsid(0)
         assert Path(os.readlink(f"/proc/{pid}/cwd")).parent == tmp_path / "node"  # in its pod's folder
