@@ -8,6 +8,7 @@ import json
 import os
 import random
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -242,6 +243,19 @@ def make_mcpmark_pack(root: Path, states: Path) -> tuple[Path, Path]:
     )
     (d / "prepare_environment.py").write_text(PREPARE)
     return root, states
+
+
+def mcpfleet_run_in(spec: Path, pg_dir: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`mcpfleet run SPEC --no-progress` from `/`, its output captured, with its PostgreSQL clusters under
+    ``pg_dir`` (a scratch folder the trial users can reach, not the test's tmp_path)."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("mcpfleet")), "run", str(spec), "--no-progress"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, pgcluster.PG_DIR_ENV: str(pg_dir)},
+        cwd="/",
+        timeout=timeout,
+    )
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 import yaml
-from pgpack import ADD_TOTAL_VERIFY, CONNECT, ROWS, make_pg_pack, sql, write_task
+from pgpack import ADD_TOTAL_VERIFY, CONNECT, ROWS, make_pg_pack, mcpfleet_run_in, sql, write_task
 
 from mcpfleet.runner.services import pgcluster
 
@@ -220,14 +220,7 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict
     spec = tmp / "run.yaml"
     spec.write_text(yaml.safe_dump(doc))
     try:
-        p = subprocess.run(
-            [str(MCPFLEET), "run", str(spec), "--no-progress"],
-            capture_output=True,
-            text=True,
-            env={**os.environ, pgcluster.PG_DIR_ENV: str(run_dir)},
-            cwd="/",
-            timeout=900,
-        )
+        p = mcpfleet_run_in(spec, run_dir, timeout=900)
         trials = tmp / "runs" / "grading" / "trials"
         out = {}
         for f in trials.glob("*/result.json"):

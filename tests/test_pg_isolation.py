@@ -21,7 +21,7 @@ from typing import Any
 import psycopg2
 import pytest
 import yaml
-from pgpack import CONNECT, make_pg_pack, run_cluster_in, scratch_runs_root, sql, write_task
+from pgpack import CONNECT, make_pg_pack, mcpfleet_run_in, run_cluster_in, scratch_runs_root, sql, write_task
 
 from mcpfleet.runner.services import pgcluster
 from mcpfleet.runner.services.postgres import PostgresService, isolation
@@ -249,14 +249,7 @@ def test_the_launcher_contains_a_trial_that_tries_to_escape(pack: Path, tmp_path
     spec = tmp_path / "run.yaml"
     spec.write_text(yaml.safe_dump(doc))
     try:
-        p = subprocess.run(
-            [str(MCPFLEET), "run", str(spec), "--no-progress"],
-            capture_output=True,
-            text=True,
-            env={**os.environ, pgcluster.PG_DIR_ENV: str(run_dir)},
-            cwd="/",
-            timeout=600,
-        )
+        p = mcpfleet_run_in(spec, run_dir, timeout=600)
         rows = [json.loads(f.read_text()) for f in sorted((tmp_path / "runs/iso/trials").glob("*/result.json"))]
         assert len(rows) == 2, p.stderr
         for r in rows:

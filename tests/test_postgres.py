@@ -20,7 +20,7 @@ import psycopg2
 import pytest
 import yaml
 from mcp.types import TextContent
-from pgpack import big_orders, make_mcpmark_pack, make_pg_pack, run_cluster_in, scratch_runs_root
+from pgpack import big_orders, make_mcpmark_pack, make_pg_pack, mcpfleet_run_in, run_cluster_in, scratch_runs_root
 
 from mcpfleet.runner.environment.mcp_client import connect_stdio
 from mcpfleet.runner.launch.taskcheck import validate
@@ -687,14 +687,7 @@ def test_a_broken_backup_state_refuses_the_run_up_front(
     spec = tmp_path / "run.yaml"
     spec.write_text(yaml.safe_dump(doc))
     started = time.monotonic()
-    p = subprocess.run(
-        [str(MCPFLEET), "run", str(spec), "--no-progress"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, pgcluster.PG_DIR_ENV: str(run_dir)},
-        cwd="/",
-        timeout=120,
-    )
+    p = mcpfleet_run_in(spec, run_dir, timeout=120)
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert "fix each state as named below" in p.stderr and "warehouse.backup is not a readable" in p.stderr
     assert time.monotonic() - started < 30 and not (tmp_path / "runs/pg").exists() and not list(run_dir.iterdir())

@@ -182,9 +182,12 @@ def verifier_env(extra: dict[str, str], private: Path | None = None) -> dict[str
     key, no HOME or TMPDIR (``private``'s home/ and tmp/ folders instead, which ``extra`` cannot replace)."""
     env = {"PATH": os.environ.get("PATH") or os.defpath, "TZ": "UTC", "LANG": "C.UTF-8"}
     env.update(extra)
-    if private is not None:
-        env.update({"HOME": str(private / "home"), "TMPDIR": str(private / "tmp")})
-    return env
+    return env if private is None else {**env, **private_home(private)}
+
+
+def private_home(private: Path) -> dict[str, str]:
+    """HOME and TMPDIR in a ``private_folders`` folder."""
+    return {"HOME": str(private / "home"), "TMPDIR": str(private / "tmp")}
 
 
 @contextlib.contextmanager
@@ -264,7 +267,7 @@ def run_program(command: list[str], env: dict[str, str], cwd: str | Path, timeou
         proc = subprocess.Popen(
             reaped_command(command),
             cwd=cwd,
-            env={**env, "HOME": str(scratch / "home"), "TMPDIR": str(scratch / "tmp")},
+            env={**env, **private_home(scratch)},
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
