@@ -4,6 +4,7 @@ a pod whose site and playwright-mcp sidecars the test kubelet starts as processe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import subprocess
@@ -85,9 +86,24 @@ async def test_a_browser_task_runs_through_the_operator_with_its_sites_as_sideca
     # Each container's TMPDIR is its pod's /tmp volume, as a node's /tmp is (tmp_env): playwright-mcp's socket
     # folder (pw-<hash> under the temp folder) goes with the pod, not into the host's /tmp. The node's folder is
     # short, not under tmp_path: Chromium's socket in that temp folder must stay under 108 characters.
-    host_tmp = {p.name for p in Path("/tmp").glob("pw-*")}
+    # Whose folder a pw-* in the host's /tmp is cannot be told afterwards (another worker's browser test may have one
+    # there), so the pod's processes are looked at while they run: every process of the playwright-mcp sidecar
+    # (the gateway, node and playwright-mcp: what makes that folder, under node's os.tmpdir()) has its TMPDIR in
+    # its pod's folder.
     workdir = Path(tempfile.mkdtemp(prefix="k-", dir="/tmp"))  # removed by the kubelet
+    tmpdirs: dict[str, str] = {}  # a browser-side process's command line -> its TMPDIR
+
+    async def watch_tmpdirs() -> None:
+        while True:
+            for pid, cmd in processes_naming(str(workdir)):
+                if "playwright" in cmd and "/chromium" not in cmd and " materialise " not in cmd:
+                    with contextlib.suppress(OSError):
+                        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                        tmpdirs[cmd] = next((e[7:].decode() for e in env if e.startswith(b"TMPDIR=")), "")
+            await asyncio.sleep(0.2)
+
     async with Kubelet(kube.url, workdir=workdir, tmp_env=True) as kubelet:
+        watcher = asyncio.create_task(watch_tmpdirs())
         with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
             kube.create(body)
             try:
@@ -98,6 +114,7 @@ async def test_a_browser_task_runs_through_the_operator_with_its_sites_as_sideca
                 logs = {str(p): p.read_text(errors="replace")[-1500:] for p in workdir.glob("pod-*/*.log")}
                 raise AssertionError(f"{exc}: {status_of(kube, 'browser')}\n{json.dumps(logs, indent=1)}") from None
             await wait_until(lambda: not kube.objects("pods", NS), 30, "every pod to be deleted")
+        watcher.cancel()
     assert not infra_errors(s3, bucket), infra_errors(s3, bucket)
     assert status["counts"]["finished"] == 2 and status["counts"]["passed"] == 1
     client = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
@@ -121,7 +138,9 @@ async def test_a_browser_task_runs_through_the_operator_with_its_sites_as_sideca
     )
     # Nothing they started (sites, playwright-mcp, Chromium and its helpers) outlived its pod, or left a folder.
     assert not processes_naming(str(workdir))
-    assert {p.name for p in Path("/tmp").glob("pw-*")} <= host_tmp
+    assert any("playwright" in cmd for cmd in tmpdirs), tmpdirs
+    outside = {cmd: t for cmd, t in tmpdirs.items() if not t.startswith(f"{workdir}/")}
+    assert not outside, outside
 
 
 def prebuild_state(task: Task, root: Path) -> Path:
