@@ -777,7 +777,7 @@ def test_a_model_can_neither_see_nor_call_code_run_in_the_servers_process(
             return Listed([type("T", (), {"name": n})() for n in ("browser_click", "browser_run_code_unsafe")])
 
     service = get_service("playwright")
-    listed = asyncio.run(ToolGate(Session(), service).list_tools())
+    listed = asyncio.run(ToolGate(Session(), service, tmp_path).list_tools())
     assert [t.name for t in listed.tools] == ["browser_click"]
     for url in ("view-source:file:///etc/hostname", "file:///etc/passwd", " FILE:///x", "chrome://version", "data:,x"):
         assert service.refused_call("browser_navigate", {"url": url}), url

@@ -61,7 +61,7 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
         lambda d: spec(d).update(attempt=2),
         [
             "spec.attempt: unknown field; allowed fields: activeDeadlineSeconds, agent, attempts, concurrency, "
-            "launchOrder, limits, models, output, pod, provider, retries, suspend, tasks, toolcalls, "
+            "launchOrder, limits, models, output, pod, provider, retries, servers, suspend, tasks, toolcalls, "
             "ttlSecondsAfterFinished"
         ],
     ),
@@ -169,7 +169,7 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
             f"spec.models[0].name: {DNS_MSG}",
             "spec.attempts: must be >= 1",
             "spec.bogus: unknown field; allowed fields: activeDeadlineSeconds, agent, attempts, concurrency, "
-            "launchOrder, limits, models, output, pod, provider, retries, suspend, tasks, toolcalls, "
+            "launchOrder, limits, models, output, pod, provider, retries, servers, suspend, tasks, toolcalls, "
             "ttlSecondsAfterFinished",
         ],
     ),

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import hashlib
+import json
 import os
 import shutil
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,6 +30,27 @@ STOP_GRACE_S = 0.2
 if not hasattr(sdk_stdio, "PROCESS_TERMINATION_TIMEOUT"):  # the pinned SDK has it: fail loudly on an upgrade
     raise ImportError("mcp.client.stdio.PROCESS_TERMINATION_TIMEOUT is gone: update runner/environment/mcp_client.py")
 sdk_stdio.PROCESS_TERMINATION_TIMEOUT = STOP_GRACE_S
+
+
+# Each open session's initialize result (its serverInfo): what a record names as the server it measured.
+_INITIALIZED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def server_info(session: Any) -> tuple[str | None, str | None]:
+    """(name, version) the server gave in MCP's initialize, for a session opened here; (None, None) otherwise."""
+    init = _INITIALIZED.get(session)
+    info = getattr(init, "server_info", None)
+    return (getattr(info, "name", None), getattr(info, "version", None)) if info is not None else (None, None)
+
+
+def tools_digest(tools: list[Any]) -> str:
+    """A digest of a tools/list: each tool's name, description and input schema, in the server's order."""
+    listed = [
+        {"name": t.name, "description": t.description or "", "inputSchema": getattr(t, "input_schema", None) or {}}
+        for t in tools
+    ]
+    text = json.dumps(listed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def server_env(extra: dict[str, str]) -> dict[str, str]:
@@ -56,7 +80,7 @@ async def connect_stdio(cmd: ServerCommand, errlog: IO[Any], cwd: Path | None = 
     # so a binary log file works although the SDK annotates a text stream.
     async with stdio_client(params, errlog=cast(TextIO, errlog)) as (read, write):
         async with ClientSession(read, write) as session:
-            await session.initialize()
+            _INITIALIZED[session] = await session.initialize()
             yield session
 
 
@@ -65,7 +89,7 @@ async def connect_http(url: str) -> AsyncIterator[ClientSession]:
     async with streamable_http_client(url) as streams:
         read, write = streams[0], streams[1]
         async with ClientSession(read, write) as session:
-            await session.initialize()
+            _INITIALIZED[session] = await session.initialize()
             yield session
 
 

@@ -14,7 +14,7 @@ from mcpfleet.runner.agent import snapshot_refs
 from mcpfleet.runner.launch.scripted_options import ModelError, Options, ScriptError, load_script, script_path
 from mcpfleet.runner.launch.scripted_toolcall import ToolCallAnswers
 from mcpfleet.runner.services import SERVICES
-from mcpfleet.runner.spec.task import OracleStep, Task, TaskError
+from mcpfleet.runner.spec.task import ROOT_TOKEN, OracleStep, Task, TaskError
 from mcpfleet.runner.tasks.discovery import discover
 
 LIST_DIRS = "list_allowed_directories"
@@ -249,7 +249,9 @@ class ScriptedPolicies:
             return Reply(tool_calls=(_call(str(probe), {}),))
         if done >= len(steps):
             return Reply(self._answers.get(task.id) or DONE)
-        root = _find_root(messages, probe) if probe else ""
+        # A service whose harness substitutes {root} (a declared one) gets the steps' {root} as written.
+        harness_root = task.service in SERVICES and SERVICES[task.service].harness_root
+        root = ROOT_TOKEN if harness_root else _find_root(messages, probe) if probe else ""
         if root is None:
             return Reply(f"Cannot play the oracle of {task.id}: no absolute path found in the {probe} result.")
         step = steps[done]

@@ -147,7 +147,9 @@ async def _run(spec: Any, store: Any, item: WorkItem) -> Any:
         # both at once doubled the CPU burst of a run's first wave, when every worker starts cold together).
         pending.append(asyncio.get_running_loop().call_later(SPARE_DELAY_S, start_spare))
 
-    wants_spare = item.more_queued and spec.agent != AgentKind.noop and WarmServer.supports(spec.service)
+    wants_spare = (
+        item.more_queued and spec.agent != AgentKind.noop and WarmServer.supports(spec.service, spec.tasks_root)
+    )
     ctx = TrialContext(
         scripted_base_url=item.scripted_base_url,
         warm=warm,

@@ -8,6 +8,7 @@ from typing import Any
 from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner.spec.evalrun import INT_MAX, EvalRun, ModelSpec, ToolCallSettings
 from mcpfleet.runner.spec.load import SpecError, canonical_hash
+from mcpfleet.runner.spec.service_decl import ServerVariant
 from mcpfleet.runner.spec.task import Task
 from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.digest import task_digest
@@ -39,13 +40,48 @@ def trial_deadline(trial: TrialSpec, grace_seconds: float) -> tuple[float, str]:
     return total, why
 
 
-def trial_id(model: str, task: Task, attempt: int, shard: int | None = None) -> str:
-    """Readable and unique: model names are DNS labels, task path parts match [A-Za-z0-9_-]."""
+def trial_id(model: str, task: Task, attempt: int, shard: int | None = None, variant: str | None = None) -> str:
+    """Readable and unique: model and variant names are DNS labels, task path parts match [A-Za-z0-9_-]."""
     name = task.name if shard is None else f"{task.name}-s{shard:04d}"
-    return f"{model}.{task.service}.{task.difficulty}.{task.category}.{name}.{attempt}"
+    service = task.service if variant is None else f"{task.service}@{variant}"
+    return f"{model}.{service}.{task.difficulty}.{task.category}.{name}.{attempt}"
 
 
-def trial_hash(run: EvalRun, model: ModelSpec, task: Task, attempt: int, shard: int | None = None) -> str:
+def variants_of(run: EvalRun, task: Task) -> list[ServerVariant | None]:
+    """The server variants a task's trials run: spec.servers' entries naming its service, else [None]."""
+    return [v for v in run.spec.servers if v.service == task.service] or [None]
+
+
+def check_variants(run: EvalRun, tasks: list[Task]) -> None:
+    """Refuse, naming the entry and the fix, variants of a service that is not declared by the pack."""
+    from mcpfleet.runner.services import BUNDLED, SERVICES
+
+    selected = {t.service for t in tasks}
+    problems = []
+    for i, v in enumerate(run.spec.servers):
+        where = f"spec.servers[{i}] ({v.name})"
+        known = SERVICES.get(v.service)
+        if known is None or not getattr(known, "harness_root", False):
+            if v.service in BUNDLED and known is BUNDLED[v.service]:
+                why = "is bundled; variants are for services a pack declares (<pack>/<service>/service.yaml)"
+            else:
+                why = "is not a service the pack declares"
+            declared = sorted(n for n, s in SERVICES.items() if getattr(s, "harness_root", False))
+            problems.append(f"{where}: service '{v.service}' {why}; declared: {', '.join(declared) or 'none'}")
+        elif v.service not in selected:
+            problems.append(f"{where}: service '{v.service}' has no selected task (spec.tasks filters)")
+    if problems:
+        raise SpecError(problems)
+
+
+def trial_hash(
+    run: EvalRun,
+    model: ModelSpec,
+    task: Task,
+    attempt: int,
+    shard: int | None = None,
+    variant: ServerVariant | None = None,
+) -> str:
     what: dict[str, object] = {
         "model": model.model_dump(mode="json", include={"name", "model", "api_base", "params"}),
         "agent": run.spec.agent,
@@ -57,6 +93,8 @@ def trial_hash(run: EvalRun, model: ModelSpec, task: Task, attempt: int, shard: 
     if shard is not None:  # only for sharded tasks: every other trial keeps the hash it had
         what["shard"] = shard
         what["toolcalls"] = (run.spec.toolcalls or ToolCallSettings()).measured()
+    if variant is not None:  # likewise: only a variant's trial has one
+        what["server"] = variant.model_dump(mode="json", exclude_none=True)
     return canonical_hash(what)
 
 
@@ -115,21 +153,23 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
     rate limits spread out.
     """
     ordered = sorted(tasks, key=lambda t: (-task_weight(t), t.id))
+    check_variants(run, ordered)
     cuts = {task.id: shards_of(run, task) for task in ordered}
-    check_plan_size(run, len(ordered), sum(len(c) for c in cuts.values()))
+    check_plan_size(run, len(ordered), sum(len(cuts[t.id]) * len(variants_of(run, t)) for t in ordered))
     out = []
     for task in ordered:
         shards = cuts[task.id]
         params = service_params(task)
         settings = (run.spec.toolcalls or ToolCallSettings()) if shards != [None] else None
+        variants = variants_of(run, task)
         for shard in shards:
             for attempt in range(1, run.spec.attempts + 1):
-                for model in run.spec.models:
+                for model, variant in ((m, v) for m in run.spec.models for v in variants):
                     out.append(
                         TrialSpec(
                             run=run.name,
-                            trial_id=trial_id(model.name, task, attempt, shard),
-                            spec_hash=trial_hash(run, model, task, attempt, shard),
+                            trial_id=trial_id(model.name, task, attempt, shard, variant.name if variant else None),
+                            spec_hash=trial_hash(run, model, task, attempt, shard, variant),
                             model=model,
                             task_id=task.id,
                             tasks_root=str(tasks_root),
@@ -143,6 +183,7 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
                             provider=run.spec.provider,
                             judge=(run.spec.toolcalls.judge if run.spec.toolcalls and shard is None else None),
                             service_params=params,
+                            server=variant,
                         )
                     )
     return out
@@ -151,4 +192,19 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
 def plan(run: EvalRun, base_dir: Path, tasks: list[Task] | None = None) -> list[TrialSpec]:
     """The run's trials; ``tasks``: its selection when already loaded (``preflight`` returns it)."""
     root, states = resolve_pack(run.spec.tasks, base_dir)
-    return expand(run, load_selection(run.spec.tasks, base_dir) if tasks is None else tasks, root, states)
+    chosen = load_selection(run.spec.tasks, base_dir) if tasks is None else tasks
+    return expand(with_variant_paths(run, base_dir), chosen, root, states)
+
+
+def with_variant_paths(run: EvalRun, base_dir: Path) -> EvalRun:
+    """``run`` with each variant's relative command path made absolute against the EvalRun file's folder (a name
+    on PATH stays a name): a worker or the verifier's folder must not change what it names."""
+    if not any(v.command and "/" in v.command and not v.command.startswith("/") for v in run.spec.servers):
+        return run
+    servers = [
+        v.model_copy(update={"command": str((base_dir / v.command).resolve())})
+        if v.command and "/" in v.command and not v.command.startswith("/")
+        else v
+        for v in run.spec.servers
+    ]
+    return run.model_copy(update={"spec": run.spec.model_copy(update={"servers": servers})})

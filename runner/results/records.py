@@ -61,6 +61,18 @@ class VerifierRecord(BaseModel):
     stderr: str = ""
 
 
+class ServerFingerprint(BaseModel):
+    """What identifies the MCP server a trial measured: ``serverInfo`` from MCP's initialize, and a digest of its
+    ``tools/list`` (names, descriptions, input schemas, in the server's order), before any tool is refused."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str | None = None
+    version: str | None = None
+    tools: int = 0
+    tools_digest: str | None = None
+
+
 class TrialResult(BaseModel):
     """One trial's outcome; the unit every aggregate is computed from."""
 
@@ -76,6 +88,10 @@ class TrialResult(BaseModel):
     task_id: str
     attempt: int
     agent: str
+    variant: str | None = Field(default=None, description="The server variant (spec.servers) the trial measured.")
+    server: ServerFingerprint | None = Field(
+        default=None, description="The MCP server the trial measured: initialize's serverInfo and its tools' digest."
+    )
     protocol: str | None = Field(default=None, description="Whose words the model read, e.g. mcpmark@<commit>.")
     provider_model: str | None = Field(default=None, description="The model name the provider reported.")
     passed: bool
@@ -383,7 +399,7 @@ def redact_text(text: str | None, secrets: list[str]) -> str | None:
 # from a model or a provider, and are left as written: a key that occurs in a model's name (Ollama's documented
 # dummy key "ollama", a model named "ollama-qwen") must not rename the record, which could then never be read back.
 IDENTITY_FIELDS = frozenset(
-    {"run", "trial_id", "spec_hash", "model", "litellm_model", "service", "task_id", "attempt", "agent"}
+    {"run", "trial_id", "spec_hash", "model", "litellm_model", "service", "task_id", "attempt", "agent", "variant"}
     | {"task_name", "model_name", "mcp"}  # meta.json's
 )
 CASE_IDENTITY = IDENTITY_FIELDS | {"id"}  # and a tool-call case's (cases.jsonl)

@@ -30,10 +30,12 @@ if TYPE_CHECKING:
 
 RESULT = "result.json"
 
-# plan.trial_id's shape: <model>.<service>.<difficulty>.<category>.<task>[-s<shard>].<attempt>, the model a DNS
-# label, the task path parts as tasks.NAME_RE. What discard_unfinished may remove, and nothing else.
+# plan.trial_id's shape: <model>.<service>[@<variant>].<difficulty>.<category>.<task>[-s<shard>].<attempt>, the
+# model and variant DNS labels, the task path parts as tasks.NAME_RE. What discard_unfinished may remove, and
+# nothing else.
 _PART = r"[A-Za-z0-9][A-Za-z0-9_-]*"
-TRIAL_ID_RE = re.compile(rf"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.{_PART}){{4}}\.[0-9]+")
+_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+TRIAL_ID_RE = re.compile(rf"{_LABEL}\.{_PART}(?:@{_LABEL})?(?:\.{_PART}){{3}}\.[0-9]+")
 
 
 def is_trial_id(name: str) -> bool:

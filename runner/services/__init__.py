@@ -2,14 +2,16 @@
 
 Each service says how its run-scoped resource starts (a PostgreSQL cluster; nothing for the filesystem), how
 one trial's environment is prepared and removed, which MCP server serves it and what its verifier is told.
-The trial engine, launcher, worker and task checker only call these; adding a service (Playwright) means a
-module and a line in ``SERVICES``.
+The trial engine, launcher, worker and task checker only call these; adding a bundled service (Playwright) means
+a module and a line in ``SERVICES``; a pack's own service is a declaration (``<pack>/<service>/service.yaml``,
+declared.py), registered here when the pack's tasks are found (``register_pack``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 from mcpfleet.runner.services.base import Service, Spare, TrialEnv
@@ -22,12 +24,19 @@ SERVICES: dict[str, Service] = {
     s.name: s for s in (FilesystemService(), PostgresService(), PlaywrightService(), ToolCallService())
 }
 
+BUNDLED: dict[str, Service] = dict(SERVICES)
+# Each pack's declared services, by the pack's resolved root: what a trial of that pack runs (``service_of``).
+# SERVICES holds the latest pack's too, for the callers that name a service alone (one pack per run).
+_PACKS: dict[Path, dict[str, Service]] = {}
+
 __all__ = [
     "SERVICES",
     "Service",
     "Spare",
     "TrialEnv",
     "get_service",
+    "register_pack",
+    "service_of",
     "run_resources",
     "sweep_leftovers",
 ]
@@ -40,9 +49,63 @@ def get_service(name: str) -> Service:
         raise ValueError(f"service '{name}' is not supported yet; known: {', '.join(sorted(SERVICES))}") from None
 
 
+def register_pack(root: Path, overrides: Iterable[str] = (), *, trusted: bool = False) -> dict[str, Service]:
+    """Load and register the services ``root`` declares (``<root>/<service>/service.yaml``); returns them by name.
+    A name of a bundled service is refused unless ``overrides`` names it (``spec.tasks.overrideServices``) or
+    ``trusted`` (a planned trial's pack, whose EvalRun passed that check). DeclarationError (a ValueError) names
+    the file, the key and the fix."""
+    from mcpfleet.runner.services.declared import DeclaredService
+    from mcpfleet.runner.spec.service_decl import DECLARATION_FILE, DeclarationError, parse_declaration
+    from mcpfleet.runner.spec.yamlload import load_file
+
+    key = Path(root).resolve()
+    found: dict[str, Service] = {}
+    try:
+        paths = sorted(key.glob(f"*/{DECLARATION_FILE}"))
+    except OSError:
+        paths = []
+    allowed = set(overrides)
+    for path in paths:
+        name = path.parent.name
+        if name in BUNDLED and name not in allowed and not trusted:
+            raise DeclarationError(
+                f"{path}: declares '{name}', which is a bundled service; rename the folder, or let the EvalRun "
+                f"override the bundled one (spec.tasks.overrideServices: [{name}])"
+            )
+        try:
+            docs = load_file(path)
+        except Exception as exc:  # noqa: BLE001 - OSError, a YAML error, a limit: the file's problem, named
+            raise DeclarationError(f"{path}: cannot be read as YAML: {str(exc).strip()}") from None
+        if len(docs) != 1:
+            raise DeclarationError(f"{path}: expected one YAML document, found {len(docs)}")
+        found[name] = DeclaredService(name, parse_declaration(path, docs[0]), path.parent)
+    previous = _PACKS.get(key, {})
+    for name in previous:
+        if name not in found:  # a declaration removed since: the bundled one (if any) is back
+            if name in BUNDLED:
+                SERVICES[name] = BUNDLED[name]
+            elif SERVICES.get(name) is previous[name]:
+                del SERVICES[name]
+    _PACKS[key] = found
+    SERVICES.update(found)
+    return found
+
+
+def service_of(name: str, pack: Path | str | None = None, variant: Any = None) -> Service:
+    """The service a trial of ``pack`` named ``name`` runs (its pack's declaration before any other), with the
+    server of ``variant`` (spec.servers) if given."""
+    service: Service | None = None
+    if pack is not None:
+        key = Path(pack).resolve()
+        if key not in _PACKS:
+            register_pack(key, trusted=True)
+        service = _PACKS[key].get(name)
+    return (service or get_service(name)).with_variant(variant)
+
+
 def sweep_leftovers() -> None:
     """Every service's leftovers of killed runs (e.g. a SIGKILLed PostgreSQL run's RAM-backed cluster folder)."""
-    for service in SERVICES.values():
+    for service in BUNDLED.values():
         service.sweep_leftovers()
 
 

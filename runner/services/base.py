@@ -54,6 +54,10 @@ class TrialEnv:
     recheck: Callable[[], Awaitable[None]] | None = field(default=None, repr=False)
     # What the environment saw that the trial's log (trial.log) should say, e.g. an agent cut off at a limit.
     notes: list[str] = field(default_factory=list, repr=False)
+    # A streamable-HTTP server that is already running (a declared ``url``): reached there, ``server`` unused.
+    url: str | None = None
+    # Appended to the task's description as sent to the model (a declared service's ``prompt``).
+    prompt: str | None = None
 
 
 class Spare:
@@ -197,6 +201,12 @@ class Service:
     # A variable MCPMark's state manager sets for this service's verifiers to the folder holding messages.json
     # (PLAYWRIGHT_WORK_DIR), beside MCP_MESSAGES which every verifier gets.
     messages_dir_env: str | None = None
+    # Whether ``{root}`` in a tool call's arguments is the trial's state folder, substituted by the harness
+    # (``tool_arguments``): for servers with no tool that names their folder (declared services), so the scripted
+    # oracle sends its steps' ``{root}`` as written.
+    harness_root: bool = False
+    # The service's server variant (spec.servers), if a declared service's trial runs one.
+    variant: Any = None
 
     def meta_problems(self, task: Task) -> list[str]:
         """meta.json's "mcpfleet" keys and values this service does not know (``mcpfleet tasks validate``)."""
@@ -216,6 +226,16 @@ class Service:
     def refused_call(self, name: str, arguments: Any) -> str | None:
         """Why the agent's call must not reach the server (answered as a tool error instead), or None."""
         return f'Tool "{name}" is not available in this benchmark.' if name in self.refused_tools else None
+
+    def tool_arguments(self, arguments: Any, state_dir: Path) -> Any:
+        """A tool call's arguments as the server gets them (``harness_root``: ``{root}`` substituted)."""
+        return arguments
+
+    def with_variant(self, variant: Any) -> Service:
+        """The service running ``variant``'s server (only declared services have variants)."""
+        if variant is not None:
+            raise ValueError(f"service '{self.name}' is bundled: spec.servers may only name declared services")
+        return self
 
     def trial_params(self, task: Task) -> dict[str, Any]:
         """What a trial pod of ``task`` needs to know about the task beyond its id (e.g. the sites a browser task

@@ -25,6 +25,7 @@ from mcpfleet.runner.spec.checks import (
     quantity_value,
 )
 from mcpfleet.runner.spec.placement import PodPlacement
+from mcpfleet.runner.spec.service_decl import MAX_VARIANTS, ServerVariant
 from mcpfleet.runner.spec.specmodel import SpecModel
 
 API_GROUP = "mcpfleet.io"
@@ -182,6 +183,13 @@ class TaskSelection(SpecModel):
         default_factory=list, description=("Glob patterns over task ids '<service>/<difficulty>/<category>/<task>'.")
     )
     exclude: list[str] = Field(default_factory=list, description="Glob patterns over task ids.")
+    override_services: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Bundled services (e.g. filesystem) whose name a declared service of the pack (<service>/service.yaml) "
+            "may take, replacing the bundled one for this run; any other clash is refused."
+        ),
+    )
 
     @field_validator("path", "states_path")
     @classmethod
@@ -202,8 +210,11 @@ class TaskSelection(SpecModel):
         return self.path.startswith("s3://")
 
     def location_view(self) -> set[str]:
-        """Fields that say where the pack is read from, not which tasks run (left out of the spec hash)."""
-        return {"endpoint_url", "region", "credentials_secret_ref"}
+        """Fields that say where the pack is read from, not which tasks run (left out of the spec hash); and
+        ``override_services`` when unset, so every run's hash stays what it was before the field."""
+        return {"endpoint_url", "region", "credentials_secret_ref"} | (
+            set() if self.override_services else {"override_services"}
+        )
 
 
 class AgentKind(StrEnum):
@@ -609,6 +620,25 @@ class EvalRunSpec(SpecModel):
     toolcalls: ToolCallSettings | None = Field(
         default=None, description="Settings of toolcall tasks (single tool-call cases); defaults apply when unset."
     )
+    servers: list[ServerVariant] = Field(
+        default_factory=list,
+        max_length=MAX_VARIANTS,
+        description=(
+            "Server variants of declared services (<pack>/<service>/service.yaml): each replaces keys of the pack's "
+            "server block (command, args, env, url, image). A service any entry names runs once per entry: "
+            "variants x models x tasks x attempts. An entry with only name and service is the pack's own server."
+        ),
+    )
+
+    @field_validator("servers")
+    @classmethod
+    def _unique_variants(cls, v: list[ServerVariant]) -> list[ServerVariant]:
+        seen: set[str] = set()
+        for entry in v:
+            if entry.name in seen:
+                raise ValueError(f"server variant names must be unique; '{entry.name}' appears twice")
+            seen.add(entry.name)
+        return v
 
     @field_validator("models")
     @classmethod
@@ -636,6 +666,8 @@ class EvalRunSpec(SpecModel):
         }
         if self.toolcalls is not None:  # only when set: the hash of every run without it stays as it was
             view["toolcalls"] = self.toolcalls.measured()
+        if self.servers:  # likewise
+            view["servers"] = [s.model_dump(mode="json", exclude_none=True) for s in self.servers]
         return view
 
 

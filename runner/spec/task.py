@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -208,6 +209,12 @@ class Task:
     path: Path
     state_dir: Path = field(compare=False)  # initial state of the category (may not exist for a foreign pack)
     states_path: Path | None = field(default=None, compare=False)  # the spec's tasks.statesPath, if any
+    # What the trial's service appends to description.md as sent to the model (a declared service's ``prompt``).
+    prompt: str | None = field(default=None, compare=False)
+
+    def with_prompt(self, prompt: str | None) -> Task:
+        """The task as its trial's model reads it: description.md, then ``prompt`` after a blank line."""
+        return dataclasses.replace(self, prompt=prompt)
 
     @property
     def pack_root(self) -> Path:
@@ -234,7 +241,8 @@ class Task:
         """description.md with its line ends read as MCPMark reads them (``Path.read_text``, universal newlines):
         a description saved on Windows reaches the model with LF line ends, not CRLF."""
         text = read_text(self.path / "description.md", MAX_DESCRIPTION_BYTES)
-        return text.replace("\r\n", "\n").replace("\r", "\n")
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        return f"{text.rstrip()}\n\n{self.prompt}" if self.prompt else text
 
     @cached_property
     def meta(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from mcpfleet.runner.spec.evalrun import AgentKind, JudgeSettings, Limits, ModelSpec, ProviderPolicy, ToolCallSettings
+from mcpfleet.runner.spec.service_decl import ServerVariant
 from mcpfleet.runner.spec.task import Mutant, OracleStep, Task
 
 if TYPE_CHECKING:
@@ -42,10 +43,16 @@ class TrialSpec(BaseModel):
     judge: JudgeSettings | None = None
     # What the trial's pod needs to know about the task (Service.trial_params: e.g. a browser task's sites).
     service_params: dict[str, Any] = Field(default_factory=dict)
+    # The server variant (spec.servers) this trial measures, for a declared service that has variants.
+    server: ServerVariant | None = None
 
     @property
     def service(self) -> str:
         return self.task_id.split("/", 1)[0]
+
+    @property
+    def variant(self) -> str | None:
+        return self.server.name if self.server is not None else None
 
     def record_identity(self) -> dict[str, Any]:
         """The fields by which every record of this trial (the runner's, the operator's own) names it."""
@@ -59,6 +66,7 @@ class TrialSpec(BaseModel):
             "task_id": self.task_id,
             "attempt": self.attempt,
             "agent": str(self.agent),
+            "variant": self.variant,
         }
 
 

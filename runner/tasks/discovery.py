@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.runner._util.plural import plural
-from mcpfleet.runner.services import SERVICES
+from mcpfleet.runner.services import SERVICES, register_pack
 from mcpfleet.runner.spec.evalrun import TaskSelection
 from mcpfleet.runner.spec.task import NON_TASK_DIRS, Task, TaskError, state_folders
 from mcpfleet.runner.tasks.checks import check_selected, outside_pack
@@ -35,13 +36,16 @@ def locate_state(pack_root: Path, states_path: Path | None, service: str, catego
     return next((f / name for f in folders if (f / name).exists()), folders[0] / name)
 
 
-def discover(root: Path, states_path: Path | None = None) -> list[Task]:
-    """All task folders under a pack root, sorted by id; a folder is a task if it has description.md."""
+def discover(root: Path, states_path: Path | None = None, overrides: Iterable[str] = ()) -> list[Task]:
+    """All task folders under a pack root, sorted by id; a folder is a task if it has description.md. The pack's
+    declared services (``<service>/service.yaml``) are registered first; ``overrides``: the bundled services its
+    declarations may replace (spec.tasks.overrideServices)."""
     root = Path(root)
     if root.is_file():
         raise TaskError(f"task pack {root} is a file; set spec.tasks.path to the pack's root folder (MCPMark layout)")
     if not root.is_dir():
         raise TaskError(f"task pack {root} does not exist; set spec.tasks.path to a folder in MCPMark layout")
+    register_pack(root, overrides)
     tasks = []
     try:
         found = sorted(root.glob("*/*/*/*/description.md"))
@@ -157,7 +161,7 @@ def _why_empty(tasks: list[Task], sel: TaskSelection, root: Path) -> str:
 
 def load_selection(sel: TaskSelection, base_dir: Path) -> list[Task]:
     root, states = resolve_pack(sel, base_dir)
-    found = discover(root, states)
+    found = discover(root, states, sel.override_services)
     chosen = select(found, sel)
     if not chosen:
         raise TaskError(_why_empty(found, sel, root))
@@ -179,6 +183,7 @@ def find_task(root: Path, task_id: str, states_path: Path | None = None) -> Task
         raise TaskError(f"task '{task_id}' not found under {root}")
     if problem := outside_pack(path, Path(root), task_id):
         raise TaskError(problem)
+    register_pack(Path(root), trusted=True)
     return Task(
         service,
         difficulty,

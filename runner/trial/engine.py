@@ -26,13 +26,20 @@ from mcpfleet.runner.agent import transcript
 from mcpfleet.runner.agent.conversation import MCPFLEET, MCPMARK
 from mcpfleet.runner.agent.metrics import TrialMetrics
 from mcpfleet.runner.agent.react import run_react_agent
-from mcpfleet.runner.environment.mcp_client import AbandonedCalls, connect_http, connect_stdio
+from mcpfleet.runner.environment.mcp_client import (
+    AbandonedCalls,
+    connect_http,
+    connect_stdio,
+    server_info,
+    tools_digest,
+)
 from mcpfleet.runner.environment.verifier import run_verifier, verifier_command
 from mcpfleet.runner.llm.faults import one_line
 from mcpfleet.runner.llm.target import api_key, llm_target
 from mcpfleet.runner.results.outcome import PROVIDER_ERROR, classify
 from mcpfleet.runner.results.records import (
     MCPMarkFacts,
+    ServerFingerprint,
     Timings,
     Totals,
     TrialResult,
@@ -49,7 +56,7 @@ from mcpfleet.runner.results.records import (
     redact_values,
 )
 from mcpfleet.runner.results.store import ResultStore, record_unless_finished
-from mcpfleet.runner.services import SERVICES, Service, TrialEnv, get_service
+from mcpfleet.runner.services import SERVICES, Service, TrialEnv, service_of
 from mcpfleet.runner.services.base import EnvironmentLost, GradingRefused
 from mcpfleet.runner.spec import mcpmark_protocol
 from mcpfleet.runner.spec.evalrun import AgentKind
@@ -60,6 +67,7 @@ from mcpfleet.runner.toolcalls.models import SCHEMA_VALID
 
 logger = logging.getLogger(__name__)
 LOG_LIMIT = 64 * 1024
+FINGERPRINT_TIMEOUT_S = 5.0  # a tools/list the agent did not make, after it: a server that hangs is not waited for
 
 
 def _totals(run: transcript.AgentRun) -> Totals:
@@ -109,14 +117,17 @@ class ToolGate:
     list, and a call by name (an agent that calls whatever the model names, as MCPMark's does) answered as a
     tool error without reaching the server."""
 
-    def __init__(self, session: Any, service: Service) -> None:
-        self._session, self._service = session, service
+    def __init__(self, session: Any, service: Service, state_dir: Path) -> None:
+        self._session, self._service, self._state_dir = session, service, state_dir
+        self.listed: list[Any] | None = None  # the server's own first tools/list, before refused tools go
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
 
     async def list_tools(self, *args: Any, **kwargs: Any) -> Any:
         listed = await self._session.list_tools(*args, **kwargs)
+        if self.listed is None:
+            self.listed = list(listed.tools)
         kept = [t for t in listed.tools if t.name not in self._service.refused_tools]
         return listed.model_copy(update={"tools": kept})
 
@@ -126,12 +137,35 @@ class ToolGate:
             from mcp.types import CallToolResult, TextContent
 
             return CallToolResult(content=[TextContent(type="text", text=why)], is_error=True)
+        arguments = self._service.tool_arguments(arguments, self._state_dir)
         return await self._session.call_tool(name, arguments, *args, **kwargs)
+
+    async def fingerprint(self) -> ServerFingerprint:
+        """The server the trial measured: initialize's serverInfo and its tools' digest (listed now if the agent
+        never listed them: the oracle agent)."""
+        name, version = server_info(self._session)
+        try:
+            tools = self.listed
+            if tools is None:
+                tools = list((await asyncio.wait_for(self._session.list_tools(), FINGERPRINT_TIMEOUT_S)).tools)
+        except Exception:  # noqa: BLE001 - a server that went with the agent: named, not digested
+            return ServerFingerprint(name=name, version=version)
+        return ServerFingerprint(name=name, version=version, tools=len(tools), tools_digest=tools_digest(tools))
 
 
 async def _run_agent(
-    spec: TrialSpec, task: Task, env: TrialEnv, ctx: TrialContext, log: Any, timings: Timings, notes: list[str]
+    spec: TrialSpec,
+    task: Task,
+    env: TrialEnv,
+    ctx: TrialContext,
+    log: Any,
+    timings: Timings,
+    notes: list[str],
+    service: Service,
+    seen: list[ServerFingerprint],
 ) -> transcript.AgentRun:
+    if env.prompt:  # a declared service's prompt: part of the task as the model reads it
+        task = task.with_prompt(env.prompt)
     if spec.agent == AgentKind.noop:
         return agents.run_noop_agent(task)
     state_dir = env.state_dir
@@ -149,8 +183,8 @@ async def _run_agent(
         # The run's timeout counts the server's start and list_tools, as MCPMark's wait_for does (not LiteLLM's
         # import: MCPMark's modules import it before). A warm spare or a pod's sidecar is up already.
         clock = asyncio.get_running_loop().time()
-        if ctx.mcp_url:
-            session = await stack.enter_async_context(connect_http(ctx.mcp_url))
+        if ctx.mcp_url or env.url:
+            session = await stack.enter_async_context(connect_http(ctx.mcp_url or str(env.url)))
         elif ctx.warm is not None:
             stack.callback(ctx.warm.release)  # it stops as the agent ends; the trial waits for it before the verifier
             session = await ctx.warm.session()  # the wait, not the boot: that ran while the last trial did
@@ -158,10 +192,14 @@ async def _run_agent(
         else:
             session = await stack.enter_async_context(connect_stdio(env.server, log, cwd=state_dir))
         timings.mcp_start = time.perf_counter() - t
-        service = SERVICES.get(spec.service)
-        reports_error = service.result_is_error if service is not None else agents.no_error
-        if service is not None:
-            session = cast(Any, ToolGate(session, service))
+        reports_error = service.result_is_error
+        gate = ToolGate(session, service, state_dir)
+        session = cast(Any, gate)
+
+        async def fingerprint() -> None:
+            seen.append(await gate.fingerprint())
+
+        stack.push_async_callback(fingerprint)  # after the agent, before its server stops
         if ctx.on_first_call is not None:
             hooked = AfterFirstCall(session, ctx.on_first_call)
             stack.callback(hooked.fire)  # an agent that called no tool: at its end
@@ -288,6 +326,7 @@ async def run_trial(
     infra_type: str | None = None
     notes: list[str] = []  # the trial's log (trial.log): what went wrong, in detail
     verifier = VerifierRecord()
+    seen: list[ServerFingerprint] = []  # the server the agent's session reached
     task: Task | None = None
     state_failed = False
     # The trial's environment (its state, e.g. a cloned database) is removed before the record is written, so
@@ -298,7 +337,7 @@ async def run_trial(
         env: TrialEnv | None = None
         try:
             task = _find(spec)
-            service = get_service(task.service)
+            service = service_of(task.service, spec.tasks_root, spec.server)
             state_dir = ctx.state_dir or workdir / "state"
             t = time.perf_counter()
             claimed: AbstractAsyncContextManager[TrialEnv]
@@ -315,7 +354,7 @@ async def run_trial(
                 state_failed = True  # MCPMark records a failed state setup apart from an agent failure
                 raise
             timings.state = time.perf_counter() - t
-            run = await _run_agent(spec, task, env, ctx, log, timings, notes)
+            run = await _run_agent(spec, task, env, ctx, log, timings, notes, service, seen)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - anything outside the agent's control is infrastructure
@@ -415,6 +454,7 @@ async def run_trial(
             error=redact_text(error, secrets),
             error_type=infra_type if infra else run.error_type,
             verifier=verifier,
+            server=seen[0] if seen else None,
             totals=_totals(run),
             turns=run.turns_json(),
             infra_attempts=infra_attempt,

@@ -19,7 +19,7 @@ from mcp import ClientSession
 
 from mcpfleet.runner._util import tmpdirs
 from mcpfleet.runner.environment.mcp_client import connect_stdio
-from mcpfleet.runner.services import Spare, TrialEnv, get_service
+from mcpfleet.runner.services import Spare, TrialEnv, get_service, service_of
 from mcpfleet.runner.spec.task import Task
 from mcpfleet.runner.spec.trial import SpareBoot
 
@@ -54,9 +54,10 @@ class WarmServer:
         self.boot = SpareBoot()
 
     @classmethod
-    def supports(cls, service: str) -> bool:
-        """Only servers whose state is a folder given at start can be started before the state exists."""
-        return get_service(service).spare_servers
+    def supports(cls, service: str, pack: str | None = None) -> bool:
+        """Only servers whose state is a folder given at start can be started before the state exists.
+        ``pack``: the trial's pack, whose declared services are found there."""
+        return service_of(service, pack).spare_servers
 
     async def _pass_gate(self) -> bool:
         """Wait (without blocking the loop) until few enough spares are booting; False if not gated."""

@@ -1,0 +1,214 @@
+"""A service declared as data (``<pack>/<service>/service.yaml``, spec/service_decl.py): no Python of its own.
+
+Its trial is the engine's usual sequence: the state (a folder copied fresh with its file times, or none), its
+backing services (backing.py), the declared MCP server (stdio, in the same sandbox as a bundled browser's, with
+``SAFE_ENV`` and its declared ``env`` only; or a running streamable-HTTP ``url``), the agent, the verifier with the
+declared ``verifier.env``. A variant of ``spec.servers`` is the same service with some server keys replaced
+(``with_variant``). ``{root}`` in a tool call's arguments is the trial's state folder, substituted by the harness
+(``tool_arguments``): many servers have no tool that names their folder, so the oracle cannot ask one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mcpfleet.runner.environment.server import ServerCommand, servers_bin, servers_root
+from mcpfleet.runner.services.base import PodContext, Service, TrialEnv, stdio_server_sidecar
+from mcpfleet.runner.spec.service_decl import (
+    DECLARATION_FILE,
+    ServerBlock,
+    ServerVariant,
+    ServiceDeclaration,
+    StateKind,
+    substitute,
+    substitute_root,
+)
+
+if TYPE_CHECKING:
+    from mcpfleet.runner.spec.task import Task
+
+
+class DeclaredService(Service):
+    """One pack's declared service, or a variant of it (``variant`` set)."""
+
+    spare_servers = False  # a declared server may read its state when it starts: never before the state is there
+    oracle_root_tool = None
+    harness_root = True
+
+    def __init__(
+        self, name: str, declaration: ServiceDeclaration, folder: Path, variant: ServerVariant | None = None
+    ) -> None:
+        self.name = name
+        self.declaration = declaration
+        self.folder = folder  # <pack>/<service>/, where service.yaml is
+        self.variant = variant
+        self.refused_tools = frozenset(declaration.refused_tools)
+        self.mcp_server = True
+
+    @property
+    def path(self) -> Path:
+        return self.folder / DECLARATION_FILE
+
+    @property
+    def server(self) -> ServerBlock:
+        """The server block with the variant's keys in place of the pack's."""
+        if self.variant is None:
+            return self.declaration.server
+        block = self.declaration.server.model_dump(exclude_none=True)
+        overrides = self.variant.overrides()
+        if "url" in overrides:
+            block.pop("command", None)
+        if "command" in overrides:
+            block.pop("url", None)
+        return ServerBlock.model_validate({**block, **overrides})
+
+    def with_variant(self, variant: ServerVariant | None) -> DeclaredService:
+        return self if variant is None else DeclaredService(self.name, self.declaration, self.folder, variant)
+
+    def tool_arguments(self, arguments: Any, state_dir: Path) -> Any:
+        return substitute_root(arguments, str(state_dir))
+
+    # -- the state -------------------------------------------------------------------------------------------
+
+    def _folder_state(self) -> Service:
+        from mcpfleet.runner.services.filesystem import FilesystemService
+
+        return FilesystemService()
+
+    def materialise(self, task: Task, dest: Path) -> int:
+        if self.declaration.state.kind == StateKind.none:
+            dest.mkdir(parents=True, exist_ok=True)
+            return 0
+        return self._folder_state().materialise(task, dest)
+
+    def state_files(self, task: Task) -> list[Path]:
+        # The declaration is part of what every task of the service measures: a changed server or prompt is a
+        # changed task (its digest), so a resumed run never mixes records of the two.
+        own = [self.path]
+        if self.declaration.state.kind == StateKind.none:
+            return own
+        return own + self._folder_state().state_files(task)
+
+    def state_names(self, category: str) -> list[str]:
+        return [] if self.declaration.state.kind == StateKind.none else [category, f"{category}.times.json"]
+
+    def check_state(self, task: Task) -> list[str]:
+        if self.declaration.state.kind == StateKind.none:
+            return []
+        return self._folder_state().check_state(task)
+
+    # -- the server ------------------------------------------------------------------------------------------
+
+    def executable(self, command: str) -> Path:
+        """``command`` as a path: relative to service.yaml's folder when it names a path (a variant's was made
+        absolute against its EvalRun's folder when planned), else found on PATH or among mcpfleet's pinned servers
+        (servers/node_modules/.bin). FileNotFoundError naming the key and the fix."""
+        if os.sep in command:
+            path = Path(command) if os.path.isabs(command) else (self.folder / command)
+            if not (path.is_file() and os.access(path, os.X_OK)):
+                raise FileNotFoundError(
+                    f"{self._origin('command')}: '{command}' is not an executable file (resolved: {path})"
+                )
+            return path
+        found = shutil.which(command) or shutil.which(command, path=str(servers_bin()))
+        if found is None:
+            raise FileNotFoundError(
+                f"{self._origin('command')}: '{command}' is not on PATH nor among mcpfleet's pinned servers "
+                f"({servers_bin()}); install it, or give its path"
+            )
+        return Path(found)
+
+    def _origin(self, key: str) -> str:
+        if self.variant is not None and key in self.variant.overrides():
+            return f"spec.servers[{self.variant.name}].{key}"
+        return f"{self.path}: server.{key}"
+
+    def server_command(self, state_dir: Path, ports: dict[str, int], hide: list[Path]) -> ServerCommand:
+        from mcpfleet.runner.environment import sandbox
+        from mcpfleet.runner.services.playwright import write_server_launcher
+
+        server = self.server
+        assert server.command is not None
+        exe = self.executable(server.command)
+        args = [substitute(a, state_dir, ports) for a in server.args]
+        env = {k: substitute(v, state_dir, ports) for k, v in server.env.items()}
+        real = Path(os.path.realpath(exe))
+        keep = [state_dir, exe, real]
+        pinned = os.path.realpath(servers_root())
+        if str(real).startswith(pinned + os.sep):
+            keep.append(Path(pinned))  # a pinned Node server needs its node_modules
+        elif not real.is_relative_to(self.folder.parent.resolve()):
+            keep.append(real.parent)  # an installed server's own folder (a virtualenv's bin); never the pack
+        hidden = sandbox.plan(keep, hide, own_pids=True)
+        if hidden is None:
+            return ServerCommand(str(exe), args, env)
+        launcher = write_server_launcher(state_dir.parent / "declared-server", sandbox.command([str(exe)], hidden))
+        return ServerCommand(str(launcher), args, env)
+
+    def verifier_env(self, state_dir: Path, ports: dict[str, int]) -> dict[str, str]:
+        return {k: substitute(v, state_dir, ports) for k, v in self.declaration.verifier.env.items()}
+
+    def prompt(self, state_dir: Path, ports: dict[str, int]) -> str | None:
+        text = self.declaration.prompt
+        return substitute(text, state_dir, ports) if text else None
+
+    @asynccontextmanager
+    async def environment(
+        self, task: Task, state_dir: Path, resource: Any, *, materialised: bool = False
+    ) -> AsyncIterator[TrialEnv]:
+        from mcpfleet.runner.services import backing
+
+        if not materialised:
+            await asyncio.to_thread(self.materialise, task, state_dir)
+        async with AsyncExitStack() as stack:
+            ports = await stack.enter_async_context(backing.started(self.declaration, self.path, state_dir))
+            server = self.server
+            url = substitute(server.url, state_dir, ports) if server.url else None
+            command = (
+                ServerCommand("", [])
+                if url
+                else await asyncio.to_thread(self.server_command, state_dir, ports, [task.pack_root])
+            )
+            yield TrialEnv(
+                state_dir,
+                command,
+                self.verifier_env(state_dir, ports),
+                url=url,
+                prompt=self.prompt(state_dir, ports),
+            )
+
+    # -- pods ------------------------------------------------------------------------------------------------
+
+    def pod_sidecars(self, params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
+        from mcpfleet.runner.services.backing import pod_backing_sidecars
+
+        server = self.server
+        ports = {b.name: b.port or 0 for b in self.declaration.backing}
+        sidecars = pod_backing_sidecars(self.declaration, pod)
+        if server.url:
+            return sidecars
+        assert server.command is not None and server.image is not None
+        argv = [server.command, *(substitute(a, pod.state_mount, ports) for a in server.args)]
+        env = [{"name": k, "value": substitute(v, pod.state_mount, ports)} for k, v in server.env.items()]
+        container = stdio_server_sidecar(self.name, pod, command=" ".join(_quote(a) for a in argv), env=env)
+        container["image"] = server.image
+        return sidecars + [container]
+
+    def fingerprint_key(self) -> str:
+        """What identifies the declaration and variant a trial measured (before the server's own fingerprint)."""
+        data = self.path.read_bytes() if self.path.is_file() else b""
+        extra = repr(sorted(self.variant.overrides().items())).encode() if self.variant else b""
+        return hashlib.sha256(data + b"\0" + extra).hexdigest()[:16]
+
+
+def _quote(arg: str) -> str:
+    import shlex
+
+    return shlex.quote(arg)
