@@ -15,7 +15,7 @@ from typing import Any
 
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.runner.plan.expand import trial_deadline
-from mcpfleet.runner.services import SERVICES
+from mcpfleet.runner.services import SERVICES, Service, service_of
 from mcpfleet.runner.services.base import PodContext, stdio_server_sidecar
 from mcpfleet.runner.spec.evalrun import EvalRun
 from mcpfleet.runner.spec.placement import merged
@@ -108,6 +108,15 @@ def _label_value(value: str) -> str:
     """Kubernetes label values: <= 63 chars of [A-Za-z0-9_.-], alphanumeric at both ends."""
     v = re.sub(r"[^A-Za-z0-9_.-]", "-", value)[:63].strip("-_.")
     return v or "x"
+
+
+def trial_service(trial: TrialSpec) -> Service | None:
+    """The service a trial runs: its pack's declaration (with its server variant) before a bundled one; None for
+    a service neither knows (refused by the plan's checks before any pod)."""
+    try:
+        return service_of(trial.service, trial.tasks_root, trial.server)
+    except ValueError:
+        return SERVICES.get(trial.service)
 
 
 def pod_name(run: str, trial_id: str, retry: int = 0) -> str:
@@ -241,8 +250,9 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
         raise ValueError("; ".join(problems))
     service = trial.service
     runner_image = pod.runner_image or settings.runner_image
-    sidecar_image = pod.sidecar_images.get(service) or settings.sidecar_images.get(service)
-    known = SERVICES.get(service)
+    known = trial_service(trial)
+    own_image = known.own_image() if known is not None else None  # a declared server names its image
+    sidecar_image = own_image or pod.sidecar_images.get(service) or settings.sidecar_images.get(service)
     with_server = known is None or known.mcp_server  # a suite whose tools come with each case has no MCP server
     if not sidecar_image and with_server:
         raise ValueError(f"no MCP sidecar image for service '{service}'; set spec.pod.sidecarImages.{service}")

@@ -19,6 +19,7 @@ from mcpfleet.runner.cli.output import console, err, escape
 from mcpfleet.runner.cli.output import fail as _fail
 from mcpfleet.runner.cli.packs import DEFAULT_TASKS, tasks_at
 from mcpfleet.runner.cli.pods import pods
+from mcpfleet.runner.cli.servers import compare, servers_app, tasks_new
 from mcpfleet.runner.cli.stress import tasks_stress
 from mcpfleet.runner.cli.toolcalls import judge_eval, toolcalls_app
 from mcpfleet.runner.spec.load import SpecError, load_evalrun
@@ -98,8 +99,8 @@ def run(
     import signal
 
     from mcpfleet.runner.launch.launcher import RunLost, RunRefused, execute
-    from mcpfleet.runner.report.summary import mixed_harness
-    from mcpfleet.runner.report.table import summary_table
+    from mcpfleet.runner.report.summary import mixed_harness, mixed_servers
+    from mcpfleet.runner.report.table import comparison_table, summary_table
     from mcpfleet.runner.results.store import StoreError
 
     # SIGTERM (kill, timeout, CI cancellation) takes the same clean path as Ctrl-C: no orphaned servers.
@@ -126,8 +127,11 @@ def run(
             raise
         _fail(scripted_failure(str(exc)))
     console.print(summary_table(summary))
-    if mixed := mixed_harness(summary):
-        err.print(f"[yellow]note:[/] {escape(mixed)}", highlight=False, soft_wrap=True)
+    if compared := comparison_table(summary.get("comparisons") or []):
+        console.print(compared)
+    for mixed in [mixed_harness(summary), *mixed_servers(summary)]:
+        if mixed:
+            err.print(f"[yellow]note:[/] {escape(mixed)}", highlight=False, soft_wrap=True)
     shown = shown_path(root)
     console.print(f"records: {escape(shown)}/trials   summary: {escape(shown)}/summary.json", highlight=False)
     if summary.get("stopped"):  # a configuration error or a spent retry budget: not a finished run
@@ -699,8 +703,11 @@ def tasks_validate(
 
 
 tasks_app.command("stress")(tasks_stress)
+tasks_app.command("new")(tasks_new)
+app.command()(compare)
 app.command("judge-eval")(judge_eval)
 app.command("pods")(pods)
+app.add_typer(servers_app, name="servers")
 app.add_typer(toolcalls_app, name="toolcalls")
 
 

@@ -15,14 +15,18 @@ def tasks_at(path: Path, states: Path | None = None) -> tuple[Path, list[Task]]:
     (<root>/<service>/<difficulty>/<category>/<task>); the pack root is the ancestor holding the service. Unless
     the folder is a pack root itself: a pack kept under ~/bench/postgres/ is not the "postgres" service's."""
     from mcpfleet.runner.services import SERVICES
+    from mcpfleet.runner.spec.service_decl import DECLARATION_FILE
     from mcpfleet.runner.tasks.discovery import discover
+
+    def services_of(folder: Path) -> list[str]:  # bundled ones, and those the folder's pack declares
+        return [*SERVICES, *(p.parent.name for p in folder.glob(f"*/{DECLARATION_FILE}"))]
 
     path = path.resolve()
     root, only = path, None
-    holds_tasks = any(next(path.glob(f"{s}/*/*/*/description.md"), None) for s in SERVICES)
+    holds_tasks = any(next(path.glob(f"{s}/*/*/*/description.md"), None) for s in services_of(path))
     for ancestor in [] if holds_tasks else path.parents:
         inside = path.relative_to(ancestor).parts
-        if len(inside) <= 4 and inside[0] in SERVICES:
+        if len(inside) <= 4 and (inside[0] in SERVICES or (ancestor / inside[0] / DECLARATION_FILE).is_file()):
             root, only = ancestor, path
             break
     return root, [t for t in discover(root, states) if only is None or t.path.is_relative_to(only)]

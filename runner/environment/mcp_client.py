@@ -44,11 +44,9 @@ def server_info(session: Any) -> tuple[str | None, str | None]:
 
 
 def tools_digest(tools: list[Any]) -> str:
-    """A digest of a tools/list: each tool's name, description and input schema, in the server's order."""
-    listed = [
-        {"name": t.name, "description": t.description or "", "inputSchema": getattr(t, "input_schema", None) or {}}
-        for t in tools
-    ]
+    """A digest of a tools/list: each tool as the server listed it (name, title, description, input and output
+    schemas, annotations), in the server's order. Two versions that differ only in a tool's annotations differ."""
+    listed = [t.model_dump(mode="json", exclude_none=True) if hasattr(t, "model_dump") else dict(t) for t in tools]
     text = json.dumps(listed, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 

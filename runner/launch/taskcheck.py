@@ -4,6 +4,7 @@ mutant (a plausible wrong end state from ``mutants.json``) fails too."""
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -62,9 +63,26 @@ def _detail(r: TrialResult) -> str:
     return r.error or (r.verifier.stdout + r.verifier.stderr).strip()[-800:]
 
 
-def _step_error(r: TrialResult) -> str | None:
+def _step_error(r: TrialResult, store: LocalStore | None = None) -> str | None:
+    """The first tool call of ``r`` that returned an error: its tool and, when ``store`` holds the trial's
+    messages.json, what the server said (an oracle step's own error text, not only its name)."""
     errors = [c for t in r.turns for c in t["tool_calls"] if c["is_error"]]
-    return errors[0]["name"] if errors else None
+    if not errors:
+        return None
+    if store is not None:
+        from mcpfleet.runner.report.stress import first_tool_error
+
+        raw = store.read_trial_file(r.trial_id, "messages.json")
+        try:
+            said = first_tool_error(r.model_dump(mode="json"), json.loads(raw)) if raw else None
+        except ValueError:
+            said = None
+        if said:
+            name, _, text = said.partition(": ")
+            return (
+                f"'{name}' returned an error: {text.strip()[:400]}" if text.strip() else f"'{name}' returned an error"
+            )
+    return f"'{errors[0]['name']}' returned an error"
 
 
 async def check_one(
@@ -105,8 +123,8 @@ async def check_one(
         report.oracle_passed, report.oracle_seconds = r.passed, r.timings.total
         if not r.passed:
             report.problems.append(f"{task.id}: oracle does not pass ({r.failure}): {_detail(r)}")
-        if (tool := _step_error(r)) is not None:
-            report.problems.append(f"{task.id}: oracle step '{tool}' returned an error")
+        if (tool := _step_error(r, store)) is not None:
+            report.problems.append(f"{task.id}: oracle step {tool}")
     else:
         report.warnings.append(f"{task.id}: no oracle.json; solvability not checked")
     r, results = results[0], results[1:]
@@ -131,10 +149,8 @@ async def check_one(
                 report.warnings.append(
                     f"{task.id}: the verifier crashes on mutant '{m.name}' instead of failing a check"
                 )
-        if (tool := _step_error(r)) is not None:
-            report.problems.append(
-                f"{task.id}: mutant '{m.name}' step '{tool}' returned an error; it does not build the state it means"
-            )
+        if (tool := _step_error(r, store)) is not None:
+            report.problems.append(f"{task.id}: mutant '{m.name}' step {tool}; it does not build the state it means")
     return report
 
 

@@ -25,7 +25,8 @@ from mcpfleet.runner.spec.evalrun import MAX_ATTEMPTS
 from mcpfleet.runner.toolcalls.case_records import breakdown, expand
 
 #: Record fields the report keeps (a result.json also holds per-turn details it does not need).
-_KEEP = ("trial_id", "run", "model", "service", "task_id", "attempt", "passed", "failure", "totals", "timings")
+_KEEP: tuple[str, ...] = ("trial_id", "run", "model", "service", "variant", "server", "task_id", "attempt")
+_KEEP += ("passed", "failure", "totals", "timings")
 
 
 class ReportError(ValueError):

@@ -50,6 +50,7 @@ class ScoreRow(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
     model: str
     service: str
+    variant: str | None = None  # the server variant (spec.servers) of a declared service's rows
     trials: int
     scored: int | None = None
     not_scored: dict[str, int] = {}
@@ -199,17 +200,25 @@ def _call_classes(results: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def summarize(results: Iterable[dict[str, Any]], attempts: int) -> list[dict[str, Any]]:
-    """Rows per (model, service), plus one 'all' row per model when it spans several services."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    """Rows per (model, service, server variant), plus one 'all' row per model when it has several."""
+    groups: dict[tuple[str, str, str | None], list[dict[str, Any]]] = defaultdict(list)
     for r in results:
-        groups[(r["model"], r["service"])].append(r)
-        groups[(r["model"], ALL)].append(r)
+        variant = r.get("variant") if isinstance(r.get("variant"), str) else None
+        groups[(r["model"], r["service"], variant)].append(r)
+        groups[(r["model"], ALL, None)].append(r)
     rows = []
-    models = sorted({m for m, _ in groups}, key=lambda m: m)
+    models = sorted({m for m, _, _ in groups}, key=lambda m: m)
     for model in models:
-        services = sorted(s for m, s in groups if m == model and s != ALL)
-        keys = [(model, s) for s in services] + ([(model, ALL)] if len(services) > 1 else [])
+        own = sorted(((s, v) for m, s, v in groups if m == model and s != ALL), key=lambda k: (k[0], k[1] or ""))
+        keys = [(model, s, v) for s, v in own] + ([(model, ALL, None)] if len(own) > 1 else [])
         for key in keys:
-            row = ScoreRow.model_validate({"model": key[0], "service": key[1], **score_group(groups[key], attempts)})
-            rows.append(row.model_dump())
+            fields = {"model": key[0], "service": key[1], **({"variant": key[2]} if key[2] else {})}
+            row = ScoreRow.model_validate({**fields, **score_group(groups[key], attempts)})
+            rows.append(row.model_dump(exclude_none=False) if key[2] else _without_variant(row.model_dump()))
     return rows
+
+
+def _without_variant(row: dict[str, Any]) -> dict[str, Any]:
+    """A row of a service without variants, as summary.json wrote it before variants existed."""
+    row.pop("variant", None)
+    return row

@@ -86,7 +86,40 @@ def build_summary(
     }
     if toolcall := breakdown(scored):
         out["toolcall"] = toolcall
+    if any(r.get("variant") for r in scored):
+        from mcpfleet.runner.report.compare import compare_all
+
+        baselines: dict[str, str] = {}
+        for v in run.spec.servers:  # each service's first listed variant is its baseline
+            baselines.setdefault(v.service, v.name)
+        out["comparisons"] = compare_all(scored, baselines)
+        out["servers"] = server_counts(results)
     return out
+
+
+def server_counts(records: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per service variant, the servers its records measured (name version tools-digest), with how many each:
+    more than one means the server changed mid-run (an image rebuilt), and its scores mix two servers."""
+    out: dict[str, dict[str, int]] = {}
+    for r in records:
+        server = r.get("server") if isinstance(r.get("server"), dict) else None
+        if not isinstance(r.get("variant"), str) or server is None:
+            continue
+        named = f"{server.get('name')} {server.get('version')} {server.get('tools_digest')}"
+        key = f"{r['service']}@{r['variant']}"
+        out.setdefault(key, {})
+        out[key][named] = out[key].get(named, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def mixed_servers(summary: dict[str, Any]) -> list[str]:
+    """A warning per variant whose trials measured more than one server (see ``server_counts``)."""
+    notes = []
+    for key, seen in (summary.get("servers") or {}).items():
+        if isinstance(seen, dict) and len(seen) > 1:
+            named = ", ".join(f"{k} ({n} trial{'s' if n != 1 else ''})" for k, n in seen.items())
+            notes.append(f"{key}: its trials measured {len(seen)} different servers: {named}; scores may mix them")
+    return notes
 
 
 def harness_counts(records: list[dict[str, Any]]) -> dict[str, int]:

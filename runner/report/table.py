@@ -29,6 +29,12 @@ def run_k(summary: dict[str, Any]) -> int:
     return max((int(r.get("attempts") or 1) for r in summary["rows"]), default=1)
 
 
+def _service(row: dict[str, Any]) -> str:
+    """A row's service, with its server variant (``service@variant``) if it has one."""
+    variant = row.get("variant")
+    return f"{row['service']}@{variant}" if isinstance(variant, str) and variant else str(row["service"])
+
+
 def _counts(counts: dict[str, int] | None) -> str:
     return ", ".join(f"{c} {n}" for c, n in (counts or {}).items())
 
@@ -88,7 +94,7 @@ class SummaryTable:
             return [_pct(r[key]) for r in rows]
 
         p1 = [_pct(r["pass_at_1"]) + (f" ±{r['pass_at_1_std']:.2f}" if r["pass_at_1_std"] else "") for r in rows]
-        key = [col("model", [r["model"] for r in rows], left=True), col("service", [r["service"] for r in rows], True)]
+        key = [col("model", [r["model"] for r in rows], left=True), col("service", [_service(r) for r in rows], True)]
         scores = [col("trials", [str(r["trials"]) for r in rows]), col("pass@1", p1)]
         unbiased: list[_Column] = []
         if k > 1:  # with k = 1 pass@k and pass^k are pass@1, so they are not repeated
@@ -152,3 +158,32 @@ class SummaryTable:
 def summary_table(summary: dict[str, Any]) -> SummaryTable:
     """Columns named by the run's k; with k = 1 pass@k and pass^k are pass@1, so they are not repeated."""
     return SummaryTable(summary)
+
+
+def comparison_table(comparisons: list[dict[str, Any]]) -> Table | None:
+    """Server variants against their baseline, per model (report/compare.py); None when there are none."""
+    if not comparisons:
+        return None
+    table = Table(title="server variants against their baseline (paired trials)", title_style="bold")
+    for header in ("model", "service", "baseline", "variant", "pairs", "pass@1", "difference [95% CI]", "p", "flips"):
+        table.add_column(header, justify="left" if header in ("model", "service", "baseline", "variant") else "right")
+    table.add_column("Δ tokens", justify="right")
+    table.add_column("Δ turns", justify="right")
+    table.add_column("Δ calls", justify="right")
+    for c in comparisons:
+        low, high = c["ci95"]
+        table.add_row(
+            literal(c["model"]),
+            literal(c["service"]),
+            literal(c["baseline"]),
+            literal(c["variant"]),
+            str(c["pairs"]),
+            f"{c['baseline_pass_at_1']:.2f} → {c['variant_pass_at_1']:.2f}",
+            f"{c['difference']:+.2f} [{low:+.2f}, {high:+.2f}]",
+            f"{c['mcnemar_p']:.3f}",
+            f"↑{len(c['flipped_up'])} ↓{len(c['flipped_down'])}",
+            f"{c['delta_tokens']:+.0f}",
+            f"{c['delta_turns']:+.1f}",
+            f"{c['delta_tool_calls']:+.1f}",
+        )
+    return table

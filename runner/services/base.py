@@ -227,6 +227,11 @@ class Service:
         """Why the agent's call must not reach the server (answered as a tool error instead), or None."""
         return f'Tool "{name}" is not available in this benchmark.' if name in self.refused_tools else None
 
+    def own_image(self) -> str | None:
+        """The image a trial pod runs its MCP server from, when the service names one itself (a declared
+        ``server.image``); None: spec.pod.sidecarImages or the chart's."""
+        return None
+
     def tool_arguments(self, arguments: Any, state_dir: Path) -> Any:
         """A tool call's arguments as the server gets them (``harness_root``: ``{root}`` substituted)."""
         return arguments

@@ -72,6 +72,9 @@ class DeclaredService(Service):
     def with_variant(self, variant: ServerVariant | None) -> DeclaredService:
         return self if variant is None else DeclaredService(self.name, self.declaration, self.folder, variant)
 
+    def own_image(self) -> str | None:
+        return self.server.image
+
     def tool_arguments(self, arguments: Any, state_dir: Path) -> Any:
         return substitute_root(arguments, str(state_dir))
 

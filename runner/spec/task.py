@@ -297,7 +297,12 @@ class Task:
             raise TaskError(f"{self.id}: no oracle.json; the oracle agent needs one")
         data = _load_json(path)
         steps = data.get("steps") if isinstance(data, dict) else None
-        if not isinstance(steps, list) or not steps:
+        if isinstance(steps, list) and not steps:
+            raise TaskError(
+                f"{path}: no steps; list the tool calls that solve the task, in order "
+                '({"steps": [{"tool": ..., "arguments": {...}}, ...]}, {root} being the trial\'s state folder)'
+            )
+        if not isinstance(steps, list):
             raise TaskError(f'{path}: expected {{"steps": [{{"tool": ..., "arguments": {{...}}}}, ...]}}')
         return _parse_steps(path, "steps", steps)
 
