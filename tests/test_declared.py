@@ -363,3 +363,30 @@ def test_tasks_new_scaffolds_a_task_that_validate_refuses_until_it_is_filled_in(
     assert after.returncode == 0, after.stdout + after.stderr
     again = mcpfleet("tasks", "new", str(pack / "files" / CATEGORY / "write_notes"))
     assert again.returncode == 2 and "exists already" in again.stderr
+
+
+def test_the_memory_example_validates_and_runs_its_two_pinned_versions_as_variants(tmp_path: Path) -> None:
+    """The example pack of a third-party server (@modelcontextprotocol/server-memory, declared only in its
+    service.yaml): every task's oracle passes, its no-op fails and its mutants are rejected; the example EvalRun
+    runs it on both pinned versions, whose records tell the two servers apart."""
+    pack = REPO / "examples" / "packs" / "memory-pack"
+    checked = mcpfleet("tasks", "validate", str(pack), "--concurrency", "3", timeout=600)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "6/6 tasks valid" in checked.stdout
+    doc = yaml.safe_load((REPO / "examples" / "memory-variants.yaml").read_text())
+    doc["spec"]["tasks"]["path"] = str(pack)
+    doc["spec"]["output"]["uri"] = str(tmp_path / "runs")
+    for entry in doc["spec"]["servers"]:
+        if "command" in entry:
+            entry["command"] = str((REPO / "examples" / entry["command"]).resolve())
+    run = tmp_path / "memory.yaml"
+    run.write_text(yaml.safe_dump(doc))
+    done = mcpfleet("run", str(run), "--no-progress", timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((tmp_path / "runs" / "memory-variants" / "summary.json").read_text())
+    servers = summary["servers"]
+    assert set(servers) == {"memory@memory-new", "memory@memory-old"}
+    [new], [old] = list(servers["memory@memory-new"]), list(servers["memory@memory-old"])
+    assert new != old  # same name and version (memory-server 0.6.3): told apart by their tools' digests
+    oracle = {c["variant"]: c for c in summary["comparisons"] if c["model"] == "scripted-oracle"}
+    assert oracle["memory-old"]["difference"] == 0.0 and oracle["memory-old"]["delta_tokens"] < 0
