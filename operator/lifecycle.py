@@ -27,7 +27,7 @@ from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner.plan.history import read_history
 from mcpfleet.runner.report.summary import PLAN_FILE, build_summary, mixed_harness, plan_file
 from mcpfleet.runner.results.outcome import is_scored
-from mcpfleet.runner.results.records import now_iso
+from mcpfleet.runner.results.records import now_iso, service_label
 from mcpfleet.runner.results.store import ResultStore, StoreError, open_store, store_config
 from mcpfleet.runner.spec.evalrun import EvalRun
 from mcpfleet.runner.spec.load import parse_evalrun
@@ -140,8 +140,14 @@ class Lifecycle:
             models = ", ".join(sorted(status.get("stoppedModels") or {})) or "the stopped models"
             self.set_condition("ModelsStopped", False, why, f"launches resumed for {models}")
         self.finished_at = None
+
+        def trial_service_label(t: Any) -> str:
+            return service_label({"service": t.service, "variant": t.variant})
+
         metrics.init_run(
-            self.ns, self.name, [(m.name, s) for m in run.spec.models for s in sorted({t.service for t in trials})]
+            self.ns,
+            self.name,
+            [(m.name, s) for m in run.spec.models for s in sorted({trial_service_label(t) for t in trials})],
         )
         self.state = RunState.plan(trials, run.spec.retries.limit)
         self.set_condition("Valid", True, "Planned", f"{plural(len(trials), 'trial')} planned")
@@ -443,4 +449,4 @@ class Lifecycle:
         for m in run.spec.models:
             metrics.IN_FLIGHT.labels(self.ns, self.name, m.name).set(busy.get(m.name, 0))
         for row in st.results():
-            metrics.PASS_RATE.labels(self.ns, self.name, row["model"], row["service"]).set(float(row["passAt1"]))
+            metrics.PASS_RATE.labels(self.ns, self.name, row["model"], service_label(row)).set(float(row["passAt1"]))

@@ -128,7 +128,9 @@ def init_run(ns: str, run: str, model_services: list[tuple[str, str]]) -> None:
 
 def observe_record(ns: str, run: str, record: dict[str, Any], scheduling_s: float | None = None) -> None:
     """Count one finished trial from its full record (tokens, cost and phase times live there)."""
-    model, service = str(record.get("model")), str(record.get("service"))
+    from mcpfleet.runner.results.records import service_label
+
+    model, service = str(record.get("model")), service_label(record)  # with its server variant, if any
     category = record.get("failure") or "none"
     outcome = "passed" if record.get("passed") else outcome_of(category)
     TRIALS.labels(ns, run, model, service, outcome, category).inc()

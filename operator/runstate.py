@@ -293,21 +293,23 @@ class RunState:
         return {k: c.get(k, 0) for k in sorted(NOT_SCORED)}
 
     def results(self) -> list[dict[str, Any]]:
-        """pass@1 so far per model x service: mean over attempts of the per-attempt rate, like the summary."""
-        groups: dict[tuple[str, str], dict[int, list[bool]]] = collections.defaultdict(
+        """pass@1 so far per model x service (x server variant): mean over attempts of the per-attempt rate, like
+        the summary."""
+        groups: dict[tuple[str, str, str], dict[int, list[bool]]] = collections.defaultdict(
             lambda: collections.defaultdict(list)
         )
         for d in self.done.values():
             if is_scored(d["failure"]):  # what the model did, not its provider
-                groups[(d["model"], d["service"])][d["attempt"]].append(d["passed"])
+                groups[(d["model"], d["service"], d.get("variant") or "")][d["attempt"]].append(d["passed"])
         rows = []
-        for (model, service), by_attempt in sorted(groups.items()):
+        for (model, service, variant), by_attempt in sorted(groups.items()):
             rates = [sum(v) / len(v) for v in by_attempt.values()]
             n = sum(len(v) for v in by_attempt.values())
             rows.append(
                 {
                     "model": model,
                     "service": service,
+                    **({"variant": variant} if variant else {}),  # a server variant's row (spec.servers)
                     "finished": n,
                     "passed": sum(sum(v) for v in by_attempt.values()),
                     "passAt1": f"{sum(rates) / len(rates):.4f}",
@@ -339,6 +341,7 @@ def compact(record: dict[str, Any]) -> dict[str, Any]:
         "model": record.get("model"),
         "service": record.get("service"),
         "attempt": record.get("attempt"),
+        **({"variant": record["variant"]} if record.get("variant") else {}),
     }
 
 

@@ -113,6 +113,12 @@ class TrialResult(BaseModel):
     )
 
 
+def service_label(record: dict[str, Any]) -> str:
+    """A record's service as metrics and status name it: ``<service>@<variant>`` for a server variant's trial."""
+    variant = record.get("variant")
+    return f"{record.get('service')}@{variant}" if isinstance(variant, str) and variant else str(record.get("service"))
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 

@@ -54,6 +54,7 @@ from mcpfleet.runner.results.records import (
     redact,
     redact_text,
     redact_values,
+    service_label,
 )
 from mcpfleet.runner.results.store import ResultStore, record_unless_finished
 from mcpfleet.runner.services import SERVICES, Service, TrialEnv, service_of
@@ -205,7 +206,8 @@ async def _run_agent(
             stack.callback(hooked.fire)  # an agent that called no tool: at its end
             session = cast(Any, hooked)
         t = time.perf_counter()
-        metrics = TrialMetrics(spec.run, spec.model.name, spec.service) if ctx.metrics else None
+        label = service_label({"service": spec.service, "variant": spec.variant})
+        metrics = TrialMetrics(spec.run, spec.model.name, label) if ctx.metrics else None
         abandoned = AbandonedCalls()  # this agent run's tool calls still running past their timeout
         try:
             if spec.agent == AgentKind.oracle:
