@@ -138,7 +138,7 @@ async def _run(spec: Any, store: Any, item: WorkItem) -> Any:
     def start_spare() -> None:
         global _spare
         if _spare is None and not _stopping:
-            _spare = WarmServer(spec.service, _gate, item.resources.get(spec.service))
+            _spare = WarmServer(spec.service, _gate, item.resources.get(spec.service), spec.tasks_root, spec.server)
 
     pending: list[asyncio.TimerHandle] = []
 
@@ -148,7 +148,9 @@ async def _run(spec: Any, store: Any, item: WorkItem) -> Any:
         pending.append(asyncio.get_running_loop().call_later(SPARE_DELAY_S, start_spare))
 
     wants_spare = (
-        item.more_queued and spec.agent != AgentKind.noop and WarmServer.supports(spec.service, spec.tasks_root)
+        item.more_queued
+        and spec.agent != AgentKind.noop
+        and WarmServer.supports(spec.service, spec.tasks_root, spec.server)
     )
     ctx = TrialContext(
         scripted_base_url=item.scripted_base_url,
@@ -171,7 +173,7 @@ def _fits(warm: Any, spec: Any) -> bool:
     from mcpfleet.runner.tasks.discovery import find_task
 
     try:
-        return bool(warm.fits(find_task(Path(spec.tasks_root), spec.task_id, _states(spec))))
+        return bool(warm.fits(find_task(Path(spec.tasks_root), spec.task_id, _states(spec)), spec.server))
     except Exception:  # noqa: BLE001
         return False
 

@@ -15,12 +15,12 @@ import hashlib
 import os
 import shutil
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.runner.environment.server import ServerCommand, servers_bin, servers_root
-from mcpfleet.runner.services.base import PodContext, Service, TrialEnv, stdio_server_sidecar
+from mcpfleet.runner.services.base import PodContext, Service, Spare, TrialEnv, stdio_server_sidecar
 from mcpfleet.runner.spec.service_decl import (
     DECLARATION_FILE,
     ServerBlock,
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 class DeclaredService(Service):
     """One pack's declared service, or a variant of it (``variant`` set)."""
 
-    spare_servers = False  # a declared server may read its state when it starts: never before the state is there
     oracle_root_tool = None
     harness_root = True
 
@@ -51,10 +50,21 @@ class DeclaredService(Service):
         self.variant = variant
         self.refused_tools = frozenset(declaration.refused_tools)
         self.mcp_server = True
+        self.spare_servers = self._spares()
 
     @property
     def path(self) -> Path:
         return self.folder / DECLARATION_FILE
+
+    def _spares(self) -> bool:
+        """Only a server declared ``warmStart`` (it reads its state when called, never at start), started by a
+        command and with no backing service (which needs the trial's state first), may start before its trial."""
+        server = self.server
+        return server.warm_start and server.command is not None and not self.declaration.backing
+
+    @asynccontextmanager
+    async def spare(self, state_dir: Path, resource: Any) -> AsyncIterator[Spare]:
+        yield DeclaredSpare(self, state_dir)
 
     @property
     def server(self) -> ServerBlock:
@@ -166,6 +176,14 @@ class DeclaredService(Service):
     async def environment(
         self, task: Task, state_dir: Path, resource: Any, *, materialised: bool = False
     ) -> AsyncIterator[TrialEnv]:
+        async with self._environment(task, state_dir, materialised, with_server=True) as env:
+            yield env
+
+    @asynccontextmanager
+    async def _environment(
+        self, task: Task, state_dir: Path, materialised: bool, with_server: bool
+    ) -> AsyncIterator[TrialEnv]:
+        """``with_server`` False: a spare's claim, whose server is running already (its command is not made)."""
         from mcpfleet.runner.services import backing
 
         if not materialised:
@@ -175,9 +193,9 @@ class DeclaredService(Service):
             server = self.server
             url = substitute(server.url, state_dir, ports) if server.url else None
             command = (
-                ServerCommand("", [])
-                if url
-                else await asyncio.to_thread(self.server_command, state_dir, ports, [task.pack_root])
+                await asyncio.to_thread(self.server_command, state_dir, ports, [task.pack_root])
+                if with_server and not url
+                else ServerCommand("", [])
             )
             yield TrialEnv(
                 state_dir,
@@ -209,6 +227,18 @@ class DeclaredService(Service):
         data = self.path.read_bytes() if self.path.is_file() else b""
         extra = repr(sorted(self.variant.overrides().items())).encode() if self.variant else b""
         return hashlib.sha256(data + b"\0" + extra).hexdigest()[:16]
+
+
+class DeclaredSpare(Spare):
+    """A declared ``warmStart`` server started on the worker's empty state folder; the claiming trial's state is
+    copied in before its agent starts."""
+
+    def __init__(self, service: DeclaredService, state_dir: Path) -> None:
+        self.service, self.state_dir = service, state_dir
+        self.server = service.server_command(state_dir, {}, [service.folder.parent])  # the pack stays hidden
+
+    def claim(self, task: Task) -> AbstractAsyncContextManager[TrialEnv]:
+        return self.service._environment(task, self.state_dir, materialised=False, with_server=False)
 
 
 def _quote(arg: str) -> str:

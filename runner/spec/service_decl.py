@@ -47,6 +47,14 @@ class ServerBlock(SpecModel):
         default=None, max_length=2048, description="A streamable-HTTP server that is already running."
     )
     image: str | None = Field(default=None, max_length=1024, description="The image a trial pod runs the server in.")
+    warm_start: bool = Field(
+        default=False,
+        description=(
+            "The server reads its state only when a tool is called, never at start: a worker may then start the "
+            "next trial's server while the current trial runs, and copy the state in when that trial begins "
+            "(what the bundled filesystem service does). Leave false for a server that opens its state at start."
+        ),
+    )
 
     @field_validator("url")
     @classmethod

@@ -318,7 +318,9 @@ async def run_trial(
         return await own.run_trial(spec, store, ctx, infra_attempt, lambda: _find(spec))
     started, t_total, wall_start = now_iso(), time.perf_counter(), time.time()
     timings = Timings()
-    if ctx.warm is not None and (ctx.warm.service != spec.service or ctx.mcp_url or ctx.state_dir):
+    if ctx.warm is not None and (
+        ctx.warm.service != spec.service or ctx.warm.variant != spec.server or ctx.mcp_url or ctx.state_dir
+    ):
         await ctx.warm.close()
         ctx = TrialContext(**{**ctx.__dict__, "warm": None})
     workdir = ctx.warm.workdir if ctx.warm else tmpdirs.make()
@@ -345,7 +347,7 @@ async def run_trial(
             claimed: AbstractAsyncContextManager[TrialEnv]
             try:
                 if ctx.warm is not None:
-                    if not ctx.warm.fits(task):
+                    if not ctx.warm.fits(task, spec.server):
                         raise RuntimeError(f"the worker's spare {ctx.warm.service} server cannot serve {task.id}")
                     claimed = ctx.warm.environment(task)
                 else:

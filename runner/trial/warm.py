@@ -19,7 +19,7 @@ from mcp import ClientSession
 
 from mcpfleet.runner._util import tmpdirs
 from mcpfleet.runner.environment.mcp_client import connect_stdio
-from mcpfleet.runner.services import Spare, TrialEnv, get_service, service_of
+from mcpfleet.runner.services import Spare, TrialEnv, service_of
 from mcpfleet.runner.spec.task import Task
 from mcpfleet.runner.spec.trial import SpareBoot
 
@@ -35,8 +35,16 @@ GATE_WAIT_S = 5.0  # a gate leaked by a killed worker delays a spare by this muc
 
 
 class WarmServer:
-    def __init__(self, service: str, gate: BootGate | None = None, resource: Any = None):
+    def __init__(
+        self,
+        service: str,
+        gate: BootGate | None = None,
+        resource: Any = None,
+        pack: str | None = None,
+        variant: Any = None,
+    ):
         self.service = service
+        self.pack, self.variant = pack, variant  # a declared service's pack, and the server variant it runs
         self.gate = gate
         self.resource = resource  # the service's run-scoped resource (the run's PostgreSQL cluster)
         # The spare environment (e.g. a login role and database name) outlives the server: it is removed in
@@ -54,10 +62,10 @@ class WarmServer:
         self.boot = SpareBoot()
 
     @classmethod
-    def supports(cls, service: str, pack: str | None = None) -> bool:
+    def supports(cls, service: str, pack: str | None = None, variant: Any = None) -> bool:
         """Only servers whose state is a folder given at start can be started before the state exists.
-        ``pack``: the trial's pack, whose declared services are found there."""
-        return service_of(service, pack).spare_servers
+        ``pack``: the trial's pack, whose declared services are found there; ``variant``: its server variant."""
+        return service_of(service, pack, variant).spare_servers
 
     async def _pass_gate(self) -> bool:
         """Wait (without blocking the loop) until few enough spares are booting; False if not gated."""
@@ -76,7 +84,7 @@ class WarmServer:
             # Spares are speculative work: booting all workers' spares at once (a run's first wave
             # starts in lockstep) took the CPU the running trials' turns needed.
             gated = await self._pass_gate()
-            service = get_service(self.service)
+            service = service_of(self.service, self.pack, self.variant)
             t = time.perf_counter()
             spare = await self._spare_stack.enter_async_context(service.spare(self.state_dir, self.resource))
             self._spare.set_result(spare)
@@ -104,9 +112,11 @@ class WarmServer:
         """The initialised session; waits only if the server is still starting."""
         return await asyncio.shield(self._ready)
 
-    def fits(self, task: Task) -> bool:
-        """Whether this spare can become ``task``'s environment."""
-        return task.service == self.service and get_service(self.service).spare_fits(task)
+    def fits(self, task: Task, variant: Any = None) -> bool:
+        """Whether this spare can become ``task``'s environment (its trial running server ``variant``)."""
+        if task.service != self.service or variant != self.variant:
+            return False
+        return service_of(self.service, self.pack, self.variant).spare_fits(task)
 
     @asynccontextmanager
     async def environment(self, task: Task) -> AsyncIterator[TrialEnv]:
