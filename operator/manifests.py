@@ -255,7 +255,10 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
     sidecar_image = own_image or pod.sidecar_images.get(service) or settings.sidecar_images.get(service)
     with_server = known is None or known.mcp_server  # a suite whose tools come with each case has no MCP server
     if not sidecar_image and with_server:
-        raise ValueError(f"no MCP sidecar image for service '{service}'; set spec.pod.sidecarImages.{service}")
+        where = known.image_hint() if known is not None else None
+        raise ValueError(
+            f"no MCP sidecar image for service '{service}'; set {where or f'spec.pod.sidecarImages.{service}'}"
+        )
     deadline = pod_deadline(trial, settings)
     state_mount = {"name": "state", "mountPath": STATE_MOUNT}
     remote = run.spec.tasks.in_s3

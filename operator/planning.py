@@ -39,7 +39,7 @@ def check_run(run: EvalRun, trials: list[TrialSpec], settings: OperatorSettings)
             "resolve on its own disk; set s3://<bucket>/<prefix> (or an absolute path shared "
             "by the operator and every pod)"
         )
-    for trial in {t.service: t for t in trials}.values():
+    for trial in {(t.service, t.variant): t for t in trials}.values():  # each service, each server variant
         trial_pod(run, trial, settings)  # raises ValueError naming spec.pod.sidecarImages.<svc>, spec.pod.dnsPolicy
     if refused := settings.pod_refusals(run.spec.pod):
         raise ValueError("; ".join(refused))

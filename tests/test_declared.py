@@ -390,3 +390,31 @@ def test_the_memory_example_validates_and_runs_its_two_pinned_versions_as_varian
     assert new != old  # same name and version (memory-server 0.6.3): told apart by their tools' digests
     oracle = {c["variant"]: c for c in summary["comparisons"] if c["model"] == "scripted-oracle"}
     assert oracle["memory-old"]["difference"] == 0.0 and oracle["memory-old"]["delta_tokens"] < 0
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({}, "set server.image in "),
+        (
+            {
+                "backing": [
+                    {"name": "web", "command": ["true"], "image": "registry.example/web:1", "readiness": {"tcp": True}}
+                ]
+            },
+            "backing[web] needs port in a trial pod",
+        ),
+    ],
+    ids=["no image", "backing without port"],
+)
+def test_a_declaration_a_pod_cannot_run_is_refused_naming_the_key(
+    tmp_path: Path, change: dict[str, Any], expected: str
+) -> None:
+    server = {"command": "mcp-server-filesystem", "args": ["{state}"]}
+    if change:
+        server["image"] = "registry.example/files:1"
+    pack = make_pack(tmp_path, {**DECLARATION, "server": server, **change}, tasks=1)
+    run = write_run(tmp_path, pack, models=[{"name": "oracle", "model": "scripted/oracle"}])
+    done = mcpfleet("pods", str(run), timeout=120)
+    assert done.returncode != 0 and expected in done.stderr, done.stderr
+    assert "service.yaml" in done.stderr and "Traceback" not in done.stderr

@@ -135,14 +135,20 @@ async def started(declaration: ServiceDeclaration, origin: Path, state_dir: Path
             await _stop(proc)
 
 
-def pod_backing_sidecars(declaration: ServiceDeclaration, pod: PodContext) -> list[dict[str, Any]]:
-    """The backing services as native sidecars of the trial pod, in start order."""
+def pod_backing_sidecars(declaration: ServiceDeclaration, origin: Path, pod: PodContext) -> list[dict[str, Any]]:
+    """The backing services as native sidecars of the trial pod, in start order. ValueError naming ``origin``
+    (its service.yaml) and the key for one that has no image or no port (a pod needs both)."""
     from mcpfleet.runner.spec.service_decl import substitute
 
     ports = {b.name: b.port or 0 for b in declaration.backing}
     out = []
     for b in declaration.backing:
-        assert b.image is not None and b.port is not None  # checked before any pod (declared_problems)
+        missing = [k for k, v in (("image", b.image), ("port", b.port)) if v is None]
+        if missing or b.image is None or b.port is None:
+            raise ValueError(
+                f"{origin}: backing[{b.name}] needs {' and '.join(missing)} in a trial pod (a sidecar's image, and the "
+                "port it listens on, which the pod's containers share)"
+            )
         # A user's image holds nothing of mcpfleet's, so the kubelet's own probes (to the pod IP: such an image
         # listens on every address; the chart's ingress policy admits none of its ports from outside the pod).
         check: dict[str, Any] = (

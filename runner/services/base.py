@@ -232,6 +232,10 @@ class Service:
         ``server.image``); None: spec.pod.sidecarImages or the chart's."""
         return None
 
+    def image_hint(self) -> str | None:
+        """Where its trial pods' MCP server image is set, when not in spec.pod.sidecarImages (a declaration)."""
+        return None
+
     def tool_arguments(self, arguments: Any, state_dir: Path) -> Any:
         """A tool call's arguments as the server gets them (``harness_root``: ``{root}`` substituted)."""
         return arguments

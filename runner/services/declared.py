@@ -85,6 +85,10 @@ class DeclaredService(Service):
     def own_image(self) -> str | None:
         return self.server.image
 
+    def image_hint(self) -> str | None:
+        where = f"spec.servers[{self.variant.name}].image or " if self.variant is not None else ""
+        return f"{where}server.image in {self.path} (the image a trial pod runs the server in)"
+
     def tool_arguments(self, arguments: Any, state_dir: Path) -> Any:
         return substitute_root(arguments, str(state_dir))
 
@@ -212,10 +216,11 @@ class DeclaredService(Service):
 
         server = self.server
         ports = {b.name: b.port or 0 for b in self.declaration.backing}
-        sidecars = pod_backing_sidecars(self.declaration, pod)
+        sidecars = pod_backing_sidecars(self.declaration, self.path, pod)
         if server.url:
             return sidecars
-        assert server.command is not None and server.image is not None
+        if server.command is None or server.image is None:
+            raise ValueError(f"no MCP sidecar image for service '{self.name}'; set {self.image_hint()}")
         argv = [server.command, *(substitute(a, pod.state_mount, ports) for a in server.args)]
         env = [{"name": k, "value": substitute(v, pod.state_mount, ports)} for k, v in server.env.items()]
         container = stdio_server_sidecar(self.name, pod, command=" ".join(_quote(a) for a in argv), env=env)
