@@ -9,6 +9,7 @@ the declared service's, unchanged except that their verifiers get the folder fro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -418,3 +419,61 @@ def test_a_declaration_a_pod_cannot_run_is_refused_naming_the_key(
     done = mcpfleet("pods", str(run), timeout=120)
     assert done.returncode != 0 and expected in done.stderr, done.stderr
     assert "service.yaml" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_sigkill_of_a_run_leaves_no_declared_server_or_backing_service_running(tmp_path: Path) -> None:
+    """The declared server (in its sandbox) and its trial's backing site die with a SIGKILLed `mcpfleet run`."""
+    import signal
+    import time
+
+    shop, tmp = tmp_path / "shop", tmp_path / "tmp"
+    tmp.mkdir()
+    backing = {
+        "name": "shop",
+        "command": [sys.executable, "-m", "mcpfleet.sites.shop", "--data", str(shop), "--port", "{port:shop}"],
+        "readiness": {"httpGet": "/"},
+    }
+    pack = make_pack(tmp_path, {**DECLARATION, "backing": [backing]}, tasks=2)
+    seeded = subprocess.run([sys.executable, "-m", "mcpfleet.sites", "seed", "shop", str(shop)], capture_output=True)
+    assert seeded.returncode == 0
+    run = write_run(tmp_path, pack, models=[{"name": "slow", "model": "scripted/oracle?latency=2"}])
+    proc = subprocess.Popen(
+        [str(MCPFLEET), "run", str(run), "--no-progress"],
+        env={**os.environ, "TMPDIR": str(tmp)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            running = [c for _, c in processes_naming(str(tmp))]
+            if any("mcp-server-filesystem" in c for c in running) and processes_naming(str(shop)):
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"the declared server and its site never ran together: {processes_naming(str(tmp))}")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 20
+        while (processes_naming(str(tmp)) or processes_naming(str(shop))) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not processes_naming(str(tmp)) and not processes_naming(str(shop)), processes_naming(str(tmp))
+    finally:
+        for pid, _ in processes_naming(str(tmp)) + processes_naming(str(shop)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.kill()
+
+
+def test_a_variant_whose_server_changed_mid_run_is_named() -> None:
+    from mcpfleet.runner.report.summary import mixed_servers, server_counts
+
+    def rec(variant: str, version: str) -> dict[str, Any]:
+        server = {"name": "s", "version": version, "tools_digest": f"sha256:{version}"}
+        return {"service": "shop", "variant": variant, "server": server}
+
+    counts = server_counts([rec("a", "1"), rec("a", "1"), rec("b", "1"), rec("b", "2")])
+    assert counts == {"shop@a": {"s 1 sha256:1": 2}, "shop@b": {"s 1 sha256:1": 1, "s 2 sha256:2": 1}}
+    [note] = mixed_servers({"servers": counts})
+    assert note.startswith("shop@b: its trials measured 2 different servers")
