@@ -141,6 +141,12 @@ def test_a_declared_server_with_two_variants_runs_paired_trials_and_records_what
     assert ok.returncode == 0, ok.stdout + ok.stderr
     unknown = mcpfleet("compare", folder, "--baseline", "nope")
     assert unknown.returncode != 0 and "files@astray" in unknown.stderr
+    page = tmp_path / "report.html"
+    shown = mcpfleet("report", folder, "-o", str(page))
+    assert shown.returncode == 0, shown.stderr
+    html = page.read_text()
+    assert "<td>files@astray</td>" in html and 'class="summary variants"' in html
+    assert 'data-model="scripted-oracle" data-variant="astray" data-difference="-1' in html
 
 
 def test_a_declared_server_gets_only_the_safe_environment_and_its_declared_variables(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def run_header(run: RunData) -> str:
         std = r["pass_at_1_std"]
         rows.append(
             f"<tr{attrs(data_model=r['model'], data_service=r['service'], data_pass_at_1=num(r['pass_at_1']))}>"
-            f'<td>{esc(r["model"])}</td><td>{esc(r["service"])}</td><td class="n">{esc(r["trials"])}</td>'
+            f'<td>{esc(r["model"])}</td><td>{esc(service_name(r))}</td><td class="n">{esc(r["trials"])}</td>'
             f'<td class="n">{pct(r["pass_at_1"])}{esc(f" ± {100 * std:.1f}") if std else ""}</td>'
             f'<td class="n">{pct(r["pass_at_k"])}</td><td class="n">{pct(r["pass_hat_k"])}</td>'
             f'<td class="n">{esc(r["attempts"])}</td><td class="n">{fmt(r["avg_turns"])}</td>'
@@ -74,8 +74,50 @@ def run_header(run: RunData) -> str:
     )
     return (
         f'<section class="run" id="run-{run.index}"{data}>'
-        f"<h2>{esc(run.label)}</h2><dl>{body}</dl>{notes}{table}{call_class_table(s['rows'])}"
+        f"<h2>{esc(run.label)}</h2><dl>{body}</dl>{notes}{table}{variants_table(run)}{call_class_table(s['rows'])}"
         f"{toolcall_table(s.get('toolcall') or {})}</section>"
+    )
+
+
+def service_name(row: dict[str, Any]) -> str:
+    """A row's service, with its server variant as ``service@variant``."""
+    variant = row.get("variant")
+    return f"{row['service']}@{variant}" if isinstance(variant, str) and variant else str(row["service"])
+
+
+def variants_table(run: RunData) -> str:
+    """Server variants against their baseline on paired trials (report/compare.py): summary.json's, or computed
+    from the records when the summary has none (an older or recomputed one)."""
+    from mcpfleet.runner.report.compare import compare_all
+
+    comparisons = run.summary.get("comparisons")
+    if not isinstance(comparisons, list):
+        comparisons = compare_all(run.records)
+    rows = []
+    for c in comparisons:
+        try:
+            low, high = c["ci95"]
+            diff = f"{100 * c['difference']:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
+            p_value, tokens = f"{c['mcnemar_p']:.3f}", f"{c['delta_tokens']:+,.0f}"
+            up, down = ", ".join(c["flipped_up"]) or "-", ", ".join(c["flipped_down"]) or "-"
+            rows.append(
+                f"<tr{attrs(data_model=c['model'], data_variant=c['variant'], data_difference=num(c['difference']))}>"
+                f"<td>{esc(c['model'])}</td><td>{esc(c['service'])}</td><td>{esc(c['baseline'])}</td>"
+                f'<td>{esc(c["variant"])}</td><td class="n">{esc(c["pairs"])}</td>'
+                f'<td class="n">{pct(c["baseline_pass_at_1"])}</td><td class="n">{pct(c["variant_pass_at_1"])}</td>'
+                f'<td class="n">{esc(diff)}</td><td class="n">{esc(p_value)}</td>'
+                f'<td>{esc(up)}</td><td>{esc(down)}</td><td class="n">{esc(tokens)}</td></tr>'
+            )
+        except (KeyError, TypeError, ValueError):  # a hand-edited summary.json: its comparison is left out
+            continue
+    if not rows:
+        return ""
+    return (
+        "<h3>Server variants against their baseline (paired trials; pass@1 difference in points, 95% paired "
+        'bootstrap interval over tasks, McNemar\'s exact p)</h3><table class="summary variants"><thead><tr>'
+        "<th>model</th><th>service</th><th>baseline</th><th>variant</th><th>pairs</th><th>baseline pass@1</th>"
+        "<th>variant pass@1</th><th>difference</th><th>p</th><th>better on</th><th>worse on</th><th>Δ tokens</th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 
