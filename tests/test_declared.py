@@ -95,6 +95,7 @@ def test_a_declared_server_with_two_variants_runs_paired_trials_and_records_what
         {"name": "twin", "service": "files", "env": {"TZ": "UTC", "UNUSED": "1"}},
         {"name": "astray", "service": "files", "args": ["{state}/docs"]},  # serves one subfolder of the state
     ]
+    variants = [s["name"] for s in servers]
     run = write_run(tmp_path, pack, servers)
     done = mcpfleet("run", str(run), "--no-progress", env={"OPENAI_API_KEY": "sk-canary-declared-0000"})
     assert done.returncode == 0, done.stdout + done.stderr
@@ -141,6 +142,10 @@ def test_a_declared_server_with_two_variants_runs_paired_trials_and_records_what
     assert ok.returncode == 0, ok.stdout + ok.stderr
     unknown = mcpfleet("compare", folder, "--baseline", "nope")
     assert unknown.returncode != 0 and "files@astray" in unknown.stderr
+    exported = mcpfleet("export", folder, str(tmp_path / "results"))
+    assert exported.returncode == 0, exported.stderr
+    folders = sorted(p.name for p in (tmp_path / "results" / "declared").iterdir() if p.is_dir())
+    assert folders == sorted(f"{m}@{v}__files" for m in ("scripted-noop", "scripted-oracle") for v in variants)
     page = tmp_path / "report.html"
     shown = mcpfleet("report", folder, "-o", str(page))
     assert shown.returncode == 0, shown.stderr

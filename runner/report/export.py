@@ -221,7 +221,10 @@ def export_mcpmark(store: ResultStore, dest: Path, exp_name: str | None = None) 
             out.rebuilt += 1
         service, difficulty = rec["service"], rec["task_id"].split("/")[1]
         effort = meta.get("reasoning_effort")
-        folder = f"{model_folder(meta['model_name'], effort)}__{service_folder(service, difficulty)}"
+        model = model_folder(meta["model_name"], effort)
+        if isinstance(rec.get("variant"), str) and rec["variant"]:  # a server variant: a "model" of its own there
+            model = f"{model}@{rec['variant']}"
+        folder = f"{model}__{service_folder(service, difficulty)}"
         for part in (folder, meta["task_name"]):
             if not _safe(part):
                 raise ExportError(f"{rec['trial_id']}: '{part}' cannot be a folder name in MCPMark's layout")
