@@ -488,3 +488,32 @@ def test_a_variant_whose_server_changed_mid_run_is_named() -> None:
     assert counts == {"shop@a": {"s 1 sha256:1": 2}, "shop@b": {"s 1 sha256:1": 1, "s 2 sha256:2": 1}}
     [note] = mixed_servers({"servers": counts})
     assert note.startswith("shop@b: its trials measured 2 different servers")
+
+
+def test_an_override_of_a_bundled_service_is_its_packs_alone(tmp_path: Path) -> None:
+    """spec.tasks.overrideServices lets a pack's declaration take a bundled name for its own trials; another pack
+    in the same process (the operator runs many) still gets the bundled service."""
+    from mcpfleet.runner.services import BUNDLED, get_service, register_pack, service_of
+    from mcpfleet.runner.services.declared import DeclaredService
+
+    pack = make_pack(tmp_path / "a", service="filesystem", tasks=1)
+    other = make_pack(tmp_path / "b", tasks=1)  # declares "files" only
+    register_pack(pack, ["filesystem"])
+    assert isinstance(service_of("filesystem", pack), DeclaredService)
+    assert (
+        service_of("filesystem", other) is BUNDLED["filesystem"] and get_service("filesystem") is BUNDLED["filesystem"]
+    )
+
+    run = write_run(tmp_path, pack, models=[{"name": "oracle", "model": "scripted/oracle"}])
+    refused = mcpfleet("validate", str(run), timeout=120)
+    assert refused.returncode != 0 and "spec.tasks.overrideServices: [filesystem]" in refused.stderr
+    doc = yaml.safe_load(run.read_text())
+    doc["spec"]["tasks"]["overrideServices"] = ["filesystem"]
+    run.write_text(yaml.safe_dump(doc))
+    done = mcpfleet("run", str(run), "--no-progress")
+    assert done.returncode == 0, done.stdout + done.stderr
+    [rec] = records(tmp_path).values()
+    assert rec["passed"] is True
+    tid = rec["trial_id"]
+    messages = json.loads((tmp_path / "runs" / "declared" / "trials" / tid / "messages.json").read_text())
+    assert "The project's files are in /" in json.dumps(messages)  # the declaration's prompt: its server ran

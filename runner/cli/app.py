@@ -320,9 +320,11 @@ def _dest_overlap(dest: Path, task: Task) -> str | None:
     """Why ``materialise`` must not fill ``dest``: it is, or lies inside, the task's folder or its own initial
     state (copying a state into itself made a 100 KB shutil.Error, or a copy of the state inside the state)."""
     from mcpfleet.runner._util.overlap import inside
-    from mcpfleet.runner.services import get_service
+    from mcpfleet.runner.services import service_of
 
-    owned = [("folder", task.path)] + [("initial state", p) for p in get_service(task.service).state_files(task)]
+    owned = [("folder", task.path)] + [
+        ("initial state", p) for p in service_of(task.service, task.pack_root).state_files(task)
+    ]
     for what, own in owned:
         if own.is_dir() and inside(dest, own):
             return f"--dest {dest} is, or lies inside, the task's {what} {own}; give a folder outside it"

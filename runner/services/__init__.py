@@ -81,13 +81,12 @@ def register_pack(root: Path, overrides: Iterable[str] = (), *, trusted: bool = 
         found[name] = DeclaredService(name, parse_declaration(path, docs[0]), path.parent)
     previous = _PACKS.get(key, {})
     for name in previous:
-        if name not in found:  # a declaration removed since: the bundled one (if any) is back
-            if name in BUNDLED:
-                SERVICES[name] = BUNDLED[name]
-            elif SERVICES.get(name) is previous[name]:
-                del SERVICES[name]
+        if name not in found and name not in BUNDLED and SERVICES.get(name) is previous[name]:
+            del SERVICES[name]  # a declaration removed since
     _PACKS[key] = found
-    SERVICES.update(found)
+    # A declaration that overrides a bundled service is its pack's alone (service_of): the process may run
+    # other packs (the operator), whose trials of that name are the bundled service's.
+    SERVICES.update({name: service for name, service in found.items() if name not in BUNDLED})
     return found
 
 
@@ -100,7 +99,7 @@ def service_of(name: str, pack: Path | str | None = None, variant: Any = None) -
         if key not in _PACKS:
             register_pack(key, trusted=True)
         service = _PACKS[key].get(name)
-    return (service or get_service(name)).with_variant(variant)
+    return (service or BUNDLED.get(name) or get_service(name)).with_variant(variant)
 
 
 def sweep_leftovers() -> None:

@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 from typing import Any, cast
 
-from mcpfleet.runner.services import SERVICES
+from mcpfleet.runner.services import Service, service_of
 from mcpfleet.runner.spec.task import Task
 
 
@@ -93,7 +93,10 @@ def _digest(task: Task) -> str:
     matter pins them in ``<category>.times.json``, which is hashed."""
     h = hashlib.sha256()
     extras = bytearray()
-    service = SERVICES.get(task.service)
+    try:
+        service: Service | None = service_of(task.service, task.pack_root)
+    except ValueError:  # a service neither bundled nor declared: refused elsewhere, its folder still hashed
+        service = None
     for index, base in enumerate([task.path, *(service.state_files(task) if service else [])]):
         if base.is_dir():
             listed = sorted(p for p in base.rglob("*") if p.is_file() and "__pycache__" not in p.parts)

@@ -36,16 +36,17 @@ def locate_state(pack_root: Path, states_path: Path | None, service: str, catego
     return next((f / name for f in folders if (f / name).exists()), folders[0] / name)
 
 
-def discover(root: Path, states_path: Path | None = None, overrides: Iterable[str] = ()) -> list[Task]:
+def discover(root: Path, states_path: Path | None = None, overrides: Iterable[str] | None = None) -> list[Task]:
     """All task folders under a pack root, sorted by id; a folder is a task if it has description.md. The pack's
-    declared services (``<service>/service.yaml``) are registered first; ``overrides``: the bundled services its
-    declarations may replace (spec.tasks.overrideServices)."""
+    declared services (``<service>/service.yaml``) are registered first. ``overrides``: for an EvalRun's
+    selection, the bundled services its declarations may replace (spec.tasks.overrideServices), any other clash
+    refused; None (a pack read for itself or for a run already checked): every declaration taken."""
     root = Path(root)
     if root.is_file():
         raise TaskError(f"task pack {root} is a file; set spec.tasks.path to the pack's root folder (MCPMark layout)")
     if not root.is_dir():
         raise TaskError(f"task pack {root} does not exist; set spec.tasks.path to a folder in MCPMark layout")
-    register_pack(root, overrides)
+    register_pack(root, overrides or (), trusted=overrides is None)
     tasks = []
     try:
         found = sorted(root.glob("*/*/*/*/description.md"))
@@ -161,7 +162,7 @@ def _why_empty(tasks: list[Task], sel: TaskSelection, root: Path) -> str:
 
 def load_selection(sel: TaskSelection, base_dir: Path) -> list[Task]:
     root, states = resolve_pack(sel, base_dir)
-    found = discover(root, states, sel.override_services)
+    found = discover(root, states, list(sel.override_services))
     chosen = select(found, sel)
     if not chosen:
         raise TaskError(_why_empty(found, sel, root))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mcpfleet.runner.services import get_service
+from mcpfleet.runner.services import service_of
 from mcpfleet.runner.spec.task import Task
 
 
 def materialise(task: Task, dest: Path) -> int:
     """Materialise ``task``'s initial state into ``dest``, the way its service keeps states."""
-    return get_service(task.service).materialise(task, dest)
+    return service_of(task.service, task.pack_root).materialise(task, dest)
