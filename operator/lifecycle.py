@@ -25,7 +25,7 @@ from mcpfleet.operator.runstate import RunState, plan_hash
 from mcpfleet.operator.shared import Shared
 from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner.plan.history import read_history
-from mcpfleet.runner.report.summary import PLAN_FILE, build_summary, mixed_harness, plan_file
+from mcpfleet.runner.report.summary import PLAN_FILE, build_summary, mixed_harness, mixed_servers, plan_file
 from mcpfleet.runner.results.outcome import is_scored
 from mcpfleet.runner.results.records import now_iso, service_label
 from mcpfleet.runner.results.store import ResultStore, StoreError, open_store, store_config
@@ -395,6 +395,8 @@ class Lifecycle:
         await asyncio.to_thread(self.store.write_json, "summary.json", summary)
         if mixed := mixed_harness(summary):
             kopf.warn(self.body, reason="MixedHarness", message=mixed)
+        for changed in mixed_servers(summary):  # a variant's server image rebuilt mid-run
+            kopf.warn(self.body, reason="MixedServers", message=changed)
         end = ending(self.state)
         self.phase, self.finished_at = end.phase, now_iso()
         self.set_condition("Complete", end.phase is Phase.SUCCEEDED, end.reason, end.message)
