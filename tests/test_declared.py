@@ -110,6 +110,9 @@ def test_a_declared_server_with_two_variants_runs_paired_trials_and_records_what
             assert rec["passed"] is (variant != "astray"), (tid, rec["verifier"])
         else:
             assert rec["passed"] is False
+    again = mcpfleet("run", str(run), "--no-progress")  # a resume: every variant's trial is finished already
+    assert again.returncode == 0, again.stderr
+    assert {t: r["started_at"] for t, r in records(tmp_path).items()} == {t: r["started_at"] for t, r in recs.items()}
     digests = {r["server"]["tools_digest"] for r in recs.values() if r["server"]}
     assert len(digests) == 1  # one server binary under three variants
     oracle = next(t for t in recs if t.startswith("scripted-oracle.files@same."))
