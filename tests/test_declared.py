@@ -520,3 +520,16 @@ def test_an_override_of_a_bundled_service_is_its_packs_alone(tmp_path: Path) -> 
     tid = rec["trial_id"]
     messages = json.loads((tmp_path / "runs" / "declared" / "trials" / tid / "messages.json").read_text())
     assert "The project's files are in /" in json.dumps(messages)  # the declaration's prompt: its server ran
+
+
+def test_a_server_that_is_not_installed_is_refused_before_any_trial(tmp_path: Path) -> None:
+    pack = make_pack(tmp_path, {**DECLARATION, "server": {"command": "mcp-server-nowhere", "args": []}}, tasks=1)
+    done = mcpfleet("validate", str(write_run(tmp_path, pack)), timeout=120)
+    assert done.returncode != 0
+    assert "service.yaml: server.command: 'mcp-server-nowhere' is not on PATH" in done.stderr, done.stderr
+    pack = make_pack(tmp_path / "v", tasks=1)
+    servers = [{"name": "old", "service": "files", "command": "./old/bin/server"}]
+    done = mcpfleet("run", str(write_run(tmp_path / "v", pack, servers)), "--no-progress", timeout=120)
+    assert done.returncode != 0 and "spec.servers[old].command: './old/bin/server'" not in done.stderr
+    assert "spec.servers[old].command:" in done.stderr and "is not an executable file" in done.stderr, done.stderr
+    assert not (tmp_path / "v" / "runs" / "declared" / "trials").exists()

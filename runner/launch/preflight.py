@@ -277,6 +277,24 @@ def image_problems(run: EvalRun, tasks: list[Task]) -> list[str]:
     ]
 
 
+def server_problems(run: EvalRun, base_dir: Path, tasks: list[Task]) -> list[str]:
+    """Servers this machine cannot start for the selected tasks, each server variant's too (a declared command
+    that is not installed): every trial of them would end as an infrastructure error."""
+    from mcpfleet.runner.plan.expand import variants_of, with_variant_paths
+    from mcpfleet.runner.services import service_of
+
+    resolved = with_variant_paths(run, base_dir)
+    problems: list[str] = []
+    for task in {t.service: t for t in tasks}.values():
+        for variant in variants_of(resolved, task):
+            try:
+                service = service_of(task.service, task.pack_root, variant)
+            except ValueError:
+                continue  # a service no build knows: refused by the task checks
+            problems += [p for p in service.launch_problems() if p not in problems]
+    return problems
+
+
 def selection(run: EvalRun, base_dir: Path, *, states: bool = True) -> list[Task]:
     """The run's selected tasks; SpecError for those whose trials could only fail: with ``states``, a missing or
     unusable initial state (where this machine holds the states: not the operator, whose pods bring them), and,
@@ -286,7 +304,7 @@ def selection(run: EvalRun, base_dir: Path, *, states: bool = True) -> list[Task
     from mcpfleet.runner.tasks.discovery import load_selection
 
     tasks = load_selection(run.spec.tasks, base_dir)
-    problems = state_problems(tasks) if states else []
+    problems = state_problems(tasks) + server_problems(run, base_dir, tasks) if states else []
     problems += oracle_problems(run, tasks) + scripted_oracle_problems(run, tasks) + image_problems(run, tasks)
     if problems:
         raise SpecError(problems)

@@ -232,6 +232,11 @@ class Service:
         ``server.image``); None: spec.pod.sidecarImages or the chart's."""
         return None
 
+    def launch_problems(self) -> list[str]:
+        """What keeps this machine from starting the service's server, found before any trial (a declared
+        command that is not installed); each names the key and the fix."""
+        return []
+
     def image_hint(self) -> str | None:
         """Where its trial pods' MCP server image is set, when not in spec.pod.sidecarImages (a declaration)."""
         return None

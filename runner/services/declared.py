@@ -82,6 +82,16 @@ class DeclaredService(Service):
     def with_variant(self, variant: ServerVariant | None) -> DeclaredService:
         return self if variant is None else DeclaredService(self.name, self.declaration, self.folder, variant)
 
+    def launch_problems(self) -> list[str]:
+        command = self.server.command
+        if command is None:
+            return []
+        try:
+            self.executable(command)
+        except FileNotFoundError as exc:
+            return [str(exc)]
+        return []
+
     def own_image(self) -> str | None:
         return self.server.image
 
