@@ -28,8 +28,8 @@ from mcpfleet.runner.spec.service_decl import (
     ServiceDeclaration,
     StateKind,
     substitute,
-    substitute_root,
 )
+from mcpfleet.runner.spec.task import substitute_root
 
 if TYPE_CHECKING:
     from mcpfleet.runner.spec.task import Task

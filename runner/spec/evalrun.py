@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from mcpfleet.runner.spec.checks import (
     ENV_VAR_NAME,
@@ -630,24 +630,15 @@ class EvalRunSpec(SpecModel):
         ),
     )
 
-    @field_validator("servers")
+    @field_validator("models", "servers")
     @classmethod
-    def _unique_variants(cls, v: list[ServerVariant]) -> list[ServerVariant]:
+    def _unique_names(cls, v: list[Any], info: ValidationInfo) -> list[Any]:
+        what = "model" if info.field_name == "models" else "server variant"
         seen: set[str] = set()
         for entry in v:
             if entry.name in seen:
-                raise ValueError(f"server variant names must be unique; '{entry.name}' appears twice")
+                raise ValueError(f"{what} names must be unique; '{entry.name}' appears twice")
             seen.add(entry.name)
-        return v
-
-    @field_validator("models")
-    @classmethod
-    def _unique_names(cls, v: list[ModelSpec]) -> list[ModelSpec]:
-        seen: set[str] = set()
-        for m in v:
-            if m.name in seen:
-                raise ValueError(f"model names must be unique; '{m.name}' appears twice")
-            seen.add(m.name)
         return v
 
     def frozen_view(self) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from mcpfleet.runner.spec.specmodel import SpecModel
-from mcpfleet.runner.spec.task import ROOT_TOKEN, TaskError
+from mcpfleet.runner.spec.task import TaskError
 
 DECLARATION_FILE = "service.yaml"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -188,17 +188,6 @@ def substitute(text: str, state_dir: Path | str, ports: dict[str, int]) -> str:
     """``{state}`` and ``{port:NAME}`` in one declared value."""
     out = text.replace(STATE_TOKEN, str(state_dir))
     return PORT_TOKEN.sub(lambda m: str(ports[m.group(1)]), out)
-
-
-def substitute_root(value: Any, root: str) -> Any:
-    """``{root}`` in a tool call's (JSON) arguments, keys left alone."""
-    if isinstance(value, str):
-        return value.replace(ROOT_TOKEN, root)
-    if isinstance(value, list):
-        return [substitute_root(v, root) for v in value]
-    if isinstance(value, dict):
-        return {k: substitute_root(v, root) for k, v in value.items()}
-    return value
 
 
 class DeclarationError(TaskError):

@@ -71,16 +71,17 @@ class OracleStep:
     arguments: dict[str, Any]
 
     def resolve(self, root: str) -> dict[str, Any]:
-        return _substitute(self.arguments, root)
+        return substitute_root(self.arguments, root)
 
 
-def _substitute(value: Any, root: str) -> Any:
+def substitute_root(value: Any, root: str) -> Any:
+    """``{root}`` replaced by ``root`` in a (JSON) value's strings, keys left alone."""
     if isinstance(value, str):
         return value.replace(ROOT_TOKEN, root)
     if isinstance(value, list):
-        return [_substitute(v, root) for v in value]
+        return [substitute_root(v, root) for v in value]
     if isinstance(value, dict):
-        return {k: _substitute(v, root) for k, v in value.items()}
+        return {k: substitute_root(v, root) for k, v in value.items()}
     return value
 
 
