@@ -257,6 +257,8 @@ def check_behaviour(conn: connection) -> None:
         attempt(cur, ins, (emp, "USD", "2001-01-01", "2000-12-31"), "23514", "a row ending before it starts")
         attempt(cur, ins, (emp, "usd", "1995-01-01", "1995-12-31"), "23514", "currency 'usd'")
         attempt(cur, ins, (emp, "Eur", "1995-01-01", "1995-12-31"), "23514", "currency 'Eur'")
+        for bad in ("123", "US", "U$D", "U D"):  # exactly three letters A-Z, not merely "no lower case"
+            attempt(cur, ins, (emp, bad, "1995-01-01", "1995-12-31"), "23514", f"currency {bad!r}")
         attempt(cur, ins, (gone, "EUR", last_to, last_to), "23P01", "a row starting on another row's last day")
         attempt(cur, ins, (gone, "EUR", last_to, None), "23P01", "an open row starting on another row's last day")
         attempt(
