@@ -258,12 +258,13 @@ def index_defs(cur) -> Counter:
 def check_catalog(cur) -> None:
     cur.execute(
         "SELECT ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = c.conrelid "
-        "AND a.attnum = ANY (c.conkey) ORDER BY a.attnum) FROM pg_constraint c "
+        "AND a.attnum = ANY (c.conkey) ORDER BY a.attnum), c.convalidated FROM pg_constraint c "
         "WHERE c.conname = 'tracks_isrc_format_check' AND c.conrelid = 'tracks'::regclass AND c.contype = 'c'"
     )
     row = cur.fetchone()
     if check(row is not None, "CHECK constraint tracks_isrc_format_check exists on tracks"):
         check(row[0] == ["isrc"], f"tracks_isrc_format_check constrains isrc and nothing else (columns {row[0]})")
+        check(row[1], "tracks_isrc_format_check is validated (not NOT VALID)")
     row = one(
         cur,
         "SELECT array_agg(a.attname) FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid "

@@ -92,6 +92,18 @@ SOURCES = {  # table: (columns, key order, rows, md5 of the rows' text) of the u
 READS = ("labels", "label_contracts", "contract_rate_tiers", "albums", "tracks", "play_events")
 MONTHS = [date(2026, 10, 1), date(2026, 9, 1), date(2026, 8, 1), date(2026, 11, 1), date(2027, 1, 1)]
 COLUMNS = ["label_id", "label_name", "qualifying_plays", "royalty_usd"]
+# The declared result columns (RETURNS TABLE or OUT parameters, else the returned composite type's attributes).
+RESULT = ["label_id integer", "label_name text", "qualifying_plays bigint", "royalty_usd numeric"]
+RESULT_SQL = """
+SELECT coalesce(
+    (SELECT array_agg(a.n || ' ' || format_type(a.t, NULL) ORDER BY a.i)
+     FROM unnest(p.proallargtypes, p.proargmodes::text[], p.proargnames) WITH ORDINALITY AS a (t, m, n, i)
+     WHERE a.m IN ('o', 't')),
+    (SELECT array_agg(attname || ' ' || format_type(atttypid, NULL) ORDER BY attnum) FROM pg_attribute
+     WHERE attrelid = (SELECT typrelid FROM pg_type WHERE oid = p.prorettype) AND attnum > 0 AND NOT attisdropped))
+FROM pg_proc p WHERE p.proname = 'royalty_statement' AND p.pronamespace = 'public'::regnamespace
+  AND pg_get_function_identity_arguments(p.oid) ~ '^(\\w+ )?date$'
+"""
 # The statement for one month (its first and last day, its UTC bounds lo and hi), from the raw rows: the
 # contract in force all month, the month's plays deduplicated on (listener_id, track_id, played_at) (NULLs
 # equal; the first row by play_id stands for its duplicates, which all have the same ms_played here), the
@@ -258,6 +270,9 @@ def main() -> int:
     )
     if not check(cur.fetchone()[0] == 1, "function public.royalty_statement(p_month date) exists"):
         return finish()
+    cur.execute(RESULT_SQL)
+    declared = cur.fetchone()[0]
+    check(declared == RESULT, f"royalty_statement returns a table ({', '.join(RESULT)}) (declared: {declared})")
 
     october = expected(cur, MONTHS[0])
     for month in MONTHS:

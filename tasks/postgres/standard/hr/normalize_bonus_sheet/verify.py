@@ -193,7 +193,10 @@ def check_structure(cur: cursor) -> bool:
         has.get(("bonus_payments", "f", "bonus_awards", ("bonus_id",))) == "c",
         "bonus_payments.bonus_id needs a FK to bonus_awards with ON DELETE CASCADE",
     )
-    check(any(r[0] == "bonus_payments" and r[1] == "c" for r in cons), "bonus_payments needs a CHECK on period")
+    check(
+        any(r[0] == "bonus_payments" and r[1] == "c" and "period" in (r[4] or []) for r in cons),
+        "bonus_payments needs a CHECK on period",
+    )
     cur.execute(
         "SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] "
         "WHERE i.indrelid = 'bonus_awards'::regclass AND a.attname = 'employee_id'"
@@ -247,6 +250,13 @@ def check_behaviour(conn: connection) -> None:
         "23514",
         "a payment for period 'Q5'",
     )
+    for bad in ("q1", "Spot", "Q1 ", "Q0", ""):  # the CHECK allows exactly the five codes, as written
+        attempt(
+            cur,
+            f"INSERT INTO bonus_payments (bonus_id, period, amount) VALUES ({award}, '{bad}', 10)",
+            "23514",
+            f"a payment for period {bad!r}",
+        )
     attempt(
         cur,
         "INSERT INTO bonus_payments (bonus_id, period, amount) VALUES (-1, 'Q1', 10)",

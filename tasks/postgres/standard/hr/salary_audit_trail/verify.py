@@ -114,6 +114,8 @@ def check_static(cur: cursor, fps: dict[str, tuple[int, str]]) -> bool:
     cols = {r[0]: (r[1], r[2]) for r in cur.fetchall()}
     if not check(bool(cols), "table salary_audit does not exist"):
         return False
+    extra = sorted(set(cols) - set(COLUMNS))
+    check(not extra, f"salary_audit must have exactly the specified columns (extra: {extra})")
     for name, typ in COLUMNS.items():
         if check(name in cols, f"salary_audit.{name} is missing"):
             check(cols[name][0] == typ, f"salary_audit.{name} is {cols[name][0]}, expected {typ}")

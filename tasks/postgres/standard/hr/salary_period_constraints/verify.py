@@ -92,6 +92,17 @@ RELATIONS = set(
     "v_active_headcount v_annual_bonus_totals".split()
 )
 CONSTRAINTS = {"salaries_period_check": "c", "salaries_no_overlap": "x", "salaries_currency_check": "c"}
+# The existing keys, index and trigger of salaries, by name and definition (kept as they are).
+KEPT_CONSTRAINTS = {
+    "salaries_pkey": "PRIMARY KEY (salary_id)",
+    "salaries_employee_id_fkey": "FOREIGN KEY (employee_id) REFERENCES employees(employee_id)",
+    "salaries_approved_by_fkey": "FOREIGN KEY (approved_by) REFERENCES employees(employee_id)",
+}
+KEPT_INDEX = "CREATE INDEX salaries_employee_id_idx ON public.salaries USING btree (employee_id, effective_from)"
+KEPT_TRIGGER = (
+    "CREATE TRIGGER salaries_touch_updated_at BEFORE UPDATE ON public.salaries FOR EACH ROW "
+    "EXECUTE FUNCTION touch_updated_at()"
+)
 
 failures: list[str] = []
 
@@ -183,21 +194,37 @@ def check_data(cur: cursor) -> None:
 
 
 def check_schema(cur: cursor) -> None:
-    cur.execute("SELECT conname, contype, convalidated FROM pg_constraint WHERE conrelid = 'salaries'::regclass")
-    cons = {r[0]: (r[1], r[2]) for r in cur.fetchall()}
+    cur.execute(
+        "SELECT conname, contype, convalidated, pg_get_constraintdef(oid) FROM pg_constraint "
+        "WHERE conrelid = 'salaries'::regclass"
+    )
+    cons = {r[0]: (r[1], r[2], r[3]) for r in cur.fetchall()}
     for name, kind in CONSTRAINTS.items():
         if check(name in cons, f"constraint {name} is missing on salaries"):
             check(cons[name][0] == kind, f"{name} has the wrong kind ({cons[name][0]!r}, expected {kind!r})")
             check(cons[name][1], f"{name} is NOT VALID; it must be validated")
-    for name in ("salaries_pkey", "salaries_employee_id_fkey", "salaries_approved_by_fkey"):
-        check(name in cons, f"existing constraint {name} was dropped")
+    for name, definition in KEPT_CONSTRAINTS.items():
+        if check(name in cons, f"existing constraint {name} was dropped"):
+            check(
+                cons[name][1:] == (True, definition),
+                f"existing constraint {name} changed: {cons[name][2]}{'' if cons[name][1] else ' NOT VALID'}",
+            )
     cur.execute(
-        "SELECT tgenabled FROM pg_trigger WHERE tgrelid = 'salaries'::regclass AND tgname = 'salaries_touch_updated_at'"
+        "SELECT tgenabled, pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = 'salaries'::regclass "
+        "AND tgname = 'salaries_touch_updated_at'"
     )
     row = cur.fetchone()
     check(row is not None and row[0] == "O", "trigger salaries_touch_updated_at is missing or disabled")
-    cur.execute("SELECT 1 FROM pg_indexes WHERE schemaname = 'public' AND indexname = 'salaries_employee_id_idx'")
-    check(cur.fetchone() is not None, "index salaries_employee_id_idx was dropped")
+    check(
+        row is None or row[1].replace("FUNCTION public.", "FUNCTION ") == KEPT_TRIGGER,
+        f"trigger salaries_touch_updated_at changed: {row and row[1]}",
+    )
+    cur.execute(
+        "SELECT indexdef FROM pg_indexes WHERE schemaname = 'public' AND indexname = 'salaries_employee_id_idx'"
+    )
+    row = cur.fetchone()
+    if check(row is not None, "index salaries_employee_id_idx was dropped"):
+        check(row[0] == KEPT_INDEX, f"index salaries_employee_id_idx changed: {row[0]}")
     cur.execute(
         "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
         "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'v', 'm', 'p', 'f')"
@@ -257,6 +284,8 @@ def check_behaviour(conn: connection) -> None:
         attempt(cur, ins, (emp, "USD", "2001-01-01", "2000-12-31"), "23514", "a row ending before it starts")
         attempt(cur, ins, (emp, "usd", "1995-01-01", "1995-12-31"), "23514", "currency 'usd'")
         attempt(cur, ins, (emp, "Eur", "1995-01-01", "1995-12-31"), "23514", "currency 'Eur'")
+        for bad in ("123", "US", "U$D", "U D"):  # exactly three letters A-Z, not merely "no lower case"
+            attempt(cur, ins, (emp, bad, "1995-01-01", "1995-12-31"), "23514", f"currency {bad!r}")
         attempt(cur, ins, (gone, "EUR", last_to, last_to), "23P01", "a row starting on another row's last day")
         attempt(cur, ins, (gone, "EUR", last_to, None), "23P01", "an open row starting on another row's last day")
         attempt(

@@ -84,7 +84,17 @@ FKS = [
     ("csat_responses", "contact_id"),
     ("contact_merges", "kept_contact_id"),
 ]
-INDEXES = ["contacts_pkey", "contacts_tenant_email_idx", "tickets_contact_idx", "ticket_comments_contact_idx"]
+# The existing indexes on contacts and its references, as pg_indexes prints them: kept by name and definition.
+INDEXES = {
+    "contacts_pkey": "CREATE UNIQUE INDEX contacts_pkey ON public.contacts USING btree (contact_id)",
+    "contacts_tenant_email_idx": (
+        "CREATE INDEX contacts_tenant_email_idx ON public.contacts USING btree (tenant_id, email)"
+    ),
+    "tickets_contact_idx": "CREATE INDEX tickets_contact_idx ON public.tickets USING btree (contact_id)",
+    "ticket_comments_contact_idx": (
+        "CREATE INDEX ticket_comments_contact_idx ON public.ticket_comments USING btree (author_contact_id)"
+    ),
+}
 
 failures: list[str] = []
 
@@ -165,15 +175,23 @@ def main() -> int:
 
     for table, column in FKS:
         cur.execute(
-            "SELECT count(*) FROM pg_constraint c WHERE c.contype = 'f' AND c.conrelid = %s::regclass "
-            "AND c.confrelid = 'public.contacts'::regclass AND c.conkey = ARRAY[(SELECT attnum FROM "
-            "pg_attribute WHERE attrelid = c.conrelid AND attname = %s)]::int2[]",
+            "SELECT pg_get_constraintdef(c.oid), c.convalidated FROM pg_constraint c WHERE c.contype = 'f' "
+            "AND c.conrelid = %s::regclass AND c.confrelid = 'public.contacts'::regclass AND c.conkey = "
+            "ARRAY[(SELECT attnum FROM pg_attribute WHERE attrelid = c.conrelid AND attname = %s)]::int2[]",
             (f"public.{table}", column),
         )
-        check(cur.fetchone()[0] == 1, f"foreign key {table}.{column} -> contacts present")
-    cur.execute("SELECT indexname FROM pg_indexes WHERE schemaname = 'public'")
-    have = {r[0] for r in cur.fetchall()}
-    check(set(INDEXES) <= have, f"existing contact indexes kept (missing {sorted(set(INDEXES) - have)})")
+        fks = cur.fetchall()
+        if check(len(fks) == 1, f"foreign key {table}.{column} -> contacts present"):
+            want = f"FOREIGN KEY ({column}) REFERENCES contacts(contact_id)"
+            if table == "contact_merges":  # new: any ON DELETE/UPDATE rule is the agent's choice
+                check(fks[0][0].startswith(want), f"{table}.{column} references contacts(contact_id) ({fks[0][0]})")
+            else:  # existing: kept as it was (no action, validated)
+                check(fks[0] == (want, True), f"existing foreign key {table}.{column} kept as it was (now {fks[0]})")
+    cur.execute("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'")
+    have = dict(cur.fetchall())
+    check(set(INDEXES) <= set(have), f"existing contact indexes kept (missing {sorted(set(INDEXES) - set(have))})")
+    changed = sorted(name for name, d in INDEXES.items() if name in have and have[name] != d)
+    check(not changed, f"existing contact indexes keep their definitions (changed: {changed})")
     for table, n in COUNTS.items():
         cur.execute(f"SELECT count(*) FROM {table}")
         check(cur.fetchone()[0] == n, f"{table} keeps its {n} rows")

@@ -171,11 +171,19 @@ def main() -> int:
         ("tickets", "priority"): ("text", "NO"),
         ("tickets", "status_legacy"): ("text", "YES"),
         ("tickets", "priority_legacy"): ("text", "YES"),
+        ("ticket_statuses", "code"): ("text", "NO"),
         ("ticket_statuses", "label"): ("text", "NO"),
         ("ticket_statuses", "is_closed"): ("boolean", "NO"),
+        ("ticket_priorities", "code"): ("text", "NO"),
         ("ticket_priorities", "rank"): ("smallint", "NO"),
     }.items():
         check(cols.get(key) == want, f"{key[0]}.{key[1]} is {want[0]}, nullable={want[1]} (got {cols.get(key)})")
+    for table, want_cols in (
+        ("ticket_statuses", ["code", "is_closed", "label"]),
+        ("ticket_priorities", ["code", "rank"]),
+    ):
+        got_cols = sorted(c for t, c in cols if t == table)
+        check(got_cols == want_cols, f"{table} has exactly the columns {want_cols} (got {got_cols})")
     if not all(k in cols for k in [("tickets", "status_legacy"), ("tickets", "priority_legacy")]):
         return finish()
     cur.execute("SELECT code, is_closed FROM ticket_statuses")
@@ -190,6 +198,12 @@ def main() -> int:
             (f"public.{table}", f"public.{table}"),
         )
         check(cur.fetchone()[0] == 1, f"{table}.code is the primary key")
+    cur.execute(  # rank smallint NOT NULL UNIQUE: a unique constraint, or a unique index on rank alone
+        "SELECT count(*) FROM pg_index x WHERE x.indrelid = 'public.ticket_priorities'::regclass "
+        "AND x.indisunique AND x.indisvalid AND x.indpred IS NULL AND x.indnkeyatts = 1 "
+        "AND pg_get_indexdef(x.indexrelid, 1, true) = 'rank'"
+    )
+    check(cur.fetchone()[0] >= 1, "ticket_priorities.rank is UNIQUE")
 
     cur.execute(
         "SELECT md5(string_agg(concat_ws('|', quote_nullable(ticket_id), quote_nullable(status_legacy), "

@@ -21,13 +21,13 @@ import psycopg2
 
 AS_OF = datetime(2026, 11, 1, tzinfo=UTC)
 PAUSED = ("pending", "on_hold")
-COLUMNS = [
-    ("ticket_id", ("integer", "bigint")),
-    ("tenant_id", ("integer", "bigint")),
-    ("policy_id", ("integer", "bigint")),
+COLUMNS = [  # name, the type the description gives it
+    ("ticket_id", ("integer",)),
+    ("tenant_id", ("integer",)),
+    ("policy_id", ("integer",)),
     ("first_response_due", ("timestamp with time zone",)),
     ("first_response_breached", ("boolean",)),
-    ("paused_seconds", ("bigint", "integer")),
+    ("paused_seconds", ("bigint",)),
     ("resolution_due", ("timestamp with time zone",)),
     ("resolution_breached", ("boolean",)),
     ("breached", ("boolean",)),

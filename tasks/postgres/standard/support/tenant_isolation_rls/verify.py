@@ -263,6 +263,12 @@ def main() -> int:
         "WHERE a.grantee = 0 AND c.relnamespace = 'public'::regnamespace"
     )
     check(one(admin, public_acl) == 0, "nothing is granted to PUBLIC")
+    column_acl = (  # column grants (GRANT UPDATE (col) ...) are privileges too, beyond the table matrix above
+        "SELECT string_agg(c.relname || '.' || a.attname || ' ' || a.attacl::text, '; ') FROM pg_attribute a "
+        "JOIN pg_class c ON c.oid = a.attrelid WHERE c.relnamespace = 'public'::regnamespace AND a.attacl IS NOT NULL"
+    )
+    granted = one(admin, column_acl)
+    check(granted is None, f"no column-level privileges granted (found: {granted})")
 
     admin.execute(
         "SELECT r.rolname, r.rolsuper OR r.rolbypassrls FROM pg_class c JOIN pg_roles r "
