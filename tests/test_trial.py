@@ -388,7 +388,11 @@ async def test_an_mcp_server_that_dies_mid_trial_is_an_infrastructure_error(
     model = script(tmp_path / "s.json", [turn] * 6 + [{"content": "done"}]) + "?latency=0.4"
 
     async def kill_the_server_after_its_first_call() -> int:
-        await asyncio.sleep(1.0)  # the first call is done (0.4 s), the next ones are not
+        # Counted from the server's start, not the trial's (a busy machine spends a second on the state and the
+        # spawn): its first call is done by then (one 0.4 s model turn after list_tools), the later ones are not.
+        while not fs_servers():
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(1.0)
         [pid] = fs_servers()
         os.kill(pid, signal.SIGKILL)
         return pid

@@ -187,7 +187,7 @@ class _FakeSpare:
         _FakeSpare.made.append(time.perf_counter())
 
     @classmethod
-    def supports(cls, service: str, pack: str | None = None) -> bool:
+    def supports(cls, service: str, pack: str | None = None, variant: object = None) -> bool:
         return True
 
 
@@ -209,7 +209,7 @@ async def test_a_worker_starts_its_spare_once_the_next_model_request_is_out(monk
         await asyncio.sleep(worker.SPARE_DELAY_S * 4)  # the next model request, in flight
         return "done"
 
-    spec = SimpleNamespace(service="filesystem", agent=AgentKind.mcpmark, tasks_root=None)
+    spec = SimpleNamespace(service="filesystem", agent=AgentKind.mcpmark, tasks_root=None, server=None)
     item = worker.WorkItem(spec_json="", store=cast(Any, None), scripted_base_url=None, infra_attempt=0)
     monkeypatch.setattr(trial_mod, "run_trial", agent_with_a_model_wait)
     assert await worker._run(spec, None, item) == "done"
