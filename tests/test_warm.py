@@ -183,7 +183,7 @@ async def test_the_spare_hook_fires_once_when_the_first_tool_call_has_returned()
 class _FakeSpare:
     made: list[float] = []
 
-    def __init__(self, service: str, gate: Any = None, resource: Any = None) -> None:
+    def __init__(self, service: str, gate: Any = None, resource: Any = None, pack: Any = None, variant: Any = None):
         _FakeSpare.made.append(time.perf_counter())
 
     @classmethod
