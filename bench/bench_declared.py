@@ -53,7 +53,9 @@ def make_packs(work: Path, tasks: int) -> tuple[Path, Path]:
     return packs[0], packs[1]
 
 
-def run(work: Path, pack: Path, label: str, concurrency: int, repeat: int) -> list[dict]:
+def run(
+    work: Path, pack: Path, label: str, concurrency: int, repeat: int, env: dict[str, str] | None = None
+) -> list[dict]:
     doc = {
         "apiVersion": "mcpfleet.io/v1alpha1",
         "kind": "EvalRun",
@@ -68,7 +70,12 @@ def run(work: Path, pack: Path, label: str, concurrency: int, repeat: int) -> li
     }
     path = work / f"{label}-c{concurrency}.yaml"
     path.write_text(yaml.safe_dump(doc))
-    done = subprocess.run([str(MCPFLEET), "run", str(path), "--no-progress"], capture_output=True, text=True)
+    done = subprocess.run(
+        [str(MCPFLEET), "run", str(path), "--no-progress"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     if done.returncode != 0:
         sys.exit(f"{label} at concurrency {concurrency} failed:\n{done.stdout}\n{done.stderr}")
     trials = work / "runs" / f"{label}-c{concurrency}" / "trials"
@@ -90,41 +97,61 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--rounds", type=int, default=2, help="runs of each side per concurrency, alternated")
     args = parser.parse_args()
-    rows: list[tuple[int, str, int | None, float, int | None, float, float | None]] = []
+    rows: list[tuple[int, str, int | None, float, list[tuple[int | None, float, float | None]]]] = []
     with tempfile.TemporaryDirectory(prefix="bench-declared-") as tmp:
         work = Path(tmp)
         bundled, declared = make_packs(work, args.tasks)
+        sides = [
+            ("bundled", bundled, {}),
+            ("declared", declared, {}),
+            ("unsandboxed", declared, {"MCPFLEET_SANDBOX": "off"}),  # the declaration's cost alone
+        ]
         for c in args.concurrency:
-            times: dict[str, dict[str, list[float]]] = {k: {"warm": [], "cold": []} for k in ("bundled", "declared")}
-            walls: dict[str, list[float]] = {"bundled": [], "declared": []}
-            for round_ in range(args.rounds):  # alternated, so a busy spell of a shared machine hits both sides
-                order = [("bundled", bundled), ("declared", declared)]
-                for label, pack in order if round_ % 2 == 0 else order[::-1]:
+            times: dict[str, dict[str, list[float]]] = {k: {"warm": [], "cold": []} for k, _, _ in sides}
+            walls: dict[str, list[float]] = {k: [] for k, _, _ in sides}
+            for round_ in range(args.rounds):  # alternated, so a busy spell of a shared machine hits every side
+                for label, pack, env in sides if round_ % 2 == 0 else sides[::-1]:
                     start = time.perf_counter()
-                    records = run(work, pack, f"{label}-r{round_}", c, args.repeat)
+                    records = run(work, pack, f"{label}-r{round_}", c, args.repeat, env)
                     assert all(r["passed"] for r in records), f"{label}: an oracle trial failed"
                     walls[label].append(time.perf_counter() - start)
                     for kind, values in env_times(records).items():
                         times[label][kind] += values
             for kind in ("cold", "warm"):
-                b, d = times["bundled"][kind], times["declared"][kind]
-                if not b or not d:
+                b = times["bundled"][kind]
+                if not b:
                     continue
-                mb, md = statistics.median(b), statistics.median(d)
-                rows.append((c, kind, len(b), mb, len(d), md, (md - mb) / mb * 100 if mb else 0.0))
+                mb = statistics.median(b)
+                cells: list[tuple[int | None, float, float | None]] = []
+                for label in ("declared", "unsandboxed"):
+                    d = times[label][kind]
+                    md = statistics.median(d) if d else float("nan")
+                    cells.append((len(d), md, (md - mb) / mb * 100 if mb else 0.0))
+                rows.append((c, kind, len(b), mb, cells))
             rows.append(
-                (c, "wall", None, statistics.median(walls["bundled"]), None, statistics.median(walls["declared"]), None)
+                (
+                    c,
+                    "wall",
+                    None,
+                    statistics.median(walls["bundled"]),
+                    [(None, statistics.median(walls[k]), None) for k in ("declared", "unsandboxed")],
+                )
             )
     print(
         f"{args.tasks} filesystem tasks x {args.repeat} attempts x {args.rounds} rounds per side, scripted oracle; "
         f"load {os.getloadavg()[0]:.1f}"
     )
-    print(f"{'conc':>4} {'trials':>6} {'n':>4} {'bundled s':>10} {'n':>4} {'declared s':>11} {'overhead':>9}")
-    for c, kind, nb, mb, nd, md, pct in rows:
+    head = f"{'conc':>4} {'trials':>6} {'n':>4} {'bundled s':>10} | {'declared s':>10} {'overhead':>9} | "
+    print(head + f"{'unsandboxed s':>13} {'overhead':>9}")
+    for c, kind, nb, mb, cells in rows:
         if kind == "wall":
-            print(f"{c:>4} {'wall':>6} {'':>4} {mb:>10.2f} {'':>4} {md:>11.2f} {'':>9}")
+            print(
+                f"{c:>4} {'wall':>6} {'':>4} {mb:>10.2f} | {cells[0][1]:>10.2f} {'':>9} | {cells[1][1]:>13.2f} {'':>9}"
+            )
         else:
-            print(f"{c:>4} {kind:>6} {nb:>4} {mb:>10.3f} {nd:>4} {md:>11.3f} {pct or 0.0:>+8.1f}%")
+            (_, d1, p1), (_, d2, p2) = cells
+            line = f"{c:>4} {kind:>6} {nb:>4} {mb:>10.3f} | {d1:>10.3f} {p1 or 0.0:>+8.1f}% | "
+            print(line + f"{d2:>13.3f} {p2 or 0.0:>+8.1f}%")
 
 
 if __name__ == "__main__":
