@@ -28,6 +28,20 @@ BUNDLED: dict[str, Service] = dict(SERVICES)
 # Each pack's declared services, by the pack's resolved root: what a trial of that pack runs (``service_of``).
 # SERVICES holds the latest pack's too, for the callers that name a service alone (one pack per run).
 _PACKS: dict[Path, dict[str, Service]] = {}
+_SIGNATURES: dict[Path, tuple[tuple[tuple[str, int, int], ...], tuple[str, ...]]] = {}
+
+
+def _signature(paths: list[Path]) -> tuple[tuple[str, int, int], ...]:
+    """What identifies a pack's declaration files as read: each one's path, size and modification time."""
+    out = []
+    for path in paths:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        out.append((str(path), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
 
 __all__ = [
     "SERVICES",
@@ -65,6 +79,10 @@ def register_pack(root: Path, overrides: Iterable[str] = (), *, trusted: bool = 
     except OSError:
         paths = []
     allowed = set(overrides)
+    seen = _signature(paths)
+    cached = _SIGNATURES.get(key)
+    if cached is not None and cached[0] == seen and (trusted or not (set(cached[1]) & set(BUNDLED)) - allowed):
+        return _PACKS[key]  # the same files as last read (every trial's look-up of its task asks again)
     for path in paths:
         name = path.parent.name
         if name in BUNDLED and name not in allowed and not trusted:
@@ -84,6 +102,7 @@ def register_pack(root: Path, overrides: Iterable[str] = (), *, trusted: bool = 
         if name not in found and name not in BUNDLED and SERVICES.get(name) is previous[name]:
             del SERVICES[name]  # a declaration removed since
     _PACKS[key] = found
+    _SIGNATURES[key] = (seen, tuple(found))
     # A declaration that overrides a bundled service is its pack's alone (service_of): the process may run
     # other packs (the operator), whose trials of that name are the bundled service's.
     SERVICES.update({name: service for name, service in found.items() if name not in BUNDLED})
