@@ -470,7 +470,7 @@ class Scheduler:
 def _pace(run: EvalRun, stack: ExitStack, store: ResultStore) -> tuple[dict[str, str], Any]:
     """The pace store the run's trials share (the one MCPFLEET_PACE_STORE_URL names, else a private redis-server
     that dies with the run) and its budget ledgers, when some model sets rateLimit or a budget applies."""
-    from mcpfleet.runner.llm.pace import STORE_URL_ENV, needs_pace
+    from mcpfleet.runner.llm.pace import STORE_URL_ENV, WINDOW_ENV, needs_pace
 
     if not any(needs_pace(m, run.spec.budget) for m in run.spec.models):
         return {}, None
@@ -483,7 +483,8 @@ def _pace(run: EvalRun, stack: ExitStack, store: ResultStore) -> tuple[dict[str,
             url = stack.enter_context(local_store())
         except PaceStoreError as exc:
             raise RunRefused(str(exc)) from None
-    return {STORE_URL_ENV: url}, Ledger(run, url)
+    env = {STORE_URL_ENV: url} | ({WINDOW_ENV: os.environ[WINDOW_ENV]} if os.environ.get(WINDOW_ENV) else {})
+    return env, Ledger(run, url)
 
 
 def _summary_on_interrupt(run: EvalRun, trials: list[TrialSpec], store: ResultStore, stopped: dict[str, str]) -> None:

@@ -71,9 +71,9 @@ class BudgetExhausted(Exception):
         return "run" if self.which == "spec.budget" else "model"
 
 
-def window_seconds() -> float:
+def window_seconds(env: Mapping[str, str] | None = None) -> float:
     try:
-        w = float(os.environ.get(WINDOW_ENV) or WINDOW_SECONDS)
+        w = float((env or {}).get(WINDOW_ENV) or os.environ.get(WINDOW_ENV) or WINDOW_SECONDS)
     except ValueError:
         return WINDOW_SECONDS
     return w if w > 0 else WINDOW_SECONDS
@@ -172,7 +172,7 @@ def pace_config(
         price=price,
         output_ceiling=ceiling,
         send_max_tokens=send and bool(budgets),
-        window=window_seconds(),
+        window=window_seconds(env),
         lease=call_timeout + LEASE_GRACE_SECONDS,
     )
 
@@ -486,6 +486,14 @@ class Pacer:
         if rate_limited:
             self._note(f"429 from the provider: the shared pace slows down (pause {pause:.1f} s)")
         return cost
+
+
+async def current_factor(url: str, account: str, window: float | None = None) -> float:
+    """The share of the account's limit the shared pace allows now (1: all of it; less for a while after a 429)."""
+    keys = [f"{PREFIX}pace:{account}:{k}" for k in ("req", "tok", "tokn", "fly", "state")]
+    script = _COMMON + "return tostring(factor_now(tonumber(ARGV[1])))"
+    w = (window or window_seconds()) * WINDOW_MARGIN
+    return float(await client_for(url).eval(script, len(keys), *keys, repr(w)))
 
 
 async def spent(url: str, keys: list[str]) -> list[float]:
