@@ -15,7 +15,14 @@ from typing import Any
 
 from mcpfleet.operator.launchorder import WaitQueue
 from mcpfleet.runner.plan.history import measured_seconds
-from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, NOT_SCORED, PROVIDER_ERROR, is_scored
+from mcpfleet.runner.results.outcome import (
+    BUDGET_EXHAUSTED,
+    CONFIG_ERROR,
+    INFRA_ERROR,
+    NOT_SCORED,
+    PROVIDER_ERROR,
+    is_scored,
+)
 from mcpfleet.runner.results.records import parse_time
 from mcpfleet.runner.spec.evalrun import retry_wait
 from mcpfleet.runner.spec.trial import TrialSpec
@@ -99,7 +106,7 @@ class RunState:
             if backoff and (ended := parse_time(record.get("finished_at"))) is not None:
                 self.delayed[tid] = ended.timestamp() + retry_wait(backoff, tries)
             return False
-        if failure == CONFIG_ERROR:  # measured nothing, and the cause may be fixed by now: run it again
+        if failure in (CONFIG_ERROR, BUDGET_EXHAUSTED):  # measured nothing, and may be fixed by now: run it again
             self.retries[tid] = max(self.retries.get(tid, 0), tries - 1)
             return False
         self.done[tid] = compact(record)
@@ -248,7 +255,7 @@ class RunState:
         """Lift every stop (a spec edit: the key or model may be fixed); their config errors run again."""
         models, self.stopped, self.llm_retries = list(self.stopped), {}, {}
         for tid, d in list(self.done.items()):
-            if d["failure"] == CONFIG_ERROR:
+            if d["failure"] in (CONFIG_ERROR, BUDGET_EXHAUSTED):  # (a raised budget runs the cut trials again)
                 del self.done[tid]
         return models
 

@@ -113,6 +113,7 @@ async def test_store_down_and_back(scripted_url: str, tmp_path: Path, redis: Red
             "model": f"hosted_vllm/oracle?account={account}",
             "apiBase": scripted_url,
             "rateLimit": {"requestsPerMinute": 2},  # 6 requests at 2 per window: about 6 s
+            "pricing": {"inputPerMillionTokens": 2.0, "outputPerMillionTokens": 8.0},
         },
     )
     env = {pace.STORE_URL_ENV: redis.url, pace.WINDOW_ENV: str(WINDOW)}
@@ -139,7 +140,19 @@ async def test_store_down_and_back(scripted_url: str, tmp_path: Path, redis: Red
     assert "the pace store cannot be reached" in log and "none is sent unpaced" in log, log
     assert "the pace store is back after" in log, log
     assert waited() - waited_before >= 2.0
-    assert meter(scripted_url, account)["refused"] == 0
+    m = meter(scripted_url, account)
+    assert m["refused"] == 0
+    # The request metrics (by namespace, run and model; no trial id): what the provider metered and would bill.
+    run_labels = {"namespace": "local", "run": s.run, "model": "m"}
+    sample = meters.REGISTRY.get_sample_value
+    assert sample("mcpfleet_llm_requests_total", {**run_labels, "code": "200"}) == m["accepted"] == 6
+    assert sample("mcpfleet_llm_tokens_total", {**run_labels, "kind": "input"}) == m["prompt_tokens"]
+    assert sample("mcpfleet_llm_tokens_total", {**run_labels, "kind": "output"}) == m["output_tokens"]
+    billed = (m["prompt_tokens"] * 2.0 + m["output_tokens"] * 8.0) / 1e6
+    assert sample("mcpfleet_llm_cost_usd_total", run_labels) == pytest.approx(billed)
+    assert sample("mcpfleet_llm_rate_limit_requests_per_minute", run_labels) == 2
+    for name in ("mcpfleet_llm_requests_total", "mcpfleet_llm_pace_wait_seconds_total"):
+        assert all("trial" not in k for f in meters.REGISTRY.collect() for smp in f.samples for k in smp.labels), name
 
 
 async def test_a_429_from_another_client_slows_the_shared_pace(scripted_url: str, tmp_path: Path, redis: Redis) -> None:
@@ -179,6 +192,13 @@ async def test_a_429_from_another_client_slows_the_shared_pace(scripted_url: str
     assert m["refused"] == 1, m
     assert "429 from the provider: the shared pace slows down" in log, log
     assert result.totals.llm_retries == 1
+    run_labels = {"namespace": "local", "run": s.run, "model": "m"}
+    sample = meters.REGISTRY.get_sample_value
+    assert sample("mcpfleet_llm_requests_total", {**run_labels, "code": "429"}) == 1
+    assert sample("mcpfleet_llm_requests_total", {**run_labels, "code": "200"}) == 6
+    reasons = ("requests", "rate_limited", "tokens", "in_flight")  # (the retry's own wait covered the pause)
+    waits = [sample("mcpfleet_llm_pace_wait_seconds_total", {**run_labels, "reason": r}) or 0.0 for r in reasons]
+    assert sum(waits) > 0.5, waits  # requests waited for the shared pace, and the wait is metered
     ours = sorted(t for t in m["accepted_at"] if t >= started)
     assert len(ours) == 6 and ours[0] - started >= 2.0, ours  # after the Retry-After the provider asked for
     # The pace halved at the 429, then grew back to all of the limit once 429s stopped.

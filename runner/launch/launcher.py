@@ -274,6 +274,7 @@ class Scheduler:
         self.llm_retries: dict[str, int] = collections.defaultdict(int)  # per model, this invocation
         self.total = run.spec.concurrency.total
         self.ledger = ledger  # the run's budgets (ledger.Ledger), when some budget applies
+        self.on_spend: Callable[[float, float | None], None] | None = None  # the progress line's
 
     def model_cap(self, model: str) -> int:
         m = next(m for m in self.run.spec.models if m.name == model)
@@ -317,6 +318,8 @@ class Scheduler:
             spent = await self.ledger.save(self.stored)
         except Exception:  # noqa: BLE001 - the store's outage is the trials' to wait out; kept at the next one
             return
+        if self.on_spend is not None and spent:
+            self.on_spend(*self.ledger.headline(spent))
         for _which, model, why in self.ledger.exhausted(spent):
             for m in [model] if model else [m.name for m in self.run.spec.models]:
                 self.stop_model(m, why)
@@ -609,6 +612,7 @@ def _execute(
             scheduler = Scheduler(
                 run, state, pool, config, scripted_url, progress.advance, keys, resources, lost, store, ledger
             )
+            scheduler.on_spend = progress.spent
             try:
                 asyncio.run(scheduler.run_all())
             except (KeyboardInterrupt, RunLost):

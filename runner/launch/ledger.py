@@ -63,6 +63,13 @@ class Ledger:
             meters.BUDGET_LIMIT.labels(*labels, scope).set(usd)
         return spent
 
+    def headline(self, spent: dict[str, float]) -> tuple[float, float | None]:
+        """(what the run spent, its budget): spec.budget's ledger, else the sum of the models' (no run budget)."""
+        run_key = pace.budget_key(self.namespace, self.run.name, None)
+        if run_key in self.lines:
+            return spent.get(run_key, 0.0), self.lines[run_key][1]
+        return sum(spent.values()), None
+
     def exhausted(self, spent: dict[str, float]) -> list[tuple[str, str | None, str]]:
         """Budgets spent to their usd: (which, model or None for the run's, why)."""
         out = []

@@ -45,6 +45,12 @@ PACE_STORE_DOWN = Gauge(
     LABELS,
     registry=REGISTRY,
 )
+RATE_LIMIT = Gauge(
+    "mcpfleet_llm_rate_limit_requests_per_minute",
+    "The model's rateLimit.requestsPerMinute (what its account allows), for request rate against the limit.",
+    LABELS,
+    registry=REGISTRY,
+)
 BUDGET_SPENT = Gauge(
     "mcpfleet_llm_budget_spent_usd",
     "USD spent against a budget, as its ledger last said (scope: run or model).",

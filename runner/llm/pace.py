@@ -104,6 +104,10 @@ class BudgetLine:
     usd: float
     which: str  # the field, as a user would write it: spec.budget, spec.models[gpt-5].budget
 
+    @property
+    def scope(self) -> str:
+        return "run" if self.which == "spec.budget" else "model"
+
 
 @dataclass
 class PaceConfig:
@@ -361,6 +365,13 @@ class Pacer:
     waited: float = 0.0  # over the trial's requests (given back to the agent's clock by the caller)
     _unreachable_since: float | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        cfg = self.config
+        if cfg.requests_per_minute:
+            meters.RATE_LIMIT.labels(*cfg.labels).set(cfg.requests_per_minute)
+        for b in cfg.budgets:
+            meters.BUDGET_LIMIT.labels(*cfg.labels, b.scope).set(b.usd)
+
     def _keys(self) -> list[str]:
         a = f"{PREFIX}pace:{self.config.account}"
         keys = [f"{a}:req", f"{a}:tok", f"{a}:tokn", f"{a}:fly", f"{a}:state"]
@@ -482,7 +493,9 @@ class Pacer:
             cfg.window * WINDOW_MARGIN,
             repr(MIN_FACTOR),
         ]
-        await self._call(SETTLE, self._keys(), args)
+        ledgers = await self._call(SETTLE, self._keys(), args)
+        for b, spent_usd in zip(cfg.budgets, ledgers or [], strict=False):
+            meters.BUDGET_SPENT.labels(*cfg.labels, b.scope).set(float(spent_usd))
         if rate_limited:
             self._note(f"429 from the provider: the shared pace slows down (pause {pause:.1f} s)")
         return cost
