@@ -299,6 +299,16 @@ class RunState:
         c = collections.Counter(d["failure"] for d in self.done.values() if not is_scored(d["failure"]))
         return {k: c.get(k, 0) for k in sorted(NOT_SCORED)}
 
+    def spend(self) -> dict[str, float] | None:
+        """What the finished trials' records say their LLM calls cost (known prices: spec pricing or LiteLLM's map),
+        and the total projected at that cost per trial (status.spend); None before any priced trial. The budgets'
+        own ledgers are in the pace store (runner/llm/pace.py), which decides what may be sent."""
+        costs = [d["cost"] for d in self.done.values() if d.get("cost")]
+        if not costs:
+            return None
+        usd = sum(costs)
+        return {"usd": round(usd, 6), "projectedUsd": round(usd * len(self.trials) / max(1, len(self.done)), 6)}
+
     def results(self) -> list[dict[str, Any]]:
         """pass@1 so far per model x service: mean over attempts of the per-attempt rate, like the summary."""
         groups: dict[tuple[str, str], dict[int, list[bool]]] = collections.defaultdict(
@@ -346,7 +356,14 @@ def compact(record: dict[str, Any]) -> dict[str, Any]:
         "model": record.get("model"),
         "service": record.get("service"),
         "attempt": record.get("attempt"),
+        "cost": _cost(record),
     }
+
+
+def _cost(record: dict[str, Any]) -> float | None:
+    totals = record.get("totals")
+    value = totals.get("cost_usd") if isinstance(totals, dict) else None
+    return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
 def plan_hash(trials: list[TrialSpec] | Any) -> str:

@@ -130,7 +130,7 @@ async def test_store_down_and_back(scripted_url: str, tmp_path: Path, redis: Red
         await asyncio.sleep(0.05)
     redis.kill()
     down_at = time.time()
-    await asyncio.sleep(2.5)
+    await asyncio.sleep(7.0)  # longer than a waiting request's longest look away (5 s): it meets the outage
     during = [t for t in meter(scripted_url, account)["accepted_at"] if t > down_at + 0.2]
     assert during == [], "a request was sent while the pace store was down"
     assert not task.done()
@@ -139,7 +139,7 @@ async def test_store_down_and_back(scripted_url: str, tmp_path: Path, redis: Red
     assert result.passed, (result.failure, result.error)
     assert "the pace store cannot be reached" in log and "none is sent unpaced" in log, log
     assert "the pace store is back after" in log, log
-    assert waited() - waited_before >= 2.0
+    assert waited() - waited_before >= 1.0
     m = meter(scripted_url, account)
     assert m["refused"] == 0
     # The request metrics (by namespace, run and model; no trial id): what the provider metered and would bill.

@@ -14,6 +14,7 @@ import asyncio
 import collections
 import contextlib
 import fcntl
+import hashlib
 import os
 import stat
 import threading
@@ -299,7 +300,7 @@ class Scheduler:
         waker = asyncio.ensure_future(woken.wait())
         try:
             if self.ledger is not None and self.stored is not None:
-                await self.ledger.seed(self.stored)  # what earlier invocations of the run spent
+                await self.seed_ledger()
                 await self.save_spend()
             await self._run_all(loop, waker)
         finally:
@@ -309,6 +310,23 @@ class Scheduler:
                 from mcpfleet.runner.llm.pace import close_clients
 
                 await close_clients()
+
+    async def seed_ledger(self) -> None:
+        """Start the ledgers at what earlier invocations of the run spent; a store that cannot be reached is waited
+        for (launching without it could spend past a budget), and said once."""
+        from mcpfleet.runner.llm.pace import store_errors
+
+        assert self.ledger is not None and self.stored is not None
+        said = False
+        while True:
+            try:
+                await self.ledger.seed(self.stored)
+                return
+            except store_errors() as exc:
+                if not said:
+                    print(f"the pace store cannot be reached ({type(exc).__name__}); waiting for it", flush=True)
+                    said = True
+                await asyncio.sleep(1.0)
 
     async def save_spend(self) -> None:
         """Keep the ledgers in the run folder (a resume starts from them); stop what a spent budget covers."""
@@ -473,7 +491,7 @@ class Scheduler:
 def _pace(run: EvalRun, stack: ExitStack, store: ResultStore) -> tuple[dict[str, str], Any]:
     """The pace store the run's trials share (the one MCPFLEET_PACE_STORE_URL names, else a private redis-server
     that dies with the run) and its budget ledgers, when some model sets rateLimit or a budget applies."""
-    from mcpfleet.runner.llm.pace import STORE_URL_ENV, WINDOW_ENV, needs_pace
+    from mcpfleet.runner.llm.pace import RUN_SCOPE_ENV, STORE_URL_ENV, WINDOW_ENV, needs_pace
 
     if not any(needs_pace(m, run.spec.budget) for m in run.spec.models):
         return {}, None
@@ -486,8 +504,11 @@ def _pace(run: EvalRun, stack: ExitStack, store: ResultStore) -> tuple[dict[str,
             url = stack.enter_context(local_store())
         except PaceStoreError as exc:
             raise RunRefused(str(exc)) from None
-    env = {STORE_URL_ENV: url} | ({WINDOW_ENV: os.environ[WINDOW_ENV]} if os.environ.get(WINDOW_ENV) else {})
-    return env, Ledger(run, url)
+    scope = hashlib.sha256(store.location().encode()).hexdigest()[:16]  # this run's folder: its own ledgers
+    env = {STORE_URL_ENV: url, RUN_SCOPE_ENV: scope}
+    if os.environ.get(WINDOW_ENV):
+        env[WINDOW_ENV] = os.environ[WINDOW_ENV]
+    return env, Ledger(run, url, scope=scope)
 
 
 def _summary_on_interrupt(run: EvalRun, trials: list[TrialSpec], store: ResultStore, stopped: dict[str, str]) -> None:

@@ -25,16 +25,17 @@ class Ledger:
     run: EvalRun
     url: str
     namespace: str = pace.LOCAL_NAMESPACE
+    scope: str = ""  # pace.run_scope: the run's folder, hashed
     lines: dict[str, tuple[str, float, str | None]] = field(default_factory=dict)  # key -> (which, usd, model)
 
     def __post_init__(self) -> None:
         spec = self.run.spec
         if spec.budget is not None:
-            key = pace.budget_key(self.namespace, self.run.name, None)
+            key = pace.budget_key(self.namespace, self.run.name, None, self.scope)
             self.lines[key] = ("spec.budget", spec.budget.usd, None)
         for m in spec.models:
             if m.budget is not None:
-                key = pace.budget_key(self.namespace, self.run.name, m.name)
+                key = pace.budget_key(self.namespace, self.run.name, m.name, self.scope)
                 self.lines[key] = (pace.model_budget(m.name), m.budget.usd, m.name)
 
     async def spent(self) -> dict[str, float]:
@@ -65,7 +66,7 @@ class Ledger:
 
     def headline(self, spent: dict[str, float]) -> tuple[float, float | None]:
         """(what the run spent, its budget): spec.budget's ledger, else the sum of the models' (no run budget)."""
-        run_key = pace.budget_key(self.namespace, self.run.name, None)
+        run_key = pace.budget_key(self.namespace, self.run.name, None, self.scope)
         if run_key in self.lines:
             return spent.get(run_key, 0.0), self.lines[run_key][1]
         return sum(spent.values()), None

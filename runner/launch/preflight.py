@@ -90,7 +90,7 @@ def implicit_key_problems(run: EvalRun, env: Mapping[str, str]) -> list[str]:
     pass."""
     unkeyed = [(i, m) for i, m in enumerate(run.spec.models) if not m.is_scripted]
     unkeyed = [(i, m) for i, m in unkeyed if not m.api_key_env and not m.api_key_secret_ref]
-    if not unkeyed:
+    if not unkeyed or run.spec.agent in (AgentKind.oracle, AgentKind.noop):  # (the model is never called)
         return []
     from mcpfleet.runner.llm.client import litellm
 

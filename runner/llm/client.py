@@ -24,6 +24,7 @@ import litellm  # noqa: E402 - the package __init__ configured LiteLLM's environ
 
 from mcpfleet.runner.llm import faults, meters, normalise
 from mcpfleet.runner.llm.pace import BudgetExhausted, Pacer, Ticket, pause_from_headers
+from mcpfleet.runner.llm.pricing import Price
 from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, CONTENT_FILTER, LLM_API_ERROR, is_scored
 
 # Failed calls the model is charged for that a retry may turn out otherwise (``LLMTarget.model_fault_retries``); a
@@ -72,6 +73,7 @@ class LLMTarget:
     # The shared pace and budgets every request asks first (pace.py); None: the model has neither.
     pacer: Pacer | None = field(default=None, repr=False, compare=False)
     labels: tuple[str, str, str] | None = None  # namespace, run, model: the request metrics' (meters.py)
+    price: Price | None = None  # the spec's pricing, when given: it prices every reply (else LiteLLM's map)
     # -- state of this trial's calls --
     answered: int = 0  # calls that got a usable reply
     retries_spent: int = 0  # retries over all calls (the trial's budget)
@@ -135,6 +137,10 @@ def usage_of(response: Any, target: LLMTarget) -> Usage:
         reasoning_tokens=_detail(getattr(u, "completion_tokens_details", None), "reasoning_tokens"),
         cached_tokens=_detail(getattr(u, "prompt_tokens_details", None), "cached_tokens"),
     )
+    if target.price is not None:  # the spec's price, as the budget ledger settles it
+        billed_output = max(usage.output_tokens, usage.total_tokens - usage.input_tokens)
+        usage.cost_usd = target.price.cost(usage.input_tokens, billed_output)
+        return usage
     hidden = getattr(response, "_hidden_params", None) or {}
     if "response_cost" in hidden:  # LiteLLM prices every response once already; do not do it twice
         cost = hidden["response_cost"]

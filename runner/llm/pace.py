@@ -93,9 +93,22 @@ def account_key(model: ModelSpec, litellm_model: str, api_base: str | None) -> s
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-def budget_key(namespace: str, run: str, model: str | None) -> str:
+# Which run a ledger is: a pod's run UID (an EvalRun deleted and made again is another run), or a local run's
+# folder (what the launcher passes): two runs of one name elsewhere never share a budget.
+RUN_SCOPE_ENVS = ("MCPFLEET_RUN_UID", "MCPFLEET_PACE_RUN_SCOPE")
+RUN_SCOPE_ENV = RUN_SCOPE_ENVS[1]
+
+
+def run_scope(env: Mapping[str, str]) -> str:
+    for name in RUN_SCOPE_ENVS:
+        if value := env.get(name) or os.environ.get(name):
+            return value
+    return ""
+
+
+def budget_key(namespace: str, run: str, model: str | None, scope: str = "") -> str:
     """The ledger of the run's budget (model None) or of one model's budget in it."""
-    return f"{PREFIX}budget:{namespace}/{run}" + (f"/{model}" if model else "")
+    return f"{PREFIX}budget:{namespace}/{run}/{scope}" + (f"/{model}" if model else "")
 
 
 @dataclass(frozen=True)
@@ -157,9 +170,10 @@ def pace_config(
     namespace = env.get(NAMESPACE_ENV) or os.environ.get(NAMESPACE_ENV) or LOCAL_NAMESPACE
     budgets = []
     if model.budget is not None:
-        budgets.append(BudgetLine(budget_key(namespace, run, model.name), model.budget.usd, model_budget(model.name)))
+        key = budget_key(namespace, run, model.name, run_scope(env))
+        budgets.append(BudgetLine(key, model.budget.usd, model_budget(model.name)))
     if run_budget is not None:
-        budgets.append(BudgetLine(budget_key(namespace, run, None), run_budget.usd, "spec.budget"))
+        budgets.append(BudgetLine(budget_key(namespace, run, None, run_scope(env)), run_budget.usd, "spec.budget"))
     price = price_of(model)
     if budgets and price is None:  # (validate refuses this first)
         raise RuntimeError(f"spec.models[{model.name}].pricing: a budget applies but the model has no known price")

@@ -63,6 +63,10 @@ def paced(target: LLMTarget, model: ModelSpec, spec: TrialSpec, env: Any) -> LLM
 
     namespace = env.get(NAMESPACE_ENV) or os.environ.get(NAMESPACE_ENV) or LOCAL_NAMESPACE
     target.labels = (namespace, spec.run, model.name)
+    if model.pricing is not None:
+        from mcpfleet.runner.llm.pricing import price_of
+
+        target.price = price_of(model)
     config = pace_config(
         model, target.model, target.api_base, spec.run, spec.budget, env, float(spec.limits.llm_call_timeout)
     )
