@@ -11,8 +11,6 @@ MCP server, the task's verifier) against a real redis-server and the scripted mo
 from __future__ import annotations
 
 import asyncio
-import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 from conftest import make_tiny_pack
+from redisserver import Redis
 
 import mcpfleet.runner.llm.client  # noqa: F401 - LiteLLM's env defaults, as a worker sets them
-from mcpfleet.runner.launch.pacestore import redis_binary
 from mcpfleet.runner.llm import meters, pace
 from mcpfleet.runner.plan import expand as plan
 from mcpfleet.runner.results import store
@@ -33,39 +31,6 @@ from mcpfleet.runner.spec.load import parse_evalrun
 from mcpfleet.runner.trial import engine as trial
 
 WINDOW = 3.0
-
-
-class Redis:
-    """A redis-server on a Unix socket in the test's folder, that the test can kill and start again."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.sock = folder / "r.sock"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"unix://{self.sock}"
-
-    def start(self) -> None:
-        binary = redis_binary()
-        assert binary, "redis-server is installed by scripts/setup.sh"
-        self.proc = subprocess.Popen(
-            [binary, "--port", "0", "--unixsocket", str(self.sock), "--save", "", "--appendonly", "no"],
-            cwd=self.folder,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while not self.sock.exists():
-            assert time.monotonic() < deadline and self.proc.poll() is None, "redis-server did not start"
-            time.sleep(0.01)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
-        self.sock.unlink(missing_ok=True)
 
 
 @pytest.fixture

@@ -433,10 +433,17 @@ class Pacer:
                 meters.PACE_STORE_DOWN.labels(*self.config.labels).set(0)
             return out
 
-    async def acquire(self, litellm_model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Ticket:
-        """Wait until the request may be sent; raises BudgetExhausted when it may never be."""
+    async def acquire(
+        self,
+        litellm_model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        tokens: int | None = None,
+    ) -> Ticket:
+        """Wait until the request may be sent; raises BudgetExhausted when it may never be. ``tokens``: the
+        request's count (prompt plus output ceiling) when known, else estimated from the messages and tools."""
         cfg = self.config
-        tokens = self.estimate(litellm_model, messages, tools)
+        tokens = self.estimate(litellm_model, messages, tools) if tokens is None else tokens
         cost = cfg.price.cost(tokens - cfg.output_ceiling, cfg.output_ceiling) if cfg.price else 0.0
         ticket = Ticket(uuid.uuid4().hex, tokens, cost)
         args: list[Any] = [
