@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from mcpfleet.operator.settings import OperatorSettings
-from mcpfleet.runner.llm.pace import NAMESPACE_ENV, STORE_URL_ENV, needs_pace
+from mcpfleet.runner.llm.pace import NAMESPACE_ENV, STORE_URL_ENV, WINDOW_ENV, needs_pace
 from mcpfleet.runner.plan.expand import trial_deadline
 from mcpfleet.runner.services import SERVICES
 from mcpfleet.runner.services.base import PodContext, stdio_server_sidecar
@@ -197,6 +197,8 @@ def runner_env(
             env.append({"name": STORE_URL_ENV, "valueFrom": {"secretKeyRef": url_ref}})
         elif settings.pace_store_url:
             env.append({"name": STORE_URL_ENV, "value": settings.pace_store_url})
+        if settings.pace_window_seconds is not None:
+            env.append({"name": WINDOW_ENV, "value": f"{settings.pace_window_seconds:g}"})
     return env
 
 

@@ -48,6 +48,9 @@ class OperatorSettings(BaseModel):
         default=None, description="A Secret in the EvalRun's namespace holding the pace store's URL (with password)."
     )
     pace_store_url_secret_key: str = "url"
+    pace_window_seconds: float | None = Field(
+        default=None, gt=0, description="The pace's rate window (tests and benchmarks; default a minute)."
+    )
     pod_grace_seconds: int = Field(
         default=300,
         ge=0,

@@ -168,7 +168,7 @@ async def test_a_429_from_another_client_slows_the_shared_pace(scripted_url: str
     assert len(ours) == 6 and ours[0] - started >= 2.0, ours  # after the Retry-After the provider asked for
     # The pace halved at the 429, then grew back to all of the limit once 429s stopped.
     assert seen and min(seen) <= 0.55, seen
-    await asyncio.sleep(WINDOW * pace.WINDOW_MARGIN + 0.2)
+    await asyncio.sleep(pace.effective_window(WINDOW) + 0.2)
     try:
         assert await pace.current_factor(redis.url, config.account, WINDOW) == 1.0
     finally:

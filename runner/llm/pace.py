@@ -43,9 +43,17 @@ NAMESPACE_ENV = "MCPFLEET_NAMESPACE"  # a trial pod's namespace (the budget keys
 # limit of N per minute is then N per this many seconds, on both sides: the pacer and the scripted provider).
 WINDOW_ENV = "MCPFLEET_PACE_WINDOW_SECONDS"
 WINDOW_SECONDS = 60.0
-# A request's window entry is kept this much longer than the window: the provider counts it from when it
-# arrived, a little after it was sent, and a window that ends early by that much lets one more through.
-WINDOW_MARGIN = 1.02
+# A request's window entry is stamped with its reply's time (after the provider received it), and the window is
+# kept this much longer than the provider's: a clock that runs a little fast must not end it early.
+WINDOW_MARGIN = 0.02
+WINDOW_MARGIN_MIN_SECONDS = 0.25
+
+
+def effective_window(window: float) -> float:
+    """The window the pacer counts requests and tokens in: the provider's, plus the margin."""
+    return window + max(window * WINDOW_MARGIN, WINDOW_MARGIN_MIN_SECONDS)
+
+
 PROMPT_MARGIN = 1.1  # the prompt's estimate is counted this much larger (tokenisers differ from the provider's)
 PROMPT_EXTRA_TOKENS = 64
 LEASE_GRACE_SECONDS = 60.0  # a request's slot outlives its call's timeout by this much if its process died
@@ -254,7 +262,8 @@ if rpm > 0 then
   local n = redis.call('ZCARD', KEYS[1])
   if n >= limit then
     local e = redis.call('ZRANGE', KEYS[1], n - limit, n - limit, 'WITHSCORES')
-    later(tonumber(e[2]) + window - now, 'requests')
+    local at = tonumber(e[2])
+    if at > now then later(0.1, 'requests') else later(at + window - now, 'requests') end
   end
 end
 if tpm > 0 then
@@ -271,7 +280,11 @@ if tpm > 0 then
     local until_t = now + window
     for j = 1, #entries, 2 do
       freed = freed + tonumber(redis.call('HGET', KEYS[3], entries[j]) or '0')
-      if used - freed + tokens <= limit then until_t = tonumber(entries[j + 1]) + window break end
+      if used - freed + tokens <= limit then
+        local at = tonumber(entries[j + 1])
+        until_t = (at > now) and (now + 0.1) or (at + window)
+        break
+      end
     end
     later(until_t - now, 'tokens')
   end
@@ -282,9 +295,14 @@ if maxfly > 0 then
   if redis.call('ZCARD', KEYS[4]) >= limit then later(0.05, 'in_flight') end
 end
 if wait > 0 then return {0, tostring(wait), why} end
-if rpm > 0 then redis.call('ZADD', KEYS[1], now, id) redis.call('PEXPIRE', KEYS[1], math.ceil(window * 2000)) end
+-- In flight, an entry is stamped at its lease's end: it counts until it is settled, and is then stamped with the
+-- reply's time, which is after the provider received it (never before: the provider's window ends no later).
+if rpm > 0 then
+  redis.call('ZADD', KEYS[1], now + lease, id)
+  redis.call('PEXPIRE', KEYS[1], math.ceil((window + lease) * 2000))
+end
 if tpm > 0 then
-  redis.call('ZADD', KEYS[2], now, id)
+  redis.call('ZADD', KEYS[2], now + lease, id)
   redis.call('HSET', KEYS[3], id, tokens)
   redis.call('PEXPIRE', KEYS[2], math.ceil((window + lease) * 2000))
   redis.call('PEXPIRE', KEYS[3], math.ceil((window + lease) * 2000))
@@ -308,6 +326,8 @@ local id = ARGV[1]
 local tokens, cost, nb = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local limited, pause_s, window = ARGV[5] == '1', tonumber(ARGV[6]), tonumber(ARGV[7])
 redis.call('ZREM', KEYS[4], id)
+if redis.call('ZSCORE', KEYS[1], id) then redis.call('ZADD', KEYS[1], 'XX', now, id) end
+if redis.call('ZSCORE', KEYS[2], id) then redis.call('ZADD', KEYS[2], 'XX', now, id) end
 if redis.call('HEXISTS', KEYS[3], id) == 1 then redis.call('HSET', KEYS[3], id, tokens) end
 local spent = {}
 for i = 1, nb do
@@ -448,7 +468,7 @@ class Pacer:
         ticket = Ticket(uuid.uuid4().hex, tokens, cost)
         args: list[Any] = [
             ticket.id,
-            cfg.window * WINDOW_MARGIN,
+            effective_window(cfg.window),
             cfg.requests_per_minute or 0,
             cfg.tokens_per_minute or 0,
             cfg.max_in_flight or 0,
@@ -511,7 +531,7 @@ class Pacer:
             len(cfg.budgets),
             "1" if rate_limited else "0",
             repr(max(0.0, pause)),
-            cfg.window * WINDOW_MARGIN,
+            effective_window(cfg.window),
             repr(MIN_FACTOR),
         ]
         ledgers = await self._call(SETTLE, self._keys(), args)
@@ -526,7 +546,7 @@ async def current_factor(url: str, account: str, window: float | None = None) ->
     """The share of the account's limit the shared pace allows now (1: all of it; less for a while after a 429)."""
     keys = [f"{PREFIX}pace:{account}:{k}" for k in ("req", "tok", "tokn", "fly", "state")]
     script = _COMMON + "return tostring(factor_now(tonumber(ARGV[1])))"
-    w = (window or window_seconds()) * WINDOW_MARGIN
+    w = effective_window(window or window_seconds())
     return float(await client_for(url).eval(script, len(keys), *keys, repr(w)))
 
 
