@@ -414,9 +414,10 @@ async def _account_failure(target: LLMTarget, ticket: Ticket | None, fault: faul
     if response is not None and getattr(response, "usage", None) is not None:
         await _account(target, ticket, response, meters.code_of(fault.status or 200, fault.kind))
         return
+    cost = 0.0
     if target.pacer is not None and ticket is not None:
         limited = fault.kind == faults.RATE_LIMIT
-        await target.pacer.settle(
+        cost = await target.pacer.settle(
             ticket,
             charge_reservation=fault.kind in (faults.TIMEOUT, faults.DROPPED),
             rate_limited=limited,
@@ -424,6 +425,8 @@ async def _account_failure(target: LLMTarget, ticket: Ticket | None, fault: faul
         )
     if target.labels is not None:
         meters.REQUESTS.labels(*target.labels, meters.code_of(fault.status, fault.kind)).inc()
+        if cost:  # (a timeout charged at its reservation: what the ledger counts, the cost metric counts too)
+            meters.COST.labels(*target.labels).inc(cost)
 
 
 def _why(fault: faults.Fault, retries: int, out_of_budget: bool, target: LLMTarget) -> str:
