@@ -62,6 +62,23 @@ BUDGET_LIMIT = Gauge(
 )
 
 
+WAIT_REASONS = ("requests", "tokens", "in_flight", "rate_limited", "budget", "store_unreachable")
+
+
+def start_series(labels: tuple[str, str, str], paced: bool) -> None:
+    """Create a model's series at zero, so that the first increment is visible to rate() and a dashboard's
+    429 panel has a series before the first 429."""
+    for code in ("200", "429"):
+        REQUESTS.labels(*labels, code)
+    for kind in ("input", "output"):
+        TOKENS.labels(*labels, kind)
+    COST.labels(*labels)
+    if paced:
+        for reason in WAIT_REASONS:
+            PACE_WAIT.labels(*labels, reason)
+        PACE_STORE_DOWN.labels(*labels).set(0)
+
+
 def code_of(status: int | None, kind: str | None) -> str:
     """A request's code label: its HTTP status, else what kind of failure it was (bounded)."""
     if status is not None:

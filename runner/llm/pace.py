@@ -405,6 +405,7 @@ class Pacer:
             meters.RATE_LIMIT.labels(*cfg.labels).set(cfg.requests_per_minute)
         for b in cfg.budgets:
             meters.BUDGET_LIMIT.labels(*cfg.labels, b.scope).set(b.usd)
+            meters.BUDGET_SPENT.labels(*cfg.labels, b.scope)  # (at zero until the first settlement says)
 
     def _keys(self) -> list[str]:
         a = f"{PREFIX}pace:{self.config.account}"

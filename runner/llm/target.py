@@ -72,4 +72,7 @@ def paced(target: LLMTarget, model: ModelSpec, spec: TrialSpec, env: Any) -> LLM
     )
     if config is not None:
         target.pacer = Pacer(config, log=lambda line: target.log.append(line))  # (the trial sets its log later)
+    from mcpfleet.runner.llm.meters import start_series
+
+    start_series(target.labels, paced=config is not None)
     return target

@@ -5,6 +5,7 @@ and never sees more than the limit within a window, while two pods run at once."
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
@@ -51,6 +52,8 @@ async def test_two_trial_pods_share_one_limit(
     peak = 0
     try:
         async with Kubelet(kube.url) as kubelet:
+            if kubelet.warm is not None:  # pods forked from it run this checkout's code, as a cold exec may not
+                await asyncio.to_thread(kubelet.warm.ready.wait, 60)
             with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
                 kube.kubectl("apply", "--validate=false", "-f", str(manifest))
                 pods = await wait_until(lambda: kube.objects("pods", NS), 60, "the first trial pods")
