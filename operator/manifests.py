@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from mcpfleet.operator.settings import OperatorSettings
+from mcpfleet.runner.llm.pace import NAMESPACE_ENV, STORE_URL_ENV, WINDOW_ENV, needs_pace
 from mcpfleet.runner.plan.expand import trial_deadline
 from mcpfleet.runner.services import SERVICES, Service, service_of
 from mcpfleet.runner.services.base import PodContext, stdio_server_sidecar
@@ -198,6 +199,15 @@ def runner_env(
         env.append({"name": JUDGE_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
     if model.is_scripted and settings.scripted_url:
         env.append({"name": "MCPFLEET_SCRIPTED_URL", "value": settings.scripted_url})
+    env.append({"name": NAMESPACE_ENV, "value": run.metadata.namespace or DEFAULT_NAMESPACE})  # budgets', metrics'
+    if needs_pace(model, trial.budget):  # the shared pace and budget ledgers (runner/llm/pace.py)
+        if settings.pace_store_url_secret:
+            url_ref = {"name": settings.pace_store_url_secret, "key": settings.pace_store_url_secret_key}
+            env.append({"name": STORE_URL_ENV, "valueFrom": {"secretKeyRef": url_ref}})
+        elif settings.pace_store_url:
+            env.append({"name": STORE_URL_ENV, "value": settings.pace_store_url})
+        if settings.pace_window_seconds is not None:
+            env.append({"name": WINDOW_ENV, "value": f"{settings.pace_window_seconds:g}"})
     return env
 
 

@@ -43,6 +43,7 @@ def figures(st: RunState) -> dict[str, Any]:
         "passAt1": st.pass_at_1(),
         "results": st.results(),
         "stoppedModels": dict(st.stopped) or None,  # None: a merge patch removes it once resumed
+        "spend": st.spend(),  # LLM spend so far and the projected total (None: nothing priced yet)
     }
 
 

@@ -40,7 +40,7 @@ from mcpfleet.operator.podview import (
 )
 from mcpfleet.operator.shared import Shared
 from mcpfleet.operator.verdict import DISRUPTION_LIMIT, Kind, backoff_budget, judge
-from mcpfleet.runner.results.outcome import INFRA_ERROR
+from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, INFRA_ERROR
 from mcpfleet.runner.results.records import TrialResult, dumps, now_iso
 from mcpfleet.runner.spec.evalrun import EvalRun
 from mcpfleet.runner.spec.trial import TrialSpec
@@ -589,7 +589,12 @@ class Reconciler(Lifecycle):
             self.state.finished(tid, stored, time.time())
             metrics.observe_record(self.ns, self.name, stored, scheduling_seconds(pod, time.time()))
             await self.charge_retries(model, stored)
-            if v.stops_model:
+            if v.stops_model and stored.get("failure") == BUDGET_EXHAUSTED:
+                why = str(stored.get("error") or BUDGET_EXHAUSTED)  # the run's budget: every model stops
+                scope = "run" if "spec.budget of" in why else "model"
+                for m in [model] if scope == "model" else [m.name for m in self.run.spec.models]:
+                    await self.stop_model(m, "BudgetExhausted", why)
+            elif v.stops_model:
                 await self.stop_model(model, "ConfigError", f"config_error: {stored.get('error')}")
         else:
             infra = infra_record(self.run, trial, tries, reason).model_dump(mode="json")

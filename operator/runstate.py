@@ -15,7 +15,14 @@ from typing import Any
 
 from mcpfleet.operator.launchorder import WaitQueue
 from mcpfleet.runner.plan.history import measured_seconds
-from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, NOT_SCORED, PROVIDER_ERROR, is_scored
+from mcpfleet.runner.results.outcome import (
+    BUDGET_EXHAUSTED,
+    CONFIG_ERROR,
+    INFRA_ERROR,
+    NOT_SCORED,
+    PROVIDER_ERROR,
+    is_scored,
+)
 from mcpfleet.runner.results.records import parse_time
 from mcpfleet.runner.spec.evalrun import retry_wait
 from mcpfleet.runner.spec.trial import TrialSpec
@@ -99,7 +106,7 @@ class RunState:
             if backoff and (ended := parse_time(record.get("finished_at"))) is not None:
                 self.delayed[tid] = ended.timestamp() + retry_wait(backoff, tries)
             return False
-        if failure == CONFIG_ERROR:  # measured nothing, and the cause may be fixed by now: run it again
+        if failure in (CONFIG_ERROR, BUDGET_EXHAUSTED):  # measured nothing, and may be fixed by now: run it again
             self.retries[tid] = max(self.retries.get(tid, 0), tries - 1)
             return False
         self.done[tid] = compact(record)
@@ -248,7 +255,7 @@ class RunState:
         """Lift every stop (a spec edit: the key or model may be fixed); their config errors run again."""
         models, self.stopped, self.llm_retries = list(self.stopped), {}, {}
         for tid, d in list(self.done.items()):
-            if d["failure"] == CONFIG_ERROR:
+            if d["failure"] in (CONFIG_ERROR, BUDGET_EXHAUSTED):  # (a raised budget runs the cut trials again)
                 del self.done[tid]
         return models
 
@@ -291,6 +298,16 @@ class RunState:
         listed, zeros too: status is merge-patched, so a count that drops to zero must be written as 0."""
         c = collections.Counter(d["failure"] for d in self.done.values() if not is_scored(d["failure"]))
         return {k: c.get(k, 0) for k in sorted(NOT_SCORED)}
+
+    def spend(self) -> dict[str, float] | None:
+        """What the finished trials' records say their LLM calls cost (known prices: spec pricing or LiteLLM's map),
+        and the total projected at that cost per trial (status.spend); None before any priced trial. The budgets'
+        own ledgers are in the pace store (runner/llm/pace.py), which decides what may be sent."""
+        costs = [d["cost"] for d in self.done.values() if d.get("cost")]
+        if not costs:
+            return None
+        usd = sum(costs)
+        return {"usd": round(usd, 6), "projectedUsd": round(usd * len(self.trials) / max(1, len(self.done)), 6)}
 
     def results(self) -> list[dict[str, Any]]:
         """pass@1 so far per model x service (x server variant): mean over attempts of the per-attempt rate, like
@@ -341,8 +358,15 @@ def compact(record: dict[str, Any]) -> dict[str, Any]:
         "model": record.get("model"),
         "service": record.get("service"),
         "attempt": record.get("attempt"),
+        "cost": _cost(record),
         **({"variant": record["variant"]} if record.get("variant") else {}),
     }
+
+
+def _cost(record: dict[str, Any]) -> float | None:
+    totals = record.get("totals")
+    value = totals.get("cost_usd") if isinstance(totals, dict) else None
+    return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
 def plan_hash(trials: list[TrialSpec] | Any) -> str:

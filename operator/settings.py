@@ -41,6 +41,16 @@ class OperatorSettings(BaseModel):
     create_rate: float = Field(default=20.0, gt=0, description="Pod creations per second, per operator.")
     status_interval: float = Field(default=2.0, gt=0, description="Seconds between status writes of a run.")
     scripted_url: str | None = Field(default=None, description="Scripted model server, for demos and tests.")
+    pace_store_url: str | None = Field(
+        default=None, description="The Redis trial pods pace their LLM requests and keep budgets in (chart: pace)."
+    )
+    pace_store_url_secret: str | None = Field(
+        default=None, description="A Secret in the EvalRun's namespace holding the pace store's URL (with password)."
+    )
+    pace_store_url_secret_key: str = "url"
+    pace_window_seconds: float | None = Field(
+        default=None, gt=0, description="The pace's rate window (tests and benchmarks; default a minute)."
+    )
     pod_grace_seconds: int = Field(
         default=300,
         ge=0,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
+from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 
 # A trial whose pod Kubernetes disrupts (a drain, a preemption, an eviction) runs again as the same try, like a Job's
 # podFailurePolicy ``Ignore`` on DisruptionTarget. A pod evicted for what it does itself (a kubelet eviction for its
@@ -40,8 +40,14 @@ class Verdict:
 
     @property
     def stops_model(self) -> bool:
-        """A config error (a key or model string the provider refuses): its model launches nothing more."""
-        return self.kind is Kind.RECORDED and self.stored is not None and self.stored.get("failure") == CONFIG_ERROR
+        """A config error (a key or model string the provider refuses), or a spent budget: its model launches
+        nothing more."""
+        stored = self.stored
+        return (
+            self.kind is Kind.RECORDED
+            and stored is not None
+            and stored.get("failure") in (CONFIG_ERROR, BUDGET_EXHAUSTED)
+        )
 
 
 def this_try(record: dict[str, Any] | None, tries: int) -> dict[str, Any] | None:

@@ -17,6 +17,8 @@ need_apt=()
 command -v node >/dev/null || need_apt+=(nodejs)
 command -v npm >/dev/null || need_apt+=(npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+# The pace store of a local run whose models set rateLimit or a budget (runner/launch/pacestore.py); the tests'.
+command -v redis-server >/dev/null || need_apt+=(redis-server)
 PG_BIN="${MCPFLEET_PG_BIN:-/usr/lib/postgresql/15/bin}"
 if [ ! -x "$PG_BIN/initdb" ] || ! command -v pg_restore >/dev/null; then
   need_apt+=(postgresql-15 postgresql-client-15)

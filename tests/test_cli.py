@@ -76,7 +76,11 @@ def test_validate_names_a_model_string_no_provider_matches(tmp_path: Path) -> No
     assert out.returncode == 2 and "Traceback" not in out.stderr + out.stdout, out.stderr
     text = flat(out.stderr)
     assert "spec.models[0].model: 'anthropc/claude-sonnet-4' names no provider LiteLLM knows" in text
-    assert "spec.models[1]" not in text and "spec.models[2]" not in text and "Provider List" not in out.stdout
+    assert (
+        "spec.models[1].model" not in text and "spec.models[2].model" not in text and "Provider List" not in out.stdout
+    )
+    # (they have no key: that is named apart, issue 47 §5)
+    assert "spec.models[1]: 'anthropic/claude-sonnet-4-5' needs an API key (ANTHROPIC_API_KEY)" in text
     blank = [{"name": "blank", "model": "   "}]  # refused by the spec itself, before LiteLLM is asked
     out = cli("validate", str(evalrun(tmp_path, {"models": blank, "tasks": {"path": str(TASKS)}})))
     assert out.returncode == 2 and "spec.models[0].model: '   ' starts or ends with whitespace" in out.stderr
@@ -102,7 +106,7 @@ def test_validate_names_a_parameter_the_model_does_not_take(tmp_path: Path) -> N
     assert "spec.models[0].params.reasoningEffort: LiteLLM lists no 'reasoning_effort'" in text
     assert "spec.models[1].params.topP: LiteLLM lists no 'top_p' among the parameters 'openai/gpt-5'" in text
     assert "spec.models[0].params.temperature" not in text and "spec.models[1].params.reasoningEffort" not in text
-    assert "spec.models[2]" not in text and "spec.models[3]" not in text
+    assert "spec.models[2].params" not in text and "spec.models[3].params" not in text
 
 
 def test_validate_missing_file_is_a_clean_error(tmp_path: Path) -> None:

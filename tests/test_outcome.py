@@ -11,6 +11,7 @@ import pytest
 from mcpfleet.runner.results import outcome
 from mcpfleet.runner.results.outcome import (
     ABANDONED,
+    BUDGET_EXHAUSTED,
     CATEGORIES,
     CONFIG_ERROR,
     CONTEXT_OVERFLOW,
@@ -105,16 +106,17 @@ def test_every_category_is_reachable_and_listed() -> None:
         c(stop_reason="content_filter"),
         c(stop_reason="provider_error"),
         c(stop_reason="config_error"),
+        c(stop_reason="budget_exhausted"),
         c(malformed_calls=1, tool_calls=1),
         c(final_text="I cannot do that."),
         c(tool_calls=0),
         c(),
     }
     assert seen == set(CATEGORIES)
-    assert len(CATEGORIES) == len(set(CATEGORIES)) == 13
+    assert len(CATEGORIES) == len(set(CATEGORIES)) == 14
 
 
-@pytest.mark.parametrize("stop", ["provider_error", "config_error"])
+@pytest.mark.parametrize("stop", ["provider_error", "config_error", "budget_exhausted"])
 def test_provider_and_config_errors_are_not_scored_unless_the_trial_passed(stop: str) -> None:
     """What the provider did is not the model's: a cut-short trial is not scored, whatever the model said. The
     trial decides whether its end state passes anyway (tests/test_provider_faults.py); a pass is then a pass."""
@@ -123,7 +125,7 @@ def test_provider_and_config_errors_are_not_scored_unless_the_trial_passed(stop:
     assert c(stop_reason=stop, malformed_calls=2, tool_calls=2, last_call_malformed=True) == stop
     assert c(passed=True, stop_reason=stop) is None
     assert not is_scored(stop) and not is_scored(INFRA_ERROR)
-    assert NOT_SCORED == {INFRA_ERROR, PROVIDER_ERROR, CONFIG_ERROR}
+    assert NOT_SCORED == {INFRA_ERROR, PROVIDER_ERROR, CONFIG_ERROR, BUDGET_EXHAUSTED}
 
 
 @pytest.mark.parametrize("stop", ["output_truncated", "content_filter"])

@@ -60,8 +60,9 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
         "unknown-in-spec",
         lambda d: spec(d).update(attempt=2),
         [
-            "spec.attempt: unknown field; allowed fields: activeDeadlineSeconds, agent, attempts, concurrency, "
-            "launchOrder, limits, models, output, pod, provider, retries, servers, suspend, tasks, toolcalls, "
+            "spec.attempt: unknown field; allowed fields: activeDeadlineSeconds, agent, attempts, budget, "
+            "concurrency, launchOrder, limits, models, output, pod, provider, retries, servers, suspend, tasks, "
+            "toolcalls, "
             "ttlSecondsAfterFinished"
         ],
     ),
@@ -78,7 +79,7 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
         lambda d: model(d).update(temperature=0.5),
         [
             "spec.models[0].temperature: unknown field; allowed fields: apiBase, apiKeyEnv, apiKeySecretRef, "
-            "concurrency, model, name, params"
+            "budget, concurrency, model, name, params, pricing, rateLimit"
         ],
     ),
     (
@@ -168,8 +169,9 @@ INVALID: list[tuple[str, Callable[[Doc], Any], list[str]]] = [
         [
             f"spec.models[0].name: {DNS_MSG}",
             "spec.attempts: must be >= 1",
-            "spec.bogus: unknown field; allowed fields: activeDeadlineSeconds, agent, attempts, concurrency, "
-            "launchOrder, limits, models, output, pod, provider, retries, servers, suspend, tasks, toolcalls, "
+            "spec.bogus: unknown field; allowed fields: activeDeadlineSeconds, agent, attempts, budget, "
+            "concurrency, launchOrder, limits, models, output, pod, provider, retries, servers, suspend, tasks, "
+            "toolcalls, "
             "ttlSecondsAfterFinished",
         ],
     ),

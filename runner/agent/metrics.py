@@ -7,11 +7,10 @@ show what a trial is doing while it runs (turns, tool calls, tokens, LLM and too
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import Counter, Histogram, start_http_server
 
 from mcpfleet.runner.llm.faults import KINDS as FAULT_KINDS
-
-REGISTRY = CollectorRegistry(auto_describe=True)
+from mcpfleet.runner.llm.meters import REGISTRY  # one registry: the LLM requests' metrics are served with these
 
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 

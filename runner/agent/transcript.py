@@ -29,6 +29,7 @@ UNSEEN_BY_MCPMARK = (STOP_TRUNCATED, STOP_FILTERED)
 # The provider failed after its retries, or cannot be reached as configured: not the model's doing.
 STOP_PROVIDER = "provider_error"
 STOP_CONFIG = "config_error"
+STOP_BUDGET = "budget_exhausted"  # a budget left no room for the next request (not sent): not the model's doing
 STOP_MALFORMED = "malformed_tool_call"  # MCPMark's agent ends the run on arguments that are not JSON
 
 

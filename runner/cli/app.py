@@ -61,6 +61,7 @@ STOPPED_EXIT = 3  # `mcpfleet run`: some model's launches were stopped (configur
 UNRECORDED_EXIT = 4  # `mcpfleet run`: some trials ran but their records could not be stored
 UNSCORED_EXIT = 5  # `mcpfleet run`: every trial ended unscored (infra, provider, config errors): nothing measured
 LOST_EXIT = 6  # `mcpfleet run`: stopped early, a run-scoped resource (the PostgreSQL server) was lost for good
+BUDGET_EXIT = 7  # `mcpfleet run`: a budget (spec.budget, spec.models[].budget) stopped launches, nothing else did
 
 
 def shown_path(location: Path | str) -> str:
@@ -138,13 +139,15 @@ def run(
         unrun = summary["trials_planned"] - summary["trials_recorded"]
         for model, why in summary["stopped"].items():
             err.print(f"[red]error:[/] model '{escape(model)}' stopped: {escape(why)}", highlight=False, soft_wrap=True)
+        budget = all(str(why).startswith("budget_exhausted") for why in summary["stopped"].values())
+        fix = "Raise the budget" if budget else "Fix the cause"
         err.print(
-            f"{plural(unrun, 'trial')} not run. Fix the cause and run the same command again: the stopped models' "
+            f"{plural(unrun, 'trial')} not run. {fix} and run the same command again: the stopped models' "
             "trials resume, finished ones are kept.",
             highlight=False,
             soft_wrap=True,
         )
-        raise typer.Exit(STOPPED_EXIT)
+        raise typer.Exit(BUDGET_EXIT if budget else STOPPED_EXIT)
     unrecorded = summary["trials_planned"] - summary["trials_recorded"]
     if summary.get("summary_error") and not unrecorded:
         err.print(

@@ -14,6 +14,7 @@ import asyncio
 import collections
 import contextlib
 import fcntl
+import hashlib
 import os
 import stat
 import threading
@@ -40,7 +41,7 @@ from mcpfleet.runner.launch.workerpool import WorkerSlots
 from mcpfleet.runner.llm.warmup import warm_models
 from mcpfleet.runner.plan.expand import plan, trial_deadline
 from mcpfleet.runner.report.summary import PLAN_FILE, build_summary, plan_file
-from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
+from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.results.records import now_iso
 from mcpfleet.runner.results.store import (
     LocalStore,
@@ -260,6 +261,7 @@ class Scheduler:
         resources: dict[str, Any] | None = None,
         lost: LostWatch | None = None,
         stored: ResultStore | None = None,
+        ledger: Any = None,
     ):
         self.run, self.state, self.pool = run, state, pool
         self.stored = stored  # where a worker that died may have stored its trial's record first
@@ -272,6 +274,8 @@ class Scheduler:
         self.in_flight: dict[str, int] = collections.defaultdict(int)
         self.llm_retries: dict[str, int] = collections.defaultdict(int)  # per model, this invocation
         self.total = run.spec.concurrency.total
+        self.ledger = ledger  # the run's budgets (ledger.Ledger), when some budget applies
+        self.on_spend: Callable[[float, float | None], None] | None = None  # the progress line's
 
     def model_cap(self, model: str) -> int:
         m = next(m for m in self.run.spec.models if m.name == model)
@@ -295,9 +299,48 @@ class Scheduler:
         self.lost.attach(wake)
         waker = asyncio.ensure_future(woken.wait())
         try:
+            if self.ledger is not None and self.stored is not None:
+                await self.seed_ledger()
+                await self.save_spend()
             await self._run_all(loop, waker)
         finally:
             waker.cancel()
+            if self.ledger is not None:
+                await self.save_spend()
+                from mcpfleet.runner.llm.pace import close_clients
+
+                await close_clients()
+
+    async def seed_ledger(self) -> None:
+        """Start the ledgers at what earlier invocations of the run spent; a store that cannot be reached is waited
+        for (launching without it could spend past a budget), and said once."""
+        from mcpfleet.runner.llm.pace import store_errors
+
+        assert self.ledger is not None and self.stored is not None
+        said = False
+        while True:
+            try:
+                await self.ledger.seed(self.stored)
+                return
+            except store_errors() as exc:
+                if not said:
+                    print(f"the pace store cannot be reached ({type(exc).__name__}); waiting for it", flush=True)
+                    said = True
+                await asyncio.sleep(1.0)
+
+    async def save_spend(self) -> None:
+        """Keep the ledgers in the run folder (a resume starts from them); stop what a spent budget covers."""
+        if self.ledger is None or self.stored is None:
+            return
+        try:
+            spent = await self.ledger.save(self.stored)
+        except Exception:  # noqa: BLE001 - the store's outage is the trials' to wait out; kept at the next one
+            return
+        if self.on_spend is not None and spent:
+            self.on_spend(*self.ledger.headline(spent))
+        for _which, model, why in self.ledger.exhausted(spent):
+            for m in [model] if model else [m.name for m in self.run.spec.models]:
+                self.stop_model(m, why)
 
     async def _run_all(self, loop: asyncio.AbstractEventLoop, waker: asyncio.Future[Any]) -> None:
         running: dict[asyncio.Future[Any], InFlight] = {}
@@ -364,6 +407,8 @@ class Scheduler:
                 self.charge_retries(t.model.name, int(out.get("llm_retries") or 0))
                 if out["failure"] == CONFIG_ERROR:
                     self.stop_model(t.model.name, f"config_error: {out.get('error')}")
+                if out["failure"] == BUDGET_EXHAUSTED:
+                    self.budget_spent(t.model.name, str(out.get("error") or BUDGET_EXHAUSTED))
                 if (
                     out["failure"] in (INFRA_ERROR, PROVIDER_ERROR)
                     and n <= self.run.spec.retries.limit
@@ -376,6 +421,16 @@ class Scheduler:
                     continue
                 self.state.done[t.trial_id] = out
                 self.on_done(out)
+            if self.ledger is not None and len(finished) > (waker in finished):
+                await self.save_spend()
+
+    def budget_spent(self, model: str, error: str) -> None:
+        """A trial cut short by a budget: no new trial of its model (the run's budget: of any model) starts."""
+        from mcpfleet.runner.launch.ledger import budget_scope
+
+        why = error if error.startswith(BUDGET_EXHAUSTED) else f"{BUDGET_EXHAUSTED}: {error}"
+        for m in [model] if budget_scope(error) == "model" else [m.name for m in self.run.spec.models]:
+            self.stop_model(m, why)
 
     def store_broken(self, t: TrialSpec, exc: RecordNotStored) -> None:
         """A finished trial whose record could not be stored: not retried, and nothing more is launched (the
@@ -431,6 +486,29 @@ class Scheduler:
         if interrupted:
             self.pool.stop()
         self.pool.shutdown()
+
+
+def _pace(run: EvalRun, stack: ExitStack, store: ResultStore) -> tuple[dict[str, str], Any]:
+    """The pace store the run's trials share (the one MCPFLEET_PACE_STORE_URL names, else a private redis-server
+    that dies with the run) and its budget ledgers, when some model sets rateLimit or a budget applies."""
+    from mcpfleet.runner.llm.pace import RUN_SCOPE_ENV, STORE_URL_ENV, WINDOW_ENV, needs_pace
+
+    if not any(needs_pace(m, run.spec.budget) for m in run.spec.models):
+        return {}, None
+    from mcpfleet.runner.launch.ledger import Ledger
+    from mcpfleet.runner.launch.pacestore import PaceStoreError, local_store
+
+    url = os.environ.get(STORE_URL_ENV)
+    if not url:
+        try:
+            url = stack.enter_context(local_store())
+        except PaceStoreError as exc:
+            raise RunRefused(str(exc)) from None
+    scope = hashlib.sha256(store.location().encode()).hexdigest()[:16]  # this run's folder: its own ledgers
+    env = {STORE_URL_ENV: url, RUN_SCOPE_ENV: scope}
+    if os.environ.get(WINDOW_ENV):
+        env[WINDOW_ENV] = os.environ[WINDOW_ENV]
+    return env, Ledger(run, url, scope=scope)
 
 
 def _summary_on_interrupt(run: EvalRun, trials: list[TrialSpec], store: ResultStore, stopped: dict[str, str]) -> None:
@@ -529,6 +607,7 @@ def _execute(
                 scripted_url = stack.enter_context(server)
                 server.watch(lost)  # its death stops the run (exit 6), not its models as misconfigured
             workers = min(run.spec.concurrency.total, len(state.todo))
+            pace_env, ledger = _pace(run, stack, store)
 
             mp = make_context()
             # One spare server boots at a time per two cores; the running trials keep the rest.
@@ -544,7 +623,7 @@ def _execute(
                 name: os.environ[name]
                 for name in [m.api_key_env for m in run.spec.models] + [judge.api_key_env if judge else None]
                 if name and name in os.environ
-            }
+            } | pace_env
             # Run-scoped resources (the PostgreSQL cluster, its server's zygote), only for the services this run's
             # trials use; started here, in the main thread, and stopped when the stack closes (Ctrl-C and SIGTERM
             # included).
@@ -552,8 +631,9 @@ def _execute(
             stack.enter_context(progress)
             pool = WorkerSlots(workers, one_worker, retire_on=(TrialCancelled,))  # a dead worker costs its trial only
             scheduler = Scheduler(
-                run, state, pool, config, scripted_url, progress.advance, keys, resources, lost, stored=store
+                run, state, pool, config, scripted_url, progress.advance, keys, resources, lost, store, ledger
             )
+            scheduler.on_spend = progress.spent
             try:
                 asyncio.run(scheduler.run_all())
             except (KeyboardInterrupt, RunLost):

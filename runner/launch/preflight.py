@@ -80,6 +80,53 @@ def credential_problems(run: EvalRun, env: Mapping[str, str], *, local: bool = T
     if judge is not None and judge.api_key_env:
         if bad := key_problem("spec.toolcalls.judge.apiKeyEnv", judge.api_key_env, env.get(judge.api_key_env)):
             problems.append(bad)
+    return problems + implicit_key_problems(run, env)
+
+
+def implicit_key_problems(run: EvalRun, env: Mapping[str, str]) -> list[str]:
+    """Models with neither apiKeyEnv nor apiKeySecretRef whose provider needs a key that the environment lacks
+    (``openai/gpt-4o`` without OPENAI_API_KEY): LiteLLM would fail every call locally ("Missing credentials"),
+    which is a configuration error, not a provider's outage. Providers that need no key (hosted_vllm, ollama)
+    pass."""
+    unkeyed = [(i, m) for i, m in enumerate(run.spec.models) if not m.is_scripted]
+    unkeyed = [(i, m) for i, m in unkeyed if not m.api_key_env and not m.api_key_secret_ref]
+    if not unkeyed or run.spec.agent in (AgentKind.oracle, AgentKind.noop):  # (the model is never called)
+        return []
+    from mcpfleet.runner.llm.client import litellm
+
+    problems = []
+    for i, m in unkeyed:
+        try:
+            found = litellm.validate_environment(model=m.model, api_base=m.api_base)
+        except Exception:  # noqa: BLE001 - a model LiteLLM cannot place is model_problems' to report
+            continue
+        wanted = [str(k) for k in found.get("missing_keys") or []]
+        if wanted and not any(env.get(k) for k in wanted):
+            names = " or ".join(wanted)
+            problems.append(
+                f"spec.models[{i}]: '{m.model[:80]}' needs an API key ({names}) and none is given: set apiKeyEnv "
+                f"to the variable holding it (e.g. apiKeyEnv: {wanted[0]}) and export it, or apiKeySecretRef for "
+                "the operator"
+            )
+    return problems
+
+
+def budget_problems(run: EvalRun) -> list[str]:
+    """A budget needs a price for every model it covers: a model's own budget its model's price, the run's budget
+    every model's. A model neither LiteLLM's price map nor spec.models[].pricing prices is refused, naming the
+    field to add."""
+    from mcpfleet.runner.llm.pricing import price_of
+
+    problems = []
+    for i, m in enumerate(run.spec.models):
+        if m.budget is None and run.spec.budget is None:
+            continue
+        if price_of(m) is None:
+            which = f"spec.models[{i}].budget" if m.budget is not None else "spec.budget"
+            problems.append(
+                f"spec.models[{i}].pricing: {which} is set but '{m.model[:80]}' has no known price (LiteLLM's price "
+                "map lacks it); add pricing: {inputPerMillionTokens: ..., outputPerMillionTokens: ...}"
+            )
     return problems
 
 
@@ -314,7 +361,7 @@ def selection(run: EvalRun, base_dir: Path, *, states: bool = True) -> list[Task
 def preflight(run: EvalRun, base_dir: Path, env: Mapping[str, str], *, local: bool = True) -> list[Task]:
     """Raise SpecError naming every field this machine cannot honour; else the selected tasks (for ``plan``:
     the pack is read, and its tasks hashed, once)."""
-    problems = credential_problems(run, env, local=local) + model_problems(run, base_dir)
+    problems = credential_problems(run, env, local=local) + model_problems(run, base_dir) + budget_problems(run)
     if bad := output_problem(run.spec.output.uri, base_dir):
         problems.append(bad)
     if problems:  # (the pack is read only for a spec that is otherwise fine)

@@ -14,6 +14,8 @@ class Progress:
     def __init__(self, total: int, already: int = 0, enabled: bool = True):
         self.passed = self.failed = self.infra = 0
         self.already = already
+        self.total = total
+        self.spend: str = ""  # what the run's budget ledger says: spent so far, projected, the budget
         self._bar = RichProgress(
             TextColumn("[bold]trials"),
             BarColumn(),
@@ -29,7 +31,15 @@ class Progress:
     def _text(self) -> str:
         resumed = f" [dim]({self.already} resumed)[/]" if self.already else ""
         skipped = f"[yellow]{self.infra} not scored[/]"
-        return f"[green]{self.passed} passed[/] [red]{self.failed} failed[/] {skipped}{resumed}"
+        return f"[green]{self.passed} passed[/] [red]{self.failed} failed[/] {skipped}{resumed}{self.spend}"
+
+    def spent(self, usd: float, budget: float | None) -> None:
+        """The run's spend so far (its budget ledger) and the total projected at this rate of spend per trial."""
+        done = self.passed + self.failed + self.infra + self.already
+        projected = f", ~${usd * self.total / done:.2f} projected" if done else ""
+        of = f" of ${budget:g}" if budget is not None else ""
+        self.spend = f" [cyan]${usd:.2f} spent{projected}{of}[/]"
+        self._bar.update(self._task, description=self._text())
 
     def advance(self, out: dict[str, Any]) -> None:
         if out["passed"]:

@@ -25,8 +25,11 @@ the 401 echoes the key it was given, as some providers do), and odd-but-usable r
 tokens only in the total report it: ``HIDDEN_TOKENS`` more), ``dup_ids``
 and ``no_ids`` (tool calls with one shared id, or none), ``length`` (an empty answer with
 ``finish_reason: length``), ``filter`` (``finish_reason: content_filter``). ``key=K`` answers 401 to any
-other key. Like a strict provider, the server refuses (400) a conversation whose tool-call ids are
-missing or repeated, or whose tool results answer no preceding call.
+other key. A rate-limited, metered account: ``rpm=N`` admits N requests per ``window=S`` seconds (default 60)
+for ``account=NAME`` (default: the key the request gives), answering 429 with a ``Retry-After`` above it, and
+the server meters every account's accepted and refused requests and billed tokens (``GET /v1/meter``). Like a
+strict provider, the server refuses (400) a conversation whose tool-call ids are missing or repeated, or whose
+tool results answer no preceding call.
 """
 
 from __future__ import annotations
@@ -72,6 +75,9 @@ OPTIONS = (
     "key",
     "wrong",
     "seed",
+    "rpm",
+    "window",
+    "account",
 )
 
 
@@ -111,6 +117,9 @@ class Options:
 
     wrong: float = 0.0
     seed: int = 0
+    rpm: int | None = None  # a rate-limited account: requests per ``window`` seconds
+    window: float = 60.0
+    account: str | None = None
 
 
 MAX_SCRIPT_BYTES = 16 * 1024 * 1024
@@ -192,12 +201,16 @@ def parse_model(model: str, default_latency: float) -> Options:
         waits = {k: float(values[k]) if k in values else None for k in ("retry_after", "retry_after_date", "reset")}
         wrong = float(values.get("wrong", 0.0))
         seed = int(values.get("seed", 0))
+        rpm = int(values["rpm"]) if "rpm" in values else None
+        window = float(values.get("window", 60.0))
     except ValueError as exc:
         raise ModelError(400, f"'{shown}': bad option value: {str(exc)[:200]}") from None
     if latency < 0 or (fail or 0) < 0 or after < 0 or not 400 <= fail_status <= 599 or not 0 <= wrong <= 1:
         raise ModelError(
             400, f"'{shown}': latency, fail and after must be >= 0, fail_status in 400..599, wrong in 0..1"
         )
+    if (rpm is not None and rpm < 1) or window <= 0:
+        raise ModelError(400, f"'{shown}': rpm must be >= 1 and window > 0")
     if ("wrong" in values or "seed" in values) and policy != "toolcall":
         raise ModelError(400, f"'{shown}': wrong and seed are options of the toolcall policy only")
     if fail == 0:
@@ -213,5 +226,8 @@ def parse_model(model: str, default_latency: float) -> Options:
         key=values.get("key"),
         wrong=wrong,
         seed=seed,
+        rpm=rpm,
+        window=window,
+        account=values.get("account"),
         **waits,
     )

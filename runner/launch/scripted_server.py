@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import json
+import math
 import signal
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -38,8 +40,66 @@ def _usage_chars(messages: list[dict[str, Any]]) -> int:
     return n
 
 
+class Meter:
+    """Rate-limited accounts (``rpm``, ``window``) and what each was asked and billed, as a provider keeps them."""
+
+    def __init__(self) -> None:
+        self.sent: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
+        self.accounts: dict[str, dict[str, float]] = collections.defaultdict(
+            lambda: {"accepted": 0, "refused": 0, "prompt_tokens": 0, "output_tokens": 0, "peak_in_flight": 0}
+        )
+        self.in_flight: dict[str, int] = collections.defaultdict(int)
+        self.accepted_at: dict[str, list[float]] = collections.defaultdict(list)
+
+    @staticmethod
+    def account(opts: Options, given: str) -> str:
+        return opts.account or given or "default"
+
+    def admit(self, opts: Options, given: str) -> web.Response | None:
+        """None: admitted (counted); else the 429 a rate-limited account answers above its limit."""
+        name = self.account(opts, given)
+        now = time.monotonic()
+        if opts.rpm is not None:
+            sent = self.sent[name]
+            while sent and sent[0] <= now - opts.window:
+                sent.popleft()
+            if len(sent) >= opts.rpm:
+                self.accounts[name]["refused"] += 1
+                wait = max(1, math.ceil(sent[0] + opts.window - now))
+                response = ModelError(
+                    429, f"Rate limit reached: {opts.rpm} requests per {opts.window:g} s", "rate_limit_error"
+                ).response()
+                response.headers["Retry-After"] = str(wait)
+                response.headers["x-ratelimit-limit-requests"] = str(opts.rpm)
+                response.headers["x-ratelimit-remaining-requests"] = "0"
+                response.headers["x-ratelimit-reset-requests"] = f"{wait}s"
+                return response
+            sent.append(now)
+        self.accounts[name]["accepted"] += 1
+        self.accepted_at[name].append(time.time())
+        self.in_flight[name] += 1
+        self.accounts[name]["peak_in_flight"] = max(self.accounts[name]["peak_in_flight"], self.in_flight[name])
+        return None
+
+    def done(self, opts: Options, given: str, usage: dict[str, Any] | None) -> None:
+        name = self.account(opts, given)
+        self.in_flight[name] = max(0, self.in_flight[name] - 1)
+        if usage:
+            prompt = int(usage.get("prompt_tokens") or 0)
+            output = max(int(usage.get("completion_tokens") or 0), int(usage.get("total_tokens") or 0) - prompt)
+            self.accounts[name]["prompt_tokens"] += prompt
+            self.accounts[name]["output_tokens"] += output
+
+    async def report(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            {"accounts": {k: {**v, "accepted_at": self.accepted_at[k]} for k, v in self.accounts.items()}}
+        )
+
+
 class ScriptedModel(ScriptedPolicies):
     """The policies served over HTTP: a request's model string picks the policy, its options the faults."""
+
+    meter: Meter
 
     # -- HTTP ---------------------------------------------------------------------------------
     def _fault_now(self, model: str, opts: Options, messages: list[dict[str, Any]]) -> str | None:
@@ -73,6 +133,26 @@ class ScriptedModel(ScriptedPolicies):
         given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
         if opts.key is not None and given != opts.key:
             return _auth_error(given)
+        if opts.rpm is not None or opts.account is not None:  # a metered account
+            if (refused := self.meter.admit(opts, given)) is not None:
+                return refused
+            usage_seen: list[dict[str, Any]] = []
+            try:
+                return await self._answer(request, body, model, opts, given, arrived, usage_seen)
+            finally:
+                self.meter.done(opts, given, usage_seen[0] if usage_seen else None)
+        return await self._answer(request, body, model, opts, given, arrived, [])
+
+    async def _answer(
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        model: str,
+        opts: Options,
+        given: str,
+        arrived: float,
+        usage_seen: list[dict[str, Any]],
+    ) -> web.StreamResponse:
         fault = self._fault_now(model, opts, body["messages"])
         try:
             if fault in _HTTP_FAULTS:
@@ -115,6 +195,8 @@ class ScriptedModel(ScriptedPolicies):
             content = [{"type": "text", "text": content[:half]}, {"type": "text", "text": content[half:]}]
         if fault == "odd_usage":
             usage = {**usage, "prompt_tokens": str(prompt), "completion_tokens": float(completion), **ODD_USAGE_EXTRA}
+        else:
+            usage_seen.append(usage)
         base = {"id": rid, "created": created, "model": model, "system_fingerprint": None}
         if not body.get("stream"):
             message = {"role": "assistant", "content": content, "tool_calls": calls or None}
@@ -295,10 +377,12 @@ async def _chunks(
 def build_app(tasks_roots: list[Path], latency: float = 0.0, script_base: Path | None = None) -> web.Application:
     """The aiohttp application; task packs are loaded here, once."""
     model = ScriptedModel(tasks_roots, latency, script_base)
+    model.meter = Meter()
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_post("/v1/chat/completions", model.chat)
     app.router.add_post("/chat/completions", model.chat)
     app.router.add_get("/v1/models", model.models)
+    app.router.add_get("/v1/meter", model.meter.report)
     app.router.add_get("/healthz", model.healthz)
     return app
 

@@ -22,8 +22,10 @@ from typing import Any
 
 import litellm  # noqa: E402 - the package __init__ configured LiteLLM's environment first
 
-from mcpfleet.runner.llm import faults, normalise
-from mcpfleet.runner.results.outcome import CONTENT_FILTER, LLM_API_ERROR, is_scored
+from mcpfleet.runner.llm import faults, meters, normalise
+from mcpfleet.runner.llm.pace import BudgetExhausted, Pacer, Ticket, pause_from_headers
+from mcpfleet.runner.llm.pricing import Price
+from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, CONTENT_FILTER, LLM_API_ERROR, is_scored
 
 # Failed calls the model is charged for that a retry may turn out otherwise (``LLMTarget.model_fault_retries``); a
 # context overflow recurs word for word (MCPMark compacts the history first; mcpfleet does not compact).
@@ -68,6 +70,10 @@ class LLMTarget:
     # times), so a refusal that does not recur passes there; 0 (mcpfleet's agent, ReAct's): the first one ends it.
     model_fault_retries: int = 0
     on_fault: Callable[[str], None] | None = None  # the runner's metrics, per failed attempt
+    # The shared pace and budgets every request asks first (pace.py); None: the model has neither.
+    pacer: Pacer | None = field(default=None, repr=False, compare=False)
+    labels: tuple[str, str, str] | None = None  # namespace, run, model: the request metrics' (meters.py)
+    price: Price | None = None  # the spec's pricing, when given: it prices every reply (else LiteLLM's map)
     # -- state of this trial's calls --
     answered: int = 0  # calls that got a usable reply
     retries_spent: int = 0  # retries over all calls (the trial's budget)
@@ -131,6 +137,10 @@ def usage_of(response: Any, target: LLMTarget) -> Usage:
         reasoning_tokens=_detail(getattr(u, "completion_tokens_details", None), "reasoning_tokens"),
         cached_tokens=_detail(getattr(u, "prompt_tokens_details", None), "cached_tokens"),
     )
+    if target.price is not None:  # the spec's price, as the budget ledger settles it
+        billed_output = max(usage.output_tokens, usage.total_tokens - usage.input_tokens)
+        usage.cost_usd = target.price.cost(usage.input_tokens, billed_output)
+        return usage
     hidden = getattr(response, "_hidden_params", None) or {}
     if "response_cost" in hidden:  # LiteLLM prices every response once already; do not do it twice
         cost = hidden["response_cost"]
@@ -295,20 +305,38 @@ async def complete(
     client = _client_for(target)
     if client is not None:
         kwargs["client"] = client
+    pacer = target.pacer
+    if pacer is not None and pacer.config.send_max_tokens and "max_tokens" not in kwargs:
+        kwargs["max_tokens"] = pacer.config.output_ceiling  # a budget's reservation needs a ceiling the provider keeps
     retries = model_retries = 0
     start = time.perf_counter()
     while True:
+        ticket: Ticket | None = None
+        if pacer is not None:
+            try:
+                ticket = await pacer.acquire(target.model, messages, tools)
+            except BudgetExhausted as exc:
+                fault = faults.Fault(faults.BUDGET, BUDGET_EXHAUSTED, False, f"BudgetExhausted: {exc}")
+                target.log.append(f"{_now()} budget: {exc}")
+                raise LLMFailure(fault, retries, time.perf_counter() - start, f"{BUDGET_EXHAUSTED}: {exc}") from None
+            _extend(deadline, ticket.waited)  # time waiting for the shared pace is the harness's, not the model's
         t = time.perf_counter()
+        response = None
         try:
             async with asyncio.timeout(target.timeout):  # a hang is the provider's, whatever the client does
                 response = await litellm.acompletion(**kwargs)
             _message(response)
+        except asyncio.CancelledError:
+            if ticket is not None and pacer is not None:  # (the trial's time ran out): charged in full, never lost
+                _background(pacer.settle(ticket, charge_reservation=True))
+            raise
         except Exception as exc:  # noqa: BLE001 - every failure is judged; cancellation passes through
             fault = faults.classify(exc, first_call=target.answered == 0, secrets=[target.api_key or ""])
             if fault.kind == faults.TIMEOUT and isinstance(exc, TimeoutError):
                 fault = faults.Fault(
                     fault.kind, fault.category, True, f"Timeout: no reply within {target.timeout:g} s", fault.status
                 )
+            await _account_failure(target, ticket, fault, response)
             lost = not is_scored(fault.category)  # the provider's time, not the model's
             _extend(deadline, time.perf_counter() - t if lost else 0.0)
             if target.on_fault is not None:
@@ -338,7 +366,67 @@ async def complete(
             await asyncio.sleep(wait)
             continue
         target.answered += 1
+        await _account(target, ticket, response)
         return response, time.perf_counter() - start, retries
+
+
+_settling: set[asyncio.Future[Any]] = set()
+
+
+def _background(coro: Any) -> None:
+    fut = asyncio.ensure_future(coro)
+    _settling.add(fut)
+    fut.add_done_callback(_settling.discard)
+
+
+def _billed_tokens(response: Any) -> tuple[int, int]:
+    """(prompt, output) tokens as the provider bills them: thinking tokens counted only in ``total_tokens`` are
+    output (faults: hidden-tokens)."""
+    u = getattr(response, "usage", None)
+    prompt, output, total = _detail(u, "prompt_tokens"), _detail(u, "completion_tokens"), _detail(u, "total_tokens")
+    return prompt, max(output, total - prompt)
+
+
+async def _account(target: LLMTarget, ticket: Ticket | None, response: Any, code: str = "200") -> None:
+    """Settle an answered request with its reported usage; count it, its tokens and its cost."""
+    prompt, output = _billed_tokens(response)
+    cost: float | None = None
+    if target.pacer is not None and ticket is not None:
+        headers = (getattr(response, "_hidden_params", None) or {}).get("additional_headers") or {}
+        cost = await target.pacer.settle(
+            ticket, prompt_tokens=prompt, output_tokens=output, pause_s=pause_from_headers(headers)
+        )
+        if target.pacer.config.price is None:
+            cost = None
+    if cost is None:
+        cost = usage_of(response, target).cost_usd
+    if target.labels is not None:
+        meters.REQUESTS.labels(*target.labels, code).inc()
+        meters.TOKENS.labels(*target.labels, "input").inc(prompt)
+        meters.TOKENS.labels(*target.labels, "output").inc(output)
+        if cost:
+            meters.COST.labels(*target.labels).inc(cost)
+
+
+async def _account_failure(target: LLMTarget, ticket: Ticket | None, fault: faults.Fault, response: Any) -> None:
+    """Settle a failed request: a reply that came (an unusable one) with its usage; a timeout or a dropped
+    connection in full (the provider may have billed it); a refusal with nothing; a 429 slows the shared pace."""
+    if response is not None and getattr(response, "usage", None) is not None:
+        await _account(target, ticket, response, meters.code_of(fault.status or 200, fault.kind))
+        return
+    cost = 0.0
+    if target.pacer is not None and ticket is not None:
+        limited = fault.kind == faults.RATE_LIMIT
+        cost = await target.pacer.settle(
+            ticket,
+            charge_reservation=fault.kind in (faults.TIMEOUT, faults.DROPPED),
+            rate_limited=limited,
+            pause_s=fault.retry_after if limited else None,
+        )
+    if target.labels is not None:
+        meters.REQUESTS.labels(*target.labels, meters.code_of(fault.status, fault.kind)).inc()
+        if cost:  # (a timeout charged at its reservation: what the ledger counts, the cost metric counts too)
+            meters.COST.labels(*target.labels).inc(cost)
 
 
 def _why(fault: faults.Fault, retries: int, out_of_budget: bool, target: LLMTarget) -> str:

@@ -43,6 +43,7 @@ CONTEXT = "context_overflow"
 FILTERED = "content_filter"
 BAD_REQUEST = "bad_request"
 OTHER = "other"
+BUDGET = "budget_exhausted"  # not a provider's fault: a budget left no room, the request was not sent (pace.py)
 KINDS = (
     RATE_LIMIT,
     SERVER_ERROR,
@@ -58,6 +59,7 @@ KINDS = (
     FILTERED,
     BAD_REQUEST,
     OTHER,
+    BUDGET,
 )
 
 # Names of exception types (anywhere in the cause chain) that mean the connection was never made.
@@ -65,6 +67,10 @@ _CONNECT_FAILURES = {"ConnectError", "ConnectTimeout", "ClientConnectorError", "
 _DROPPED = {"ReadError", "RemoteProtocolError", "ServerDisconnectedError", "ClientOSError", "WriteError"}
 _UNUSABLE_TEXT = re.compile(
     r"invalid response object|unable to get json response|empty or invalid response|error in response object", re.I
+)
+# LiteLLM's own refusal to send a request without a key (an HTTP 500 it makes up locally, never the provider's).
+_NO_CREDENTIALS = re.compile(
+    r"missing credentials|api_key client option must be set|no api key provided|api key is required", re.I
 )
 _PREFIX = re.compile(r"^\s*(?:litellm\.\w+|\w+(?:Error|Exception)|Timeout Error)\s*[:\-]\s*")
 _MAX_CAUSE = 300
@@ -179,7 +185,7 @@ def classify(exc: BaseException, *, first_call: bool, secrets: Sequence[str] = (
         return fault(CONTEXT, CONTEXT_OVERFLOW, False)
     if isinstance(exc, litellm.ContentPolicyViolationError):
         return fault(FILTERED, CONTENT_FILTER, False)
-    if status == 401 or isinstance(exc, litellm.AuthenticationError):
+    if status == 401 or isinstance(exc, litellm.AuthenticationError) or _NO_CREDENTIALS.search(str(exc)):
         return fault(AUTH, CONFIG_ERROR, False)
     if status == 402:  # the account has no credit left: nothing the model did, and no retry will help
         return fault(PAYMENT, CONFIG_ERROR, False)

@@ -45,10 +45,34 @@ def llm_target(model: ModelSpec, spec: TrialSpec, ctx: TrialContext, *, budget_s
         # The scripted server is a self-hosted OpenAI-compatible endpoint; LiteLLM's provider for those
         # (hosted_vllm) speaks HTTP directly instead of through the OpenAI SDK: ~5 ms less per call here.
         # It checks a key only when its model string asks for one (?key=...), as a provider would.
-        return LLMTarget(
+        target = LLMTarget(
             model="hosted_vllm/" + model.model[len(SCRIPTED_PREFIX) :],
             api_base=ctx.scripted_base_url,
             api_key=api_key(model, env) or "scripted",
             **common,
         )
-    return LLMTarget(model=model.model, api_base=model.api_base, api_key=api_key(model, env), **common)
+    else:
+        target = LLMTarget(model=model.model, api_base=model.api_base, api_key=api_key(model, env), **common)
+    return paced(target, model, spec, env)
+
+
+def paced(target: LLMTarget, model: ModelSpec, spec: TrialSpec, env: Any) -> LLMTarget:
+    """The target with its request metrics' labels and, when its model has a rateLimit or a budget covers it, the
+    shared pacer every request asks first (pace.py)."""
+    from mcpfleet.runner.llm.pace import LOCAL_NAMESPACE, NAMESPACE_ENV, Pacer, pace_config
+
+    namespace = env.get(NAMESPACE_ENV) or os.environ.get(NAMESPACE_ENV) or LOCAL_NAMESPACE
+    target.labels = (namespace, spec.run, model.name)
+    if model.pricing is not None:
+        from mcpfleet.runner.llm.pricing import price_of
+
+        target.price = price_of(model)
+    config = pace_config(
+        model, target.model, target.api_base, spec.run, spec.budget, env, float(spec.limits.llm_call_timeout)
+    )
+    if config is not None:
+        target.pacer = Pacer(config, log=lambda line: target.log.append(line))  # (the trial sets its log later)
+    from mcpfleet.runner.llm.meters import start_series
+
+    start_series(target.labels, paced=config is not None)
+    return target

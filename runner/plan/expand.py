@@ -181,6 +181,7 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
                             shard=shard,
                             toolcalls=settings,
                             provider=run.spec.provider,
+                            budget=run.spec.budget,
                             judge=(run.spec.toolcalls.judge if run.spec.toolcalls and shard is None else None),
                             service_params=params,
                             server=variant,

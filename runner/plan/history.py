@@ -12,12 +12,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR
+from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR
 from mcpfleet.runner.results.records import parse_time
 from mcpfleet.runner.results.store import StoreConfig, StoreError
 
 Sample = tuple[str, str, float]  # (task id, model name, seconds)
-UNMEASURED = (INFRA_ERROR, PROVIDER_ERROR, CONFIG_ERROR)
+UNMEASURED = (INFRA_ERROR, PROVIDER_ERROR, CONFIG_ERROR, BUDGET_EXHAUSTED)
 
 
 @dataclass

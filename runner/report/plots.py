@@ -61,6 +61,7 @@ FAILURE_COLORS = {
     "infra_error": "#79706e",
     "provider_error": "#a0a0a0",
     "config_error": "#c8c8c8",
+    "budget_exhausted": "#b0b0b0",
 }
 PASS_COLOR, FAIL_COLOR = "#59a14f", "#e15759"
 ALL_COLOR = "#555555"

@@ -32,6 +32,10 @@ CONTENT_FILTER = "content_filter"
 INFRA_ERROR = "infra_error"
 PROVIDER_ERROR = "provider_error"
 CONFIG_ERROR = "config_error"
+# A budget (spec.budget, spec.models[].budget) left no room for the trial's next request: not sent, the trial cut
+# short. Measured nothing of the model, like a provider_error: not scored, counted apart, run again on resume
+# (once the budget is raised), and the model's (or the run's) launches stop, like a config_error.
+BUDGET_EXHAUSTED = "budget_exhausted"
 
 CATEGORIES = (
     VERIFIER_FAILED,
@@ -47,9 +51,10 @@ CATEGORIES = (
     INFRA_ERROR,
     PROVIDER_ERROR,
     CONFIG_ERROR,
+    BUDGET_EXHAUSTED,
 )
 # Outcomes that measured nothing of the model: excluded from scores, re-run on resume.
-NOT_SCORED = frozenset({INFRA_ERROR, PROVIDER_ERROR, CONFIG_ERROR})
+NOT_SCORED = frozenset({INFRA_ERROR, PROVIDER_ERROR, CONFIG_ERROR, BUDGET_EXHAUSTED})
 
 
 def is_scored(failure: str | None) -> bool:
@@ -84,7 +89,7 @@ def classify(
         return INFRA_ERROR
     if passed:
         return None
-    if stop_reason in (PROVIDER_ERROR, CONFIG_ERROR):
+    if stop_reason in (PROVIDER_ERROR, CONFIG_ERROR, BUDGET_EXHAUSTED):
         return stop_reason
     if is_retryable(error_message):
         return PROVIDER_ERROR

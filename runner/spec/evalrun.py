@@ -76,6 +76,42 @@ class ModelParams(SpecModel):
         return {k: v for k, v in self.model_dump(by_alias=False).items() if v is not None}
 
 
+class RateLimit(SpecModel):
+    """What the provider account allows for this model: the harness paces every trial's requests to stay under it,
+    shared by every trial (and, in a cluster, every EvalRun) that uses the same account and model."""
+
+    requests_per_minute: int | None = Field(default=None, ge=1, le=INT_MAX, description="Requests sent per minute.")
+    tokens_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        le=INT_MAX,
+        description="Tokens per minute: a request counts its prompt plus its output-token ceiling until it is "
+        "answered, then what the provider reported.",
+    )
+    max_concurrent_requests: int | None = Field(default=None, ge=1, le=100_000, description="Requests in flight.")
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> RateLimit:
+        if self.requests_per_minute is None and self.tokens_per_minute is None and self.max_concurrent_requests is None:
+            raise ValueError("give at least one of requestsPerMinute, tokensPerMinute, maxConcurrentRequests")
+        return self
+
+
+class Pricing(SpecModel):
+    """USD per million tokens, for a model LiteLLM's price map lacks (or prices differently than the account)."""
+
+    input_per_million_tokens: float = Field(ge=0, le=1_000_000, description="USD per million prompt tokens.")
+    output_per_million_tokens: float = Field(
+        ge=0, le=1_000_000, description="USD per million output tokens (reasoning tokens included)."
+    )
+
+
+class Budget(SpecModel):
+    """The most the provider may bill: requests that could pass it are not sent."""
+
+    usd: float = Field(gt=0, le=1e9, description="USD.")
+
+
 class ModelSpec(SpecModel):
     """One model under test. Secrets are referenced, never inlined."""
 
@@ -100,6 +136,21 @@ class ModelSpec(SpecModel):
     params: ModelParams = Field(default_factory=ModelParams)
     concurrency: int | None = Field(
         default=None, ge=1, le=10_000, description="Max trials of this model in flight; overrides concurrency.perModel."
+    )
+    rate_limit: RateLimit | None = Field(
+        default=None,
+        description=(
+            "What the provider account allows (requests and tokens per minute, requests in flight): requests are "
+            "paced under it, shared by every trial using the same apiBase, key reference and model."
+        ),
+    )
+    pricing: Pricing | None = Field(
+        default=None,
+        description="USD per million tokens, when LiteLLM's price map lacks the model (or to override it).",
+    )
+    budget: Budget | None = Field(
+        default=None,
+        description="The most this model's trials may spend; trials it cuts short are budget_exhausted (not scored).",
     )
 
     @model_validator(mode="before")
@@ -627,6 +678,13 @@ class EvalRunSpec(SpecModel):
             "Server variants of declared services (<pack>/<service>/service.yaml): each replaces keys of the pack's "
             "server block (command, args, env, url, image). A service any entry names runs once per entry: "
             "variants x models x tasks x attempts. An entry with only name and service is the pack's own server."
+        ),
+    )
+    budget: Budget | None = Field(
+        default=None,
+        description=(
+            "The most the whole run may spend on its models; trials it cuts short are budget_exhausted (not scored) "
+            "and run again when it is raised and the run resumed."
         ),
     )
 

@@ -10,7 +10,15 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcpfleet.runner.spec.evalrun import AgentKind, JudgeSettings, Limits, ModelSpec, ProviderPolicy, ToolCallSettings
+from mcpfleet.runner.spec.evalrun import (
+    AgentKind,
+    Budget,
+    JudgeSettings,
+    Limits,
+    ModelSpec,
+    ProviderPolicy,
+    ToolCallSettings,
+)
 from mcpfleet.runner.spec.service_decl import ServerVariant
 from mcpfleet.runner.spec.task import Mutant, OracleStep, Task
 
@@ -38,6 +46,7 @@ class TrialSpec(BaseModel):
     shard: int | None = None
     toolcalls: ToolCallSettings | None = None
     provider: ProviderPolicy = Field(default_factory=ProviderPolicy)  # how provider faults are waited out
+    budget: Budget | None = None  # the run's (spec.budget); the model's own is in ``model``. Outside the hash
     # The judge that classifies an MCP trial's valid tool calls (spec.toolcalls.judge); outside the trial's hash:
     # it annotates calls, never changes an outcome.
     judge: JudgeSettings | None = None

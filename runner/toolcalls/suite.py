@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR
+from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR
 from mcpfleet.runner.toolcalls.checker import classify_call
 from mcpfleet.runner.toolcalls.gold import MATCH, compare
 from mcpfleet.runner.toolcalls.models import JUDGE_ERROR, SCHEMA_VALID, Case, Reason, Tool, ToolCall, Verdict
@@ -317,7 +317,7 @@ def shard_result(spec: TrialSpec, outcomes: list[CaseOutcome], started: str, tot
     # error, or its model stopped on a configuration error), not the model's. A case the judge could not
     # classify measured nothing either: its shard is an infra_error (not scored, run again on resume).
     # A case whose scoring failed (score's INFRA_ERROR) likewise.
-    kinds = (CONFIG_ERROR, PROVIDER_ERROR, JUDGE_ERROR, INFRA_ERROR)
+    kinds = (CONFIG_ERROR, BUDGET_EXHAUSTED, PROVIDER_ERROR, JUDGE_ERROR, INFRA_ERROR)
     unscored = [o for o in failed if o.failure in kinds]
     lost = next((o for f in kinds for o in unscored if o.failure == f), None)
     lost_as = None if lost is None else INFRA_ERROR if lost.failure == JUDGE_ERROR else lost.failure

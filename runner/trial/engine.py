@@ -417,9 +417,10 @@ async def run_trial(
         # verifies whatever the agent left and records that pass (base/task_manager.py ``execute_task``), and so
         # does mcpfleet once the model had answered (a state that passes untouched is the task's fault). The
         # record still says the provider failed (stop_reason, error). A configuration error never scores.
-        credited = run.stop_reason == transcript.STOP_PROVIDER and run.responses > 0
+        credited = run.stop_reason in (transcript.STOP_PROVIDER, transcript.STOP_BUDGET) and run.responses > 0
         whole = infra is None and (
-            run.stop_reason not in (transcript.STOP_PROVIDER, transcript.STOP_CONFIG) or credited
+            run.stop_reason not in (transcript.STOP_PROVIDER, transcript.STOP_CONFIG, transcript.STOP_BUDGET)
+            or credited
         )
         passed = whole and verifier.exit_code == 0
         # meta.json's error_message, as MCPMark's evaluator would record this trial.

@@ -515,6 +515,7 @@ async def test_a_config_error_stops_the_models_launches_and_an_edit_resumes_it(
                 cond["Complete"]["status"] == "False" and "1 trial(s) of keyed not run" in cond["Complete"]["message"]
             )
             assert list(status["stoppedModels"]) == ["keyed"] and status["notScored"] == {
+                "budget_exhausted": 0,
                 "config_error": 1,
                 "infra_error": 0,
                 "provider_error": 0,
@@ -559,7 +560,7 @@ async def test_provider_errors_are_retried_and_not_scored(
     rec = records(s3, bucket)[trial.trial_id]
     assert (rec["failure"], rec["infra_attempts"], rec["passed"]) == ("provider_error", 2, False)
     assert (
-        status["notScored"] == {"config_error": 0, "infra_error": 0, "provider_error": 1}
+        status["notScored"] == {"budget_exhausted": 0, "config_error": 0, "infra_error": 0, "provider_error": 1}
         and status["counts"]["failed"] == 0
     )
     assert status["counts"]["retries"] == 1 and status["results"] == []  # nothing scored, no pass rate

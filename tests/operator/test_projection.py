@@ -12,7 +12,7 @@ from tiny import body, state, trials
 from mcpfleet.operator.phase import POD_ENDED, TERMINAL, Phase, PodPhase
 from mcpfleet.operator.projection import condition, ending, figures, status, transition
 from mcpfleet.operator.runstate import RunState
-from mcpfleet.runner.results.outcome import CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR
+from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR
 
 
 def run_state(tmp_path: Path) -> RunState:
@@ -69,7 +69,7 @@ def test_figures_are_counts_and_rates_never_per_trial_lists(tmp_path: Path) -> N
         "retries": 0,
     }
     assert shown["progress"] == "2/4" and shown["stoppedModels"] == {"b": "config_error: no key"}
-    assert shown["notScored"] == {CONFIG_ERROR: 0, INFRA_ERROR: 1, PROVIDER_ERROR: 0}
+    assert shown["notScored"] == {BUDGET_EXHAUSTED: 0, CONFIG_ERROR: 0, INFRA_ERROR: 1, PROVIDER_ERROR: 0}
     assert shown["passAt1"] == "1.00" and [r["model"] for r in shown["results"]] == ["a"]
     st.resume_models()
     assert figures(st)["stoppedModels"] is None  # a merge patch removes it

@@ -38,6 +38,7 @@ import yaml
 from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import Kubelet, free_port
 from prometheus_client.parser import text_string_to_metric_families
+from redisserver import Redis
 from support import NS, evalrun, infra_errors, run_uid, s3_keys, status_of, wait_until
 
 from mcpfleet.operator.settings import OperatorSettings
@@ -218,15 +219,30 @@ def peak(result: list[dict[str, Any]]) -> float:
 
 
 async def test_dashboard_queries_against_a_real_prometheus(
-    kube: RunningEmulator, prometheus: Prom, operator_env: None, s3: str, bucket: str, image_pack: Path, tmp_path: Path
+    kube: RunningEmulator,
+    prometheus: Prom,
+    operator_env: None,
+    s3: str,
+    bucket: str,
+    image_pack: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     prom = prometheus
     run = f"prom-{uuid.uuid4().hex[:6]}"
     oracle_trials = TASKS  # x 1 attempt
     manifest = tmp_path / "run.yaml"
+    # Paced and priced, under a run budget, through a real pace store: the spend, rate-limit and 429 panels' series.
+    pace_store = Redis(tmp_path)
+    pace_store.start()
+    monkeypatch.setenv("MCPFLEET_PACE_STORE_URL", pace_store.url)
+    priced = {"pricing": {"inputPerMillionTokens": 1.0, "outputPerMillionTokens": 4.0}}
+    models = [{**ORACLE, **priced, "rateLimit": {"requestsPerMinute": 600}}, {**IDLE, **priced}]
     manifest.write_text(
         yaml.safe_dump(
-            evalrun(run, image_pack, s3, bucket, models=[ORACLE, IDLE], attempts=1, concurrency={"total": 3})
+            evalrun(
+                run, image_pack, s3, bucket, models=models, attempts=1, concurrency={"total": 3}, budget={"usd": 100}
+            )
         )
     )
     t0 = time.time()
@@ -234,6 +250,8 @@ async def test_dashboard_queries_against_a_real_prometheus(
     async with aiohttp.ClientSession() as session, Kubelet(kube.url) as kubelet:
         discovery = asyncio.create_task(discover_runner_pods(kubelet, prom))
         try:
+            if kubelet.warm is not None:  # pods forked from it run this checkout's code, as a cold exec may not
+                await asyncio.to_thread(kubelet.warm.ready.wait, 60)
             with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
                 kube.kubectl("apply", "--validate=false", "-f", str(manifest))
                 status = await wait_until(
@@ -343,6 +361,7 @@ async def test_dashboard_queries_against_a_real_prometheus(
             discovery.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await discovery
+            pace_store.kill()
         port_maps = dict(kubelet.port_maps)
         ports_of = {ports[RUNNER_METRICS_PORT]: pod for pod, ports in port_maps.items()}
         pods = list(kubelet.started)
