@@ -392,7 +392,7 @@ async def test_an_mcp_server_that_dies_mid_trial_is_an_infrastructure_error(
         # spawn): its first call is done by then (one 0.4 s model turn after list_tools), the later ones are not.
         while not fs_servers():
             await asyncio.sleep(0.02)
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.6)  # of seven 0.4 s turns: past the first call even on a busy machine, before the last
         [pid] = fs_servers()
         os.kill(pid, signal.SIGKILL)
         return pid

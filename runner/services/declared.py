@@ -167,11 +167,10 @@ class DeclaredService(Service):
         args = [substitute(a, state_dir, ports) for a in server.args]
         env = {k: substitute(v, state_dir, ports) for k, v in server.env.items()}
         real = Path(os.path.realpath(exe))
-        keep = [state_dir, exe, real]
-        pinned = os.path.realpath(servers_root())
-        if str(real).startswith(pinned + os.sep):
-            keep.append(Path(pinned))  # a pinned Node server needs its node_modules
-        elif not real.is_relative_to(self.folder.parent.resolve()):
+        # mcpfleet's pinned servers stay visible (a pinned Node server needs its node_modules, and a pack's
+        # wrapper script may start one): they hold no secret and no task's answers.
+        keep = [state_dir, exe, real, Path(os.path.realpath(servers_root()))]
+        if not real.is_relative_to(self.folder.parent.resolve()):
             keep.append(real.parent)  # an installed server's own folder (a virtualenv's bin); never the pack
         hidden = sandbox.plan(keep, hide, own_pids=True)
         if hidden is None:
