@@ -19,7 +19,7 @@ from mcpfleet.runner.report.plots import (
     plot_pass_at_k,
     plot_turns,
 )
-from mcpfleet.runner.results.records import now_iso
+from mcpfleet.runner.results.records import now_iso, service_label
 
 # ------------------------------------------------------------------------------------------------ tables
 
@@ -45,7 +45,7 @@ def run_header(run: RunData) -> str:
         std = r["pass_at_1_std"]
         rows.append(
             f"<tr{attrs(data_model=r['model'], data_service=r['service'], data_pass_at_1=num(r['pass_at_1']))}>"
-            f'<td>{esc(r["model"])}</td><td>{esc(service_name(r))}</td><td class="n">{esc(r["trials"])}</td>'
+            f'<td>{esc(r["model"])}</td><td>{esc(service_label(r))}</td><td class="n">{esc(r["trials"])}</td>'
             f'<td class="n">{pct(r["pass_at_1"])}{esc(f" ± {100 * std:.1f}") if std else ""}</td>'
             f'<td class="n">{pct(r["pass_at_k"])}</td><td class="n">{pct(r["pass_hat_k"])}</td>'
             f'<td class="n">{esc(r["attempts"])}</td><td class="n">{fmt(r["avg_turns"])}</td>'
@@ -77,12 +77,6 @@ def run_header(run: RunData) -> str:
         f"<h2>{esc(run.label)}</h2><dl>{body}</dl>{notes}{table}{variants_table(run)}{call_class_table(s['rows'])}"
         f"{toolcall_table(s.get('toolcall') or {})}</section>"
     )
-
-
-def service_name(row: dict[str, Any]) -> str:
-    """A row's service, with its server variant as ``service@variant``."""
-    variant = row.get("variant")
-    return f"{row['service']}@{variant}" if isinstance(variant, str) and variant else str(row["service"])
 
 
 def variants_table(run: RunData) -> str:

@@ -14,6 +14,7 @@ from rich.text import Text
 from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner._util.printable import literal
 from mcpfleet.runner.report.scoring import ALL
+from mcpfleet.runner.results.records import service_label
 
 
 def _pct(x: float | None) -> str:
@@ -27,12 +28,6 @@ def _num(x: float | None, fmt: str = "{:.1f}") -> str:
 def run_k(summary: dict[str, Any]) -> int:
     """The run's k (attempts per task), as recorded in its rows."""
     return max((int(r.get("attempts") or 1) for r in summary["rows"]), default=1)
-
-
-def _service(row: dict[str, Any]) -> str:
-    """A row's service, with its server variant (``service@variant``) if it has one."""
-    variant = row.get("variant")
-    return f"{row['service']}@{variant}" if isinstance(variant, str) and variant else str(row["service"])
 
 
 def _counts(counts: dict[str, int] | None) -> str:
@@ -94,7 +89,10 @@ class SummaryTable:
             return [_pct(r[key]) for r in rows]
 
         p1 = [_pct(r["pass_at_1"]) + (f" ±{r['pass_at_1_std']:.2f}" if r["pass_at_1_std"] else "") for r in rows]
-        key = [col("model", [r["model"] for r in rows], left=True), col("service", [_service(r) for r in rows], True)]
+        key = [
+            col("model", [r["model"] for r in rows], left=True),
+            col("service", [service_label(r) for r in rows], True),
+        ]
         scores = [col("trials", [str(r["trials"]) for r in rows]), col("pass@1", p1)]
         unbiased: list[_Column] = []
         if k > 1:  # with k = 1 pass@k and pass^k are pass@1, so they are not repeated

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import shlex
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -232,7 +233,7 @@ class DeclaredService(Service):
             raise ValueError(f"no MCP sidecar image for service '{self.name}'; set {self.image_hint()}")
         argv = [server.command, *(substitute(a, pod.state_mount, ports) for a in server.args)]
         env = [{"name": k, "value": substitute(v, pod.state_mount, ports)} for k, v in server.env.items()]
-        container = stdio_server_sidecar(self.name, pod, command=" ".join(_quote(a) for a in argv), env=env)
+        container = stdio_server_sidecar(self.name, pod, command=shlex.join(argv), env=env)
         container["image"] = server.image
         return sidecars + [container]
 
@@ -253,9 +254,3 @@ class DeclaredSpare(Spare):
 
     def claim(self, task: Task) -> AbstractAsyncContextManager[TrialEnv]:
         return self.service._environment(task, self.state_dir, materialised=False, with_server=False)
-
-
-def _quote(arg: str) -> str:
-    import shlex
-
-    return shlex.quote(arg)
