@@ -860,7 +860,11 @@ def test_a_site_that_dies_or_hangs_under_the_agent_is_an_infrastructure_error(
 ) -> None:
     """The model saw connection errors or timeouts the task never set it: before, the trial was scored as the
     model's failure (verifier_failed). Now the first try is an infra error, run again, and its retry passes."""
-    proc = _start_in(marker, _one_task_run(tmp_path, "sitelost", "scripted/oracle?latency=1.5"))
+    run = _one_task_run(tmp_path, "sitelost", "scripted/oracle?latency=1.5")
+    doc = yaml.safe_load(run.read_text())
+    doc["spec"]["limits"] = {"toolCallTimeoutSeconds": 10}  # a stopped site hangs the call: time it out sooner
+    run.write_text(yaml.safe_dump(doc))
+    proc = _start_in(marker, run)
     hit: list[int] = []
     deadline = time.monotonic() + 120
     while not hit and time.monotonic() < deadline and proc.poll() is None:
