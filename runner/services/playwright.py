@@ -200,11 +200,21 @@ def resolver_rules(ports: dict[str, int] | dict[str, str]) -> str:
 ENABLE_FEATURES = "--enable-features=CDPScreenshotNewSurface,NetworkServiceInProcess2"  # (the 2: Chromium 156's name)
 
 
+# Transports the host resolver rules do not govern. WebRTC's ICE sends STUN and TURN to IP literals over its
+# own sockets (measured: STUN binding requests and TURN allocations reached a loopback UDP port): with no proxy,
+# disable_non_proxied_udp leaves it no UDP at all. QUIC (and so WebTransport and HTTP/3) is off as well.
+TRANSPORT_FLAGS = (
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--disable-quic",
+)
+
+
 def browser_config(ports: dict[str, int] | dict[str, str]) -> dict[str, Any]:
     """playwright-mcp's --config: the launch arguments the command line cannot give (the host mapping, none
     without sites; the network service in the browser's process)."""
     args = [f"--host-resolver-rules={resolver_rules(ports)}"] if ports else []
-    return {"browser": {"launchOptions": {"args": [*args, ENABLE_FEATURES]}}}
+    return {"browser": {"launchOptions": {"args": [*args, ENABLE_FEATURES, *TRANSPORT_FLAGS]}}}
 
 
 @dataclass
