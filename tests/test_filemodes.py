@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,3 +60,29 @@ def test_an_export_and_a_tool_call_task_folder_are_readable_by_others(tmp_path: 
     for _ in range(2):
         task = make_task(tmp_path / "pack", DATA, "limbic", "set200")
         assert mode(task) == 0o755 and {mode(p) for p in task.rglob("*")} <= {0o755, 0o644}
+
+
+def test_a_run_in_progress_is_readable_by_its_user_only(tmp_path: Path, set_umask: object) -> None:
+    """Issue 48: the records of a run in progress (transcripts included) were 0644 in a 0755 folder, readable by
+    any local user. The run folder is 0700 while the run writes it, and 0755 (the umask's) once it has ended."""
+    from test_processes import start, wait_for, write_run
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = start(write_run(tmp_path, "scripted/oracle?latency=1", tasks=2), tmp)
+    folder = tmp_path / "runs" / "procs"
+    seen: set[int] = set()
+    try:
+        assert wait_for(lambda: (folder / "trials").is_dir() and any((folder / "trials").iterdir()), 120)
+        while proc.poll() is None:
+            seen.add(mode(folder))
+            if any((folder / "trials").glob("*/result.json")):
+                break
+            time.sleep(0.05)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    assert seen == {0o700}, [oct(m) for m in seen]
+    assert mode(folder) == 0o755
+    assert len(list((folder / "trials").glob("*/result.json"))) == 2

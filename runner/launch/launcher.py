@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcpfleet.runner._util import tmpdirs
+from mcpfleet.runner._util import filemodes, tmpdirs
 from mcpfleet.runner._util.lifeline import interrupts_held
 from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner.launch.worker import (
@@ -151,9 +151,29 @@ def run_lock(store: ResultStore) -> Iterator[None]:
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except OSError as exc:  # (a full disk)
             raise RunRefused(f"{lock}: cannot be written ({exc.strerror or exc}); free space or move the run") from None
-        yield
+        with private_while_running(store.root):
+            yield
     finally:
         os.close(fd)  # (closing releases the lock)
+
+
+@contextlib.contextmanager
+def private_while_running(root: Path) -> Iterator[None]:
+    """The run folder is its user's alone while the run writes it (0700): transcripts of a run in progress are
+    read by no other local user, whatever their files' modes (issue 48). At the end, Ctrl-C included, it gets the
+    mode it had again (a plain mkdir's under the umask, after a killed run), so teammates and web servers read finished runs; a run that
+    was SIGKILLed stays private until its next invocation ends."""
+    try:
+        before = stat.S_IMODE(os.stat(root).st_mode)
+        os.chmod(root, 0o700)
+    except OSError:  # another user's folder (theirs to protect), or a file system without modes
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):  # (0700 before: left so by a killed run, or the umask's own)
+            os.chmod(root, filemodes.folder_mode() if before == 0o700 else before)
 
 
 @dataclass
