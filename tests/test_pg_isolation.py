@@ -11,6 +11,7 @@ import json
 import os
 import pwd
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -105,12 +106,21 @@ def uids(pid: int) -> set[int]:
     return set() if fields["State"].split()[0] == "Z" else {int(u) for u in fields["Uid"].split()}
 
 
-def data_dir_of(port: str, base: Path) -> Path:
-    """The data folder of the trial cluster on ``port`` (postmaster.pid's fourth line)."""
-    for pidfile in (base / "trials").glob("*/data/postmaster.pid"):
-        if pidfile.read_text().split("\n")[3] == port:
-            return pidfile.parent
-    raise AssertionError(f"no trial cluster on port {port}")
+def data_dir_of(env: dict[str, str], base: Path) -> Path:
+    """The data folder of the trial cluster a verifier's environment leads to (its superuser asks the server: a
+    cluster in a network of its own listens on its socket only, behind a relay's port)."""
+    with contextlib.closing(psycopg2.connect(CONNECT_ENV.format(**env))) as conn, conn.cursor() as cur:
+        cur.execute("SHOW data_directory")
+        row = cur.fetchone()
+    assert row is not None
+    found = row[0]
+    assert Path(found).is_relative_to(base / "trials"), found
+    return Path(found)
+
+
+CONNECT_ENV = (
+    "host={POSTGRES_HOST} port={POSTGRES_PORT} user={POSTGRES_USERNAME} password={POSTGRES_PASSWORD} dbname=postgres"
+)
 
 
 def handle(env: dict[str, str], run: pgcluster.ClusterHandle) -> pgcluster.ClusterHandle:
@@ -134,7 +144,7 @@ async def test_a_trial_cluster_superuser_reaches_neither_the_run_cluster_nor_ano
         ):
             va, vb = a.verifier_env, b.verifier_env
             ha, hb = handle(va, cluster), handle(vb, cluster)
-            da, db = data_dir_of(va["POSTGRES_PORT"], base), data_dir_of(vb["POSTGRES_PORT"], base)
+            da, db = data_dir_of(va, base), data_dir_of(vb, base)
             # b's secret, on disk in b's table file.
             with contextlib.closing(hb.connect(vb["POSTGRES_DATABASE"])) as conn, conn.cursor() as cur:
                 cur.execute("INSERT INTO orders VALUES (999999, 'secret-of-b', 1, 1); CHECKPOINT")
@@ -173,6 +183,23 @@ async def test_a_trial_cluster_superuser_reaches_neither_the_run_cluster_nor_ano
             for name in ("main.log", "owner.json"):  # reachable by name: nothing from other trials in them
                 out, status = shell(ha, va["POSTGRES_DATABASE"], f"cat {base / name} >/dev/null")
                 assert (status != 0) == (name == "main.log"), (name, out)
+
+            # (d) issue 48 §2: a network of its own (the machine's loopback is out of reach: a listener there, the
+            # run cluster's port, the other trial's relay) and a /proc that shows no other user's process.
+            with socket.socket() as decoy:
+                decoy.bind(("127.0.0.1", 0))
+                decoy.listen()
+                decoy.settimeout(0.5)
+                for port in (decoy.getsockname()[1], cluster.port, int(vb["POSTGRES_PORT"])):
+                    dial = f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 3)'"
+                    out, status = shell(ha, va["POSTGRES_DATABASE"], dial)
+                    assert status != 0 and "Network is unreachable" in " ".join(out), (port, out)
+                with pytest.raises(TimeoutError):
+                    decoy.accept()
+            out, status = shell(ha, va["POSTGRES_DATABASE"], f"cat /proc/{os.getpid()}/cmdline")
+            assert status != 0, out  # this test's process, root's: not there
+            out, status = shell(ha, va["POSTGRES_DATABASE"], "for p in /proc/[0-9]*; do stat -c %u $p; done | sort -u")
+            assert status == 0 and out == [str(uid_a)], out  # its own server's processes only
 
             # Whatever the agent leaves running goes with its trial.
             out, status = shell(ha, va["POSTGRES_DATABASE"], "setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $!")
@@ -259,3 +286,25 @@ def test_the_launcher_contains_a_trial_that_tries_to_escape(pack: Path, tmp_path
     finally:
         pgcluster.kill_postmasters(run_dir)
         subprocess.run(["rm", "-rf", str(run_dir)], check=False)
+
+
+def test_a_superuser_task_is_refused_where_its_shell_cannot_be_confined(
+    pack: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48 §2: where the machine cannot give a superuser trial's shell a world of its own (not root, no
+    namespaces, an old kernel), its tasks are refused before any trial, naming them and the fix; not run unconfined
+    as before (a warning at most). Tasks without a superuser are not."""
+    from mcpfleet.runner.environment import sandbox
+
+    superuser = find_task(pack, "postgres/standard/shop/audit_role")
+    plain = find_task(pack, "postgres/standard/shop/add_total")
+    assert isolation(superuser) == "cluster" and isolation(plain) != "cluster"
+    assert PG.task_problems([superuser, plain]) == []  # root, namespaces, a recent kernel: confined
+    monkeypatch.setattr(sandbox, "own_network_available", lambda: False)
+    [problem] = PG.task_problems([superuser, plain])
+    assert "1 selected task(s) (e.g. postgres/standard/shop/audit_role)" in problem
+    assert "older than 5.8" in problem and "spec.tasks.exclude" in problem
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    [problem] = PG.task_problems([superuser])
+    assert "a user other than root" in problem
+    assert PG.task_problems([plain]) == []

@@ -865,8 +865,9 @@ def test_an_agent_writing_past_the_data_limit_is_cut_off_and_scored_as_its_failu
     assert len(outputs) == 1 and '\\"text\\": \\"Error: ' in str(outputs[0]), outputs  # ended mid-way
     if isolation == "database":  # graded (as a grader of its own) on what the agent left: no total column
         assert "orders.total numeric is missing" in runaway_rec["verifier"]["stdout"], runaway_rec["verifier"]
-    else:  # its server was stopped: nothing to grade on
-        assert "Connection refused" in runaway_rec["verifier"]["stderr"], runaway_rec["verifier"]
+    else:  # its server was stopped: nothing to grade on (its relay's port closes the connection: pgrelay.py)
+        stderr = runaway_rec["verifier"]["stderr"]
+        assert "Connection refused" in stderr or "server closed the connection unexpectedly" in stderr, stderr
     assert not list(run_dir.iterdir())
 
 

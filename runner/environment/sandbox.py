@@ -37,8 +37,8 @@ OFF_ENV = "MCPFLEET_SANDBOX"  # "off": hide nothing
 # Never covered, whatever a caller or the environment says: the system the processes need.
 NEVER = frozenset("/ /bin /boot /dev /etc /lib /lib32 /lib64 /proc /run /sbin /sys /usr /var".split())
 
-_CLONE_NEWNS = 0x00020000
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT = 1, 2, 4, 32
+_CLONE_NEWNS, _CLONE_NEWNET = 0x00020000, 0x40000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT = 1, 2, 4, 8, 32
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 
 _roots: list[Callable[[], Path | None]] = []
@@ -62,8 +62,8 @@ class Plan:
         """``--hide P --scratch P --keep P ...``, what ``main`` reads back."""
         return [a for kind in self.KINDS for path in getattr(self, kind) for a in (f"--{kind}", path)]
 
-    def preexec(self, user: tuple[int, int] | None = None) -> Callable[[], None]:
-        return preexec(self, user)
+    def preexec(self, user: tuple[int, int] | None = None, *, own_network: bool = False) -> Callable[[], None]:
+        return preexec(self, user, own_network=own_network)
 
     @classmethod
     def from_args(cls, args: list[str]) -> tuple[Plan, list[str]]:
@@ -236,12 +236,39 @@ def apply(p: Plan, unshare: bool = True) -> None:
             os.close(fd)
 
 
-def preexec(p: Plan, user: tuple[int, int] | None = None) -> Callable[[], None]:
+def own_network_available() -> bool:
+    """Whether ``preexec(..., own_network=True)`` can work here: root (a network namespace and a /proc of its own
+    need it), a working sandbox, and a kernel whose /proc mounts each keep their own options (5.8: before it, a
+    ``hidepid`` mount changed every /proc of the pid namespace, the machine's own included)."""
+    if os.geteuid() != 0 or not available():
+        return False
+    try:
+        major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= (5, 8)
+
+
+def _own_network_and_processes() -> None:
+    """In the child, after ``apply``: a network namespace of its own (only a loopback, down: nothing on the
+    machine's loopback or beyond is reachable), and a /proc that shows other users' processes to nobody but root
+    (``hidepid=invisible``: command lines, environments and open files of the run's processes)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    _check(libc.unshare(_CLONE_NEWNET), "unshare the network")
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    _check(libc.mount(b"proc", b"/proc", b"proc", flags, b"hidepid=invisible"), "a private /proc")
+
+
+def preexec(p: Plan, user: tuple[int, int] | None = None, *, own_network: bool = False) -> Callable[[], None]:
     """A ``preexec_fn`` part: ``apply``, then (as ``Popen(user=, group=, extra_groups=[])`` would, which runs
-    before ``preexec_fn``: too early) switch to ``user``. Call it first; a parent-death signal after it."""
+    before ``preexec_fn``: too early) switch to ``user``. Call it first; a parent-death signal after it.
+    ``own_network`` (see ``own_network_available``): no network but its own, no view of other users' processes."""
 
     def enter() -> None:
         apply(p)
+        if own_network:
+            _own_network_and_processes()
         if user is not None:
             os.setgroups([])
             os.setgid(user[1])

@@ -161,8 +161,8 @@ def run_lock(store: ResultStore) -> Iterator[None]:
 def private_while_running(root: Path) -> Iterator[None]:
     """The run folder is its user's alone while the run writes it (0700): transcripts of a run in progress are
     read by no other local user, whatever their files' modes (issue 48). At the end, Ctrl-C included, it gets the
-    mode it had again (a plain mkdir's under the umask, after a killed run), so teammates and web servers read finished runs; a run that
-    was SIGKILLed stays private until its next invocation ends."""
+    mode it had again (a plain mkdir's under the umask, after a killed run), so teammates and web servers read
+    finished runs; a run that was SIGKILLed stays private until its next invocation ends."""
     try:
         before = stat.S_IMODE(os.stat(root).st_mode)
         os.chmod(root, 0o700)

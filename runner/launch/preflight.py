@@ -339,6 +339,9 @@ def server_problems(run: EvalRun, base_dir: Path, tasks: list[Task]) -> list[str
             except ValueError:
                 continue  # a service no build knows: refused by the task checks
             problems += [p for p in service.launch_problems() if p not in problems]
+        problems += service_of(task.service, task.pack_root).task_problems(
+            [t for t in tasks if t.service == task.service]
+        )
     return problems
 
 

@@ -237,6 +237,11 @@ class Service:
         command that is not installed); each names the key and the fix."""
         return []
 
+    def task_problems(self, tasks: list[Task]) -> list[str]:
+        """What keeps this machine from running these (selected) tasks safely, found before any trial (a task
+        whose agent gets a shell that this machine cannot confine); each names the tasks and the fix."""
+        return []
+
     def image_hint(self) -> str | None:
         """Where its trial pods' MCP server image is set, when not in spec.pod.sidecarImages (a declaration)."""
         return None

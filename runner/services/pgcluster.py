@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from mcpfleet.runner.environment.sandbox import Plan
+    from mcpfleet.runner.services.pgrelay import Relay
 
 PG_BIN_ENV = "MCPFLEET_PG_BIN"
 PG_DIR_ENV = "MCPFLEET_PG_DIR"
@@ -67,6 +68,7 @@ ROLE_LIMITS = {
     "statement_timeout": "300s",
     "idle_in_transaction_session_timeout": "300s",
 }
+RELAYED_PORT = 5432  # a cluster in a network of its own: only its socket's file name (.s.PGSQL.5432) is made of it
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -351,18 +353,22 @@ def spawn(
     bin_dir: Path,
     port: int,
     hidden: Plan | None = None,
+    own_network: bool = False,
 ) -> Postmaster:
     """Start the server without waiting. Must run in a thread that outlives it (the death signal follows the
     thread that forked): the main thread, or a worker's event-loop thread. With ``hidden``, in a mount namespace
-    of its own where that plan's folders are covered (the switch to ``user`` then follows the mounts)."""
+    of its own where that plan's folders are covered (the switch to ``user`` then follows the mounts); with
+    ``own_network`` too, in a network namespace of its own, on its Unix socket only (``port`` names the socket's
+    file), other users' processes out of its /proc (``sandbox.preexec``)."""
     log = data.parent / f"{data.name}.log"
     cmd = [str(bin_dir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(socket_dir)]
-    for k, v in SETTINGS.items():
+    settings = {**SETTINGS, "listen_addresses": ""} if own_network else SETTINGS
+    for k, v in settings.items():
         cmd += ["-c", f"{k}={v}"]
     die = functools.partial(_die_with_parent, os.getpid())
     as_user, preexec = _as_user(user), cast(Callable[[], object], die)
     if hidden is not None:
-        as_user, enter = {}, hidden.preexec(user)
+        as_user, enter = {}, hidden.preexec(user, own_network=own_network)
         preexec = lambda: (enter(), die())  # noqa: E731
     with open(log, "ab") as out:
         os.fchmod(out.fileno(), 0o600)  # other trials' failed SQL: a trial cluster's OS user can reach the run's
@@ -427,10 +433,13 @@ async def start_async(
     bin_dir: Path,
     tries: int = 5,
     hidden: Plan | None = None,
+    own_port: int | None = None,
 ) -> Postmaster:
-    """``start`` for an event loop: spawns in the loop's thread (see ``spawn``), waits without blocking it."""
+    """``start`` for an event loop: spawns in the loop's thread (see ``spawn``), waits without blocking it.
+    ``own_port``: in a network of its own (``spawn``'s ``own_network``), its socket named for that port."""
     for attempt in range(tries):
-        pm = spawn(data, socket_dir, user, bin_dir, free_port(), hidden)
+        port = free_port() if own_port is None else own_port
+        pm = spawn(data, socket_dir, user, bin_dir, port, hidden, own_network=own_port is not None)
         try:
             await wait_ready_async(pm)
             return pm
@@ -646,6 +655,25 @@ def _unnamed(ident: int) -> bool:
     return True
 
 
+def confinement_problem() -> str | None:
+    """Why this machine cannot confine a trial cluster's superuser (its ``COPY ... PROGRAM`` shell) to a world of
+    its own, a throwaway uid in its own mounts, network and /proc (see ``private_cluster``); None when it can.
+    ``MCPFLEET_SANDBOX=off`` is the user's own choice, not the machine's limit: not a problem here."""
+    from mcpfleet.runner.environment import sandbox
+
+    if os.geteuid() != 0:
+        return "mcpfleet runs as a user other than root, so a trial cluster cannot run as a throwaway uid"
+    if not (_mapped(TRIAL_IDS[0]) and _mapped(TRIAL_IDS[-1])):
+        return f"uids {TRIAL_IDS[0]}-{TRIAL_IDS[-1]} are not mapped in this user namespace"
+    if os.environ.get(sandbox.OFF_ENV, "").lower() in ("off", "0", "no", "false"):
+        return None
+    if not sandbox.available():
+        return "this machine cannot make namespaces (unshare fails: an unprivileged container?)"
+    if not sandbox.own_network_available():
+        return f"this kernel ({os.uname().release}) is older than 5.8 (a /proc of its own would change the machine's)"
+    return None
+
+
 def trial_user(run_user: tuple[int, int] | None) -> tuple[int, int] | None:
     """A throwaway (uid, gid) for a trial's own cluster: random in ``TRIAL_IDS``, named in no passwd or group
     entry, used by no running process (so neither another trial nor another run has it). None when we are not
@@ -743,6 +771,7 @@ async def private_cluster(run: ClusterHandle, name: str, hide: Sequence[Path] = 
     folder = (_open_to_trials(base) if throwaway else base / "trials") / name
     folder.mkdir(parents=True, mode=0o700)
     pm: Postmaster | None = None
+    relay: Relay | None = None
     try:
         if throwaway is None:
             _chown(folder.parent, run.user)
@@ -753,15 +782,26 @@ async def private_cluster(run: ClusterHandle, name: str, hide: Sequence[Path] = 
         from mcpfleet.runner.environment import sandbox
 
         hidden = await asyncio.to_thread(sandbox.plan, [base, Path(run.bin_dir)], hide)
-        pm = await start_async(folder / "data", folder, user, Path(run.bin_dir), hidden=hidden)
-        first = ClusterHandle(
-            pm.port, str(folder), run.bin_dir, run.password, run.tmpl_password, *(user or (None, None))
-        )
+        if hidden is not None and throwaway is not None and sandbox.own_network_available():
+            # Its own network: only this relay's port on the machine's loopback leads to it (pgrelay.py).
+            from mcpfleet.runner.services.pgrelay import Relay
+
+            relay = await Relay.start(HOST, folder / f".s.PGSQL.{RELAYED_PORT}")
+            pm = await start_async(
+                folder / "data", folder, user, Path(run.bin_dir), hidden=hidden, own_port=RELAYED_PORT
+            )
+            port = relay.port
+        else:
+            pm = await start_async(folder / "data", folder, user, Path(run.bin_dir), hidden=hidden)
+            port = pm.port
+        first = ClusterHandle(port, str(folder), run.bin_dir, run.password, run.tmpl_password, *(user or (None, None)))
         own = dataclasses.replace(first, password=secrets.token_urlsafe(24))
         await asyncio.to_thread(_set_superuser_password, first, own.password)
         await asyncio.to_thread(bootstrap, own, False)
         yield own
     finally:
+        if relay is not None:
+            await relay.close()
         if pm is not None:
             await asyncio.to_thread(pm.stop)
         if throwaway is not None:

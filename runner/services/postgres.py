@@ -315,6 +315,21 @@ class PostgresService(Service):
         finally:
             await asyncio.to_thread(drop_trial, h, login.database, login.user)
 
+    def task_problems(self, tasks: list[Task]) -> list[str]:
+        """Tasks whose agent is its cluster's superuser (``isolation: cluster``), hence has a shell (``COPY ...
+        PROGRAM``), run only where that shell can be confined to its own cluster (issue 48): elsewhere refused,
+        never run unconfined."""
+        superuser = [t.id for t in tasks if isolation(t) == "cluster"]
+        why = pgcluster.confinement_problem() if superuser else None
+        if why is None:
+            return []
+        return [
+            f"{len(superuser)} selected task(s) (e.g. {superuser[0]}) make the agent its cluster's superuser "
+            f'(meta.json "isolation": "cluster"), whose shell must run in a world of its own, and {why}: run as '
+            "root on a machine that allows namespaces, or on Kubernetes, or leave those tasks out "
+            "(spec.tasks.exclude)"
+        ]
+
     def spare_fits(self, task: Task) -> bool:
         return isolation(task) == "database"
 
