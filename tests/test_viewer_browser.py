@@ -106,6 +106,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "toolcall": synthetic(store, "four", "toolcall", "labels", "oracle", tool="get_weather",
                               args={"city": "Oslo"}, result="sunny"),
     }  # fmt: skip
+    plan = json.loads((a / "plan.json").read_text())  # the run plans them, as if its packs had those tasks
+    plan["trials"].update({t: "h-" + t for t in ids.values()})
+    (a / "plan.json").write_text(json.dumps(plan))
     b = root / "runs" / "four-b"
     shutil.copytree(a, b)
     rec = json.loads((b / "trials" / FLIPPED / "result.json").read_text())

@@ -81,7 +81,10 @@ def make_app(runs: list[Run]) -> ASGIApp:
         sort = request.query_params.get("sort", "task")
         if sort not in SORTS:
             return _bad(f"sort={sort}: not a sort order; give one of {', '.join(SORTS)}")
-        return HTMLResponse(pages.matrix_page(i, run, matrices(run.rows, sort), sort))
+        html = run.matrix_pages.get(sort)
+        if html is None:
+            html = run.matrix_pages[sort] = pages.matrix_page(i, run, matrices(run.rows, sort), sort)
+        return HTMLResponse(html)
 
     def trials(request: Request) -> Response:
         got = run_of(request)

@@ -1,6 +1,7 @@
 """The runs a viewer shows, read through report/load.py's ``open_run`` (local folders, ``s3://`` runs).
 
-Opening a run reads its trial records (result.json) once, for the index; every other file (messages.json,
+Opening a run reads its trial records (result.json) once, for the index (those its plan counts, as
+``report`` and ``export`` count them); every other file (messages.json,
 trial.log, a trial's result.json in full) is read when a page needs it, and the last few parsed transcripts are
 kept, so paging through a long one parses it once.
 """
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpfleet.runner.report.load import ReportError, open_run
+from mcpfleet.runner.report.summary import still_planned
 from mcpfleet.runner.report.viewer.index import TrialRow, row_of, sort_rows
 from mcpfleet.runner.report.viewer.search import SearchCache
 from mcpfleet.runner.report.viewer.transcript import Transcript, normalise
@@ -31,6 +33,7 @@ class Run:
     spec_hash: str = ""
     notes: list[str] = field(default_factory=list)
     searches: SearchCache = field(default_factory=SearchCache)
+    matrix_pages: dict[str, str] = field(default_factory=dict)  # by sort: the index never changes while served
     _transcripts: OrderedDict[str, tuple[dict[str, Any] | None, Transcript]] = field(default_factory=OrderedDict)
 
     def read(self, trial_id: str, name: str) -> bytes | None:
@@ -69,14 +72,20 @@ def open_runs(refs: list[str], endpoint_url: str | None = None, region: str | No
     runs = []
     for ref in refs:
         store = open_run(ref, endpoint_url, region)
-        records = list(store.iter_results())
-        if not records:
+        found = list(store.iter_results())
+        if not found:
             raise ReportError(f"{ref}: no trial records at {store.location()}")
+        keep = still_planned(store)  # as summary.json, report and export count them
+        records = [r for r in found if keep(r)]
+        if not records:
+            raise ReportError(f"{ref}: none of its {len(found)} trial records is of a trial its plan.json plans")
         rows = sort_rows(row_of(r) for r in records)
         run_json = store.read_json("run.json")
         name = records[0].get("run") or ref
         spec_hash = run_json.get("spec_hash", "") if isinstance(run_json, dict) else ""
         notes = []
+        if len(records) < len(found):
+            notes.append(f"{len(found) - len(records)} record(s) of trials no longer planned are left out")
         harnesses = sorted({r.harness for r in rows if r.harness})
         if len(harnesses) > 1:
             notes.append(f"records of {len(harnesses)} harnesses: {', '.join(harnesses)}")

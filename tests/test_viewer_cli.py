@@ -1,0 +1,98 @@
+"""``mcpfleet show`` (the console script, stdout piped: no pager) and the viewer over an ``s3://`` run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import boto3
+from starlette.testclient import TestClient
+
+from mcpfleet.runner.report.viewer.app import make_app
+from mcpfleet.runner.report.viewer.runs import open_runs
+from mcpfleet.runner.results.records import Totals, TrialResult, VerifierRecord, dumps, dumps_mcpmark
+from mcpfleet.runner.results.store import LocalStore
+
+TERMINAL_TRICK = "\x1b]0;pwned\x07\x1b[2J[bold red]markup[/]"
+
+
+def make_run(root: Path) -> Path:
+    store = LocalStore(root / "tiny")
+    for model, passed in (("good", True), ("bad", False)):
+        for task in ("t1", "t2"):
+            trial_id = f"{model}.filesystem.standard.cat.{task}.1"
+            messages = [
+                {"content": f"Please {task}.", "role": "user"},
+                {"arguments": json.dumps({"path": f"/w/{task}.txt"}), "call_id": "c1", "name": "read_text_file",
+                 "type": "function_call"},
+                {"call_id": "c1", "type": "function_call_output",
+                 "output": json.dumps({"type": "text", "text": f"contents of {task} {TERMINAL_TRICK}"})},
+            ]  # fmt: skip
+            res = TrialResult(
+                run="tiny", trial_id=trial_id, spec_hash="h", model=model, litellm_model="x/" + model,
+                service="filesystem", task_id=f"filesystem/standard/cat/{task}", attempt=1, agent="mcpfleet",
+                passed=passed, failure=None if passed else "verifier_failed",
+                verifier=VerifierRecord(exit_code=0 if passed else 1, stdout=f"verdict for {task}"),
+                totals=Totals(turns=1, tool_calls=1), harness="mcpfleet 0.1.0",
+            )  # fmt: skip
+            store.write_files(trial_id, {"messages.json": dumps_mcpmark(messages), "trial.log": b"a log line\n"})
+            store.commit(trial_id, dumps(res.model_dump()))
+    return store.root
+
+
+def show(*args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-c", "from mcpfleet.runner.cli.entry import main; main()", "show", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def test_show_prints_the_matrix_and_a_transcript_literally(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    matrix = show(str(run))
+    assert matrix.returncode == 0, matrix.stderr
+    assert "filesystem" in matrix.stdout and "cat/t1" in matrix.stdout and "cat/t2" in matrix.stdout
+    assert "✓ 100%" in matrix.stdout and "✗ 0%" in matrix.stdout
+    one = show(str(run), "bad.filesystem.standard.cat.t2.1")
+    assert one.returncode == 0, one.stderr
+    out = one.stdout
+    assert "verifier_failed" in out and '"path": "/w/t2.txt"' in out and "contents of t2" in out
+    assert "verdict for t2" in out and "a log line" in out
+    assert "[bold red]markup[/]" in out  # shown as text, not as rich markup
+    assert "\x1b]0;" not in out and "\x1b[2J" not in out and "\x07" not in out  # no terminal control reaches it
+    missing = show(str(run), "bad.filesystem.standard.cat.t9.1")
+    assert missing.returncode == 2 and "no such trial" in missing.stderr
+    bad_sort = show(str(run), "--sort", "random")
+    assert bad_sort.returncode == 2 and "--sort random: not a sort order" in bad_sort.stderr
+
+
+def test_view_reads_an_s3_run_as_a_local_one(tmp_path: Path, s3: str, bucket: str) -> None:
+    run = make_run(tmp_path)
+    client: Any = boto3.client("s3", endpoint_url=s3, region_name="us-east-1")
+    for f in run.rglob("*"):
+        if f.is_file():
+            client.upload_file(str(f), bucket, f"fleet/tiny/uid-1/{f.relative_to(run)}")
+    (local,) = open_runs([str(run)])
+    (remote,) = open_runs([f"s3://{bucket}/fleet/tiny/uid-1"], endpoint_url=s3)
+    assert remote.rows == local.rows and len(remote.rows) == 4
+    web = TestClient(make_app([remote]))
+    page = web.get("/run/0/trial/bad.filesystem.standard.cat.t1.1")
+    assert page.status_code == 200 and "contents of t1" in page.text and "verdict for t1" in page.text
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    found = web.get("/run/0/trials", params={"q": "contents of t2"})
+    assert found.text.count('class="trial"') == 2  # both models' t2 trials, read from S3
+    assert web.get("/run/0/trial/nope").status_code == 404
+    assert web.get("/run/3").status_code == 404 and "no such run" in web.get("/run/3").text
+    assert web.get("/run/0", params={"sort": "x"}).status_code == 400
+
+
+def test_records_the_plan_no_longer_counts_are_left_out(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    (run_all,) = open_runs([str(run)])
+    assert len(run_all.rows) == 4 and not run_all.notes
+    kept = {r.trial_id: "h" for r in run_all.rows[:3]}
+    (run / "plan.json").write_text(json.dumps({"run": "tiny", "spec_hash": "s", "trials": kept}))
+    (planned,) = open_runs([str(run)])
+    assert sorted(r.trial_id for r in planned.rows) == sorted(kept)
+    assert planned.notes == ["1 record(s) of trials no longer planned are left out"]
