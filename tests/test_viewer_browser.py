@@ -186,6 +186,8 @@ def test_matrix_renders_every_service_and_a_cell_opens_its_trials(page: Any, ser
     assert fs.locator("tbody tr").count() == 2
     cell = fs.locator("tbody tr", has_text="move_todo_0").locator("a.cell").nth(1)
     assert cell.get_attribute("target") == "_blank" and cell.inner_text().startswith("✓✓")
+    noop = fs.locator("tbody tr", has_text="move_todo_0").locator("a.cell").nth(0)
+    assert noop.inner_text().split() == ["✗✗", "0%", "premature_stop"]
     with page.context.expect_page() as opened:
         cell.click()
     trials = opened.value

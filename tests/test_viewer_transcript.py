@@ -178,6 +178,7 @@ def test_matrix_cells_rates_and_sorts() -> None:
     split = fs.rows[0]
     assert split.cells["a"].pass_rate == 1.0 and split.cells["b"].pass_rate == 0.0  # the infra error is not scored
     assert [m[0] for m in split.cells["b"].marks()] == ["fail", "unscored"]
+    assert split.cells["b"].failures() == ["abandoned", "infra_error"] and split.cells["a"].failures() == []
     assert fs.column_rate("a") == 0.75
     assert [r.task for r in matrices(rows, "difficulty")[0].rows] == ["hard", "split", "agree"]
     assert pg.columns == [("a @v2", "a", "v2")]

@@ -34,6 +34,14 @@ class Cell:
     def pass_rate(self) -> float | None:
         return self.passed / self.scored if self.scored else None
 
+    def failures(self) -> list[str]:
+        """The failure categories of its attempts, each once, in attempt order (not-scored ones too)."""
+        out: list[str] = []
+        for r in sorted(self.attempts, key=lambda r: r.attempt):
+            if r.failure and r.failure not in out:
+                out.append(r.failure)
+        return out
+
     def marks(self) -> list[tuple[str, str, str]]:
         """(css class, one-letter mark, title) per attempt in attempt order."""
         out = []
