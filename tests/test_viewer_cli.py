@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from html import unescape as html_unescape
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,10 @@ def make_run(root: Path) -> Path:
                 verifier=VerifierRecord(exit_code=0 if passed else 1, stdout=f"verdict for {task}"),
                 totals=Totals(turns=1, tool_calls=1), harness="mcpfleet 0.1.0",
             )  # fmt: skip
-            store.write_files(trial_id, {"messages.json": dumps_mcpmark(messages), "trial.log": b"a log line\n"})
+            files = {"messages.json": dumps_mcpmark(messages), "trial.log": b"a log line\n"}
+            if trial_id == "good.filesystem.standard.cat.t1.1":
+                files["cases.jsonl"] = b'{"id": "case-<b>7</b>", "passed": true}\n'
+            store.write_files(trial_id, files)
             store.commit(trial_id, dumps(res.model_dump()))
     return store.root
 
@@ -82,6 +87,8 @@ def test_view_reads_an_s3_run_as_a_local_one(tmp_path: Path, s3: str, bucket: st
     assert "default-src 'none'" in page.headers["content-security-policy"]
     found = web.get("/run/0/trials", params={"q": "contents of t2"})
     assert found.text.count('class="trial"') == 2  # both models' t2 trials, read from S3
+    cases = web.get("/run/0/trial/good.filesystem.standard.cat.t1.1").text
+    assert "cases.jsonl: 1" in cases and "id: case-&lt;b&gt;7&lt;/b&gt; · passed: True" in cases
     assert web.get("/run/0/trial/nope").status_code == 404
     assert web.get("/run/3").status_code == 404 and "no such run" in web.get("/run/3").text
     assert web.get("/run/0", params={"sort": "x"}).status_code == 400
@@ -96,3 +103,44 @@ def test_records_the_plan_no_longer_counts_are_left_out(tmp_path: Path) -> None:
     (planned,) = open_runs([str(run)])
     assert sorted(r.trial_id for r in planned.rows) == sorted(kept)
     assert planned.notes == ["1 record(s) of trials no longer planned are left out"]
+
+
+def first_entry(html: str) -> int:
+    found = re.search(r'id="e(\d+)"', html)
+    assert found, "a page with entries"
+    return int(found.group(1))
+
+
+def test_a_long_variant_trial_pages_forth_and_back_and_serves_an_entry_whole(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "long")
+    trial_id = "m.postgres@v2.standard.cat.big.1"  # '@' in the path, URL-quoted by every link
+    messages: list[dict[str, Any]] = [{"content": "go", "role": "user"}]
+    for i in range(30):
+        messages.append({"type": "function_call", "name": "execute_sql", "call_id": f"c{i}", "arguments": "{}"})
+        text = f"result {i} " + "y" * 90_000 + ("Z" * 300_000 if i == 3 else "")
+        messages.append({"type": "function_call_output", "call_id": f"c{i}", "output": json.dumps({"text": text})})
+    res = TrialResult(
+        run="long", trial_id=trial_id, spec_hash="h", model="m", litellm_model="x", service="postgres", variant="v2",
+        task_id="postgres/standard/cat/big", attempt=1, agent="mcpfleet", passed=True,
+    )  # fmt: skip
+    store.write_files(trial_id, {"messages.json": dumps_mcpmark(messages)})
+    store.commit(trial_id, dumps(res.model_dump()))
+    web = TestClient(make_app(open_runs([str(store.root)])))
+    link = re.search(r'href="(/run/0/trial/[^"]+)"', web.get("/run/0/trials").text)
+    assert link and link.group(1) == "/run/0/trial/m.postgres%40v2.standard.cat.big.1"
+    seen: list[int] = []
+    url: str | None = link.group(1)
+    pages_html = []
+    while url:
+        html = web.get(html_unescape(url)).text
+        pages_html.append(html)
+        seen += [int(n) for n in re.findall(r'<li class="entry [^"]*" id="e(\d+)"', html)]
+        nxt = re.search(r'id="next" href="([^"]+)"', html)
+        url = nxt.group(1) if nxt else None
+    assert seen == list(range(61)) and len(pages_html) > 2  # every entry once, in order, over several pages
+    back = re.search(r'id="previous" href="([^"]+)"', pages_html[2])
+    assert back, "the third page links back"
+    assert first_entry(web.get(html_unescape(back.group(1))).text) == first_entry(pages_html[1])
+    whole = web.get("/run/0/trial/m.postgres%40v2.standard.cat.big.1/entry/8")
+    assert whole.status_code == 200 and whole.text.startswith("result 3 ") and whole.text.endswith("Z" * 300_000)
+    assert "whole entry as text" in "".join(pages_html)

@@ -12,7 +12,7 @@ import pytest
 from mcpfleet.runner.report.viewer.comparison import Side, comparison
 from mcpfleet.runner.report.viewer.index import filter_rows, label, row_of
 from mcpfleet.runner.report.viewer.matrix import matrices
-from mcpfleet.runner.report.viewer.pages import cause_line, entries_page
+from mcpfleet.runner.report.viewer.pages import cases_shown, cause_line, entries_page, page_starts
 from mcpfleet.runner.report.viewer.search import scan
 from mcpfleet.runner.report.viewer.transcript import CHAT, REACT, SDK, normalise
 from mcpfleet.runner.results.records import to_mcpmark_messages
@@ -136,6 +136,21 @@ def test_a_long_transcript_is_cut_into_pages_and_a_huge_entry_folded_never_dropp
         page, start_at = entries_page(t, start_at, [])
         seen += len(page)
     assert seen == 10
+    starts = page_starts(t)
+    assert starts[0] == 0 and starts[1] == nxt and len(starts) == 10 // len(first) + bool(10 % len(first))
+
+
+def test_cases_jsonl_is_shown_case_by_case() -> None:
+    raw = b'{"id": "c1", "label": "correct", "passed": true}\nnot json\n\n{"id": "c2"}\n'
+    shown, count = cases_shown(raw)
+    assert count == 3 and [h for h, _ in shown] == [
+        "id: c1 \u00b7 label: correct \u00b7 passed: True",
+        "not json",
+        "id: c2",
+    ]
+    assert json.loads(shown[0][1]) == {"id": "c1", "label": "correct", "passed": True}
+    assert cases_shown(raw, most=1)[1] == 3 and len(cases_shown(raw, most=1)[0]) == 1
+    assert cases_shown(None) == ([], 0)
 
 
 def rec(model: str, task: str, attempt: int, passed: bool, failure: str | None = None, **extra: Any) -> dict[str, Any]:

@@ -123,7 +123,8 @@ def make_app(runs: list[Run]) -> ASGIApp:
                 meta = json.loads(raw_meta)
             except ValueError:
                 meta = None
-        return HTMLResponse(pages.trial_page(i, run, row, rec, transcript, start, log, meta))
+        cases = run.read(trial_id, "cases.jsonl")
+        return HTMLResponse(pages.trial_page(i, run, row, rec, transcript, start, log, meta, cases))
 
     def entry(request: Request) -> Response:
         got = run_of(request)

@@ -129,23 +129,56 @@ class Shown:
     turn: dict[str, Any] | None
 
 
+def _fits(transcript: Transcript, start: int) -> int:
+    """Where the page starting at ``start`` ends (the next page's start, or the number of entries)."""
+    chars = 0
+    for i in range(start, len(transcript.entries)):
+        size = min(len(transcript.entries[i].text), INLINE_CHARS)
+        if i > start and chars + size > PAGE_CHARS:
+            return i
+        chars += size
+    return len(transcript.entries)
+
+
+def page_starts(transcript: Transcript) -> list[int]:
+    """The first entry of each page of the transcript."""
+    starts = [0]
+    while (end := _fits(transcript, starts[-1])) < len(transcript.entries):
+        starts.append(end)
+    return starts
+
+
 def entries_page(transcript: Transcript, start: int, turns: list[dict[str, Any]]) -> tuple[list[Shown], int | None]:
     """The entries from ``start`` that fit one page, and where the next page starts (None: this is the last)."""
+    end = _fits(transcript, start)
     out: list[Shown] = []
-    chars = 0
-    i = start
-    for i in range(start, len(transcript.entries)):
+    for i in range(start, end):
         e = transcript.entries[i]
-        if out and chars + min(len(e.text), INLINE_CHARS) > PAGE_CHARS:
-            return out, i
         folded = len(e.text) > FOLD_CHARS or e.text.count("\n") > 30
-        body = e.text[:INLINE_CHARS]
-        chars += len(body)
-        turn = (
-            turns[e.turn - 1] if e.turn and 0 < e.turn <= len(turns) and isinstance(turns[e.turn - 1], dict) else None
-        )
-        out.append(Shown(i, e, e.text[:PREVIEW_CHARS], body, folded, len(e.text) > INLINE_CHARS, turn))
-    return out, None
+        ok = e.turn and 0 < e.turn <= len(turns)
+        turn = turns[e.turn - 1] if ok and e.turn else None
+        out.append(Shown(i, e, e.text[:PREVIEW_CHARS], e.text[:INLINE_CHARS], folded, len(e.text) > INLINE_CHARS, turn))
+    return out, (end if end < len(transcript.entries) else None)
+
+
+def cases_shown(raw: bytes | None, most: int = 2_000) -> tuple[list[tuple[str, str]], int]:
+    """A toolcall trial's cases.jsonl as (summary, pretty JSON) per case, at most ``most``; and how many there are."""
+    if not raw:
+        return [], 0
+    lines = [ln for ln in raw.decode("utf-8", "replace").splitlines() if ln.strip()]
+    out = []
+    for ln in lines[:most]:
+        try:
+            case = json.loads(ln)
+        except ValueError:
+            out.append((ln[:PREVIEW_CHARS], ln))
+            continue
+        if isinstance(case, dict):
+            head = " · ".join(f"{k}: {case[k]}" for k in ("id", "label", "class", "passed") if k in case)
+        else:
+            head = ""
+        out.append((head or ln[:PREVIEW_CHARS], json.dumps(case, indent=2, ensure_ascii=False)))
+    return out, len(lines)
 
 
 def _pretty(value: Any) -> str:
@@ -182,10 +215,14 @@ def trial_page(
     start: int,
     log: str,
     meta: Any,
+    cases: bytes | None = None,
 ) -> str:
     rec = dict(record or {})
     turns = [t for t in rec.get("turns") or [] if isinstance(t, dict)]
+    starts = page_starts(transcript)
+    start = max([s for s in starts if s <= start], default=0)  # a page's own start, whatever ?from= says
     shown, next_start = entries_page(transcript, start, turns)
+    case_rows, case_count = cases_shown(cases)
     return render(
         "trial.html",
         title=row.trial_id,
@@ -197,6 +234,11 @@ def trial_page(
         shown=shown,
         start=start,
         next_start=next_start,
+        previous_start=max([s for s in starts if s < start], default=None),
+        page_number=starts.index(start) + 1,
+        page_count=len(starts),
+        cases=case_rows,
+        case_count=case_count,
         total=len(transcript.entries),
         turns=turns,
         log=log,
