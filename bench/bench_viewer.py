@@ -33,6 +33,8 @@ SERVICES = ("filesystem", "postgres", "playwright", "toolcall")
 MODELS = ("m-alpha", "m-beta", "m-gamma", "m-delta")
 TARGET_RUN_S = 3.0
 TARGET_BIG_S = 4.0
+# The viewer dies with this process, even one killed outright (runner/_util/lifeline.py).
+LIFELINE = "from mcpfleet.runner._util.lifeline import exit_with_parent; exit_with_parent(); "
 
 
 def synthesise(root: Path, trials: int, mb: float, calls: int) -> tuple[Path, str]:
@@ -135,7 +137,7 @@ def main() -> None:
         [
             sys.executable,
             "-c",
-            "from mcpfleet.runner.cli.entry import main; main()",
+            LIFELINE + "from mcpfleet.runner.cli.entry import main; main()",
             "view",
             str(run_root),
             "--port",

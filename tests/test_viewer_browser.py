@@ -37,6 +37,8 @@ from mcpfleet.runner.results.store import LocalStore
 from mcpfleet.runner.spec.load import load_evalrun
 
 CHROMIUM = "/usr/bin/chromium"
+# The viewer dies with this process, even one killed outright (runner/_util/lifeline.py).
+LIFELINE = "from mcpfleet.runner._util.lifeline import exit_with_parent; exit_with_parent(); "
 NEEDLE = "zebra-quartz-7731"  # only inside one postgres tool result
 HOSTILE = (
     '<script>window.__pwned = 1</script>"><img src=x onerror="window.__pwned = 2">'
@@ -122,7 +124,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def server(runs: dict[str, Any]) -> Iterator[str]:
-    cmd = [sys.executable, "-c", "from mcpfleet.runner.cli.entry import main; main()", "view"]
+    cmd = [sys.executable, "-c", LIFELINE + "from mcpfleet.runner.cli.entry import main; main()", "view"]
     proc = subprocess.Popen(
         [*cmd, str(runs["a"]), str(runs["b"]), "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -140,6 +140,13 @@ def test_a_long_transcript_is_cut_into_pages_and_a_huge_entry_folded_never_dropp
     assert starts[0] == 0 and starts[1] == nxt and len(starts) == 10 // len(first) + bool(10 % len(first))
 
 
+def test_a_page_holds_at_most_page_entries() -> None:
+    t = normalise([{"role": "user", "content": "short"} for _ in range(1000)])
+    assert page_starts(t) == [0, 400, 800]
+    page, nxt = entries_page(t, 800, [])
+    assert len(page) == 200 and nxt is None
+
+
 def test_cases_jsonl_is_shown_case_by_case() -> None:
     raw = b'{"id": "c1", "label": "correct", "passed": true}\nnot json\n\n{"id": "c2"}\n'
     shown, count = cases_shown(raw)

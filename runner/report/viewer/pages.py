@@ -26,6 +26,7 @@ from mcpfleet.runner.spec import mcpmark_protocol as protocol
 TEMPLATES = Path(__file__).parent / "templates"
 PAGE_SIZE = 200  # trials per list page
 PAGE_CHARS = 1_000_000  # a transcript page's text: later entries on the next page
+PAGE_ENTRIES = 400  # and its entries (a page's DOM stays small however short they are)
 FOLD_CHARS = 1_500  # an entry longer than this is folded (<details>)
 INLINE_CHARS = 200_000  # a folded entry's text on the page; the rest through its raw link
 PREVIEW_CHARS = 240
@@ -134,7 +135,7 @@ def _fits(transcript: Transcript, start: int) -> int:
     chars = 0
     for i in range(start, len(transcript.entries)):
         size = min(len(transcript.entries[i].text), INLINE_CHARS)
-        if i > start and chars + size > PAGE_CHARS:
+        if i > start and (chars + size > PAGE_CHARS or i - start >= PAGE_ENTRIES):
             return i
         chars += size
     return len(transcript.entries)
