@@ -144,3 +144,19 @@ def test_a_long_variant_trial_pages_forth_and_back_and_serves_an_entry_whole(tmp
     whole = web.get("/run/0/trial/m.postgres%40v2.standard.cat.big.1/entry/8")
     assert whole.status_code == 200 and whole.text.startswith("result 3 ") and whole.text.endswith("Z" * 300_000)
     assert "whole entry as text" in "".join(pages_html)
+
+
+def test_the_runs_page_warns_when_task_sets_differ(tmp_path: Path) -> None:
+    one = make_run(tmp_path / "a")
+    other = make_run(tmp_path / "b")
+    for trial in (other / "trials").glob("*.t2.1"):
+        for f in trial.iterdir():
+            f.unlink()
+        trial.rmdir()
+    web = TestClient(make_app(open_runs([str(one), str(one)])))
+    assert "task sets differ" not in web.get("/").text
+    page = web.get("/", follow_redirects=False)
+    assert page.status_code == 200 and "tiny #1" in page.text and "tiny #2" in page.text
+    differ = TestClient(make_app(open_runs([str(one), str(other)]))).get("/").text
+    assert "warning: these runs&#39; task sets differ" in differ
+    assert re.search(r"<td>4</td><td>2</td><td>1</td>", differ) and re.search(r"<td>2</td><td>1</td><td>1</td>", differ)

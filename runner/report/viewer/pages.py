@@ -70,8 +70,19 @@ def render(template: str, **context: Any) -> str:
     return _env.get_template(template).render(**context)
 
 
+def run_shape(rows: Sequence[TrialRow]) -> tuple[int, int, int, str]:
+    """(trials, tasks, attempts, harnesses) of a run, as the runs page lists them."""
+    tasks = len({(r.service, r.task_id) for r in rows})
+    return len(rows), tasks, max((r.attempt for r in rows), default=0), ", ".join(sorted({r.harness for r in rows}))
+
+
 def runs_page(runs: Sequence[Any]) -> str:
-    return render("runs.html", title="runs", runs=list(enumerate(runs)))
+    shapes = [run_shape(r.rows) for r in runs]
+    task_sets = {frozenset((r.service, r.task_id) for r in run.rows) for run in runs}
+    warning = (
+        "" if len(task_sets) < 2 else "these runs' task sets differ: their pass rates do not measure the same tasks"
+    )
+    return render("runs.html", title="runs", runs=list(enumerate(runs)), shapes=shapes, warning=warning)
 
 
 def matrix_page(run_index: int, run: Any, matrices: list[Matrix], sort: str) -> str:
