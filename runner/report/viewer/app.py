@@ -97,7 +97,8 @@ def make_app(runs: list[Run]) -> ASGIApp:
         found = None
         if q:
             ids = tuple(r.trial_id for r in rows)
-            found = run.searches.get((run.ref, q, ids), lambda: scan(q, ids, run.read))
+            with lock:  # one scan at a time (the machine's disk and cores are the limit), each answer cached
+                found = run.searches.get((run.ref, q, ids), lambda: scan(q, ids, run.read))
             hit = {h.trial_id for h in found.hits}
             rows = [r for r in rows if r.trial_id in hit]
         page = _int(request.query_params.get("page"), 1)
