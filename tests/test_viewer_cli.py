@@ -160,3 +160,22 @@ def test_the_runs_page_warns_when_task_sets_differ(tmp_path: Path) -> None:
     differ = TestClient(make_app(open_runs([str(one), str(other)]))).get("/").text
     assert "warning: these runs&#39; task sets differ" in differ
     assert re.search(r"<td>4</td><td>2</td><td>1</td>", differ) and re.search(r"<td>2</td><td>1</td><td>1</td>", differ)
+
+
+def test_show_names_a_not_scored_trials_cause_from_its_log(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    store = LocalStore(run)
+    trial_id = "late.filesystem.standard.cat.t1.1"
+    res = TrialResult(
+        run="tiny", trial_id=trial_id, spec_hash="h", model="late", litellm_model="x/late", service="filesystem",
+        task_id="filesystem/standard/cat/t1", attempt=1, agent="mcpfleet", passed=False, failure="provider_error",
+        error="APIConnectionError: refused", error_type="APIConnectionError",
+    )  # fmt: skip
+    log = b"10:00 provider_error: APIConnectionError: refused (attempt 1, retrying)\n"
+    log += b"10:01 provider_error: APIConnectionError: refused (attempt 5, giving up)\n"
+    store.write_files(trial_id, {"messages.json": b"[]", "trial.log": log})
+    store.commit(trial_id, dumps(res.model_dump()))
+    out = show(str(run), trial_id)
+    assert out.returncode == 0, out.stderr
+    assert "not scored: provider_error" in out.stdout
+    assert "cause (trial.log): 10:01 provider_error: APIConnectionError: refused (attempt 5, giving up)" in out.stdout

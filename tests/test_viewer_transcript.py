@@ -11,8 +11,9 @@ import pytest
 
 from mcpfleet.runner.report.viewer.comparison import Side, comparison
 from mcpfleet.runner.report.viewer.index import filter_rows, label, row_of
+from mcpfleet.runner.report.viewer.logs import cause_line
 from mcpfleet.runner.report.viewer.matrix import matrices
-from mcpfleet.runner.report.viewer.pages import cases_shown, cause_line, entries_page, page_starts
+from mcpfleet.runner.report.viewer.pages import cases_shown, entries_page, page_starts
 from mcpfleet.runner.report.viewer.search import scan
 from mcpfleet.runner.report.viewer.transcript import CHAT, REACT, SDK, normalise
 from mcpfleet.runner.results.records import to_mcpmark_messages

@@ -18,6 +18,7 @@ import jinja2
 
 from mcpfleet.runner.report.viewer.comparison import Comparison
 from mcpfleet.runner.report.viewer.index import FILTERS, TrialRow, facets, label
+from mcpfleet.runner.report.viewer.logs import cause_line
 from mcpfleet.runner.report.viewer.matrix import SORTS, Matrix
 from mcpfleet.runner.report.viewer.search import Found
 from mcpfleet.runner.report.viewer.transcript import Entry, Transcript
@@ -206,16 +207,6 @@ def system_prompt_note(transcript: Transcript, agent: str) -> str | None:
     if agent == "react":
         return protocol.text("react.system_prompt")
     return None
-
-
-def cause_line(log: str) -> str:
-    """trial.log's line that says why a trial was not scored: the last one naming a cause, else its last line."""
-    lines = [ln for ln in log.splitlines() if ln.strip()]
-    marks = ("giving up", "not scored", "infrastructure error", "budget:", "not graded", "config_error")
-    for ln in reversed(lines):
-        if any(m in ln for m in marks):
-            return ln.strip()
-    return lines[-1].strip() if lines else ""
 
 
 def trial_page(

@@ -17,7 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from mcpfleet.runner._util.printable import printable
-from mcpfleet.runner.report.viewer.index import TrialRow, label
+from mcpfleet.runner.report.viewer.index import NOT_SCORED, TrialRow, label
+from mcpfleet.runner.report.viewer.logs import cause_line
 from mcpfleet.runner.report.viewer.matrix import Matrix
 from mcpfleet.runner.report.viewer.transcript import Transcript
 
@@ -71,6 +72,8 @@ def trial_view(row: TrialRow, rec: Mapping[str, Any] | None, transcript: Transcr
     ]
     if rec.get("error"):
         facts.append(f"error: {rec['error']}")
+    if row.outcome == NOT_SCORED and (cause := cause_line(log)):
+        facts.append(f"cause (trial.log): {cause}")
     parts += [_t(f, "dim") for f in facts]
     for p in transcript.problems:
         parts.append(_t(f"note: {p}", "yellow"))
