@@ -22,6 +22,7 @@ from mcpfleet.runner.cli.pods import pods
 from mcpfleet.runner.cli.servers import compare, servers_app, tasks_new
 from mcpfleet.runner.cli.stress import tasks_stress
 from mcpfleet.runner.cli.toolcalls import judge_eval, toolcalls_app
+from mcpfleet.runner.cli.view import show, view
 from mcpfleet.runner.spec.load import SpecError, load_evalrun
 from mcpfleet.runner.spec.task import Task, TaskError
 from mcpfleet.runner.tasks.digest import task_digest
@@ -712,6 +713,8 @@ tasks_app.command("new")(tasks_new)
 app.command()(compare)
 app.command("judge-eval")(judge_eval)
 app.command("pods")(pods)
+app.command()(view)
+app.command()(show)
 app.add_typer(servers_app, name="servers")
 app.add_typer(toolcalls_app, name="toolcalls")
 

@@ -1,0 +1,101 @@
+"""The runs a viewer shows, read through report/load.py's ``open_run`` (local folders, ``s3://`` runs).
+
+Opening a run reads its trial records (result.json) once, for the index (those its plan counts, as
+``report`` and ``export`` count them); every other file (messages.json,
+trial.log, a trial's result.json in full) is read when a page needs it, and the last few parsed transcripts are
+kept, so paging through a long one parses it once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpfleet.runner.report.load import ReportError, open_run
+from mcpfleet.runner.report.summary import still_planned
+from mcpfleet.runner.report.viewer.index import TrialRow, row_of, sort_rows
+from mcpfleet.runner.report.viewer.search import SearchCache
+from mcpfleet.runner.report.viewer.transcript import Transcript, normalise
+from mcpfleet.runner.results.store import ResultStore
+
+TRANSCRIPTS_KEPT = 4
+
+
+@dataclass
+class Run:
+    ref: str
+    label: str
+    store: ResultStore
+    rows: list[TrialRow]
+    by_id: dict[str, TrialRow]
+    spec_hash: str = ""
+    notes: list[str] = field(default_factory=list)
+    searches: SearchCache = field(default_factory=SearchCache)
+    matrix_pages: dict[str, str] = field(default_factory=dict)  # by sort: the index never changes while served
+    _transcripts: OrderedDict[str, tuple[dict[str, Any] | None, Transcript]] = field(default_factory=OrderedDict)
+
+    def read(self, trial_id: str, name: str) -> bytes | None:
+        if trial_id not in self.by_id:
+            return None  # only this run's trials: a page never names a path
+        return self.store.read_trial_file(trial_id, name)
+
+    def record(self, trial_id: str) -> dict[str, Any] | None:
+        return self.store.read_result(trial_id) if trial_id in self.by_id else None
+
+    def transcript(self, trial_id: str) -> tuple[dict[str, Any] | None, Transcript]:
+        """The trial's full record and its normalised messages.json (parsed once, kept for the next pages)."""
+        if trial_id in self._transcripts:
+            self._transcripts.move_to_end(trial_id)
+            return self._transcripts[trial_id]
+        rec = self.record(trial_id)
+        raw = self.read(trial_id, "messages.json")
+        if raw is None:
+            got = Transcript(shape="missing", problems=["this trial has no messages.json"])
+        else:
+            try:
+                messages = json.loads(raw)
+            except (ValueError, RecursionError) as exc:
+                got = Transcript(shape="unreadable", problems=[f"messages.json is no JSON: {exc}"])
+            else:
+                turns = rec.get("turns") if rec else None
+                got = normalise(messages, turns if isinstance(turns, list) else None, (rec or {}).get("agent"))
+        self._transcripts[trial_id] = (rec, got)
+        while len(self._transcripts) > TRANSCRIPTS_KEPT:
+            self._transcripts.popitem(last=False)
+        return rec, got
+
+
+def open_runs(refs: list[str], endpoint_url: str | None = None, region: str | None = None) -> list[Run]:
+    """Each run's index; labels made unique (two runs of one name get ``#1``, ``#2``)."""
+    runs = []
+    for ref in refs:
+        store = open_run(ref, endpoint_url, region)
+        found = list(store.iter_results())
+        if not found:
+            raise ReportError(f"{ref}: no trial records at {store.location()}")
+        keep = still_planned(store)  # as summary.json, report and export count them
+        records = [r for r in found if keep(r)]
+        if not records:
+            raise ReportError(f"{ref}: none of its {len(found)} trial records is of a trial its plan.json plans")
+        rows = sort_rows(row_of(r) for r in records)
+        run_json = store.read_json("run.json")
+        name = records[0].get("run") or ref
+        spec_hash = run_json.get("spec_hash", "") if isinstance(run_json, dict) else ""
+        notes = []
+        if len(records) < len(found):
+            notes.append(f"{len(found) - len(records)} record(s) of trials no longer planned are left out")
+        harnesses = sorted({r.harness for r in rows if r.harness})
+        if len(harnesses) > 1:
+            notes.append(f"records of {len(harnesses)} harnesses: {', '.join(harnesses)}")
+        runs.append(Run(ref, str(name), store, rows, {r.trial_id: r for r in rows}, str(spec_hash), notes))
+    seen: dict[str, int] = {}
+    for run in runs:
+        seen[run.label] = seen.get(run.label, 0) + 1
+    counter: dict[str, int] = {}
+    for run in runs:
+        if seen[run.label] > 1:
+            counter[run.label] = counter.get(run.label, 0) + 1
+            run.label = f"{run.label} #{counter[run.label]}"
+    return runs
