@@ -40,7 +40,7 @@ from mcpfleet.operator.podview import (
 )
 from mcpfleet.operator.shared import Shared
 from mcpfleet.operator.verdict import DISRUPTION_LIMIT, Kind, backoff_budget, judge
-from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, INFRA_ERROR
+from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.results.records import TrialResult, dumps, now_iso
 from mcpfleet.runner.spec.evalrun import EvalRun
 from mcpfleet.runner.spec.trial import TrialSpec
@@ -580,6 +580,7 @@ class Reconciler(Lifecycle):
             # The provider failed after the runner's retries: measured nothing; try again like an infra error
             # (the pod itself worked, so the run's infrastructure budget is not charged).
             await self.charge_retries(model, stored)
+            metrics.not_scored(self.ns, self.name, model, PROVIDER_ERROR)
             if self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds, harness=False):
                 metrics.INFRA_RETRIES.labels(self.ns, self.name, model).inc()
             else:
@@ -588,6 +589,8 @@ class Reconciler(Lifecycle):
         elif stored is not None:
             self.state.finished(tid, stored, time.time())
             metrics.observe_record(self.ns, self.name, stored, scheduling_seconds(pod, time.time()))
+            if not is_scored(stored.get("failure")):
+                metrics.not_scored(self.ns, self.name, model, str(stored.get("failure")))
             await self.charge_retries(model, stored)
             if v.stops_model and stored.get("failure") == BUDGET_EXHAUSTED:
                 why = str(stored.get("error") or BUDGET_EXHAUSTED)  # the run's budget: every model stops
@@ -611,6 +614,7 @@ class Reconciler(Lifecycle):
                     message=f"{tid}: pod {inf.pod} disrupted ({inf.disrupted}) {DISRUPTION_LIMIT + 1} times in a row: "
                     "counted as an infrastructure failure",
                 )
+            metrics.not_scored(self.ns, self.name, model, INFRA_ERROR, reason)
             if self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds, harness=streak):
                 metrics.INFRA_RETRIES.labels(self.ns, self.name, model).inc()
             else:
