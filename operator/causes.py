@@ -41,7 +41,7 @@ def infra_cause(reason: str) -> str:
         if any(r in first for r in CONFIG_REASONS):
             return "container_config"
         return "other"
-    if "OOMKilled" in first:
+    if "OOMKilled" in reason:
         return "oom_killed"
     if first.startswith("container ") and "restarted" in first:
         return "container_restarted"

@@ -49,6 +49,9 @@ class InFlight:
     # that showed it: a drain sets it, then deletes the pod, and the last event need not carry it). Unless the try
     # stored a record it does not count, like a suspended one, up to verdict.DISRUPTION_LIMIT in a row.
     disrupted: str | None = None
+    # A container of its pod restarted or was OOM-killed while it ran (scheduling.restarted: the container and the
+    # cause): whatever the try stores is no outcome; it is an infrastructure error, retried, never scored.
+    restarted: str | None = None
 
 
 @dataclass
