@@ -144,10 +144,15 @@ class Kubelet:
         node: str = "test-node",
         tmp_env: bool = False,
         warm: bool = True,
+        node_labels: dict[str, str] | None = None,
     ):
         self.url = url.rstrip("/")
         self.warm: WarmZygote | None = None if (not warm or os.environ.get("KUBELET_COLD")) else WarmZygote.shared()
         self.node = node
+        # The node's labels, for the scheduler this kubelet also plays: a pod whose nodeSelector they do not match
+        # stays Pending with PodScheduled=False and the scheduler's message. None: every pod fits.
+        self.node_labels = node_labels
+        self.unschedulable: list[str] = []  # pods so refused, in order
         self.tmp_env = tmp_env
         self.pull_failures = pull_failures or set()
         self.extra_env = extra_env or {}
@@ -269,6 +274,22 @@ class Kubelet:
 
     # -- one pod ----------------------------------------------------------------------------------
     async def _run_pod(self, pod: dict[str, Any], key: str) -> None:
+        wanted = (pod.get("spec") or {}).get("nodeSelector") or {}
+        if self.node_labels is not None and not wanted.items() <= self.node_labels.items():
+            meta = pod["metadata"]
+            self.unschedulable.append(meta["name"])
+            condition = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                # The default scheduler's words for it.
+                "message": "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. "
+                "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+                "lastTransitionTime": now(),
+            }
+            await self._patch_status(meta["namespace"], meta["name"], {"phase": "Pending", "conditions": [condition]})
+            self.tasks.pop(key, None)
+            return  # never bound: it stays Pending until deleted (the API server deletes an unbound pod at once)
         async with self.sem:
             if not await self._bind(pod):
                 self.tasks.pop(key, None)
