@@ -39,7 +39,7 @@ from mcpfleet.operator.podview import (
     vanished,
 )
 from mcpfleet.operator.scheduling import CONDITION as SCHEDULED
-from mcpfleet.operator.scheduling import Tracker, event_message, restarted
+from mcpfleet.operator.scheduling import Tracker, event_message, park_due, requeue_delay, restarted
 from mcpfleet.operator.shared import Shared
 from mcpfleet.operator.verdict import DISRUPTION_LIMIT, Kind, backoff_budget, judge
 from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, INFRA_ERROR, PROVIDER_ERROR, is_scored
@@ -575,6 +575,7 @@ class Reconciler(Lifecycle):
             disrupted=disrupted,
             disruptions=self.state.disruptions.get(tid, 0),
             restarted=inf.restarted if inf is not None else None,
+            parked=inf.parked if inf is not None else False,
         )
         model, reason = trial.model.name, infra_reason or failure_reason(pod, v.record)
         if v.kind is Kind.UNCOUNTED:
@@ -589,7 +590,11 @@ class Reconciler(Lifecycle):
                     message=f"{tid}: pod {inf.pod} disrupted ({inf.disrupted}) before it stored a record; run again "
                     f"as the same try ({v.in_a_row} of {DISRUPTION_LIMIT} in a row allowed)",
                 )
-            self.state.unlaunch(tid)
+            if inf is not None and inf.parked:  # behind the waiting trials, after a backoff: its slot is theirs
+                parks = self.state.parks.get(tid, 0) + 1
+                self.state.requeue(tid, time.time() + requeue_delay(parks))
+            else:
+                self.state.unlaunch(tid)
             self.shared.inflight -= 1
             await self.delete_counted(pod["metadata"]["name"])
             self.dirty = True
@@ -694,6 +699,28 @@ class Reconciler(Lifecycle):
         for tid, inf in list(self.state.in_flight.items()):
             if self.state is None:
                 return
+            held = self.scheduling.seen.get(tid)
+            if (
+                inf.started is None
+                and inf.ending is None
+                and held is not None
+                and park_due(
+                    held[1],
+                    inf.created,
+                    held[0],
+                    now,
+                    pending_timeout=self.run.spec.pod.pending_timeout_seconds,
+                    others_waiting=self.state.waiting.size > 0,
+                )
+            ):
+                inf.parked = True
+                try:
+                    await self.end_try(tid, f"pod unschedulable ({held[1].message}): its slot given back, requeued")
+                except API_FAILURES as exc:  # not deleted: parked again on the next check
+                    inf.parked = False
+                    self.logger.warning("deleting the unschedulable pod of %s failed (will try again): %s", tid, exc)
+                    return
+                continue
             due = overdue_try(
                 inf,
                 now,

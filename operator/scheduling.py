@@ -147,6 +147,46 @@ class Tracker:
         return write, due
 
 
+# -- unschedulable trials never hold the run's slots ------------------------------------------------------------
+# How long a try's pod may stay unschedulable before it gives its slot back (Kueue's waitForPodsReady timeout for a
+# workload whose pods do not start; a Job would hold the slot until its pod runs). The trial is then requeued behind
+# the waiting ones, not before REQUEUE_BASE_SECONDS * 2^(times requeued) (at most REQUEUE_MAX_SECONDS), its try not
+# counted (no retry, no infrastructure failure): a trial that can run takes the slot meanwhile.
+PARK_AFTER_SECONDS = 30.0
+REQUEUE_BASE_SECONDS = 10.0
+REQUEUE_MAX_SECONDS = 300.0
+
+
+def park_due(
+    why: Blocked | None,
+    created: float,
+    first_blocked: float,
+    now: float,
+    *,
+    pending_timeout: float,
+    others_waiting: bool,
+    after: float | None = None,
+) -> bool:
+    """Whether a try whose pod the scheduler cannot place (``why``: its cause, ``created``: its pod's creation,
+    ``first_blocked``: when the trial was first seen unschedulable, across its tries) gives its slot back now. Only
+    when some other trial waits for a slot (else requeueing only churns pods), and only until the trial has been
+    unschedulable for ``pending_timeout`` (spec.pod.pendingTimeoutSeconds) in all: from then on its try ends at its
+    Pending deadline as an infrastructure error, as before, so a run that can never be placed still ends."""
+    wait = PARK_AFTER_SECONDS if after is None else after
+    return (
+        why is not None
+        and why.reason == "Unschedulable"
+        and others_waiting
+        and now - created >= wait
+        and now - first_blocked < pending_timeout
+    )
+
+
+def requeue_delay(parked: int) -> float:
+    """Seconds a trial requeued ``parked`` times before waits before its next try."""
+    return float(min(REQUEUE_MAX_SECONDS, REQUEUE_BASE_SECONDS * 2 ** max(0, parked - 1)))
+
+
 # -- a container restarted under a running trial ---------------------------------------------------------------
 def restarted(pod: Mapping[str, Any]) -> str | None:
     """A container of the pod that restarted (restartCount > 0: a native sidecar, the MCP server, is restarted in

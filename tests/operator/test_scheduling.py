@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from test_podview import NOW, pod, waiting
-from tiny import body, flight, trials
+from tiny import body, flight, state, trials
 
 from mcpfleet.operator.causes import infra_cause
 from mcpfleet.operator.podview import Act, failure_reason, seen
 from mcpfleet.operator.scheduling import (
+    PARK_AFTER_SECONDS,
     REPORT_AFTER_SECONDS,
     Blocked,
     Tracker,
@@ -21,6 +22,8 @@ from mcpfleet.operator.scheduling import (
     condition,
     event_message,
     events_due,
+    park_due,
+    requeue_delay,
     restarted,
 )
 from mcpfleet.operator.verdict import Kind, judge
@@ -128,3 +131,32 @@ def test_a_record_stored_after_a_restart_is_no_outcome() -> None:
 
 def test_a_pending_deadline_of_an_unschedulable_pod_names_the_scheduler() -> None:
     assert infra_cause(f"pod unschedulable: Unschedulable: {CPU}; pod still Pending after 600 s") == "unschedulable"
+
+
+def test_an_unschedulable_try_gives_its_slot_back_while_others_wait_until_its_pending_deadline() -> None:
+    cpu = Blocked("Unschedulable", CPU)
+    kw: dict[str, Any] = {"pending_timeout": 600, "others_waiting": True}
+    created = NOW - PARK_AFTER_SECONDS
+    assert park_due(cpu, created, created, NOW, **kw)
+    assert not park_due(cpu, created + 1, created, NOW, **kw)  # not unschedulable long enough yet
+    assert not park_due(cpu, created, created, NOW, pending_timeout=600, others_waiting=False)  # nobody to give to
+    assert not park_due(cpu, created, NOW - 600, NOW, **kw)  # unschedulable for its whole Pending deadline: infra
+    assert not park_due(Blocked("ImagePullBackOff", "x"), created, created, NOW, **kw)  # given up on already
+    assert not park_due(None, created, created, NOW, **kw)
+    assert [requeue_delay(n) for n in (1, 2, 3, 6, 7, 20)] == [10.0, 20.0, 40.0, 300.0, 300.0, 300.0]
+
+
+def test_a_requeued_trial_waits_behind_the_others_and_is_not_counted(tmp_path: Path) -> None:
+    ts = trials(tmp_path, body(tmp_path))
+    st = state(ts)
+    first = st.next_launches(1, {t.model.name: 9 for t in ts}, NOW)
+    [(trial, retry)] = first
+    st.launched(trial, "pod", retry, NOW)
+    assert st.requeue(trial.trial_id, NOW + 10) == 1
+    assert trial.trial_id not in st.in_flight and st.retries.get(trial.trial_id, 0) == 0 and st.infra_streak == 0
+    free = {t.model.name: 9 for t in ts}
+    soon = [t.trial_id for t, _ in st.next_launches(len(ts), free, NOW + 1)]
+    assert trial.trial_id not in soon and len(soon) == len(ts) - 1  # every other trial first
+    later = [t.trial_id for t, _ in st.next_launches(len(ts), free, NOW + 11)]
+    assert later == [trial.trial_id]
+    assert judge(None, "h", 1, parked=True).kind is Kind.UNCOUNTED
