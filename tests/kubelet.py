@@ -127,6 +127,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+LEFTOVER_SETTLE_SECONDS = 2.0  # how long a pod's processes may outlive its last container before they are leftovers
+
+
 class PodFailed(Exception):
     def __init__(self, reason: str, message: str = ""):
         super().__init__(reason)
@@ -448,11 +451,24 @@ class Kubelet:
                 self.deleted.append(meta["name"])
                 self.gone_at.setdefault(meta["name"], time.monotonic())
 
-    def leftover_check(self, pod: str, poddir: Path) -> None:
-        """After every container of the pod stopped: any process still naming its folder (a sidecar's child in a
-        process group of its own, a server that outlived its gateway) is a leftover, killed and recorded."""
-        for pid, cmd in processes_naming(str(poddir)):
-            self.leftovers.append((pod, pid, cmd))
+    async def leftover_check(
+        self, pod: str, poddir: Path, groups: set[int], settle: float = LEFTOVER_SETTLE_SECONDS
+    ) -> None:
+        """After every container of the pod stopped: a process still naming its folder ``settle`` seconds later
+        outside every container's process group (a child that left its container's group, as supergateway's
+        stdio servers do, and outlived it) is a leftover, killed and recorded. One still in a container's group is
+        killed with it, as a container runtime kills the container's cgroup (a server's last processes finishing
+        their exit just after their container's main process)."""
+        deadline = time.monotonic() + settle
+        while (left := processes_naming(str(poddir))) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        for pid, cmd in left:
+            try:
+                in_group = os.getpgid(pid) in groups
+            except ProcessLookupError:
+                continue
+            if not in_group:
+                self.leftovers.append((pod, pid, cmd))
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
@@ -625,7 +641,7 @@ class Kubelet:
         # grace, then SIGKILL; the pod's terminal phase only once they have stopped.
         grace = float(spec.get("terminationGracePeriodSeconds", 30))
         await self._stop(name, [p for p in procs if p.returncode is None], time.monotonic() + grace)
-        self.leftover_check(name, poddir)
+        await self.leftover_check(name, poddir, {p.pid for p in procs})
         await self._finish(pod, phase, statuses)
 
     def _terminated(self, c: dict[str, Any], code: int, term_file: Path | None, poddir: Path) -> dict[str, Any]:
