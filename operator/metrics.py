@@ -86,6 +86,13 @@ TOOL_CALL_CLASSES = Counter(
     ["namespace", "run", "model", "service", "class"],
     registry=REGISTRY,
 )
+NOT_SCORED = Counter(
+    "mcpfleet_not_scored_tries_total",
+    "Tries that measured nothing, retried or final, by outcome (infra_error, provider_error, config_error, "
+    "budget_exhausted) and cause (operator/causes.py: unschedulable, image_pull, container_config, oom_killed, ...).",
+    ["namespace", "run", "model", "outcome", "cause"],
+    registry=REGISTRY,
+)
 RECONCILE_ERRORS = Counter(
     "mcpfleet_reconcile_errors_total", "Errors in a run's reconcile loop.", ["namespace", "run"], registry=REGISTRY
 )
@@ -109,9 +116,15 @@ def init_run(ns: str, run: str, model_services: list[tuple[str, str]]) -> None:
     from mcpfleet.runner.results.outcome import CATEGORIES
 
     RECONCILE_ERRORS.labels(ns, run)
+    from mcpfleet.operator.causes import INFRA_CAUSES, RECORD_CAUSES
+
     for model in {m for m, _ in model_services}:
         INFRA_RETRIES.labels(ns, run, model)
         DISRUPTIONS.labels(ns, run, model)
+        for cause in INFRA_CAUSES:
+            NOT_SCORED.labels(ns, run, model, "infra_error", cause)
+        for outcome in RECORD_CAUSES:
+            NOT_SCORED.labels(ns, run, model, outcome, outcome)
     for model, service in model_services:
         TRIALS.labels(ns, run, model, service, "passed", "none")
         for category in CATEGORIES:
@@ -150,6 +163,13 @@ def observe_record(ns: str, run: str, record: dict[str, Any], scheduling_s: floa
             PHASE_SECONDS.labels(ns, run, model, service, phase).observe(float(timings.get(phase) or 0.0))
     if scheduling_s is not None:
         PHASE_SECONDS.labels(ns, run, model, service, "scheduling").observe(max(0.0, scheduling_s))
+
+
+def not_scored(ns: str, run: str, model: str, outcome: str, reason: str = "") -> None:
+    """Count one try that measured nothing (``reason``: the operator's, for an infrastructure error)."""
+    from mcpfleet.operator.causes import not_scored_cause
+
+    NOT_SCORED.labels(ns, run, model, outcome, not_scored_cause(outcome, reason)).inc()
 
 
 def outcome_of(category: str) -> str:

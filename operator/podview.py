@@ -15,6 +15,7 @@ from typing import Any
 from mcpfleet.operator.manifests import ANN_TRIAL, LABEL_RETRY
 from mcpfleet.operator.phase import POD_ENDED, PodPhase
 from mcpfleet.operator.runstate import InFlight, RunState
+from mcpfleet.operator.scheduling import restarted
 from mcpfleet.runner.results.outcome import INFRA_ERROR
 from mcpfleet.runner.results.records import epoch_seconds
 
@@ -109,7 +110,8 @@ def failure_reason(pod: dict[str, Any], record: dict[str, Any] | None) -> str:
     for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
         term = (cs.get("state") or {}).get("terminated")
         if term:
-            parts.append(f"{cs.get('name')} exit {term.get('exitCode')}")
+            why = f" {term['reason']}" if term.get("reason") in ("OOMKilled", "ContainerCannotRun") else ""
+            parts.append(f"{cs.get('name')}{why} exit {term.get('exitCode')}")
             msg = (term.get("message") or "").strip()
             if msg:
                 parts.append(msg[-300:])
@@ -193,6 +195,9 @@ def seen(kind: str, pod: dict[str, Any], inf: InFlight, now: float) -> Seen:
     if reason in IMAGE_FAILURES and inf.ending is None:
         # The kubelet's message says what to fix: 'secret "llm-keys" not found', the image that failed.
         return Seen(Act.END, f"pod cannot start: {reason}" + (f": {message}" if message else ""))
+    if inf.ending is None and (why := inf.restarted or restarted(pod)):
+        # A native sidecar (the MCP server) restarted in place under the agent: end the try now (retried).
+        return Seen(Act.END, why)
     return NOTHING
 
 

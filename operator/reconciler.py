@@ -38,9 +38,11 @@ from mcpfleet.operator.podview import (
     trial_of,
     vanished,
 )
+from mcpfleet.operator.scheduling import CONDITION as SCHEDULED
+from mcpfleet.operator.scheduling import Tracker, event_message, park_due, requeue_delay, restarted
 from mcpfleet.operator.shared import Shared
 from mcpfleet.operator.verdict import DISRUPTION_LIMIT, Kind, backoff_budget, judge
-from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, INFRA_ERROR
+from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.results.records import TrialResult, dumps, now_iso
 from mcpfleet.runner.spec.evalrun import EvalRun
 from mcpfleet.runner.spec.trial import TrialSpec
@@ -89,6 +91,7 @@ class Reconciler(Lifecycle):
         # check_deadlines (and while the run is settled) until gone; the earliest next attempt (monotonic).
         self.to_delete: set[str] = set()
         self.delete_retry_at = 0.0
+        self.scheduling = Tracker()  # trials held up Pending, and why (scheduling.py): a condition and events
 
     def stopping(self) -> bool:
         """Asked to stop: act no further (a peer may take the run over as soon as this replica is gone)."""
@@ -293,6 +296,8 @@ class Reconciler(Lifecycle):
             # and at 5,080 pods in flight a pass per step was 7% of the operator's CPU.
             self.deadlines_at = time.monotonic() + DEADLINE_CHECK_SECONDS
             await self.check_deadlines()
+            if self.state is not None:
+                self.report_scheduling()
         if self.state is not None and time.monotonic() >= self.resync_at:
             await self.resync()
         if self.state is None:
@@ -503,6 +508,9 @@ class Reconciler(Lifecycle):
             # for as long as a runner that was seen running, never retried after the Pending path's short wait.
             inf.started = now
         inf.disrupted = disruption_seen(inf.disrupted, kind, pod)
+        self.scheduling.see(tid, pod, inf.started is not None, now)
+        if inf.restarted is None and inf.ending is None:
+            inf.restarted = restarted(pod)  # a record this try stores after it is no outcome (verdict.judge)
         event = seen(kind, pod, inf, now)
         if event.act is Act.TAKE:
             await self.outcome(tid, pod, event.reason)
@@ -511,6 +519,20 @@ class Reconciler(Lifecycle):
         elif event.act is Act.END:
             assert event.reason is not None
             await self.end_try(tid, event.reason, pod, gone_later=event.gone_later)
+
+    def report_scheduling(self) -> None:
+        """Trials held up Pending (scheduling.Tracker): the PodsScheduled condition naming each cause and how many
+        trials it holds up, and one Warning event per cause (again, with the new count, at most every
+        scheduling.EVENT_EVERY_SECONDS), never one per pod."""
+        assert self.state is not None
+        self.scheduling.forget([t for t in self.scheduling.seen if t in self.state.done])
+        cond, due = self.scheduling.report(time.time())
+        if cond is not None:
+            status, reason, message = cond
+            self.set_condition(SCHEDULED, status == "True", reason, message)
+            self.dirty = True
+        for cause in due:
+            kopf.warn(self.body, reason="TrialsPending", message=event_message(cause))
 
     async def end_try(self, tid: str, reason: str, pod: dict[str, Any] | None = None, gone_later: bool = False) -> None:
         """The operator gives up on a try whose pod has not finished: delete the pod (gracefully) and take the
@@ -552,6 +574,8 @@ class Reconciler(Lifecycle):
             suspended=suspended,
             disrupted=disrupted,
             disruptions=self.state.disruptions.get(tid, 0),
+            restarted=inf.restarted if inf is not None else None,
+            parked=inf.parked if inf is not None else False,
         )
         model, reason = trial.model.name, infra_reason or failure_reason(pod, v.record)
         if v.kind is Kind.UNCOUNTED:
@@ -566,7 +590,11 @@ class Reconciler(Lifecycle):
                     message=f"{tid}: pod {inf.pod} disrupted ({inf.disrupted}) before it stored a record; run again "
                     f"as the same try ({v.in_a_row} of {DISRUPTION_LIMIT} in a row allowed)",
                 )
-            self.state.unlaunch(tid)
+            if inf is not None and inf.parked:  # behind the waiting trials, after a backoff: its slot is theirs
+                parks = self.state.parks.get(tid, 0) + 1
+                self.state.requeue(tid, time.time() + requeue_delay(parks))
+            else:
+                self.state.unlaunch(tid)
             self.shared.inflight -= 1
             await self.delete_counted(pod["metadata"]["name"])
             self.dirty = True
@@ -580,6 +608,7 @@ class Reconciler(Lifecycle):
             # The provider failed after the runner's retries: measured nothing; try again like an infra error
             # (the pod itself worked, so the run's infrastructure budget is not charged).
             await self.charge_retries(model, stored)
+            metrics.not_scored(self.ns, self.name, model, PROVIDER_ERROR)
             if self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds, harness=False):
                 metrics.INFRA_RETRIES.labels(self.ns, self.name, model).inc()
             else:
@@ -588,6 +617,8 @@ class Reconciler(Lifecycle):
         elif stored is not None:
             self.state.finished(tid, stored, time.time())
             metrics.observe_record(self.ns, self.name, stored, scheduling_seconds(pod, time.time()))
+            if not is_scored(stored.get("failure")):
+                metrics.not_scored(self.ns, self.name, model, str(stored.get("failure")))
             await self.charge_retries(model, stored)
             if v.stops_model and stored.get("failure") == BUDGET_EXHAUSTED:
                 why = str(stored.get("error") or BUDGET_EXHAUSTED)  # the run's budget: every model stops
@@ -611,6 +642,7 @@ class Reconciler(Lifecycle):
                     message=f"{tid}: pod {inf.pod} disrupted ({inf.disrupted}) {DISRUPTION_LIMIT + 1} times in a row: "
                     "counted as an infrastructure failure",
                 )
+            metrics.not_scored(self.ns, self.name, model, INFRA_ERROR, reason)
             if self.state.infra_failed(tid, time.time(), self.run.spec.retries.backoff_seconds, harness=streak):
                 metrics.INFRA_RETRIES.labels(self.ns, self.name, model).inc()
             else:
@@ -667,6 +699,28 @@ class Reconciler(Lifecycle):
         for tid, inf in list(self.state.in_flight.items()):
             if self.state is None:
                 return
+            held = self.scheduling.seen.get(tid)
+            if (
+                inf.started is None
+                and inf.ending is None
+                and held is not None
+                and park_due(
+                    held[1],
+                    inf.created,
+                    held[0],
+                    now,
+                    pending_timeout=self.run.spec.pod.pending_timeout_seconds,
+                    others_waiting=self.state.waiting.size > 0,
+                )
+            ):
+                inf.parked = True
+                try:
+                    await self.end_try(tid, f"pod unschedulable ({held[1].message}): its slot given back, requeued")
+                except API_FAILURES as exc:  # not deleted: parked again on the next check
+                    inf.parked = False
+                    self.logger.warning("deleting the unschedulable pod of %s failed (will try again): %s", tid, exc)
+                    return
+                continue
             due = overdue_try(
                 inf,
                 now,
@@ -677,8 +731,10 @@ class Reconciler(Lifecycle):
             if due is None:
                 continue
             if not due.count:
+                held = self.scheduling.seen.get(tid)
+                why = f"pod unschedulable: {held[1].reason}: {held[1].message}; {due.reason}" if held else due.reason
                 try:
-                    await self.end_try(tid, due.reason)
+                    await self.end_try(tid, why)
                 except STORE_FAILURES as exc:
                     self.store_unavailable(exc)
                     return

@@ -49,6 +49,12 @@ class InFlight:
     # that showed it: a drain sets it, then deletes the pod, and the last event need not carry it). Unless the try
     # stored a record it does not count, like a suspended one, up to verdict.DISRUPTION_LIMIT in a row.
     disrupted: str | None = None
+    # A container of its pod restarted or was OOM-killed while it ran (scheduling.restarted: the container and the
+    # cause): whatever the try stores is no outcome; it is an infrastructure error, retried, never scored.
+    restarted: str | None = None
+    # Its pod could not be scheduled and it gave its slot back (scheduling.park_due): it does not count, and its
+    # trial waits behind the others (RunState.requeue).
+    parked: bool = False
 
 
 @dataclass
@@ -61,6 +67,7 @@ class RunState:
     retries: dict[str, int] = field(default_factory=dict)  # trial id -> infra tries so far
     waiting: WaitQueue = field(default_factory=lambda: WaitQueue([], {}, {}))
     delayed: dict[str, float] = field(default_factory=dict)  # trial id -> not before (wall seconds)
+    parks: dict[str, int] = field(default_factory=dict)  # trial id -> times it gave its slot back (unschedulable)
     # Pods found at a restart still running though their try's outcome is recorded (a runner exiting after
     # storing its record): deleted, and holding their slot until gone. Pod name -> give up on it (wall seconds).
     draining: dict[str, float] = field(default_factory=dict)
@@ -194,6 +201,16 @@ class RunState:
         self._land(trial_id)
         if trial_id not in self.done:
             self.waiting.appendleft(trial_id)
+
+    def requeue(self, trial_id: str, not_before: float) -> int:
+        """A try whose pod could not be scheduled gave its slot back: not counted, its trial behind the waiting ones,
+        not before ``not_before`` (wall seconds). Returns how many times the trial was requeued so."""
+        self._land(trial_id)
+        self.parks[trial_id] = self.parks.get(trial_id, 0) + 1
+        if trial_id not in self.done:
+            self.delayed[trial_id] = not_before
+            self.waiting.append(trial_id)
+        return self.parks[trial_id]
 
     def disrupted(self, trial_id: str) -> None:
         """Kubernetes disrupted the trial's current try before it stored a record, and the try does not count

@@ -66,15 +66,21 @@ def judge(
     suspended: bool = False,
     disrupted: str | None = None,
     disruptions: int = 0,
+    restarted: str | None = None,
+    parked: bool = False,
 ) -> Verdict:
     """The try's outcome from its trial's stored record (None: none), the trial's ``spec_hash`` and which try this is.
     ``suspended``: a suspend deleted its pod; ``disrupted``: Kubernetes marked it (the DisruptionTarget reason);
     ``disruptions``: the trial's tries disrupted in a row before this one. A record of another spec, or the
-    operator's own infrastructure record, is no outcome: the try failed for the infrastructure."""
+    operator's own infrastructure record, is no outcome: the try failed for the infrastructure. ``restarted``: a
+    container of its pod restarted under it (an OOM-killed MCP server): even a record it stored is no outcome.
+    ``parked``: its pod could not be scheduled and it gave its slot back (scheduling.park_due): not counted."""
     mine = this_try(record, tries)
+    if restarted is not None:  # its server (or its state) changed under the agent: measured nothing
+        return Verdict(Kind.INFRA, mine)
     if mine is not None and mine.get("spec_hash") == spec_hash and mine.get("failure") != INFRA_ERROR:
         return Verdict(Kind.PROVIDER if mine.get("failure") == PROVIDER_ERROR else Kind.RECORDED, mine, mine)
-    if suspended:  # no retry, no infra error, the run's streak unchanged: the trial waits for the resume
+    if suspended or parked:  # no retry, no infra error, the run's streak unchanged: the trial waits
         return Verdict(Kind.UNCOUNTED, mine)
     if disrupted is not None:
         if disruptions < DISRUPTION_LIMIT:  # as a podFailurePolicy Ignore on DisruptionTarget

@@ -46,12 +46,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from proctree import processes_naming
 
 REPO = Path(__file__).resolve().parents[1]
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"  # the runner image's entry point
@@ -126,6 +127,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+LEFTOVER_SETTLE_SECONDS = 2.0  # how long a pod's processes may outlive its last container before they are leftovers
+
+
 class PodFailed(Exception):
     def __init__(self, reason: str, message: str = ""):
         super().__init__(reason)
@@ -144,10 +148,17 @@ class Kubelet:
         node: str = "test-node",
         tmp_env: bool = False,
         warm: bool = True,
+        node_labels: dict[str, str] | None = None,
+        too_big: Callable[[dict[str, Any]], bool] | None = None,
     ):
         self.url = url.rstrip("/")
         self.warm: WarmZygote | None = None if (not warm or os.environ.get("KUBELET_COLD")) else WarmZygote.shared()
         self.node = node
+        # The node's labels, for the scheduler this kubelet also plays: a pod whose nodeSelector they do not match
+        # stays Pending with PodScheduled=False and the scheduler's message. None: every pod fits.
+        self.node_labels = node_labels
+        self.too_big = too_big  # pods this node has not the CPU for: Pending, "Insufficient cpu"
+        self.unschedulable: list[str] = []  # pods so refused, in order
         self.tmp_env = tmp_env
         self.pull_failures = pull_failures or set()
         self.extra_env = extra_env or {}
@@ -179,6 +190,13 @@ class Kubelet:
         self.terminating: dict[str, asyncio.Task[None]] = {}
         self.signals: list[tuple[float, str, str, str]] = []  # (time, pod, container, "SIGTERM"|"SIGKILL")
         self.deleted: list[str] = []  # pods this node deleted (gracePeriodSeconds=0) once their containers stopped
+        # Teardown: when each pod's main containers exited (monotonic), and when this node deleted it.
+        self.runner_exit: dict[str, float] = {}
+        self.gone_at: dict[str, float] = {}
+        # Processes of a pod still alive after every container of it stopped by itself or on SIGTERM (a container
+        # runtime would kill them with the container's cgroup; here they would outlive the test): (pod, pid, cmd).
+        # Each is SIGKILLed when found, and the kubelet's exit fails the test naming them.
+        self.leftovers: list[tuple[str, int, str]] = []
 
     # -- API --------------------------------------------------------------------------------------
     async def _patch_status(self, ns: str, name: str, status: dict[str, Any]) -> None:
@@ -222,8 +240,16 @@ class Kubelet:
                 await t
         if self.session:
             await self.session.close()
+        # What outlived its pod's containers, whatever the path (a pod cut short by the test's end included: its
+        # containers' process groups were SIGKILLed, not a child that left its group).
+        swept = processes_naming(str(self.workdir))
+        for pid, _ in swept:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         if not os.environ.get("KUBELET_KEEP"):
             shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.leftovers and not any(exc):
+            raise AssertionError(f"processes outlived their pod's containers (killed now): {self.leftovers[:5]}")
 
     async def _watch_pods(self) -> None:
         assert self.session is not None
@@ -252,6 +278,7 @@ class Kubelet:
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}/{meta.get('uid')}"
         if kind == "DELETED":  # removed outright (forced, or by this node): nothing more to wait for
+            self.gone_at.setdefault(str(meta.get("name")), time.monotonic())  # (a finished pod goes at once)
             task = self.tasks.pop(key, None)
             if task is not None:
                 task.cancel()
@@ -269,6 +296,27 @@ class Kubelet:
 
     # -- one pod ----------------------------------------------------------------------------------
     async def _run_pod(self, pod: dict[str, Any], key: str) -> None:
+        wanted = (pod.get("spec") or {}).get("nodeSelector") or {}
+        # The default scheduler's words for each.
+        why = None
+        if self.node_labels is not None and not wanted.items() <= self.node_labels.items():
+            why = "1 node(s) didn't match Pod's node affinity/selector"
+        elif self.too_big is not None and self.too_big(pod):
+            why = "1 Insufficient cpu"
+        if why is not None:
+            meta = pod["metadata"]
+            self.unschedulable.append(meta["name"])
+            condition = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": f"0/1 nodes are available: {why}. preemption: 0/1 nodes are available: 1 Preemption is "
+                "not helpful for scheduling.",
+                "lastTransitionTime": now(),
+            }
+            await self._patch_status(meta["namespace"], meta["name"], {"phase": "Pending", "conditions": [condition]})
+            self.tasks.pop(key, None)
+            return  # never bound: it stays Pending until deleted (the API server deletes an unbound pod at once)
         async with self.sem:
             if not await self._bind(pod):
                 self.tasks.pop(key, None)
@@ -401,6 +449,33 @@ class Kubelet:
         ) as r:
             if r.status < 300:
                 self.deleted.append(meta["name"])
+                self.gone_at.setdefault(meta["name"], time.monotonic())
+
+    async def leftover_check(
+        self, pod: str, poddir: Path, groups: set[int], settle: float = LEFTOVER_SETTLE_SECONDS
+    ) -> None:
+        """After every container of the pod stopped: a process still naming its folder ``settle`` seconds later
+        outside every container's process group (a child that left its container's group, as supergateway's
+        stdio servers do, and outlived it) is a leftover, killed and recorded. One still in a container's group is
+        killed with it, as a container runtime kills the container's cgroup (a server's last processes finishing
+        their exit just after their container's main process)."""
+        deadline = time.monotonic() + settle
+        while (left := processes_naming(str(poddir))) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        for pid, cmd in left:
+            try:
+                in_group = os.getpgid(pid) in groups
+            except ProcessLookupError:
+                continue
+            if not in_group:
+                self.leftovers.append((pod, pid, cmd))
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def teardown_seconds(self) -> dict[str, float]:
+        """Per pod that ended by itself: its main containers' exit to its deletion by this node (sidecars stopped,
+        terminal phase reported, the operator's delete, the final delete)."""
+        return {p: self.gone_at[p] - t for p, t in self.runner_exit.items() if p in self.gone_at}
 
     def _end(self, pod: dict[str, Any]) -> None:
         """The pod stops counting as running: before its terminal status is visible to anyone."""
@@ -561,9 +636,12 @@ class Kubelet:
             code = await proc.wait()
             statuses.append(self._terminated(c, code, term, poddir))
         phase = "Succeeded" if all(s["state"]["terminated"]["exitCode"] == 0 for s in statuses) else "Failed"
-        for p in procs:  # sidecars stop when the main containers are done
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)
+        self.runner_exit[name] = time.monotonic()
+        # Sidecars stop when the main containers are done, as a node stops native sidecars: SIGTERM, the pod's
+        # grace, then SIGKILL; the pod's terminal phase only once they have stopped.
+        grace = float(spec.get("terminationGracePeriodSeconds", 30))
+        await self._stop(name, [p for p in procs if p.returncode is None], time.monotonic() + grace)
+        await self.leftover_check(name, poddir, {p.pid for p in procs})
         await self._finish(pod, phase, statuses)
 
     def _terminated(self, c: dict[str, Any], code: int, term_file: Path | None, poddir: Path) -> dict[str, Any]:

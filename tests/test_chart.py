@@ -1107,6 +1107,7 @@ def test_metrics_service_and_monitors(scenario: str) -> None:
         expected_ns = {"any": True} if values["clusterWide"] else {"matchNames": watched(values)}
         assert pm["spec"]["namespaceSelector"] == expected_ns
         assert pm["spec"]["podMetricsEndpoints"][0]["interval"] == pm_values["interval"]
+        assert pm["spec"]["podMetricsEndpoints"][0]["honorLabels"] is True  # the runner's namespace label stays
     if scenario in ("monitors", "monitors-cluster-wide"):
         assert of_kind(docs, "ServiceMonitor") and of_kind(docs, "PodMonitor")
 

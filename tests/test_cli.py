@@ -569,3 +569,45 @@ def test_pod_commands_are_left_out_of_help_and_still_run() -> None:
         assert help_.returncode == 0 and f"Usage: mcpfleet {command}" in help_.stdout, help_.stdout + help_.stderr
     ran = cli("trial")  # parsed and run as before: without a trial to run it says what it needs
     assert ran.returncode == 2 and "set MCPFLEET_TRIAL (pods)" in flat(ran.stderr), ran.stderr
+
+
+def test_run_off_a_terminal_prints_plain_progress_lines_and_a_rerun_says_nothing_is_left(
+    tmp_path: Path, session_pack: Path
+) -> None:
+    """stderr a pipe (CI, nohup): the live bar would print nothing until the end, so the run prints plain lines
+    at its pace and at each tenth of the trials; a re-run with every trial recorded says so before its table."""
+    spec = {
+        "models": [{"name": "oracle", "model": "scripted/oracle?latency=0.4"}],
+        "tasks": {"path": str(session_pack)},
+        "concurrency": {"total": 1},
+        "output": {"uri": str(tmp_path / "runs")},
+    }
+    path = evalrun(tmp_path, spec)
+    first = cli("run", str(path), "--progress-every", "0.5", timeout=300)
+    assert first.returncode == 0, first.stdout + first.stderr
+    lines = [line for line in first.stderr.splitlines() if line.startswith("progress: ")]
+    assert "\x1b" not in first.stderr and "\r" not in first.stderr  # no control codes: a log reads as printed
+    assert (
+        lines[0] == "progress: 0/3 trials done (0%): 0 passed, 0 failed, 0 not scored, 0 in flight; elapsed 0s, ETA -"
+    )
+    assert lines[-1].startswith("progress: 3/3 trials done (100%): 3 passed, 0 failed, 0 not scored, 0 in flight;")
+    assert lines[-1].endswith("ETA 0s"), lines[-1]
+    done = [int(line.split()[1].split("/")[0]) for line in lines]
+    assert done == sorted(done) and {1, 2, 3} <= set(done)  # each trial a third of the run: a line each
+    waiting = [line for line in lines if " 1 in flight;" in line]
+    assert len(waiting) >= 2, first.stderr  # lines while a trial runs and none finishes: the pace, not only steps
+    assert "nothing to run" not in first.stderr
+
+    again = subprocess.run(
+        [str(MCPFLEET), "run", str(path), "--progress-every", "0.5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one stream, as a CI log has it: the note comes before the table
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert again.returncode == 0, again.stdout
+    said = flat(again.stdout)
+    note = f"nothing to run: all 3 planned trials of run 'cli' are recorded in {tmp_path / 'runs' / 'cli'}"
+    assert note in said and said.index(note) < said.index("pass@1"), again.stdout
+    assert "progress: " not in again.stdout

@@ -50,7 +50,19 @@ def test_every_dashboard_metric_exists_in_code() -> None:
 
 def test_dashboard_covers_the_required_views() -> None:
     titles = " | ".join(p["title"].lower() for p in json.loads(DASHBOARD.read_text())["panels"])
-    views = ("progress", "pass@1", "failure", "token", "cost", "duration", "in flight", "retries", "tool-call class")
+    views = (
+        "progress",
+        "pass@1",
+        "failure",
+        "token",
+        "cost",
+        "duration",
+        "in flight",
+        "retries",
+        "tool-call class",
+        "pass rate over time by model",
+        "not scored: causes",
+    )
     for view in views:
         assert view in titles, f"no panel for {view}"
 
@@ -68,3 +80,44 @@ def test_no_metric_is_labelled_by_trial() -> None:
         for collector in list(registry._collector_to_names):  # noqa: SLF001
             labels = getattr(collector, "_labelnames", ())
             assert not {"trial", "trial_id", "pod", "task_id", "attempt"} & set(labels), collector
+
+
+OPERATOR_WIDE = {"mcpfleet_api_requests_total"}  # the operator's own API requests: of no run, no namespace
+
+
+def label_names() -> dict[str, set[str]]:
+    """Metric family name (as exposed) -> its label names, for every metric of both registries."""
+    out: dict[str, set[str]] = {}
+    for registry in (operator_metrics.REGISTRY, runner_metrics.REGISTRY):
+        for collector in list(registry._collector_to_names):  # noqa: SLF001
+            labels = set(getattr(collector, "_labelnames", ()))
+            for name in registry._collector_to_names[collector]:  # noqa: SLF001
+                out[name] = labels
+    return out
+
+
+def test_every_metric_carries_namespace_and_run_but_the_operators_own_requests() -> None:
+    """Two same-named runs in two namespaces must be two series, or the dashboard adds them up."""
+    names = label_names()
+    assert names, "no metric registered"
+    missing = sorted(n for n, labels in names.items() if not {"namespace", "run"} <= labels)
+    assert [n for n in missing if not any(n.startswith(w.removesuffix("_total")) for w in OPERATOR_WIDE)] == []
+
+
+SELECTOR = re.compile(r"\b(mcpfleet_[a-z0-9_]+)(\{[^}]*\})?")
+
+
+def test_every_query_selects_by_the_namespace_and_the_run_variables() -> None:
+    d = json.loads(DASHBOARD.read_text())
+    names = [v["name"] for v in d["templating"]["list"]]
+    assert names.index("namespace") < names.index("run"), names  # picked first: the runs listed are its
+    run_var = next(v for v in d["templating"]["list"] if v["name"] == "run")
+    assert 'namespace=~"$namespace"' in run_var["query"]["query"]
+    checked = 0
+    for expr in [t["expr"] for p in d["panels"] for t in p.get("targets", [])]:
+        for name, matchers in SELECTOR.findall(expr):
+            if name in OPERATOR_WIDE:
+                continue
+            assert 'namespace=~"$namespace"' in matchers and 'run=~"$run"' in matchers, f"{name} in {expr}"
+            checked += 1
+    assert checked > 30

@@ -23,6 +23,7 @@ from mcpfleet.runner.cli.servers import compare, servers_app, tasks_new
 from mcpfleet.runner.cli.stress import tasks_stress
 from mcpfleet.runner.cli.toolcalls import judge_eval, toolcalls_app
 from mcpfleet.runner.cli.view import show, view
+from mcpfleet.runner.launch.progress_lines import DEFAULT_EVERY_SECONDS
 from mcpfleet.runner.spec.load import SpecError, load_evalrun
 from mcpfleet.runner.spec.task import Task, TaskError
 from mcpfleet.runner.tasks.digest import task_digest
@@ -95,7 +96,18 @@ def run(
     evalrun: Annotated[Path, typer.Argument(help="EvalRun YAML file.")],
     concurrency: Annotated[int | None, typer.Option(min=1, help="Override spec.concurrency.total.")] = None,
     new_run: Annotated[bool, typer.Option("--new-run", help="Write under a fresh run name if one exists.")] = False,
-    no_progress: Annotated[bool, typer.Option("--no-progress", help="No live progress bar.")] = False,
+    no_progress: Annotated[
+        bool, typer.Option("--no-progress", help="No progress: neither the live bar nor progress lines.")
+    ] = False,
+    progress_every: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            help="Off a terminal (CI, nohup): print a plain progress line at least every SECONDS, and at each "
+            "tenth of the trials.",
+            metavar="SECONDS",
+        ),
+    ] = DEFAULT_EVERY_SECONDS,
 ) -> None:
     """Run an EvalRun on this machine (resumes if it was run before)."""
     import signal
@@ -115,6 +127,7 @@ def run(
             new_run=new_run,
             concurrency=concurrency,
             show_progress=not no_progress and sys.stderr.isatty(),
+            progress_every=None if no_progress or sys.stderr.isatty() else progress_every,
         )
     except (SpecError, TaskError, RunRefused, StoreError) as exc:
         _fail(str(exc))

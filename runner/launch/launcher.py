@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import os
 import stat
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -296,6 +297,7 @@ class Scheduler:
         self.total = run.spec.concurrency.total
         self.ledger = ledger  # the run's budgets (ledger.Ledger), when some budget applies
         self.on_spend: Callable[[float, float | None], None] | None = None  # the progress line's
+        self.on_flight: Callable[[int], None] | None = None  # told the number in flight whenever it changes
 
     def model_cap(self, model: str) -> int:
         m = next(m for m in self.run.spec.models if m.name == model)
@@ -388,6 +390,7 @@ class Scheduler:
                 running[fut] = InFlight(t, n, time.monotonic() + worker_deadline(t)[0])
                 pool_futures[fut] = submitted
                 self.in_flight[t.model.name] += 1
+                self.flying()
             for fut, inf in running.items():
                 if inf.killed is None and now >= inf.deadline:
                     # Its worker is wedged: killed as an OOM kill would (its trial fails with BrokenProcessPool).
@@ -408,6 +411,7 @@ class Scheduler:
                 pool_futures.pop(fut)
                 t, n = inf.trial, inf.attempt
                 self.in_flight[t.model.name] -= 1
+                self.flying()
                 try:
                     out = fut.result()
                 except RecordNotStored as exc:  # the store is broken: for every trial, and no retry fixes it
@@ -443,6 +447,10 @@ class Scheduler:
                 self.on_done(out)
             if self.ledger is not None and len(finished) > (waker in finished):
                 await self.save_spend()
+
+    def flying(self) -> None:
+        if self.on_flight is not None:
+            self.on_flight(sum(self.in_flight.values()))
 
     def budget_spent(self, model: str, error: str) -> None:
         """A trial cut short by a budget: no new trial of its model (the run's budget: of any model) starts."""
@@ -555,10 +563,13 @@ def execute(
     new_run: bool = False,
     concurrency: int | None = None,
     show_progress: bool = True,
+    progress_every: float | None = None,
     order: Callable[[list[TrialSpec]], list[TrialSpec]] | None = None,
 ) -> tuple[dict[str, Any], Path | str]:
     """Run (or resume) an EvalRun locally; returns (summary, run folder or s3:// URI of the run root).
-    ``order``: the launch order instead of the plan's (``tasks stress`` shuffles it).
+    ``show_progress``: the live progress bar; ``progress_every``: plain progress lines on stderr instead, at least
+    every that many seconds (off a terminal). ``order``: the launch order instead of the plan's (``tasks stress``
+    shuffles it).
 
     Raises KeyboardInterrupt on Ctrl-C, RunLost when a run-scoped resource is lost for good."""
 
@@ -587,13 +598,20 @@ def execute(
         config = config.with_name(run.name)
         store = config.open()
     with run_lock(store):
-        return _execute(run, base_dir, trials, config, store, show_progress)
+        return _execute(run, base_dir, trials, config, store, show_progress, progress_every)
 
 
 def _execute(
-    run: EvalRun, base_dir: Path, trials: list[TrialSpec], config: StoreConfig, store: ResultStore, show_progress: bool
+    run: EvalRun,
+    base_dir: Path,
+    trials: list[TrialSpec],
+    config: StoreConfig,
+    store: ResultStore,
+    show_progress: bool,
+    progress_every: float | None = None,
 ) -> tuple[dict[str, Any], Path | str]:
     from mcpfleet.runner.launch.progress import Progress
+    from mcpfleet.runner.launch.progress_lines import nothing_left_line
 
     state = reconcile_records(run, trials, store)
     try:
@@ -610,8 +628,10 @@ def _execute(
         store.write_json(PLAN_FILE, plan_file(run, trials))
     except OSError as exc:  # nothing ran yet: one line naming the folder, not a traceback
         raise StoreError(f"cannot write the run's files in {store.location()}: {exc}") from None
-    progress = Progress(total=len(trials), already=state.skipped, enabled=show_progress)
-    if state.todo:
+    progress = Progress(total=len(trials), already=state.skipped, enabled=show_progress, lines_every=progress_every)
+    if not state.todo:  # said before the table, which would otherwise look like this invocation's work
+        print(nothing_left_line(len(trials), run.name, store.location()), file=sys.stderr, flush=True)
+    else:
         start_forkserver()  # its seconds of imports overlap the scripted server's start and the pool's set-up
         with ExitStack() as stack:
             # Entered first, so closed last: after a Ctrl-C, further ones are held (lifeline.interrupts_held) until
@@ -654,6 +674,7 @@ def _execute(
                 run, state, pool, config, scripted_url, progress.advance, keys, resources, lost, store, ledger
             )
             scheduler.on_spend = progress.spent
+            scheduler.on_flight = progress.flying
             try:
                 asyncio.run(scheduler.run_all())
             except (KeyboardInterrupt, RunLost):

@@ -7,7 +7,8 @@ targets file from the test kubelet's ``port_maps`` (the host port its pod's ``me
 mapped to) as pods start, and dropping a pod's target when it ends. A small EvalRun runs end to end
 (test_e2e's pieces: the API emulator, the kubelet, moto S3), then every PromQL expression of
 charts/mcpfleet/dashboards/mcpfleet.json, and the ``run`` variable's ``label_values`` query, is evaluated
-through Prometheus' HTTP API over the run's time range: each must parse and return a non-empty, finite series.
+through Prometheus' HTTP API over the run's time range: each must parse and return a non-empty, finite series
+for the run's namespace, and nothing for the same run name in another namespace (the ``namespace`` variable).
 
 Prometheus batches discovery updates (about every 5 s), so a pod is first scraped 2 to 10 s after its
 target is written; the trial pods here live long enough (init container, sidecar, runner start-up, a 1 s model
@@ -191,9 +192,10 @@ def dashboard_queries() -> list[tuple[str, str]]:
     return out
 
 
-def substitute(expr: str, run: str) -> str:
+def substitute(expr: str, run: str, namespace: str = NS) -> str:
     return (
-        expr.replace("$run", run)
+        expr.replace("$namespace", namespace)
+        .replace("$run", run)
         .replace("$__rate_interval", RATE_INTERVAL)
         .replace("$__range", RANGE)
         .replace("${run}", run)
@@ -308,34 +310,41 @@ async def test_dashboard_queries_against_a_real_prometheus(
                                 session,
                                 prom,
                                 f"/api/v1/label/{label}/values",
-                                **{"match[]": metric, "start": str(start), "end": str(end)},
+                                **{"match[]": substitute(metric, run), "start": str(start), "end": str(end)},
                             )
                             values = body.get("data") or []
                             table.append((what, expr, len(values), math.nan))
-                            if body.get("status") != "success" or run not in values:
+                            wanted = NS if label == "namespace" else run
+                            if body.get("status") != "success" or wanted not in values:
                                 failures.append(f"{what}: {expr} -> {body.get('error') or values}")
                             continue
-                        for chosen in (run, ".*"):  # one run picked, and "All" (allValue .*)
+                        # One run picked, "All" (allValue .*), and the run's name in another namespace: a
+                        # same-named run there must not add to this one's panels.
+                        for chosen, ns in ((run, NS), (".*", ".*"), (run, f"{NS}-other")):
+                            if ns != NS and "$namespace" not in expr:
+                                continue
+                            query = substitute(expr, chosen, ns)
                             body = await api(
                                 session,
                                 prom,
                                 "/api/v1/query_range",
-                                query=substitute(expr, chosen),
+                                query=query,
                                 start=str(start),
                                 end=str(end),
                                 step="1",
                             )
                             if body.get("status") != "success":
-                                failures.append(f"{what}: {substitute(expr, chosen)} -> {body.get('error')}")
+                                failures.append(f"{what}: {query} -> {body.get('error')}")
                                 continue
-                            if chosen == run:
+                            if ns == f"{NS}-other" and finite_values(body["data"]["result"]):
+                                failures.append(f"{what}: {query} -> data of namespace {NS}: not filtered by namespace")
+                            if chosen == run and ns == NS:
                                 result = body["data"]["result"]
                                 good = finite_values(result)
                                 table.append((what, expr, len(good), peak(good)))
                                 if not good:
                                     failures.append(
-                                        f"{what}: {substitute(expr, chosen)} -> {len(result)} series, "
-                                        "none with a finite value"
+                                        f"{what}: {query} -> {len(result)} series, none with a finite value"
                                     )
                     if not failures or time.monotonic() > deadline:
                         break

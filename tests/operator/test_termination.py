@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 from kubeemu import RunningEmulator, run_kopf_in_thread
 from kubelet import BIN_PATH, REPO, Kubelet
 from support import NS, evalrun, s3_keys, status_of, wait_until
@@ -368,3 +369,23 @@ async def test_a_pod_terminating_for_ever_on_a_lost_node_is_counted_failed_then_
     rec = records(s3, bucket)[trial.trial_id]
     assert rec["infra_attempts"] == 2, rec
     assert status["phase"] == ("Failed" if rec["failure"] in ("infra_error", "provider_error") else "Succeeded"), status
+
+
+async def test_the_kubelet_catches_a_process_that_outlives_its_pods_containers(
+    kube: RunningEmulator, tmp_path: Path
+) -> None:
+    """A container's child that left its process group (as supergateway's stdio servers do) and ignores SIGTERM
+    outlives the container: a container runtime would kill it with the container's cgroup, the test kubelet has
+    none, and such a process outlived a test run by 38 minutes once. Its leftover check finds it, kills it, and
+    fails the kubelet's exit naming it."""
+    from proctree import processes_naming
+
+    leak = """setsid sh -c 'trap "" TERM; while :; do sleep 1; done' "$PWD" & sleep 0.3"""
+    kube.create(bare_pod("leaky", 5, {"main": leak}))
+    (tmp_path / "node").mkdir()
+    with pytest.raises(AssertionError, match="outlived their pod's containers"):
+        async with Kubelet(kube.url, workdir=tmp_path / "node") as kubelet:
+            await wait_until(lambda: phase_of(kube, "leaky") == "Succeeded", 30, "the pod to finish")
+    assert {pod for pod, _, _ in kubelet.leftovers} == {"leaky"}, kubelet.leftovers
+    assert any("trap" in cmd for _, _, cmd in kubelet.leftovers), kubelet.leftovers  # the shell that left its group
+    assert not processes_naming(str(tmp_path))  # killed
