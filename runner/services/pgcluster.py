@@ -358,8 +358,7 @@ def spawn(
     """Start the server without waiting. Must run in a thread that outlives it (the death signal follows the
     thread that forked): the main thread, or a worker's event-loop thread. With ``hidden``, in a mount namespace
     of its own where that plan's folders are covered (the switch to ``user`` then follows the mounts); with
-    ``own_network`` too, in a network namespace of its own, on its Unix socket only (``port`` names the socket's
-    file), other users' processes out of its /proc (``sandbox.preexec``)."""
+    ``own_network``, no network but its Unix socket (named for ``port``), a /proc of its own (``sandbox.preexec``)."""
     log = data.parent / f"{data.name}.log"
     cmd = [str(bin_dir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(socket_dir)]
     settings = {**SETTINGS, "listen_addresses": ""} if own_network else SETTINGS
@@ -436,7 +435,7 @@ async def start_async(
     own_port: int | None = None,
 ) -> Postmaster:
     """``start`` for an event loop: spawns in the loop's thread (see ``spawn``), waits without blocking it.
-    ``own_port``: in a network of its own (``spawn``'s ``own_network``), its socket named for that port."""
+    ``own_port``: in a network of its own (``spawn``'s ``own_network``), its socket named for it."""
     for attempt in range(tries):
         port = free_port() if own_port is None else own_port
         pm = spawn(data, socket_dir, user, bin_dir, port, hidden, own_network=own_port is not None)
@@ -633,6 +632,11 @@ def _proc_ids() -> Iterator[tuple[int, set[int], set[int]]]:
         yield int(entry.name), uids, gids
 
 
+def ids_mapped() -> bool:
+    """Whether the throwaway ids (``TRIAL_IDS``) are mapped in our user namespace."""
+    return _mapped(TRIAL_IDS[0]) and _mapped(TRIAL_IDS[-1])
+
+
 def _mapped(ident: int) -> bool:
     """Whether our user namespace maps ``ident`` as a uid and a gid (in a container it may not: chown fails)."""
     for which in ("uid_map", "gid_map"):
@@ -655,32 +659,13 @@ def _unnamed(ident: int) -> bool:
     return True
 
 
-def confinement_problem() -> str | None:
-    """Why this machine cannot confine a trial cluster's superuser (its ``COPY ... PROGRAM`` shell) to a world of
-    its own, a throwaway uid in its own mounts, network and /proc (see ``private_cluster``); None when it can.
-    ``MCPFLEET_SANDBOX=off`` is the user's own choice, not the machine's limit: not a problem here."""
-    from mcpfleet.runner.environment import sandbox
-
-    if os.geteuid() != 0:
-        return "mcpfleet runs as a user other than root, so a trial cluster cannot run as a throwaway uid"
-    if not (_mapped(TRIAL_IDS[0]) and _mapped(TRIAL_IDS[-1])):
-        return f"uids {TRIAL_IDS[0]}-{TRIAL_IDS[-1]} are not mapped in this user namespace"
-    if os.environ.get(sandbox.OFF_ENV, "").lower() in ("off", "0", "no", "false"):
-        return None
-    if not sandbox.available():
-        return "this machine cannot make namespaces (unshare fails: an unprivileged container?)"
-    if not sandbox.own_network_available():
-        return f"this kernel ({os.uname().release}) is older than 5.8 (a /proc of its own would change the machine's)"
-    return None
-
-
 def trial_user(run_user: tuple[int, int] | None) -> tuple[int, int] | None:
     """A throwaway (uid, gid) for a trial's own cluster: random in ``TRIAL_IDS``, named in no passwd or group
     entry, used by no running process (so neither another trial nor another run has it). None when we are not
     root (nothing can switch uid: the cluster runs as ``run_user``, as the run's does) or the ids are not mapped."""
     if run_user is None or os.geteuid() != 0:
         return None
-    if not (_mapped(TRIAL_IDS[0]) and _mapped(TRIAL_IDS[-1])):
+    if not ids_mapped():
         _log.warning(
             "uids %d-%d are not mapped in this user namespace: trials' own clusters run as the run cluster's "
             "OS user, whose files their superusers can then reach",
@@ -783,8 +768,7 @@ async def private_cluster(run: ClusterHandle, name: str, hide: Sequence[Path] = 
 
         hidden = await asyncio.to_thread(sandbox.plan, [base, Path(run.bin_dir)], hide)
         if hidden is not None and throwaway is not None and sandbox.own_network_available():
-            # Its own network: only this relay's port on the machine's loopback leads to it (pgrelay.py).
-            from mcpfleet.runner.services.pgrelay import Relay
+            from mcpfleet.runner.services.pgrelay import Relay  # its own network: only the relay's port leads in
 
             relay = await Relay.start(HOST, folder / f".s.PGSQL.{RELAYED_PORT}")
             pm = await start_async(

@@ -205,6 +205,25 @@ def _stop_strays(data: Path, uid: int | None, _cur: Any) -> int:
     return pggrade.stop_strays(data, uid)
 
 
+def confinement_problem() -> str | None:
+    """Why this machine cannot confine a trial cluster's superuser (its ``COPY ... PROGRAM`` shell) to a world of
+    its own, a throwaway uid in its own mounts, network and /proc (see ``pgcluster.private_cluster``); None when it can.
+    ``MCPFLEET_SANDBOX=off`` is the user's own choice, not the machine's limit: not a problem here."""
+    from mcpfleet.runner.environment import sandbox
+
+    if os.geteuid() != 0:
+        return "mcpfleet runs as a user other than root, so a trial cluster cannot run as a throwaway uid"
+    if not (pgcluster.ids_mapped()):
+        return f"uids {pgcluster.TRIAL_IDS[0]}-{pgcluster.TRIAL_IDS[-1]} are not mapped in this user namespace"
+    if os.environ.get(sandbox.OFF_ENV, "").lower() in ("off", "0", "no", "false"):
+        return None
+    if not sandbox.available():
+        return "this machine cannot make namespaces (unshare fails: an unprivileged container?)"
+    if not sandbox.own_network_available():
+        return f"this kernel ({os.uname().release}) is older than 5.8 (a /proc of its own would change the machine's)"
+    return None
+
+
 class PostgresService(Service):
     name = "postgres"
     meta_keys = {"isolation": ISOLATIONS}
@@ -320,7 +339,7 @@ class PostgresService(Service):
         PROGRAM``), run only where that shell can be confined to its own cluster (issue 48): elsewhere refused,
         never run unconfined."""
         superuser = [t.id for t in tasks if isolation(t) == "cluster"]
-        why = pgcluster.confinement_problem() if superuser else None
+        why = confinement_problem() if superuser else None
         if why is None:
             return []
         return [
