@@ -447,6 +447,7 @@ class Lifecycle:
         for state in ("total", "finished", "passed"):
             metrics.RUN_TRIALS.labels(self.ns, self.name, state).set(counts[state])
         metrics.PENDING.labels(self.ns, self.name).set(counts["pending"])
+        metrics.WAITING_ADMISSION.labels(self.ns, self.name).set(counts["waitingAdmission"])
         busy = st.in_flight_by_model()
         for m in run.spec.models:
             metrics.IN_FLIGHT.labels(self.ns, self.name, m.name).set(busy.get(m.name, 0))

@@ -18,6 +18,7 @@ import kopf
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from mcpfleet.operator import metrics
+from mcpfleet.operator.admission import admission_seen, adopted_admission
 from mcpfleet.operator.kube import ForeignPod, PodRefused
 from mcpfleet.operator.lifecycle import STORE_FAILURES, STORE_RETRY_SECONDS, Lifecycle
 from mcpfleet.operator.manifests import LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, pod_deadline, trial_pod
@@ -199,6 +200,8 @@ class Reconciler(Lifecycle):
                 continue
             self.state.launched(self.state.trials[claim.tid], claim.name, claim.retry, claim.created)
             self.shared.inflight += 1
+            inf = self.state.in_flight[claim.tid]
+            inf.gated, inf.admitted = adopted_admission(pod, time.time())  # waiting for Kueue: not Pending too long
             if claim.deleting is not None and stopped_by_us:
                 # Deleted by this operator when the run was suspended or failed (before a restart, or before
                 # the edit that runs it again): as then, the try does not count unless it stored a record.
@@ -503,6 +506,10 @@ class Reconciler(Lifecycle):
             # for as long as a runner that was seen running, never retried after the Pending path's short wait.
             inf.started = now
         inf.disrupted = disruption_seen(inf.disrupted, kind, pod)
+        if kind != "DELETED":  # (a gated pod deleted by a suspend is no admission)
+            gated, inf.admitted = admission_seen(inf.gated, inf.admitted, pod, now)
+            self.dirty = self.dirty or gated != inf.gated  # status.counts.waitingAdmission changes
+            inf.gated = gated
         event = seen(kind, pod, inf, now)
         if event.act is Act.TAKE:
             await self.outcome(tid, pod, event.reason)

@@ -49,6 +49,11 @@ class InFlight:
     # that showed it: a drain sets it, then deletes the pod, and the last event need not carry it). Unless the try
     # stored a record it does not count, like a suspended one, up to verdict.DISRUPTION_LIMIT in a row.
     disrupted: str | None = None
+    # Its pod waits for admission (a scheduling gate: Kueue's, see admission.py): not Pending too long, never
+    # counted failed. ``admitted``: when the gate was seen gone, from which its pending clock counts (None: never
+    # gated, the clock counts from ``created``).
+    gated: bool = False
+    admitted: float | None = None
 
 
 @dataclass
@@ -278,14 +283,20 @@ class RunState:
     def in_flight_by_model(self) -> dict[str, int]:
         return {m: n for m, n in self.busy.items() if n}
 
+    def waiting_admission(self) -> int:
+        """Trials whose pod exists but waits for admission (a scheduling gate, e.g. Kueue's quota)."""
+        return sum(1 for inf in self.in_flight.values() if inf.gated)
+
     def counts(self) -> dict[str, int]:
         passed = sum(1 for d in self.done.values() if d["passed"])
         infra = sum(1 for d in self.done.values() if d["failure"] == INFRA_ERROR)
         skipped = sum(1 for d in self.done.values() if not is_scored(d["failure"]))
+        gated = self.waiting_admission()
         return {
             "total": len(self.trials),
             "pending": len(self.trials) - len(self.done) - len(self.in_flight),
-            "running": len(self.in_flight),
+            "waitingAdmission": gated,  # pods created, held by their admission controller (Kueue)
+            "running": len(self.in_flight) - gated,
             "finished": len(self.done),
             "passed": passed,
             "failed": len(self.done) - passed - skipped,  # the models' failures only
