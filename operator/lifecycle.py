@@ -332,7 +332,7 @@ class Lifecycle:
         self.state.trials = {t.trial_id: t for t in trials}
         self.state.order = [t.trial_id for t in trials]
         self.state.retry_limit = run.spec.retries.limit
-        self.state.done = {k: v for k, v in self.state.done.items() if k in self.state.trials}
+        self.state.done.keep(self.state.trials)
         if moved is not None:
             self.store = moved[0]
             if await self.conflict(moved[1]):
