@@ -21,7 +21,7 @@ SPEC_KEPT = (
     "priorityClassName",
     "runtimeClassName",
 )
-CONTAINER_KEPT = ("name", "image", "restartPolicy", "resources")  # what names a container and its limits
+CONTAINER_KEPT = ("name", "restartPolicy")  # a container by name, and whether it is a native sidecar
 
 
 def _containers(items: Any) -> list[dict[str, Any]]:
