@@ -24,6 +24,7 @@ from mcpfleet.operator.projection import status as project_status
 from mcpfleet.operator.runstate import RunState, plan_hash
 from mcpfleet.operator.shared import Shared
 from mcpfleet.runner._util.plural import plural
+from mcpfleet.runner._util.sharing import shared_all
 from mcpfleet.runner.plan.history import read_history
 from mcpfleet.runner.report.summary import PLAN_FILE, build_summary, mixed_harness, mixed_servers, plan_file
 from mcpfleet.runner.results.outcome import is_scored
@@ -313,7 +314,7 @@ class Lifecycle:
                     return
             elif change.moves_output:  # no trial ran nor runs: read the records where the pods will store them now
                 store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
-                moved = store, await asyncio.to_thread(lambda: list(store.iter_results()))
+                moved = store, await asyncio.to_thread(lambda: shared_all(store.iter_results()))
         except STORE_FAILURES as exc:  # the pack or the new output cannot be read right now: take the edit later
             self.generation = seen
             self.store_unavailable(exc)

@@ -41,6 +41,7 @@ from mcpfleet.operator.podview import (
 )
 from mcpfleet.operator.shared import Shared
 from mcpfleet.operator.verdict import DISRUPTION_LIMIT, Kind, backoff_budget, judge
+from mcpfleet.runner._util.sharing import shared_all
 from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, INFRA_ERROR
 from mcpfleet.runner.results.records import TrialResult, dumps, now_iso
 from mcpfleet.runner.spec.evalrun import EvalRun
@@ -186,7 +187,7 @@ class Reconciler(Lifecycle):
     async def rebuild(self) -> None:
         assert self.state is not None and self.store is not None and self.run is not None
         store = self.store
-        records = await asyncio.to_thread(lambda: list(store.iter_results()))
+        records = await asyncio.to_thread(lambda: shared_all(store.iter_results()))
         # Listed before anything is adopted: a list the API server refuses leaves the state as it was, and
         # drive() runs the whole rebuild again.
         pods = await self.shared.kube.list_pods(self.ns, f"{LABEL_RUN_UID}={self.uid}")
