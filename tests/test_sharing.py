@@ -6,6 +6,8 @@ from __future__ import annotations
 import gc
 import json
 import tracemalloc
+from collections.abc import Callable
+from typing import Any
 
 from conftest import trial_record
 
@@ -27,12 +29,12 @@ def texts(n: int) -> list[str]:
     return out
 
 
-def held(make: object) -> tuple[float, list[object]]:
+def held(make: Callable[[], list[Any]]) -> tuple[float, list[Any]]:
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        docs = make()  # type: ignore[operator]
+        docs = make()
         gc.collect()
         return tracemalloc.get_traced_memory()[0] - before, docs
     finally:
