@@ -16,6 +16,7 @@ from mcpfleet.operator import metrics
 from mcpfleet.operator.kube import PLURAL, VERSION, Kube, api_client
 from mcpfleet.operator.manifests import GROUP, LABEL_RUN_UID
 from mcpfleet.operator.phase import ACTIVE, Phase
+from mcpfleet.operator.podevent import essentials
 from mcpfleet.operator.reconciler import Reconciler
 from mcpfleet.operator.settings import OperatorSettings, SettingsError
 from mcpfleet.operator.shared import Shared
@@ -118,4 +119,5 @@ async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_:
     shared: Shared = memo["shared"]
     queue = shared.runs.get((body.metadata.labels or {}).get(LABEL_RUN_UID, ""))
     if queue is not None:
-        queue.put_nowait((event.get("type") or "MODIFIED", dict(body)))
+        # Only what the reconciler reads: an event may wait in the queue behind thousands of others (podevent.py).
+        queue.put_nowait((event.get("type") or "MODIFIED", essentials(dict(body))))

@@ -24,6 +24,7 @@ from mcpfleet.operator.projection import status as project_status
 from mcpfleet.operator.runstate import RunState, plan_hash
 from mcpfleet.operator.shared import Shared
 from mcpfleet.runner._util.plural import plural
+from mcpfleet.runner._util.sharing import shared_all
 from mcpfleet.runner.plan.history import read_history
 from mcpfleet.runner.report.summary import PLAN_FILE, build_summary, mixed_harness, mixed_servers, plan_file
 from mcpfleet.runner.results.outcome import is_scored
@@ -313,7 +314,7 @@ class Lifecycle:
                     return
             elif change.moves_output:  # no trial ran nor runs: read the records where the pods will store them now
                 store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
-                moved = store, await asyncio.to_thread(lambda: list(store.iter_results()))
+                moved = store, await asyncio.to_thread(lambda: shared_all(store.iter_results()))
         except STORE_FAILURES as exc:  # the pack or the new output cannot be read right now: take the edit later
             self.generation = seen
             self.store_unavailable(exc)
@@ -332,7 +333,7 @@ class Lifecycle:
         self.state.trials = {t.trial_id: t for t in trials}
         self.state.order = [t.trial_id for t in trials]
         self.state.retry_limit = run.spec.retries.limit
-        self.state.done = {k: v for k, v in self.state.done.items() if k in self.state.trials}
+        self.state.done.keep(self.state.trials)
         if moved is not None:
             self.store = moved[0]
             if await self.conflict(moved[1]):
@@ -447,6 +448,7 @@ class Lifecycle:
         for state in ("total", "finished", "passed"):
             metrics.RUN_TRIALS.labels(self.ns, self.name, state).set(counts[state])
         metrics.PENDING.labels(self.ns, self.name).set(counts["pending"])
+        metrics.WAITING_ADMISSION.labels(self.ns, self.name).set(counts["waitingAdmission"])
         busy = st.in_flight_by_model()
         for m in run.spec.models:
             metrics.IN_FLIGHT.labels(self.ns, self.name, m.name).set(busy.get(m.name, 0))

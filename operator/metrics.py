@@ -28,6 +28,12 @@ IN_FLIGHT = Gauge(
     "mcpfleet_trials_in_flight", "Trial pods in flight.", ["namespace", "run", "model"], registry=REGISTRY
 )
 PENDING = Gauge("mcpfleet_trials_pending", "Trials not started yet.", ["namespace", "run"], registry=REGISTRY)
+WAITING_ADMISSION = Gauge(
+    "mcpfleet_trials_waiting_admission",
+    "Trial pods created and waiting for admission (a scheduling gate: Kueue's queue and quota).",
+    ["namespace", "run"],
+    registry=REGISTRY,
+)
 RUN_TRIALS = Gauge(
     "mcpfleet_run_trials",
     "Trials of a run by state (total, finished, passed).",
@@ -183,7 +189,7 @@ def outcome_of(category: str) -> str:
 def forget_run(ns: str, run: str) -> None:
     """Drop a finished or deleted run's gauges, so dashboards do not show stale in-flight numbers (only its
     own: a run of the same name in another namespace keeps its series)."""
-    for gauge in (IN_FLIGHT, PENDING, RUN_TRIALS, PASS_RATE):
+    for gauge in (IN_FLIGHT, PENDING, WAITING_ADMISSION, RUN_TRIALS, PASS_RATE):
         for labels in list(gauge._metrics):  # noqa: SLF001 - prometheus_client has no public label listing
             if labels[:2] == (ns, run):
                 gauge.remove(*labels)

@@ -31,8 +31,12 @@ def overdue_try(inf: InFlight, now: float, *, run_seconds: float, pending_second
         # Deleted before its runner was seen running, and its node never finished deleting it.
         why = f"{inf.reason}; pod still terminating {int(now - (inf.ending or now))} s after its deletion (node lost?)"
         return Overdue(why, True, not stopped)
-    if inf.started is None and inf.ending is None and now - inf.created > pending_seconds:
-        return Overdue(f"pod still Pending after {pending_seconds} s", False)
+    if inf.gated:  # waiting for admission (Kueue's quota): not Pending too long, however long it waits
+        return None
+    pending_since = inf.admitted if inf.admitted is not None else inf.created
+    if inf.started is None and inf.ending is None and now - pending_since > pending_seconds:
+        admitted = " of its admission" if inf.admitted is not None else ""
+        return Overdue(f"pod still Pending after {pending_seconds} s{admitted}", False)
     return None
 
 

@@ -11,7 +11,6 @@ from typing import Any
 
 from mcpfleet.operator.phase import TERMINAL, Phase
 from mcpfleet.operator.runstate import RunState
-from mcpfleet.runner.results.outcome import is_scored
 
 
 def condition(type_: str, ok: bool, reason: str, message: str, at: str) -> dict[str, Any]:
@@ -108,7 +107,7 @@ def ending(st: RunState) -> Ending:
         why = f"{unrun} trial(s) of {', '.join(sorted(st.stopped))} not run; fix the cause and edit the EvalRun"
         return Ending(Phase.FAILED, "ModelsStopped", why, None)
     unscored = st.not_scored()
-    if total and not any(is_scored(d["failure"]) for d in st.done.values()):
+    if total and not st.any_scored():
         # Some unscored trials among scored ones leave it Succeeded, with counts.infraErrors and status.notScored
         # (and the Complete message) saying how many.
         named = ", ".join(f"{n} {k}" for k, n in unscored.items() if n)

@@ -18,6 +18,7 @@ import kopf
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from mcpfleet.operator import metrics
+from mcpfleet.operator.admission import admission_seen, adopted_admission
 from mcpfleet.operator.kube import ForeignPod, PodRefused
 from mcpfleet.operator.lifecycle import STORE_FAILURES, STORE_RETRY_SECONDS, Lifecycle
 from mcpfleet.operator.manifests import LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, pod_deadline, trial_pod
@@ -42,6 +43,7 @@ from mcpfleet.operator.scheduling import CONDITION as SCHEDULED
 from mcpfleet.operator.scheduling import Tracker, event_message, park_due, requeue_delay, restarted
 from mcpfleet.operator.shared import Shared
 from mcpfleet.operator.verdict import DISRUPTION_LIMIT, Kind, backoff_budget, judge
+from mcpfleet.runner._util.sharing import shared_all
 from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, INFRA_ERROR, PROVIDER_ERROR, is_scored
 from mcpfleet.runner.results.records import TrialResult, dumps, now_iso
 from mcpfleet.runner.spec.evalrun import EvalRun
@@ -188,7 +190,7 @@ class Reconciler(Lifecycle):
     async def rebuild(self) -> None:
         assert self.state is not None and self.store is not None and self.run is not None
         store = self.store
-        records = await asyncio.to_thread(lambda: list(store.iter_results()))
+        records = await asyncio.to_thread(lambda: shared_all(store.iter_results()))
         # Listed before anything is adopted: a list the API server refuses leaves the state as it was, and
         # drive() runs the whole rebuild again.
         pods = await self.shared.kube.list_pods(self.ns, f"{LABEL_RUN_UID}={self.uid}")
@@ -202,6 +204,8 @@ class Reconciler(Lifecycle):
                 continue
             self.state.launched(self.state.trials[claim.tid], claim.name, claim.retry, claim.created)
             self.shared.inflight += 1
+            inf = self.state.in_flight[claim.tid]
+            inf.gated, inf.admitted = adopted_admission(pod, time.time())  # waiting for Kueue: not Pending too long
             if claim.deleting is not None and stopped_by_us:
                 # Deleted by this operator when the run was suspended or failed (before a restart, or before
                 # the edit that runs it again): as then, the try does not count unless it stored a record.
@@ -508,7 +512,12 @@ class Reconciler(Lifecycle):
             # for as long as a runner that was seen running, never retried after the Pending path's short wait.
             inf.started = now
         inf.disrupted = disruption_seen(inf.disrupted, kind, pod)
-        self.scheduling.see(tid, pod, inf.started is not None, now)
+        if kind != "DELETED":  # (a gated pod deleted by a suspend is no admission)
+            gated, inf.admitted = admission_seen(inf.gated, inf.admitted, pod, now)
+            self.dirty = self.dirty or gated != inf.gated  # status.counts.waitingAdmission changes
+            inf.gated = gated
+        # A pod waiting for admission is not unschedulable (its PodScheduled=False says SchedulingGated).
+        self.scheduling.see(tid, pod, inf.started is not None or inf.gated, now)
         if inf.restarted is None and inf.ending is None:
             inf.restarted = restarted(pod)  # a record this try stores after it is no outcome (verdict.judge)
         event = seen(kind, pod, inf, now)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from mcpfleet.operator.finished import Finished
 from mcpfleet.operator.launchorder import WaitQueue
 from mcpfleet.runner.plan.history import measured_seconds
 from mcpfleet.runner.results.outcome import (
@@ -55,6 +56,11 @@ class InFlight:
     # Its pod could not be scheduled and it gave its slot back (scheduling.park_due): it does not count, and its
     # trial waits behind the others (RunState.requeue).
     parked: bool = False
+    # Its pod waits for admission (a scheduling gate: Kueue's, see admission.py): not Pending too long, never
+    # counted failed. ``admitted``: when the gate was seen gone, from which its pending clock counts (None: never
+    # gated, the clock counts from ``created``).
+    gated: bool = False
+    admitted: float | None = None
 
 
 @dataclass
@@ -62,7 +68,8 @@ class RunState:
     trials: dict[str, TrialSpec]
     retry_limit: int
     order: list[str] = field(default_factory=list)
-    done: dict[str, dict[str, Any]] = field(default_factory=dict)  # trial id -> compact outcome
+    # Trial id -> its compact outcome, counted not held (finished.py): a finished trial's record is in the store.
+    done: Finished = field(default_factory=Finished)
     in_flight: dict[str, InFlight] = field(default_factory=dict)  # trial id -> pod
     retries: dict[str, int] = field(default_factory=dict)  # trial id -> infra tries so far
     waiting: WaitQueue = field(default_factory=lambda: WaitQueue([], {}, {}))
@@ -295,14 +302,21 @@ class RunState:
     def in_flight_by_model(self) -> dict[str, int]:
         return {m: n for m, n in self.busy.items() if n}
 
+    def waiting_admission(self) -> int:
+        """Trials whose pod exists but waits for admission (a scheduling gate, e.g. Kueue's quota)."""
+        return sum(1 for inf in self.in_flight.values() if inf.gated)
+
     def counts(self) -> dict[str, int]:
-        passed = sum(1 for d in self.done.values() if d["passed"])
-        infra = sum(1 for d in self.done.values() if d["failure"] == INFRA_ERROR)
-        skipped = sum(1 for d in self.done.values() if not is_scored(d["failure"]))
+        tallies = list(self.done.counted())  # (passed, failure, model, service, attempt, variant) -> trials
+        passed = sum(n for key, n in tallies if key[0])
+        infra = sum(n for key, n in tallies if key[1] == INFRA_ERROR)
+        skipped = sum(n for key, n in tallies if not is_scored(key[1]))
+        gated = self.waiting_admission()
         return {
             "total": len(self.trials),
             "pending": len(self.trials) - len(self.done) - len(self.in_flight),
-            "running": len(self.in_flight),
+            "waitingAdmission": gated,  # pods created, held by their admission controller (Kueue)
+            "running": len(self.in_flight) - gated,
             "finished": len(self.done),
             "passed": passed,
             "failed": len(self.done) - passed - skipped,  # the models' failures only
@@ -313,39 +327,47 @@ class RunState:
     def not_scored(self) -> dict[str, int]:
         """Finished trials that measured nothing of the model, by outcome (status.notScored). Every outcome is
         listed, zeros too: status is merge-patched, so a count that drops to zero must be written as 0."""
-        c = collections.Counter(d["failure"] for d in self.done.values() if not is_scored(d["failure"]))
+        c: collections.Counter[str] = collections.Counter()
+        for key, n in self.done.counted():
+            if not is_scored(key[1]):
+                c[key[1]] += n
         return {k: c.get(k, 0) for k in sorted(NOT_SCORED)}
+
+    def any_scored(self) -> bool:
+        """Whether some finished trial was scored (what the model did, not its provider or the infrastructure)."""
+        return any(is_scored(key[1]) for key, _ in self.done.counted())
 
     def spend(self) -> dict[str, float] | None:
         """What the finished trials' records say their LLM calls cost (known prices: spec pricing or LiteLLM's map),
         and the total projected at that cost per trial (status.spend); None before any priced trial. The budgets'
         own ledgers are in the pace store (runner/llm/pace.py), which decides what may be sent."""
-        costs = [d["cost"] for d in self.done.values() if d.get("cost")]
-        if not costs:
+        usd, priced = self.done.spend()
+        if not priced:
             return None
-        usd = sum(costs)
         return {"usd": round(usd, 6), "projectedUsd": round(usd * len(self.trials) / max(1, len(self.done)), 6)}
 
     def results(self) -> list[dict[str, Any]]:
         """pass@1 so far per model x service (x server variant): mean over attempts of the per-attempt rate, like
         the summary."""
-        groups: dict[tuple[str, str, str], dict[int, list[bool]]] = collections.defaultdict(
-            lambda: collections.defaultdict(list)
+        # (model, service, variant) -> attempt -> [finished, passed], from the tallies (no pass over every trial)
+        groups: dict[tuple[str, str, str], dict[Any, list[int]]] = collections.defaultdict(
+            lambda: collections.defaultdict(lambda: [0, 0])
         )
-        for d in self.done.values():
-            if is_scored(d["failure"]):  # what the model did, not its provider
-                groups[(d["model"], d["service"], d.get("variant") or "")][d["attempt"]].append(d["passed"])
+        for (passed, failure, model, service, attempt, variant), n in self.done.counted():
+            if is_scored(failure):  # what the model did, not its provider
+                cell = groups[(model, service, variant or "")][attempt]
+                cell[0] += n
+                cell[1] += n if passed else 0
         rows = []
         for (model, service, variant), by_attempt in sorted(groups.items()):
-            rates = [sum(v) / len(v) for v in by_attempt.values()]
-            n = sum(len(v) for v in by_attempt.values())
+            rates = [p / f for f, p in by_attempt.values()]
             rows.append(
                 {
                     "model": model,
                     "service": service,
                     **({"variant": variant} if variant else {}),  # a server variant's row (spec.servers)
-                    "finished": n,
-                    "passed": sum(sum(v) for v in by_attempt.values()),
+                    "finished": sum(f for f, _ in by_attempt.values()),
+                    "passed": sum(p for _, p in by_attempt.values()),
                     "passAt1": f"{sum(rates) / len(rates):.4f}",
                 }
             )

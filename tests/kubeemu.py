@@ -22,15 +22,19 @@ Kubernetes API itself, indexed by resource/namespace/name:
   (now + its grace: ``gracePeriodSeconds`` or ``spec.terminationGracePeriodSeconds``) and
   ``deletionGracePeriodSeconds`` and stays until its node deletes it with ``gracePeriodSeconds=0``
   (a node that never does, a lost node, leaves it Terminating for ever); an unbound or finished pod
-  goes at once;
+  goes at once; ``spec.schedulingGates`` may only be removed, and a gated pod cannot be bound;
+* Kueue's pod webhook, stood in for when ``kueue_webhook`` is set: a pod labelled
+  ``kueue.x-k8s.io/queue-name`` is created with the gate ``kueue.x-k8s.io/admission`` (a test plays
+  Kueue's admission by removing it);
 * label/annotation/name syntax validation as a real server does it (422);
 * protobuf request bodies of ConfigMaps, Secrets and Namespaces (kubectl's typed ``create``
   commands send protobuf); answers are always JSON, which client-go accepts.
 
 Not emulated: strategic-merge list semantics and ``$patch`` directives (strategic merge patch is a
 plain JSON merge patch here, and is refused with 415 for custom resources as a real server does),
-server-side apply (415), admission webhooks, RBAC/authentication (any token works), foreground deletion (is
-treated as background), periodic watch bookmarks, managedFields, other protobuf bodies (415),
+server-side apply (415), admission webhooks (but Kueue's, above), RBAC/authentication (any token
+works), foreground deletion (is treated as background), periodic watch bookmarks, managedFields,
+other protobuf bodies (415),
 ``/openapi`` (404: use ``kubectl --validate=false``), ``follow=true`` log streaming (the current
 text is returned), CRD conversion (each served version is stored separately).
 
@@ -97,6 +101,11 @@ def operator_crds() -> list[dict[str, Any]]:
 
 
 KUBECTL = str(Path(sys.executable).with_name("kubectl"))
+# Kueue's plain-pod integration, as its documentation names it (not the operator's constants: the stand-in must
+# catch an operator that got them wrong).
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_GATE = "kueue.x-k8s.io/admission"
+KUEUE_MANAGED_LABEL = "kueue.x-k8s.io/managed"
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 _TRUE = {"true", "True", "TRUE", "1", "t", "T"}
 _FALSE = {"false", "False", "FALSE", "0", "f", "F", ""}
@@ -622,6 +631,9 @@ class RealisticEmulator(kmock.KubernetesEmulator):
     history_limit: int = 20000  # watch events kept per resource for resourceVersion replays
     validate_schemas: bool = True  # validate custom resources against their CRD's schema
     request_log_size: int = 2000  # recent (method, path?query, status) kept in request_log
+    # Kueue's pod webhook, stood in for: a pod created with this label gets the scheduling gate KUEUE_GATE (and
+    # Kueue's managed label) and stays unschedulable until a test (playing Kueue's admission) removes the gate.
+    kueue_webhook: bool = False
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -931,6 +943,12 @@ class RealisticEmulator(kmock.KubernetesEmulator):
                 if container["name"] in seen:
                     self._invalid(res, name, f"spec.containers[{i}].name: Duplicate value: {container['name']!r}")
                 seen.add(container["name"])
+            if old is not None and not self._gates_removed_only(obj["spec"], old["spec"]):
+                self._invalid(
+                    res,
+                    name,
+                    "spec.schedulingGates: Forbidden: only deletion is allowed, but found new scheduling gate",
+                )
             if old is not None and self._mutable_pod_spec(obj["spec"]) != self._mutable_pod_spec(old["spec"]):
                 self._invalid(
                     res,
@@ -962,7 +980,13 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             spec[key] = [{k: v for k, v in c.items() if k != "image"} for c in spec.get(key) or ()]
         spec.pop("activeDeadlineSeconds", None)
         spec.pop("tolerations", None)
+        spec.pop("schedulingGates", None)  # checked apart: gates may be removed, never added (_gates_removed_only)
         return spec
+
+    @staticmethod
+    def _gates_removed_only(spec: dict, old: dict) -> bool:
+        before = [g.get("name") for g in old.get("schedulingGates") or []]
+        return all(g.get("name") in before for g in spec.get("schedulingGates") or [])
 
     def _validate_schema(self, res: Resource, obj: dict) -> None:
         try:
@@ -1083,6 +1107,8 @@ class RealisticEmulator(kmock.KubernetesEmulator):
             obj.pop("status", None)
         if res.plural == "pods":
             obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+            if self.kueue_webhook and KUEUE_QUEUE_LABEL in (meta.get("labels") or {}):
+                obj = self._kueue_gate(obj)
         elif res.plural == "namespaces":
             obj["spec"] = {"finalizers": ["kubernetes"]}
             obj["status"] = {"phase": "Active"}
@@ -1332,9 +1358,23 @@ class RealisticEmulator(kmock.KubernetesEmulator):
         except (TypeError, ValueError):
             raise ApiError(400, "BadRequest", f"invalid gracePeriodSeconds: {grace!r}") from None
 
+    @staticmethod
+    def _kueue_gate(pod: dict) -> dict:
+        """What Kueue's pod webhook does to a pod of a LocalQueue at creation: its scheduling gate, its managed label;
+        the scheduler then reports it SchedulingGated."""
+        spec = dict(pod.get("spec") or {})
+        spec["schedulingGates"] = [*(spec.get("schedulingGates") or []), {"name": KUEUE_GATE}]
+        meta = dict(pod["metadata"], labels={**(pod["metadata"].get("labels") or {}), KUEUE_MANAGED_LABEL: "true"})
+        gated = {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated", "lastTransitionTime": _now()}
+        gated["message"] = "Scheduling is blocked due to non-empty scheduling gates"
+        return dict(pod, metadata=meta, spec=spec, status=dict(pod["status"], conditions=[gated]))
+
     def _bind(self, res: Resource, ns: str | None, name: str, body: Any) -> dict:
-        """pods/<name>/binding: set spec.nodeName once (a second binding is a 409, as on a real server)."""
+        """pods/<name>/binding: set spec.nodeName once (a second binding is a 409, as on a real server); a pod with
+        scheduling gates cannot be bound at all."""
         cur = self._lookup(res, ns, name)
+        if (cur.get("spec") or {}).get("schedulingGates"):
+            raise ApiError(409, "Conflict", f"pod {name} has non-empty .spec.schedulingGates")
         node = ((body or {}).get("target") or {}).get("name") if isinstance(body, dict) else None
         if not node:
             self._invalid(res, name, "target.name: Required value")

@@ -290,6 +290,8 @@ class Kubelet:
             if node == self.node and key not in self.terminating:
                 self.terminating[key] = asyncio.create_task(self._terminate(pod, key))
             return
+        if not node and (pod.get("spec") or {}).get("schedulingGates"):
+            return  # no scheduler places a gated pod: taken once its gates are removed (a MODIFIED event)
         if key not in self.handled and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
             self.handled.add(key)
             self.tasks[key] = asyncio.create_task(self._run_pod(pod, key))

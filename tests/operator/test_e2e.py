@@ -75,6 +75,7 @@ async def test_evalrun_end_to_end(
     assert counts == {
         "total": 12,
         "pending": 0,
+        "waitingAdmission": 0,
         "running": 0,
         "finished": 12,
         "passed": 6,

@@ -156,6 +156,7 @@ async def test_operator_restart_mid_run(
     assert status["counts"] == {
         "total": 12,
         "pending": 0,
+        "waitingAdmission": 0,
         "running": 0,
         "finished": 12,
         "passed": 6,
@@ -244,6 +245,7 @@ async def test_pod_failing_without_record_is_retried_then_infra_error(
     assert status["counts"] == {
         "total": 1,
         "pending": 0,
+        "waitingAdmission": 0,
         "running": 0,
         "finished": 1,
         "passed": 0,
@@ -274,6 +276,7 @@ async def test_pod_deleted_while_running_is_retried(
     assert status["counts"] == {
         "total": 1,
         "pending": 0,
+        "waitingAdmission": 0,
         "running": 0,
         "finished": 1,
         "passed": 1,

@@ -328,6 +328,7 @@ async def test_suspend_deletes_the_pods_and_their_trials_wait_without_using_a_tr
     assert status["counts"] == {
         "total": 3,
         "pending": 2,
+        "waitingAdmission": 0,
         "running": 0,
         "finished": 1,
         "passed": 1,

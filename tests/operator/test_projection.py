@@ -61,6 +61,7 @@ def test_figures_are_counts_and_rates_never_per_trial_lists(tmp_path: Path) -> N
     assert shown["counts"] == {
         "total": 4,
         "pending": 1,
+        "waitingAdmission": 0,
         "running": 1,
         "finished": 2,
         "passed": 1,
