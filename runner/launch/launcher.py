@@ -161,7 +161,8 @@ def run_lock(store: ResultStore) -> Iterator[None]:
 def private_while_running(root: Path) -> Iterator[None]:
     """The run folder is its user's alone while the run writes it (0700): transcripts of a run in progress are
     read by no other local user, whatever their files' modes (issue 48). At the end, Ctrl-C included, it gets the
-    mode it had again (a plain mkdir's under the umask, after a killed run), so teammates and web servers read finished runs; a run that
+    mode it had again (a plain mkdir's under the umask, after a killed run), so teammates and web servers read
+    finished runs; a run that
     was SIGKILLed stays private until its next invocation ends."""
     try:
         before = stat.S_IMODE(os.stat(root).st_mode)
@@ -511,9 +512,12 @@ class Scheduler:
 def _pace(run: EvalRun, stack: ExitStack, store: ResultStore) -> tuple[dict[str, str], Any]:
     """The pace store the run's trials share (the one MCPFLEET_PACE_STORE_URL names, else a private redis-server
     that dies with the run) and its budget ledgers, when some model sets rateLimit or a budget applies."""
-    from mcpfleet.runner.llm.pace import RUN_SCOPE_ENV, STORE_URL_ENV, WINDOW_ENV, needs_pace
+    from mcpfleet.runner.llm.pace import RUN_SCOPE_ENV, STORE_URL_ENV, WINDOW_ENV, judge_needs_pace, needs_pace
 
-    if not any(needs_pace(m, run.spec.budget) for m in run.spec.models):
+    judge = run.spec.toolcalls.judge.lent(run.spec.models) if run.spec.toolcalls and run.spec.toolcalls.judge else None
+    if not any(needs_pace(m, run.spec.budget) for m in run.spec.models) and not judge_needs_pace(
+        judge, run.spec.budget
+    ):
         return {}, None
     from mcpfleet.runner.launch.ledger import Ledger
     from mcpfleet.runner.launch.pacestore import PaceStoreError, local_store

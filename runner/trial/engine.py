@@ -273,7 +273,7 @@ async def _judge_calls(
     from mcpfleet.runner.toolcalls.suite import make_judge
 
     env = ctx.env if ctx.env is not None else os.environ
-    judge = make_judge(spec.judge, env)
+    judge = make_judge(spec.judge, env, spec=spec)
     if judge is None:
         return
     secrets.append(judge.target.api_key or "")
