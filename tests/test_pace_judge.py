@@ -218,3 +218,23 @@ def test_a_trial_pod_whose_judge_is_paced_gets_the_store(tmp_path: Path) -> None
     assert pace.STORE_URL_ENV not in runner_env()
     doc["spec"]["toolcalls"]["judge"]["rateLimit"] = {"requestsPerMinute": 60}
     assert runner_env()[pace.STORE_URL_ENV] == "redis://pace:6379/0"
+
+
+async def test_a_paced_judge_without_a_store_leaves_the_trial_alone(
+    server: JudgeServer, scripted_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judge that needs the pace and has no store is not run unpaced: its calls stay schema_valid, the trial's
+    log says why, and the trial's outcome is the model's (it passes)."""
+    from mcpfleet.runner.results.store import LocalStore
+    from mcpfleet.runner.trial.engine import run_trial
+
+    monkeypatch.delenv(pace.STORE_URL_ENV, raising=False)
+    name = f"openai/answer=correct?run={uuid.uuid4().hex}"
+    judge = {"model": name, "apiBase": server.url, "apiKeyEnv": KEY_ENV, "rateLimit": {"requestsPerMinute": 60}}
+    spec = trial(tmp_path, {"model": "hosted_vllm/oracle", "apiBase": scripted_url}, judge)
+    st = LocalStore(tmp_path / "out")
+    result = await run_trial(spec, st, TrialContext(env={KEY_ENV: "sk-judge"}))
+    assert result.passed, result.error
+    log = (st.trial_dir(spec.trial_id) / "trial.log").read_text()
+    assert "judge not started; calls stay schema_valid" in log and "no pace store is configured" in log, log
+    assert arrivals(server, name.removeprefix("openai/")) == []

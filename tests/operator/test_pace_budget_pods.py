@@ -9,6 +9,7 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 from kubeemu import RunningEmulator
 from kubelet import Kubelet
@@ -35,9 +36,10 @@ async def test_a_run_budget_cuts_the_next_trial_and_raising_it_runs_it(
     redis = Redis(tmp_path)
     redis.start()
     monkeypatch.setenv("MCPFLEET_PACE_STORE_URL", redis.url)
+    account = uuid.uuid4().hex
     model = {
         "name": "m",
-        "model": f"hosted_vllm/oracle?account={uuid.uuid4().hex}",
+        "model": f"hosted_vllm/oracle?account={account}",
         "apiBase": scripted_url,
         "params": {"maxTokens": 100},
         "pricing": {"inputPerMillionTokens": PRICE, "outputPerMillionTokens": PRICE},
@@ -82,7 +84,10 @@ async def test_a_run_budget_cuts_the_next_trial_and_raising_it_runs_it(
                 assert "spec.budget of 4.5 USD" in event["message"], event
                 st = status_of(kube, "budgeted")
                 assert st["notScored"]["budget_exhausted"] == 1 and st["counts"]["passed"] == 1, st
-                assert 0 < st["spend"]["usd"] <= 4.5, st["spend"]  # the records' cost: within the budget
+                assert 0 < st["spend"]["usd"] <= BUDGET, st["spend"]  # the records' cost: within the budget
+                m = httpx.get(f"{scripted_url}/meter", timeout=10).json()["accounts"][account]
+                bill = (m["prompt_tokens"] + m["output_tokens"]) * PRICE / 1e6  # what the provider would bill
+                assert 0 < bill <= BUDGET, (bill, m)
 
                 kube.patch("evalruns", NS, "budgeted", {"spec": {"budget": {"usd": 100}}})
                 status = await finished_run(kube, "budgeted", timeout=180)
