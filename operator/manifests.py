@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from mcpfleet.operator.settings import OperatorSettings
-from mcpfleet.runner.llm.pace import NAMESPACE_ENV, STORE_URL_ENV, WINDOW_ENV, needs_pace
+from mcpfleet.runner.llm.pace import NAMESPACE_ENV, STORE_URL_ENV, WINDOW_ENV, judge_needs_pace, needs_pace
 from mcpfleet.runner.plan.expand import trial_deadline
 from mcpfleet.runner.services import SERVICES, Service, service_of
 from mcpfleet.runner.services.base import PodContext, stdio_server_sidecar
@@ -200,7 +200,8 @@ def runner_env(
     if model.is_scripted and settings.scripted_url:
         env.append({"name": "MCPFLEET_SCRIPTED_URL", "value": settings.scripted_url})
     env.append({"name": NAMESPACE_ENV, "value": run.metadata.namespace or DEFAULT_NAMESPACE})  # budgets', metrics'
-    if needs_pace(model, trial.budget):  # the shared pace and budget ledgers (runner/llm/pace.py)
+    # the shared pace and budget ledgers (runner/llm/pace.py), for the model's calls or the judge's
+    if needs_pace(model, trial.budget) or judge_needs_pace(judge, trial.budget):
         if settings.pace_store_url_secret:
             url_ref = {"name": settings.pace_store_url_secret, "key": settings.pace_store_url_secret_key}
             env.append({"name": STORE_URL_ENV, "valueFrom": {"secretKeyRef": url_ref}})

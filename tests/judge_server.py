@@ -26,6 +26,7 @@ from aiohttp import web
 class JudgeServer:
     url: str = ""
     requests: list[dict[str, Any]] = field(default_factory=list)
+    arrived: list[float] = field(default_factory=list)  # time.time() of each request, as the pace tests count them
     in_flight: int = 0
     max_in_flight: int = 0
     throttled: int = 0  # 429s answered (model "throttle": each conversation's first request)
@@ -63,6 +64,7 @@ class JudgeServer:
         body = await request.json()
         with self._lock:
             self.requests.append(body)
+            self.arrived.append(time.time())
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:

@@ -181,6 +181,7 @@ def private_while_running(root: Path) -> Iterator[None]:
 class RunState:
     todo: list[TrialSpec]
     skipped: int
+    skipped_cost: float = 0.0  # what the skipped (finished) trials' records say they cost: the progress line's
     done: dict[str, dict[str, Any]] = field(default_factory=dict)
     retries: int = 0
     stopped: dict[str, str] = field(default_factory=dict)  # model -> why its launches stopped
@@ -214,7 +215,7 @@ def reconcile_records(run: EvalRun, trials: list[TrialSpec], store: ResultStore)
     # run.json of another shape (a list, no spec_hash: edited or from elsewhere) says nothing: as if missing.
     was = previous.get("spec_hash") if isinstance(previous, dict) else None
     conflicts = []
-    todo, skipped = [], 0
+    todo, skipped, skipped_cost = [], 0, 0.0
     records = {r.get("trial_id"): r for r in store.iter_results()}  # one listing, not a GET per trial
     for t in trials:
         rec = records.get(t.trial_id)
@@ -228,6 +229,7 @@ def reconcile_records(run: EvalRun, trials: list[TrialSpec], store: ResultStore)
             conflicts.append(t.trial_id)
         else:
             skipped += 1
+            skipped_cost += record_cost(rec) or 0.0
     if conflicts:
         now = spec_hash(run)
         if isinstance(was, str) and was != now:
@@ -243,7 +245,13 @@ def reconcile_records(run: EvalRun, trials: list[TrialSpec], store: ResultStore)
         )
     if discarded:
         print(f"discarded {plural(discarded, 'unfinished trial folder')} from an interrupted run")
-    return RunState(todo=todo, skipped=skipped)
+    return RunState(todo=todo, skipped=skipped, skipped_cost=skipped_cost)
+
+
+def record_cost(rec: dict[str, Any]) -> float | None:
+    """A record's priced cost (totals.cost_usd), or None: not priced, or not a number."""
+    cost = (rec.get("totals") or {}).get("cost_usd") if isinstance(rec.get("totals"), dict) else None
+    return float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
 
 
 def fresh_name(base: str, config: StoreConfig, limit: int = 63) -> str:
@@ -519,9 +527,12 @@ class Scheduler:
 def _pace(run: EvalRun, stack: ExitStack, store: ResultStore) -> tuple[dict[str, str], Any]:
     """The pace store the run's trials share (the one MCPFLEET_PACE_STORE_URL names, else a private redis-server
     that dies with the run) and its budget ledgers, when some model sets rateLimit or a budget applies."""
-    from mcpfleet.runner.llm.pace import RUN_SCOPE_ENV, STORE_URL_ENV, WINDOW_ENV, needs_pace
+    from mcpfleet.runner.llm.pace import RUN_SCOPE_ENV, STORE_URL_ENV, WINDOW_ENV, judge_needs_pace, needs_pace
 
-    if not any(needs_pace(m, run.spec.budget) for m in run.spec.models):
+    judge = run.spec.toolcalls.judge.lent(run.spec.models) if run.spec.toolcalls and run.spec.toolcalls.judge else None
+    if not any(needs_pace(m, run.spec.budget) for m in run.spec.models) and not judge_needs_pace(
+        judge, run.spec.budget
+    ):
         return {}, None
     from mcpfleet.runner.launch.ledger import Ledger
     from mcpfleet.runner.launch.pacestore import PaceStoreError, local_store
@@ -628,7 +639,13 @@ def _execute(
         store.write_json(PLAN_FILE, plan_file(run, trials))
     except OSError as exc:  # nothing ran yet: one line naming the folder, not a traceback
         raise StoreError(f"cannot write the run's files in {store.location()}: {exc}") from None
-    progress = Progress(total=len(trials), already=state.skipped, enabled=show_progress, lines_every=progress_every)
+    progress = Progress(
+        total=len(trials),
+        already=state.skipped,
+        enabled=show_progress,
+        lines_every=progress_every,
+        cost=state.skipped_cost,
+    )
     if not state.todo:  # said before the table, which would otherwise look like this invocation's work
         print(nothing_left_line(len(trials), run.name, store.location()), file=sys.stderr, flush=True)
     else:

@@ -127,6 +127,13 @@ def budget_problems(run: EvalRun) -> list[str]:
                 f"spec.models[{i}].pricing: {which} is set but '{m.model[:80]}' has no known price (LiteLLM's price "
                 "map lacks it); add pricing: {inputPerMillionTokens: ..., outputPerMillionTokens: ...}"
             )
+    judge = run.spec.toolcalls.judge if run.spec.toolcalls else None
+    if judge is not None and run.spec.budget is not None and price_of(judge.lent(run.spec.models).as_model()) is None:
+        problems.append(
+            f"spec.toolcalls.judge.pricing: spec.budget is set and the judge's calls count toward it, but "
+            f"'{judge.model[:80]}' has no known price (LiteLLM's price map lacks it); add pricing: "
+            "{inputPerMillionTokens: ..., outputPerMillionTokens: ...}"
+        )
     return problems
 
 

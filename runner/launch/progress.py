@@ -19,14 +19,24 @@ def _stderr_line(text: str) -> None:
 
 
 class Progress:
-    """``enabled``: the live bar; ``lines_every``: plain lines instead, at least every that many seconds."""
+    """``enabled``: the live bar; ``lines_every``: plain lines instead, at least every that many seconds; ``cost``:
+    what the trials finished before this invocation cost (their records)."""
 
-    def __init__(self, total: int, already: int = 0, enabled: bool = True, lines_every: float | None = None):
+    def __init__(
+        self,
+        total: int,
+        already: int = 0,
+        enabled: bool = True,
+        lines_every: float | None = None,
+        cost: float = 0.0,
+    ):
         self.passed = self.failed = self.infra = 0
         self.in_flight = 0
         self.already = already
         self.total = total
-        self.spend: str = ""  # what the run's budget ledger says: spent so far, projected, the budget
+        self.spend: str = ""  # spent so far, projected, the budget
+        self.cost = cost  # what the finished trials' records say they cost (the resumed ones' included)
+        self.ledgered = False  # a budget ledger reports the spend (its figure includes requests of trials in flight)
         self._bar = RichProgress(
             TextColumn("[bold]trials"),
             BarColumn(),
@@ -53,10 +63,8 @@ class Progress:
 
     def spent(self, usd: float, budget: float | None) -> None:
         """The run's spend so far (its budget ledger) and the total projected at this rate of spend per trial."""
-        done = self.passed + self.failed + self.infra + self.already
-        projected = f", ~${usd * self.total / done:.2f} projected" if done else ""
-        of = f" of ${budget:g}" if budget is not None else ""
-        self.spend = f"${usd:.2f} spent{projected}{of}"
+        self.ledgered = True
+        self.spend = spend_text(usd, self.passed + self.failed + self.infra + self.already, self.total, budget)
         self._bar.update(self._task, description=self._text())
 
     def flying(self, n: int) -> None:
@@ -70,6 +78,11 @@ class Progress:
             self.infra += 1
         else:
             self.failed += 1
+        cost = out.get("cost_usd")
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            self.cost += cost
+        if not self.ledgered and self.cost > 0:  # prices are known: without a budget, the records' spend
+            self.spend = spend_text(self.cost, self.passed + self.failed + self.infra + self.already, self.total)
         self._bar.update(self._task, advance=1, description=self._text())
         if self._lines is not None:
             self._lines.changed()
@@ -84,3 +97,11 @@ class Progress:
         if self._lines is not None:
             self._lines.stop()
         self._bar.__exit__(*exc)
+
+
+def spend_text(usd: float, done: int, total: int, budget: float | None = None) -> str:
+    """The progress line's spend: so far, the total projected (spend so far / trials done x trials planned) and
+    the budget, if any."""
+    projected = f", ~${usd * total / done:.2f} projected" if done else ""
+    of = f" of ${budget:g}" if budget is not None else ""
+    return f"${usd:.2f} spent{projected}{of}"

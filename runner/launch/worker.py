@@ -223,6 +223,7 @@ def run_item(item: WorkItem) -> dict[str, Any]:
         "failure": result.failure,
         "error": result.error,  # redacted, one line
         "llm_retries": result.totals.llm_retries,  # for the model's retry budget
+        "cost_usd": result.totals.cost_usd,  # the progress line's spend (None: not priced)
     }
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from mcpfleet.runner.llm import meters
 from mcpfleet.runner.llm.pricing import Price, output_ceiling, price_of
-from mcpfleet.runner.spec.evalrun import Budget, ModelSpec
+from mcpfleet.runner.spec.evalrun import Budget, JudgeSettings, ModelSpec
 
 STORE_URL_ENV = "MCPFLEET_PACE_STORE_URL"  # redis://host:port/db or unix:///path/to/redis.sock
 NAMESPACE_ENV = "MCPFLEET_NAMESPACE"  # a trial pod's namespace (the budget keys' and the metrics' label)
@@ -154,6 +154,12 @@ class PaceConfig:
 
 def needs_pace(model: ModelSpec, run_budget: Budget | None) -> bool:
     return model.rate_limit is not None or model.budget is not None or run_budget is not None
+
+
+def judge_needs_pace(judge: JudgeSettings | None, run_budget: Budget | None) -> bool:
+    """Whether a judge's calls ask the pace store: it has a rateLimit (its own or a same-account model's), or its
+    spend counts toward the run's budget."""
+    return judge is not None and (judge.rate_limit is not None or run_budget is not None)
 
 
 def pace_config(

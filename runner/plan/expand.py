@@ -156,11 +156,14 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
     check_variants(run, ordered)
     cuts = {task.id: shards_of(run, task) for task in ordered}
     check_plan_size(run, len(ordered), sum(len(cuts[t.id]) * len(variants_of(run, t)) for t in ordered))
+    judge = run.spec.toolcalls.judge.lent(run.spec.models) if run.spec.toolcalls and run.spec.toolcalls.judge else None
     out = []
     for task in ordered:
         shards = cuts[task.id]
         params = service_params(task)
         settings = (run.spec.toolcalls or ToolCallSettings()) if shards != [None] else None
+        if settings is not None and settings.judge is not None:  # the judge's limit and price, lent by its account
+            settings = settings.model_copy(update={"judge": judge})
         variants = variants_of(run, task)
         for shard in shards:
             for attempt in range(1, run.spec.attempts + 1):
@@ -182,7 +185,7 @@ def expand(run: EvalRun, tasks: list[Task], tasks_root: Path, states_path: Path 
                             toolcalls=settings,
                             provider=run.spec.provider,
                             budget=run.spec.budget,
-                            judge=(run.spec.toolcalls.judge if run.spec.toolcalls and shard is None else None),
+                            judge=judge if shard is None else None,
                             service_params=params,
                             server=variant,
                         )

@@ -570,6 +570,17 @@ class JudgeSettings(SpecModel):
     )
     concurrency: int = Field(default=4, ge=1, le=256, description="Judge calls in flight per trial.")
     rate_per_second: float | None = Field(default=None, gt=0, description="Judge calls started per second per trial.")
+    rate_limit: RateLimit | None = Field(
+        default=None,
+        description=(
+            "What the judge's provider account allows, as a model's rateLimit. Unset: a tested model on the same "
+            "account (apiBase, key reference, LiteLLM model) lends its own, and the judge shares that limit."
+        ),
+    )
+    pricing: Pricing | None = Field(
+        default=None,
+        description="USD per million tokens, as a model's; unset: LiteLLM's map, else a same-account model's.",
+    )
 
     @field_validator("api_base")
     @classmethod
@@ -591,6 +602,42 @@ class JudgeSettings(SpecModel):
         if self.api_key_env and self.api_key_secret_ref:
             raise ValueError("set at most one of apiKeyEnv and apiKeySecretRef")
         return self
+
+    def same_account(self, model: ModelSpec) -> bool:
+        """Whether ``model`` is called on the judge's provider account and model: same apiBase, key reference and
+        LiteLLM model string (what a rate limit is shared by)."""
+        return (
+            model.model == self.model
+            and (model.api_base or "").rstrip("/") == (self.api_base or "").rstrip("/")
+            and model.api_key_env == self.api_key_env
+            and model.api_key_secret_ref == self.api_key_secret_ref
+        )
+
+    def lent(self, models: list[ModelSpec]) -> JudgeSettings:
+        """The judge with the rateLimit and pricing it does not set itself taken from a tested model on its account
+        (the plan's, so a trial pod knows its judge's limit without the run's other models)."""
+        same = next((m for m in models if self.same_account(m)), None)
+        if same is None:
+            return self
+        return self.model_copy(
+            update={"rate_limit": self.rate_limit or same.rate_limit, "pricing": self.pricing or same.pricing}
+        )
+
+    def as_model(self) -> ModelSpec:
+        """The judge as the pace and the budget ledgers see a model (pace.py): its account, limit and price, no
+        budget of its own (its spend counts toward spec.budget)."""
+        return ModelSpec(
+            name=JUDGE_MODEL_NAME,
+            model=self.model,
+            api_base=self.api_base,
+            api_key_env=self.api_key_env,
+            api_key_secret_ref=self.api_key_secret_ref,
+            rate_limit=self.rate_limit,
+            pricing=self.pricing,
+        )
+
+
+JUDGE_MODEL_NAME = "judge"  # the judge's model label in the LLM metrics
 
 
 class ToolCallSettings(SpecModel):

@@ -241,10 +241,16 @@ def judge_keys(settings: JudgeSettings | None, env: Any) -> list[str]:
     return [v for v in (env.get(n) for n in names) if v]
 
 
-def make_judge(settings: JudgeSettings | None, env: Any, *, budget_scale: int = 1) -> Judge | None:
-    """The judge ``settings`` name (None for none); ``budget_scale`` multiplies its retry budget (judge_target)."""
+def make_judge(
+    settings: JudgeSettings | None, env: Any, *, budget_scale: int = 1, spec: TrialSpec | None = None
+) -> Judge | None:
+    """The judge ``settings`` name (None for none); ``budget_scale`` multiplies its retry budget (judge_target).
+    With the trial's ``spec``, its calls are paced and metered as a model's (llm/target.py ``paced``): under its
+    account's shared limit (its own rateLimit, or the one a tested model on its account lent it in the plan), its
+    spend counted toward the run's budget (spec.budget)."""
     if settings is None:
         return None
+    from mcpfleet.runner.llm.target import paced
     from mcpfleet.runner.toolcalls.judge import Judge, judge_target
     from mcpfleet.runner.toolcalls.judge_cache import JudgeCache, default_cache_dir
 
@@ -253,8 +259,11 @@ def make_judge(settings: JudgeSettings | None, env: Any, *, budget_scale: int = 
         cache: JudgeCache | None = JudgeCache(default_cache_dir())
     except Exception:  # noqa: BLE001 - a read-only home (a pod) judges without a cache
         cache = None
+    target = judge_target(settings.model, settings.api_base, key or None, budget_scale=budget_scale)
+    if spec is not None:
+        paced(target, settings.as_model(), spec, env)
     return Judge(
-        judge_target(settings.model, settings.api_base, key or None, budget_scale=budget_scale),
+        target,
         cache=cache,
         concurrency=settings.concurrency,
         rate_per_second=settings.rate_per_second,
@@ -390,7 +399,7 @@ async def run_shard(
         # shard whole, a rate-limit burst spent it on the first few dozen of 250 cases, and every later case's
         # first 429 lost the shard (unscored, and so again on every retry of it).
         target = None if play is not None else llm_target(spec.model, spec, ctx, budget_scale=len(cases))
-        judge = make_judge(settings.judge, env, budget_scale=len(cases))
+        judge = make_judge(settings.judge, env, budget_scale=len(cases), spec=spec)
         try:
             outcomes = await run_cases(
                 cases, target, judge, settings.concurrency, spec.limits.timeout_seconds, play=play

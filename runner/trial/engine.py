@@ -273,7 +273,11 @@ async def _judge_calls(
     from mcpfleet.runner.toolcalls.suite import make_judge
 
     env = ctx.env if ctx.env is not None else os.environ
-    judge = make_judge(spec.judge, env)
+    try:
+        judge = make_judge(spec.judge, env, spec=spec)
+    except Exception as exc:  # noqa: BLE001 - e.g. a paced judge with no pace store: not the trial's failure
+        notes.append(f"judge not started; calls stay schema_valid: {one_line(exc, secrets)}")
+        return
     if judge is None:
         return
     secrets.append(judge.target.api_key or "")
