@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -320,6 +321,11 @@ async def test_a_trial_clusters_processes_are_found_by_their_uid_or_else_by_thei
                         cur.execute("SELECT pg_backend_pid()")
                         [(own,)] = cur.fetchall()
                     assert all(_alive(p) for p in pids.values())
+                    # The COPY shells gone (under load one may not have exited yet: its children still under the
+                    # backend, which stray_pids finds whatever their environment), what they left is re-parented.
+                    deadline = time.monotonic() + 20
+                    while time.monotonic() < deadline and any(_ppid(p) == own for p in _all_pids()):
+                        time.sleep(0.05)
                     by_env, by_uid = set(pggrade.stray_pids(data, None)), set(pggrade.stray_pids(data, h.uid))
                     assert {pids["daemon"], pids["nohup"]} <= by_env and pids["cleared"] not in by_env
                     assert set(pids.values()) <= by_uid
@@ -336,3 +342,14 @@ async def test_a_trial_clusters_processes_are_found_by_their_uid_or_else_by_thei
             for pid in pids.values():
                 if _alive(pid):
                     os.kill(pid, 9)
+
+
+def _all_pids() -> list[int]:
+    return [int(d) for d in os.listdir("/proc") if d.isdigit()]
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None

@@ -119,10 +119,16 @@ def test_a_fresh_trial_process_pays_litellms_import_before_the_run_clock(scripte
     make_tiny_pack(tmp_path / "pack")
     path = write_run(tmp_path, {"models": [SCRIPTED], "tasks": {"path": "pack"}, "limits": {"timeoutSeconds": 2}})
     task = "filesystem/standard/tiny/move_todo_0"
-    out = cli("trial", str(path), "--model", "oracle", "--task", task, "--scripted-url", scripted_url, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr[-2000:]
-    [record] = (tmp_path / "runs").rglob("result.json")
-    rec = json.loads(record.read_text())
+    # Two tries: on a loaded machine (CI's two cores under three workers) the ~0.5 s trial itself can pass 2 s
+    # once; the import inside the clock (~2 s alone, in every fresh process) fails both.
+    for attempt in range(2):
+        out = cli("trial", str(path), "--model", "oracle", "--task", task, "--scripted-url", scripted_url, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr[-2000:]
+        [record] = (tmp_path / "runs").rglob("result.json")
+        rec = json.loads(record.read_text())
+        if rec["passed"] or attempt == 1:
+            break
+        record.unlink()
     assert rec["passed"] and rec["totals"]["turns"] >= 2, (rec["failure"], rec["error"])
 
 

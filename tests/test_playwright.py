@@ -196,7 +196,7 @@ def test_malformed_site_lists_are_refused_and_a_foreign_task_runs_unconfined(tmp
             return config["browser"]["launchOptions"]["args"], ours(marker)
 
     args, running = asyncio.run(enter())
-    assert args == [playwright.ENABLE_FEATURES] and running == []  # no host mapping: the browser is unconfined
+    assert args == [playwright.ENABLE_FEATURES, *playwright.TRANSPORT_FLAGS] and running == []  # no host mapping
 
 
 def _browsers(marker: str) -> list[int]:

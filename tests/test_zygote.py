@@ -196,7 +196,7 @@ def test_the_zygote_gone_its_servers_are_gone(
         assert len(server) == 1
         z.proc.kill()
         assert wait_for(lambda: not alive(server[0]), 5), "a forked server outlived its zygote"
-        assert proc.wait(10) == 1
+        assert proc.wait(30) == 1  # (10 s timed out once in CI, at load ~10)
         assert proc.stderr is not None and b"the server zygote is gone" in proc.stderr.read()
         wait_for(lambda: z.failure is not None, 5)
     err = capfd.readouterr().err
