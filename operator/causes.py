@@ -5,10 +5,8 @@ classifies their real output)."""
 
 from __future__ import annotations
 
+from mcpfleet.operator.waiting import CONFIG_REASONS, IMAGE_REASONS
 from mcpfleet.runner.results.outcome import BUDGET_EXHAUSTED, CONFIG_ERROR, INFRA_ERROR, PROVIDER_ERROR
-
-IMAGE_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
-CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError")
 
 # Every cause of an infrastructure error, most specific first in ``infra_cause``; "other" for a reason none names.
 INFRA_CAUSES = (

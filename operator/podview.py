@@ -16,19 +16,9 @@ from mcpfleet.operator.manifests import ANN_TRIAL, LABEL_RETRY
 from mcpfleet.operator.phase import POD_ENDED, PodPhase
 from mcpfleet.operator.runstate import InFlight, RunState
 from mcpfleet.operator.scheduling import restarted
+from mcpfleet.operator.waiting import STUCK_REASONS
 from mcpfleet.runner.results.outcome import INFRA_ERROR
 from mcpfleet.runner.results.records import epoch_seconds
-
-# A waiting container's reason that will not pass by waiting: the try is given up at once (its pod deleted).
-IMAGE_FAILURES = frozenset(
-    {
-        "ErrImagePull",
-        "ImagePullBackOff",
-        "InvalidImageName",
-        "CreateContainerConfigError",
-        "CreateContainerError",
-    }
-)
 
 
 def epoch(value: object, now: float) -> float:
@@ -192,7 +182,7 @@ def seen(kind: str, pod: dict[str, Any], inf: InFlight, now: float) -> Seen:
             return NOTHING
         return Seen(Act.ENDING, inf.reason or "pod deleted before it finished", epoch(deleting, now))
     reason, message = waiting_reason(status)
-    if reason in IMAGE_FAILURES and inf.ending is None:
+    if reason in STUCK_REASONS and inf.ending is None:
         # The kubelet's message says what to fix: 'secret "llm-keys" not found', the image that failed.
         return Seen(Act.END, f"pod cannot start: {reason}" + (f": {message}" if message else ""))
     if inf.ending is None and (why := inf.restarted or restarted(pod)):

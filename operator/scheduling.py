@@ -12,16 +12,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mcpfleet.operator.waiting import STUCK_REASONS
+
 # A pod Pending this long with a cause gets it reported (the scheduler retries for a while on its own: a pod that
 # waits a few seconds for a node scaling up is no news).
 REPORT_AFTER_SECONDS = 30.0
 # A cause's event is posted when it first holds trials up, and again, with the new count, at most this often.
 EVENT_EVERY_SECONDS = 600.0
 CONDITION = "PodsScheduled"
-# Waiting reasons of a container that cannot start until something is fixed (an image, a Secret).
-CONTAINER_REASONS = frozenset(
-    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError"}
-)
 
 
 @dataclass(frozen=True)
@@ -50,7 +48,7 @@ def blocked(pod: Mapping[str, Any]) -> Blocked | None:
             return Blocked(str(cond.get("reason") or "Unschedulable"), str(cond.get("message") or "").strip()[:300])
     for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
         waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in CONTAINER_REASONS:
+        if waiting.get("reason") in STUCK_REASONS:
             msg = str(waiting.get("message") or "").strip()[:300]
             return Blocked(str(waiting["reason"]), f"container {cs.get('name')}: {msg}" if msg else str(cs.get("name")))
     return None
@@ -73,7 +71,7 @@ def causes(seen: Mapping[str, tuple[float, Blocked]], now: float, after: float |
     wait = REPORT_AFTER_SECONDS if after is None else after
     groups: dict[str, list[tuple[str, Blocked]]] = {}
     for tid, (since, why) in seen.items():
-        if why.reason in CONTAINER_REASONS or now - since >= wait:
+        if why.reason in STUCK_REASONS or now - since >= wait:
             groups.setdefault(why.key, []).append((tid, why))
     out = [Cause(v[0][1].reason, v[0][1].message, len(v), min(t for t, _ in v)) for v in groups.values()]
     return sorted(out, key=lambda c: (-c.trials, c.reason, c.message))

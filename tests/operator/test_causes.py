@@ -70,3 +70,17 @@ def test_unscored_records_are_their_own_cause_and_every_cause_starts_at_zero() -
     }
     assert series[("infra_error", "pending_timeout")] == 1.0
     assert {c for _, c in series} == set(CAUSES) and sum(series.values()) == 1.0
+
+
+def test_every_reason_the_pod_reader_gives_up_on_has_a_cause_of_its_own(tmp_path: Path) -> None:
+    """ErrImageNeverPull (imagePullPolicy Never, image not on the node) was counted as image_pull but waited for
+    until the pending timeout: one list now decides both."""
+    from mcpfleet.operator.waiting import CONFIG_REASONS, IMAGE_REASONS, STUCK_REASONS
+
+    inf = flight(trials(tmp_path, body(tmp_path))[0])
+    causes = {}
+    for reason in sorted(STUCK_REASONS):
+        got = seen("MODIFIED", pod(phase="Pending", containerStatuses=waiting(reason, "x")), inf, NOW)
+        assert got.reason, f"{reason}: the try was not given up at once"
+        causes[reason] = infra_cause(got.reason)
+    assert causes == {r: "image_pull" for r in IMAGE_REASONS} | {r: "container_config" for r in CONFIG_REASONS}
