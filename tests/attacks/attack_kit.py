@@ -301,11 +301,12 @@ def shared_folder(basetemp: Path) -> Path:
 
 
 def shared_run(
-    shared: Path, group: Group, attacks: dict[str, str], scripted_url: str, extra_ctx: dict[str, str]
+    shared: Path, group: Group, attacks: dict[str, str], servers: Callable[[], tuple[str, dict[str, str]]]
 ) -> dict[str, Any]:
     """``run_group`` once per test session: the first caller runs it and saves what it saw under ``shared``; the
     others wait for that and read it. The run's own folder is outside every temp folder (as ``./runs`` is), so
-    only the rule that hides a run's output from its trials' servers keeps them out of it; removed after."""
+    only the rule that hides a run's output from its trials' servers keeps them out of it; removed after.
+    ``servers()``: the scripted model server's URL and the scripts' other values (started only if needed)."""
     shared.mkdir(parents=True, exist_ok=True)
     saved = shared / f"{group.name}.json"
     with FileLock(str(shared / f"{group.name}.lock")):
@@ -313,6 +314,7 @@ def shared_run(
             work = Path(tempfile.mkdtemp(prefix=f"mcpfleet-attack-kit-{group.name}-", dir=WORK_ROOT))
             work.chmod(0o755)
             try:
+                scripted_url, extra_ctx = servers()  # (started only by the worker that runs the group)
                 saved.write_text(json.dumps(run_group(group, attacks, work, scripted_url, extra_ctx)))
             finally:
                 subprocess.run(["rm", "-rf", str(work)], check=False)

@@ -19,17 +19,26 @@ from attack_catalog import ATTACKS, CANARY_KEY_CHECK, GROUPS, Attack  # noqa: E4
 from attack_kit import Trial, shared_folder, shared_run, trial_of  # noqa: E402
 from attack_packs import VERIFY_MARK  # noqa: E402
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="superuser trials are refused unless run as root")
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="superuser trials are refused unless run as root"),
+    # A case waits for its group's run (its own, or another worker's): minutes on a loaded machine, not a hang.
+    pytest.mark.timeout(900),
+]
 CANARY_KEY = "sk-attack-canary-" + uuid.uuid4().hex[:16]
 
 
 def group_run(group: str, request: pytest.FixtureRequest) -> dict[str, Any]:
     """The group's one `mcpfleet run` in this session (whichever worker comes first runs it)."""
-    ctx = {"CANARY_KEY": CANARY_KEY, "VERIFY_MARK": VERIFY_MARK}
-    ctx["S3_PORT"] = request.getfixturevalue("s3_endpoint").rsplit(":", 1)[1] if group == "pg-cluster" else "0"
+
+    def servers() -> tuple[str, dict[str, str]]:
+        ctx = {"CANARY_KEY": CANARY_KEY, "VERIFY_MARK": VERIFY_MARK, "S3_PORT": "0"}
+        if group == "pg-cluster":  # an S3 endpoint on loopback, for the superuser's shell to aim at
+            ctx["S3_PORT"] = request.getfixturevalue("s3_endpoint").rsplit(":", 1)[1]
+        return request.getfixturevalue("scripted_url"), ctx
+
     attacks = {a.name: a.name for a in ATTACKS if a.group == group}
     basetemp = request.getfixturevalue("tmp_path_factory").getbasetemp()
-    return shared_run(shared_folder(basetemp), GROUPS[group], attacks, request.getfixturevalue("scripted_url"), ctx)
+    return shared_run(shared_folder(basetemp), GROUPS[group], attacks, servers)
 
 
 def control_of(run: dict[str, Any], group: str) -> Trial | None:
