@@ -29,7 +29,7 @@ GROUPS = {
         "pg-db",
         postgres_pack,
         {"services": ["postgres"], "include": ["*/attack_db"]},
-        spec={"limits": {"toolCallTimeoutSeconds": 6}, "concurrency": {"total": 3}},
+        spec={"limits": {"toolCallTimeoutSeconds": 10}, "concurrency": {"total": 3}},
         controls=[{"name": "control-pg-db", "model": "scripted/oracle"}],
         after=_host_after,
         task_dir="postgres/standard/shop/attack_db",
@@ -68,10 +68,17 @@ GROUPS = {
 # --- the checks: each returns what got through --------------------------------------------------------------
 
 
+def calls_ran(t: Trial, control: Trial | None = None) -> list[str]:
+    """Not a leak: every call of the attack did what it says (else BLOCKED would prove nothing)."""
+    failed = [f"call {i + 1}: {r[:300]}" for i, r in enumerate(t.tool_results()) if "Error: " in r]
+    assert not failed, f"{t.attack}: the attack's own calls failed, it did not run as written: {failed}"
+    return []
+
+
 def graded_on_the_real_table(t: Trial, control: Trial | None) -> list[str]:
     """The shadow table did not make the verifier pass: it failed on the real table, and its search path is the
     one an untouched trial's verifier has."""
-    out = []
+    out = calls_ran(t)
     if t.result.get("passed"):
         out.append("the verifier PASSED on the agent's shadow table")
     if 'column "total" does not exist' not in (t.verifier.get("stderr") or ""):
@@ -234,7 +241,14 @@ ATTACKS = [
         "failed on the real table; default search_path",
         graded_on_the_real_table,
     ),
-    _a("pg-other-settings", "pg-db", "§1 grading", "the verifier's settings are an untouched trial's", same_settings),
+    _a(
+        "pg-other-settings",
+        "pg-db",
+        "§1 grading",
+        "the verifier's settings are an untouched trial's",
+        calls_ran,
+        same_settings,
+    ),
     _a(
         "pg-statement-left-running",
         "pg-db",
@@ -273,6 +287,7 @@ ATTACKS = [
         "pg-cluster",
         "§1 grading",
         "untouched settings, no statement log, no trust line",
+        calls_ran,
         config_restored,
     ),
     _a(
