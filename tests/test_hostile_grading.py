@@ -2,7 +2,7 @@
 Python's isolated mode with a HOME and TMPDIR of its own, fresh for each run, so nothing planted where an
 agent-driven process could write (the runner's HOME, a PYTHONPATH entry, the temp folder) is imported into it;
 and an MCP server's processes, even those that left its process group, are gone once the server is stopped, so
-none outlives the agent into its verifier. (PostgreSQL's grading: test_hostile_pg_grading.py.)"""
+none outlives the agent into its verifier. (PostgreSQL's grading: the attack kit, tests/attacks/.)"""
 
 from __future__ import annotations
 
