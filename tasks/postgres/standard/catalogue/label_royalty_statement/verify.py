@@ -7,7 +7,8 @@ task must not change, nor any other table (pinned md5 digests of every catalogue
 text, computed server-side, prove that).
 The agent's `royalty_statement(date)` is then compared for several months (so a hard-coded October fails),
 under a far-off session time zone (months are UTC), and after a rolled-back insert of one extra play and
-one duplicate play (so a function that ignores the data or double-counts duplicates fails). The reported
+one duplicate play (so a function that ignores the data or double-counts duplicates fails); the tables must be
+unchanged after the calls (the function must not modify data, even in a transaction that is rolled back). The reported
 October total and top label are read from MCP_MESSAGES.
 """
 
@@ -280,6 +281,11 @@ def main() -> int:
     compare(cur, date(2026, 10, 17), october, "any day of the month (2026-10-17)")
     cur.execute("SET LOCAL TimeZone = 'Pacific/Kiritimati'")
     compare(cur, MONTHS[0], october, "October under session TimeZone Pacific/Kiritimati (+14)")
+    # the calls above run in a transaction that is rolled back, so a function that writes (deletes the loader's
+    # duplicates, say) would leave no trace: compare every table with its state before the first call
+    after = digests(cur, list(SOURCES))
+    changed = sorted(t for t in SOURCES if after[t] != got[t])
+    check(not changed, f"calling royalty_statement modifies no data (changed: {changed or 'none'})")
     conn.rollback()
 
     # the function must read the data: one new qualifying play, one duplicate of an existing play

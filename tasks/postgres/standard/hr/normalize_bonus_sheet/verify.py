@@ -197,11 +197,12 @@ def check_structure(cur: cursor) -> bool:
         any(r[0] == "bonus_payments" and r[1] == "c" and "period" in (r[4] or []) for r in cons),
         "bonus_payments needs a CHECK on period",
     )
-    cur.execute(
+    cur.execute(  # any name, any further keys; but it must serve every lookup by employee: valid, not partial
         "SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] "
-        "WHERE i.indrelid = 'bonus_awards'::regclass AND a.attname = 'employee_id'"
+        "WHERE i.indrelid = 'bonus_awards'::regclass AND a.attname = 'employee_id' AND i.indpred IS NULL "
+        "AND i.indisvalid"
     )
-    check(cur.fetchone() is not None, "bonus_awards has no index on employee_id")
+    check(cur.fetchone() is not None, "bonus_awards has no valid, non-partial index led by employee_id")
     return True
 
 

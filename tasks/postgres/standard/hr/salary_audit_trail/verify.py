@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Verifier for hr/salary_audit_trail.
 
-Checks the salary_audit table's shape, then drives the agent's triggers: inserts, updates (real, no-op, multi-row,
+Checks the salary_audit table's shape and that the existing stamp trigger is kept (its definition, and that an
+UPDATE still gets updated_at = now()), then drives the agent's triggers: inserts, updates (real, no-op, multi-row,
 NULL to value) and a delete inside transactions that are rolled back, comparing every audit row with the row images
 the verifier read itself. Also proves the log is append-only and that a session that never set hr.change_ticket can
 still change salaries. Salaries and the other tables must end exactly as generated (fingerprints below were taken
@@ -51,6 +52,10 @@ COLUMNS = {
     "changed_at": "timestamp with time zone",
     "ticket": "text",
 }
+KEPT_TRIGGER = (
+    "CREATE TRIGGER salaries_touch_updated_at BEFORE UPDATE ON public.salaries FOR EACH ROW "
+    "EXECUTE FUNCTION touch_updated_at()"
+)
 NOT_NULL = {"audit_id", "operation", "salary_id", "employee_id", "changed_by", "changed_at"}
 RELATIONS = set(
     "bonuses departments employees exchange_rates job_titles leave_requests performance_reviews salaries terminations "
@@ -138,10 +143,15 @@ def check_static(cur: cursor, fps: dict[str, tuple[int, str]]) -> bool:
         f"unexpected tables/views: extra {sorted(rels - RELATIONS)}, missing {sorted(RELATIONS - rels)}",
     )
     cur.execute(
-        "SELECT tgenabled FROM pg_trigger WHERE tgrelid = 'salaries'::regclass AND tgname = 'salaries_touch_updated_at'"
+        "SELECT tgenabled, pg_get_triggerdef(oid) FROM pg_trigger WHERE tgrelid = 'salaries'::regclass "
+        "AND tgname = 'salaries_touch_updated_at'"
     )
     row = cur.fetchone()
     check(row is not None and row[0] == "O", "trigger salaries_touch_updated_at is missing or disabled")
+    check(
+        row is None or row[1].replace("FUNCTION public.", "FUNCTION ") == KEPT_TRIGGER,
+        f"trigger salaries_touch_updated_at changed: {row and row[1]}",
+    )
     for table in TABLES:
         check(fps[table] == EXPECTED_FP[table], f"table {table} differs from its initial state")
     return True
@@ -202,6 +212,8 @@ def live_test(conn: connection) -> None:
     [(upd, emp)] = pick(cur, "effective_to IS NOT NULL", 1)
     before = image(cur, upd)
     cur.execute("UPDATE salaries SET amount = amount + 1000 WHERE salary_id = %s", (upd,))
+    cur.execute("SELECT updated_at = now() FROM salaries WHERE salary_id = %s", (upd,))
+    check(cur.fetchone()[0] is True, "UPDATE of amount: salaries_touch_updated_at no longer stamps updated_at")
     seen = expect(cur, seen, "UPDATE of amount", [("UPDATE", upd, emp, ["amount"], before, image(cur, upd), "HR-4821")])
     cur.execute("UPDATE salaries SET amount = amount, change_reason = change_reason WHERE employee_id = %s", (emp,))
     seen = expect(cur, seen, "UPDATE that changes nothing but updated_at", [])

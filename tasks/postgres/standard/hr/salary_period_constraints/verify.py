@@ -4,7 +4,8 @@
 The expected clean-up (which rows are deleted, which get a new effective_to or currency) and fingerprints of every
 row that must stay untouched were derived from the generated initial state (tasks/postgres/states/hr.py, fixed seed)
 by applying the description's rules independently of any solution. The constraints are then proven by inserts that
-must fail or succeed, inside a transaction that is rolled back.
+must fail or succeed, inside a transaction that is rolled back. No salaries row had an updated_at stamp before, so
+every corrected row must carry one (the kept trigger stamped it), and the trigger must still stamp an UPDATE.
 """
 
 from __future__ import annotations
@@ -186,6 +187,11 @@ def check_data(cur: cursor) -> None:
     check(
         tuple(cur.fetchone()) == CHANGED_FIXED_FP, "corrected rows changed in columns other than effective_to/currency"
     )
+    # The trigger stamps every row an UPDATE hits, and no row had a stamp before: a corrected row without one was
+    # fixed with the trigger disabled (or neutered), and Payroll could not find it.
+    cur.execute("SELECT count(*) FROM salaries WHERE salary_id = ANY(%s) AND updated_at IS NULL", (sorted(CHANGES),))
+    unstamped = cur.fetchone()[0]
+    check(unstamped == 0, f"{unstamped} corrected rows carry no updated_at stamp (the trigger must stamp each fix)")
     cur.execute("SELECT count(*) FROM salaries")
     total = cur.fetchone()[0]
     check(
@@ -284,7 +290,8 @@ def check_behaviour(conn: connection) -> None:
         attempt(cur, ins, (emp, "USD", "2001-01-01", "2000-12-31"), "23514", "a row ending before it starts")
         attempt(cur, ins, (emp, "usd", "1995-01-01", "1995-12-31"), "23514", "currency 'usd'")
         attempt(cur, ins, (emp, "Eur", "1995-01-01", "1995-12-31"), "23514", "currency 'Eur'")
-        for bad in ("123", "US", "U$D", "U D"):  # exactly three letters A-Z, not merely "no lower case"
+        # exactly three letters A-Z: not merely "no lower case", nor the locale's upper-case letters ([[:upper:]])
+        for bad in ("123", "US", "U$D", "U D", "ÉUR", "ÄÖÜ"):
             attempt(cur, ins, (emp, bad, "1995-01-01", "1995-12-31"), "23514", f"currency {bad!r}")
         attempt(cur, ins, (gone, "EUR", last_to, last_to), "23P01", "a row starting on another row's last day")
         attempt(cur, ins, (gone, "EUR", last_to, None), "23P01", "an open row starting on another row's last day")
@@ -297,6 +304,10 @@ def check_behaviour(conn: connection) -> None:
         )
         attempt(cur, ins, (fresh, "GBP", "2026-01-01", None), None, "a first salary row for a new employee")
         attempt(cur, ins, (emp, "CAD", "1995-01-01", "1995-12-31"), None, "a valid historical row in a gap")
+        # the kept trigger still stamps: an UPDATE inside this rolled-back transaction gets updated_at = now()
+        cur.execute("UPDATE salaries SET amount = amount WHERE salary_id = (SELECT min(salary_id) FROM salaries)")
+        cur.execute("SELECT updated_at = now() FROM salaries WHERE salary_id = (SELECT min(salary_id) FROM salaries)")
+        check(cur.fetchone()[0] is True, "an UPDATE of salaries no longer gets its updated_at stamp (trigger kept?)")
     conn.rollback()
 
 

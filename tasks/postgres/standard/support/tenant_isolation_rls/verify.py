@@ -2,7 +2,8 @@
 """Verifier for support/tenant_isolation_rls.
 
 Logs in as the two new roles and proves isolation by behaviour (visible row counts per tenant,
-refused cross-tenant writes, allowed own writes), then checks the role attributes, the exact
+refused cross-tenant writes, among them re-pointing each kind of child row to another tenant's ticket,
+allowed own writes), then checks the role attributes, the exact
 privilege matrix, FORCE row-level security and that no data changed. Expected counts come from
 the verifier's own superuser session; fingerprints come from the generator's fixed seed.
 """
@@ -153,6 +154,16 @@ REFUSED = {
     "move its own ticket to another tenant": "UPDATE tickets SET tenant_id = %(other)s WHERE ticket_id = %(ticket)s",
     "re-point its comment to another tenant's ticket": "UPDATE ticket_comments SET ticket_id = %(other_ticket)s "
     "WHERE comment_id = %(comment)s",
+    "re-point its status event to another tenant's ticket": "UPDATE ticket_status_events "
+    "SET ticket_id = %(other_ticket)s WHERE event_id = %(event)s",
+    "re-point its tag link to another tenant's ticket": "UPDATE ticket_tags SET ticket_id = %(other_ticket)s "
+    "WHERE ticket_id = %(link_ticket)s AND tag_id = %(link_tag)s",
+    "re-point its CSAT response to another tenant's ticket": "UPDATE csat_responses SET ticket_id = %(other_ticket)s "
+    "WHERE csat_id = %(csat)s",
+    # an UPDATE that reads no column needs no SELECT right, so only the UPDATE policies' WITH CHECK judge its new
+    # rows (with a WHERE clause the SELECT policy does too): moving every event of the tenant must be refused
+    "move all its status events to another tenant's ticket (no WHERE)": "UPDATE ticket_status_events "
+    "SET ticket_id = %(other_ticket)s",
     "delete its own ticket": "DELETE FROM tickets WHERE ticket_id = %(ticket)s",
     "truncate ticket_tags": "TRUNCATE ticket_tags",
     "update tenants": "UPDATE tenants SET name = name WHERE tenant_id = %(tenant)s",
@@ -179,12 +190,24 @@ def write_probes(admin, app) -> None:
             (tenant, ticket),
         )
         side[tenant] = {"tenant": tenant, "ticket": ticket, "tag": tag, "ts": "2026-11-14 10:00:00+00"}
+    # rows of the app's own tenant that the re-point probes move (each visible to it, so success means moved)
+    own_rows = "{} x JOIN tickets t ON t.ticket_id = x.ticket_id WHERE t.tenant_id = %s"
+    admin.execute(
+        "SELECT x.ticket_id, x.tag_id FROM " + own_rows.format("ticket_tags") + " AND NOT EXISTS (SELECT 1 FROM "
+        "ticket_tags y WHERE y.ticket_id = %s AND y.tag_id = x.tag_id) ORDER BY 1, 2 LIMIT 1",
+        (OWN, side[OTHER]["ticket"]),
+    )
+    link_ticket, link_tag = admin.fetchone()
     extra = {
         "other": OTHER,
         "other_ticket": side[OTHER]["ticket"],
         "comment": one(
             admin, "SELECT min(comment_id) FROM ticket_comments WHERE ticket_id = %s", (side[OWN]["ticket"],)
         ),
+        "event": one(admin, "SELECT min(x.event_id) FROM " + own_rows.format("ticket_status_events"), (OWN,)),
+        "csat": one(admin, "SELECT min(x.csat_id) FROM " + own_rows.format("csat_responses"), (OWN,)),
+        "link_ticket": link_ticket,
+        "link_tag": link_tag,
     }
     app.autocommit = False
     with app.cursor() as cur:
