@@ -33,6 +33,7 @@ from mcpfleet.runner.environment.mcp_client import (
     server_info,
     tools_digest,
 )
+from mcpfleet.runner.environment.invocation import shown_invocation
 from mcpfleet.runner.environment.verifier import run_verifier, verifier_command
 from mcpfleet.runner.llm.faults import one_line
 from mcpfleet.runner.llm.target import api_key, llm_target
@@ -399,12 +400,16 @@ async def run_trial(
                 infra, infra_type = f"verifier could not start: {exc}", type(exc).__name__
             else:
                 timings.verify = v.duration_s
+                places = {"{trial}": workdir, "{state}": env.state_dir, "{task}": task.path}
+                command, shown_env = shown_invocation(task.verifier, env.verifier_args, verifier_env, places)
                 verifier = VerifierRecord(
                     exit_code=v.exit_code,
                     timed_out=v.timed_out,
                     duration_s=v.duration_s,
                     stdout=v.stdout,
                     stderr=v.stderr,
+                    command=command,
+                    env=shown_env,
                 )
         t = time.perf_counter()
         if ctx.warm is not None:
