@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,18 @@ def test_the_index_is_reused_for_the_same_state_and_rebuilt_for_another(run: Pat
         "m.filesystem.standard.c.needle.1", "m.filesystem.standard.c.late.1"
     }  # fmt: skip
     assert not [p for p in os.listdir(cache.cache_dir()) if p.endswith(".tmp")]
+
+
+def test_the_first_search_starts_the_index_and_later_ones_use_it(run: Path) -> None:
+    """Building it at start would slow the first pages: a served run builds it once it is first searched."""
+    r = open_runs([str(run)])[0]
+    r.build_index_on_search = True  # as make_app(search_index=True) sets it
+    assert not r.open_search_index()
+    assert r.candidates(NEEDLE) is None  # this search scans; the index is being built meanwhile
+    deadline = time.monotonic() + 60
+    while (got := r.candidates(NEEDLE)) is None:
+        assert time.monotonic() < deadline, "the search index was never built"
+        time.sleep(0.05)
+    assert got == {"m.filesystem.standard.c.needle.1": {"messages.json"}}
+    reopened = open_runs([str(run)])[0]
+    assert reopened.open_search_index()  # the next start finds it

@@ -60,11 +60,13 @@ def _int(text: str | None, default: int) -> int:
 
 
 def make_app(runs: list[Run], search_index: bool = False) -> ASGIApp:
-    """The viewer's app; ``search_index``: open or build each run's search index in a thread of its own."""
+    """The viewer's app; ``search_index``: each local run's search index opened when one was built for its folder's
+    state, else built when the run is first searched (runs.Run.candidates)."""
     lock = threading.Lock()
     if search_index:
         for run in runs:
-            threading.Thread(target=run.index_search, name=f"search index {run.label}", daemon=True).start()
+            run.build_index_on_search = True
+            run.open_search_index()
 
     def run_of(request: Request) -> tuple[int, Run] | Response:
         i = int(request.path_params["run"])

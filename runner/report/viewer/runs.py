@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,27 +42,41 @@ class Run:
     searches: SearchCache = field(default_factory=SearchCache)
     matrix_pages: dict[str, str] = field(default_factory=dict)  # by sort: the index never changes while served
     _transcripts: OrderedDict[str, tuple[dict[str, Any] | None, Transcript]] = field(default_factory=OrderedDict)
+    build_index_on_search: bool = False  # the app's choice (make_app)
     _search_index: SearchIndex | None = None
+    _building: bool = False
+
+    def open_search_index(self) -> bool:
+        """Open this run's search index if one was built for its folder's state (search_index.py); cheap."""
+        if self._search_index is None and self.state and isinstance(self.store, LocalStore):
+            path = cache.cache_file(self.store.root, "search.sqlite")
+            self._search_index = SearchIndex.open(path, self.state) if search_index.available() else None
+        return self._search_index is not None
 
     def index_search(self) -> None:
-        """Open this run's search index, or build it (search_index.py); run in a thread of its own while the
-        viewer serves. Only a local run with a folder state has one; a failure leaves searches scanning."""
-        if not self.state or not isinstance(self.store, LocalStore) or not search_index.available():
+        """Open this run's search index, or build it; a failure leaves searches scanning. Only a local run with a
+        folder state has one."""
+        if self.open_search_index() or not self.state or not isinstance(self.store, LocalStore):
+            return
+        if not search_index.available():
             return
         path = cache.cache_file(self.store.root, "search.sqlite")
-        index = SearchIndex.open(path, self.state)
-        if index is None:
-            try:
-                index = SearchIndex.build(path, self.state, [r.trial_id for r in self.rows], self.read, FILES)
-            except (OSError, sqlite3.Error) as exc:
-                logger.warning("%s: no search index (%s); searches read every trial", self.label, exc)
-                return
-        self._search_index = index
+        try:
+            self._search_index = SearchIndex.build(path, self.state, [r.trial_id for r in self.rows], self.read, FILES)
+        except (OSError, sqlite3.Error) as exc:
+            logger.warning("%s: no search index (%s); searches read every trial", self.label, exc)
 
     def candidates(self, query: str) -> dict[str, set[str]] | None:
-        """The trials that can hold ``query`` by the search index, None when there is none (yet)."""
+        """The trials that can hold ``query`` by the search index, None when there is none (yet): the first search
+        of a run without one starts building it in a thread of its own, and it and those before the index is
+        ready read every trial (building it at start would slow the first pages on a small machine)."""
         index = self._search_index
-        return None if index is None else index.matching(forms(query))
+        if index is None:
+            if self.build_index_on_search and not self._building:
+                self._building = True
+                threading.Thread(target=self.index_search, name=f"search index {self.label}", daemon=True).start()
+            return None
+        return index.matching(forms(query))
 
     def read(self, trial_id: str, name: str) -> bytes | None:
         if trial_id not in self.by_id:
