@@ -61,7 +61,7 @@ def _int(text: str | None, default: int) -> int:
 
 def make_app(runs: list[Run], search_index: bool = False) -> ASGIApp:
     """The viewer's app; ``search_index``: each local run's search index opened when one was built for its folder's
-    state, else built when the run is first searched (runs.Run.candidates)."""
+    state, else built once the run was first searched (runs.Run.searched)."""
     lock = threading.Lock()
     if search_index:
         for run in runs:
@@ -109,6 +109,7 @@ def make_app(runs: list[Run], search_index: bool = False) -> ASGIApp:
 
             with lock:  # one scan at a time (the machine's disk and cores are the limit), each answer cached
                 found = run.searches.get((run.ref, q, ids), search)
+            run.searched()
             hit = {h.trial_id for h in found.hits}
             rows = [r for r in rows if r.trial_id in hit]
         page = _int(request.query_params.get("page"), 1)

@@ -67,16 +67,17 @@ class Run:
             logger.warning("%s: no search index (%s); searches read every trial", self.label, exc)
 
     def candidates(self, query: str) -> dict[str, set[str]] | None:
-        """The trials that can hold ``query`` by the search index, None when there is none (yet): the first search
-        of a run without one starts building it in a thread of its own, and it and those before the index is
-        ready read every trial (building it at start would slow the first pages on a small machine)."""
+        """The trials that can hold ``query`` by the search index, None when there is none (yet)."""
         index = self._search_index
-        if index is None:
-            if self.build_index_on_search and not self._building:
-                self._building = True
-                threading.Thread(target=self.index_search, name=f"search index {self.label}", daemon=True).start()
-            return None
-        return index.matching(forms(query))
+        return None if index is None else index.matching(forms(query))
+
+    def searched(self) -> None:
+        """After a search that had no index: start building it in a thread of its own (once). Searches until it is
+        ready read every trial; building it at start would slow the first pages on a small machine, and building
+        it during that first search would slow the search."""
+        if self.build_index_on_search and self._search_index is None and not self._building:
+            self._building = True
+            threading.Thread(target=self.index_search, name=f"search index {self.label}", daemon=True).start()
 
     def read(self, trial_id: str, name: str) -> bytes | None:
         if trial_id not in self.by_id:

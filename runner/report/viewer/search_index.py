@@ -9,7 +9,7 @@ snippets are the same as without it. ``%`` and ``_`` of a query are LIKE's wildc
 one character here (more candidates, never fewer) and exactly by that check. A query is a bound parameter,
 never SQL or FTS5 syntax, whatever it holds.
 
-Built once per run folder state (cache.py), in a thread of its own from the run's first search on, kept in the
+Built once per run folder state (cache.py), in a thread of its own after the run's first search, kept in the
 viewer's cache (about the size of the files' text); a search before it is ready scans.
 """
 
