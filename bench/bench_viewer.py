@@ -98,7 +98,14 @@ def synthesise(root: Path, trials: int, mb: float, calls: int) -> tuple[Path, st
 
 def paint(page: object, url: str) -> tuple[float, float]:
     """(first contentful paint, load event end) in seconds since the navigation started."""
-    page.goto(url, wait_until="load", timeout=120_000)  # type: ignore[attr-defined]
+    for tries in range(100):  # a viewer that printed its URL before it listened (main's) refuses at first
+        try:
+            page.goto(url, wait_until="load", timeout=120_000)  # type: ignore[attr-defined]
+            break
+        except Exception as exc:  # noqa: BLE001 - playwright's Error; anything else is raised on the last try
+            if "ERR_CONNECTION_REFUSED" not in str(exc) or tries == 99:
+                raise
+            time.sleep(0.05)
     got = page.evaluate(  # type: ignore[attr-defined]
         """async () => {
           const fcp = await new Promise(resolve => {

@@ -57,6 +57,7 @@ def view(
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(2048)  # before the URL is printed: a browser pointed at it at once is not refused
     except OSError as exc:
         _fail(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc}); give another")
     bound = sock.getsockname()[1]
