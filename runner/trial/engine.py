@@ -26,6 +26,7 @@ from mcpfleet.runner.agent import transcript
 from mcpfleet.runner.agent.conversation import MCPFLEET, MCPMARK
 from mcpfleet.runner.agent.metrics import TrialMetrics
 from mcpfleet.runner.agent.react import run_react_agent
+from mcpfleet.runner.environment.invocation import shown_invocation
 from mcpfleet.runner.environment.mcp_client import (
     AbandonedCalls,
     connect_http,
@@ -33,7 +34,6 @@ from mcpfleet.runner.environment.mcp_client import (
     server_info,
     tools_digest,
 )
-from mcpfleet.runner.environment.invocation import shown_invocation
 from mcpfleet.runner.environment.verifier import run_verifier, verifier_command
 from mcpfleet.runner.llm.faults import one_line
 from mcpfleet.runner.llm.target import api_key, llm_target
