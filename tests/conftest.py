@@ -162,8 +162,10 @@ def scripted_url(session_pack: Path) -> Iterator[str]:
 
 @pytest.fixture(autouse=True)
 def _private_pack_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Mirrors of S3 packs go to the test's own folder, never the user's ~/.cache (tests may override)."""
+    """Mirrors of S3 packs and the viewer's indexes go to the test's own folder, never the user's ~/.cache (tests
+    may override)."""
     monkeypatch.setenv("MCPFLEET_CACHE_DIR", str(tmp_path / "pack-cache"))
+    monkeypatch.setenv("MCPFLEET_VIEWER_CACHE_DIR", str(tmp_path / "viewer-cache"))  # and the viewer's indexes
 
 
 @pytest.fixture(scope="session")

@@ -441,6 +441,13 @@ def test_mcpfleet_run_postgres_suite(pack: Path, tmp_path: Path, run_dir: Path) 
     for r in rows:
         assert r["passed"] == (r["model"] == "oracle"), (r["trial_id"], r["error"], r["verifier"])
         assert r["timings"]["teardown"] > 0
+        # The verifier's command names the trial's database; its login's password is never recorded.
+        command, env = r["verifier"]["command"], r["verifier"]["env"]
+        assert command[:2] == ["python", "{task}/verify.py"] and command[2:] == [env["POSTGRES_DATABASE"]]
+        assert (
+            env["POSTGRES_PASSWORD"] == env["PGPASSWORD"] == "[secret]"
+            and env["MCP_MESSAGES"] == "{trial}/messages.json"
+        )
     answers = [
         json.loads(f.read_text())[-1] for f in (tmp_path / "runs/pg/trials").glob("oracle.*count_big*/messages.json")
     ]

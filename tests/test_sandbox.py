@@ -206,3 +206,9 @@ def test_a_worker_hides_its_runs_output_and_packs_from_every_server(
     worker._hide_from_servers(out, str(pack), None)  # the next trial of the same run
     hidden = sandbox.default_hidden()
     assert all(hidden.count(p) == 1 for p in (out, pack, states)), hidden
+
+
+def test_the_viewers_cache_is_hidden_as_run_folders_are(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``mcpfleet view`` keeps runs' indexes and their transcripts' text in its cache: no agent's server sees it."""
+    monkeypatch.setenv("MCPFLEET_VIEWER_CACHE_DIR", str(tmp_path / "viewer"))
+    assert tmp_path / "viewer" in sandbox.default_hidden()

@@ -207,6 +207,9 @@ async def test_scripted_oracle_passes_with_full_records(tiny_pack: Path, scripte
     assert result.passed and result.failure is None, (result.error, result.verifier)
     assert result.stop_reason == "completed" and result.error is None
     assert result.verifier.exit_code == 0 and "all good" in result.verifier.stdout
+    # Its command as a reader can use it: placeholders for this machine's folders, the service's variables only.
+    assert result.verifier.command == ["python", "{task}/verify.py"]
+    assert result.verifier.env == {"FILESYSTEM_TEST_DIR": "{state}", "MCP_MESSAGES": "{trial}/messages.json"}
     # list_allowed_directories + 4 oracle steps + the final "Done." = 6 LLM calls, 5 tool calls
     assert result.totals.turns == len(result.turns) == 6
     assert result.totals.tool_calls == 5 and result.totals.tool_errors == 0
@@ -726,6 +729,8 @@ async def test_streamable_http_sidecar(tiny_pack: Path, scripted_url: str, tmp_p
         assert str(state) in listed.splitlines()
         assert (state / "done" / "summary.txt").read_text() == "3\n"
         assert not (set(fs_servers()) - before)
+        # A pod's state volume is a folder of its own: the record names it as any trial's state.
+        assert result.verifier.env["FILESYSTEM_TEST_DIR"] == "{state}" and str(tmp_path) not in str(result.verifier)
     finally:
         try:
             os.killpg(proc.pid, signal.SIGTERM)

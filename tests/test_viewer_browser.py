@@ -1,16 +1,20 @@
 """``mcpfleet view`` in real Chromium (Debian's, driven headless through Playwright's Python API).
 
-The run: the local launcher on a tiny filesystem pack with the scripted oracle and no-op models (real records,
-real messages.json of MCPMark's agent), plus records of the three other services written as a trial writes
-them (postgres, playwright, toolcall): a not-scored provider error with its trial.log, a tool result holding a
-string found nowhere else, and one holding hostile markup. A second run is the same folder with one trial
-flipped. The viewer is the real console script on a free port; screenshots of each page are written to
-``<tmp>/screenshots`` (the path is printed).
+The run: the local launcher with the scripted oracle and no-op models on a pack of three services' real tasks
+(two tiny filesystem tasks, one PostgreSQL answer task on a generated database, six toolcall cases), so those
+records, messages.json files and verifier commands are what trials write. The Playwright service's three
+records are written as a trial writes them (a tool result holding a string found nowhere else, one holding
+hostile markup, a not-scored provider error with its trial.log): a real browser trial costs ~25 s more of this
+module's run on 2 cores (the four services' run measured 65 s against 38 s without Playwright, at a load
+average of 12-16), and only a hand-written record can hold hostile markup or a given provider error. A second
+run is the same folder with one trial flipped. The viewer is the real console script on a free port;
+screenshots of each page are written to ``<tmp>/screenshots`` (the path is printed).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -22,6 +26,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import make_tiny_pack
+from pgpack import make_pg_pack
 
 from mcpfleet.runner.launch.launcher import execute
 from mcpfleet.runner.results.records import (
@@ -35,16 +40,19 @@ from mcpfleet.runner.results.records import (
 )
 from mcpfleet.runner.results.store import LocalStore
 from mcpfleet.runner.spec.load import load_evalrun
+from mcpfleet.runner.tasks.toolcall_pack import make_task
 
 CHROMIUM = "/usr/bin/chromium"
 # The viewer dies with this process, even one killed outright (runner/_util/lifeline.py).
 LIFELINE = "from mcpfleet.runner._util.lifeline import exit_with_parent; exit_with_parent(); "
-NEEDLE = "zebra-quartz-7731"  # only inside one postgres tool result
+NEEDLE = "zebra-quartz-7731"  # only inside one playwright tool result
 HOSTILE = (
     '<script>window.__pwned = 1</script>"><img src=x onerror="window.__pwned = 2">'
     '<a id="evil" href="javascript:window.__pwned = 3">click</a><svg onload="window.__pwned = 4"></svg>'
 )
 FLIPPED = "oracle.filesystem.standard.tiny.move_todo_1.1"
+PG_TRIAL = "oracle.postgres.standard.shop.count_big.1"
+TOOLCALL_DATA = Path(__file__).parent / "data" / "toolcalls_200.jsonl"
 
 
 def synthetic(store: LocalStore, run: str, service: str, task: str, model: str, **kw: Any) -> str:
@@ -80,6 +88,12 @@ def synthetic(store: LocalStore, run: str, service: str, task: str, model: str, 
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("viewer")
     pack = make_tiny_pack(root / "pack", tasks=2)
+    pg = make_pg_pack(root / "pg")
+    shutil.copytree(pg / "postgres" / "states", pack / "postgres" / "states")
+    shutil.copytree(pg / "postgres/standard/shop/count_big", pack / "postgres/standard/shop/count_big")
+    cases = root / "cases.jsonl"
+    cases.write_text("".join(TOOLCALL_DATA.read_text().splitlines(keepends=True)[:6]))
+    make_task(pack, cases, "limbic", "set6")
     doc = {
         "apiVersion": "mcpfleet.io/v1alpha1",
         "kind": "EvalRun",
@@ -94,19 +108,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
     (root / "four.yaml").write_text(yaml.safe_dump(doc))
     summary, run_root = execute(load_evalrun(root / "four.yaml"), root, show_progress=False)
-    assert summary["trials_recorded"] == 8
+    assert summary["trials_recorded"] == 16  # filesystem 8, postgres 4, toolcall 4
     a = Path(run_root)
     store = LocalStore(a)
     ids = {
-        "needle": synthetic(store, "four", "postgres", "q1", "oracle", args={"sql": "select name from zoo"},
-                            result=f"name\n{NEEDLE}\n", stdout="postgres verifier: 1 row matched"),
-        "unscored": synthetic(store, "four", "postgres", "q1", "noop", passed=False, failure="provider_error",
+        "needle": synthetic(store, "four", "playwright", "shop", "oracle", tool="browser_snapshot",
+                            args={"url": "http://shop/zoo"}, result=f"name\n{NEEDLE}\n", stdout="1 row matched"),
+        "unscored": synthetic(store, "four", "playwright", "shop", "noop", passed=False, failure="provider_error",
                               error="RateLimitError: 429 Too Many Requests", error_type="RateLimitError",
                               log="12:00 provider_error: RateLimitError: 429 (attempt 4, giving up)\n"),
-        "hostile": synthetic(store, "four", "playwright", "shop", "oracle", tool="browser_snapshot",
+        "hostile": synthetic(store, "four", "playwright", "forum", "oracle", tool="browser_snapshot",
                              args={"url": HOSTILE}, result=HOSTILE, answer=HOSTILE),
-        "toolcall": synthetic(store, "four", "toolcall", "labels", "oracle", tool="get_weather",
-                              args={"city": "Oslo"}, result="sunny"),
     }  # fmt: skip
     plan = json.loads((a / "plan.json").read_text())  # the run plans them, as if its packs had those tasks
     plan["trials"].update({t: "h-" + t for t in ids.values()})
@@ -125,15 +137,20 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def server(runs: dict[str, Any]) -> Iterator[str]:
     cmd = [sys.executable, "-c", LIFELINE + "from mcpfleet.runner.cli.entry import main; main()", "view"]
+    env = {**os.environ, "MCPFLEET_VIEWER_CACHE_DIR": str(runs["shots"].parent / "viewer-cache")}
     proc = subprocess.Popen(
-        [*cmd, str(runs["a"]), str(runs["b"]), "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*cmd, str(runs["a"]), str(runs["b"]), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         found = re.search(r"http://127\.0\.0\.1:\d+/", line)
         assert found, (line, proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
-        assert "2 run(s), 24 trial(s)" in line
+        assert "2 run(s), 38 trial(s)" in line
         yield found.group(0).rstrip("/")
     finally:
         proc.terminate()
@@ -213,9 +230,27 @@ def test_trial_page_shows_the_call_its_result_and_the_verifier(page: Any, server
     assert result.startswith("Successfully wrote to ") and result.endswith("/done/summary.txt")
     assert page.locator("#verifier-stdout").inner_text().strip() == "all good"
     assert page.locator("#exit-code").inner_text().startswith("0")
+    assert page.locator("#verifier-command").inner_text() == "python {task}/verify.py"
+    env = page.locator("#verifier-env").inner_text().splitlines()
+    assert env == ["FILESYSTEM_TEST_DIR={state}", "MCP_MESSAGES={trial}/messages.json"]
     assert "mcpfleet" in page.locator("#harness").inner_text()
     assert page.locator("#server").inner_text().startswith("secure-filesystem-server")
     assert "turn 1:" in page.locator("li.tool_call").first.inner_text()
+
+
+def test_a_postgres_trial_shows_its_sql_its_rows_and_its_verifiers_command(
+    page: Any, server: str, runs: dict[str, Any]
+) -> None:
+    page.goto(f"{server}/run/0/trial/{PG_TRIAL}")
+    shot(page, runs, "trial-postgres")
+    call = page.locator("li.tool_call", has_text="execute_sql")
+    assert json.loads(call.locator("pre").inner_text()) == {"sql": "SELECT count(*) FROM orders WHERE qty >= 8"}
+    assert "count" in page.locator("li.tool_result", has_text="execute_sql").first.locator("pre").inner_text()
+    command = page.locator("#verifier-command").inner_text().split()
+    env = dict(line.split("=", 1) for line in page.locator("#verifier-env").inner_text().splitlines())
+    assert command[:2] == ["python", "{task}/verify.py"] and command[2:] == [env["POSTGRES_DATABASE"]]
+    assert env["POSTGRES_PASSWORD"] == env["PGPASSWORD"] == "[secret]"
+    assert page.locator("#outcome").inner_text() == "passed"
 
 
 def test_not_scored_trial_shows_its_cause(page: Any, server: str, runs: dict[str, Any]) -> None:
@@ -226,14 +261,16 @@ def test_not_scored_trial_shows_its_cause(page: Any, server: str, runs: dict[str
 
 def test_a_filter_narrows_the_list_and_lives_in_the_url(page: Any, server: str, runs: dict[str, Any]) -> None:
     page.goto(f"{server}/run/0/trials")
-    assert page.locator("#count").inner_text() == "12"
+    assert page.locator("#count").inner_text() == "19"
     page.select_option("select[name=model]", "noop")
     page.select_option("select[name=outcome]", "failed")
     page.click("button[type=submit]")
     shot(page, runs, "filtered")
     assert "model=noop" in page.url and "outcome=failed" in page.url
     got = listed(page)
-    assert len(got) == 4 and all(t.startswith("noop.filesystem.") for t in got)
+    services = [t.split(".")[1] for t in got]
+    assert all(t.startswith("noop.") for t in got)
+    assert sorted(set(services)) == ["filesystem", "postgres", "toolcall"] and services.count("filesystem") == 4
     page.goto(f"{server}/run/0/trials?cause=RateLimitError")
     assert listed(page) == [runs["ids"]["unscored"]]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -179,3 +180,37 @@ def test_show_names_a_not_scored_trials_cause_from_its_log(tmp_path: Path) -> No
     assert out.returncode == 0, out.stderr
     assert "not scored: provider_error" in out.stdout
     assert "cause (trial.log): 10:01 provider_error: APIConnectionError: refused (attempt 5, giving up)" in out.stdout
+
+
+LIGHT_PROBE = """
+import sys
+from mcpfleet.runner.cli.entry import main
+for command in ("view", "show"):
+    sys.argv = ["mcpfleet", command, "--help"]
+    try:
+        main()
+    except SystemExit:
+        pass
+    print("=== end of", command)
+heavy = [m for m in ("mcpfleet.runner.cli.app", "mcpfleet.runner.spec.evalrun", "mcpfleet.runner.report.scoring")
+         if m in sys.modules]
+print("heavy:", heavy)
+"""
+
+
+def test_view_and_show_start_without_the_full_cli_and_say_the_same() -> None:
+    """The console script runs ``view`` and ``show`` through their own small app (the full one's imports cost a
+    second or more of the viewer's start): the same commands, the same help, none of the rest imported."""
+    from typer.testing import CliRunner
+
+    from mcpfleet.runner.cli.app import app
+
+    env = {**os.environ, "COLUMNS": "80"}
+    p = subprocess.run([sys.executable, "-c", LIGHT_PROBE], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.rstrip().endswith("heavy: []"), p.stdout
+    helps = p.stdout.split("=== end of ")
+    for i, command in enumerate(("view", "show")):
+        full = CliRunner().invoke(app, [command, "--help"], prog_name="mcpfleet", env={"COLUMNS": "80"})
+        light = helps[i].split("\n", 1)[1] if i else helps[i]
+        assert light == full.output, command

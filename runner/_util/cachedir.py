@@ -1,4 +1,5 @@
-"""Where mcpfleet keeps mirrors of S3 task packs on this machine: packs fill it, the sandbox hides it."""
+"""Where mcpfleet keeps mirrors of S3 task packs and the viewer's indexes on this machine: packs and ``mcpfleet
+view`` fill them, the sandbox hides both (a pack's answers; runs' transcripts)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 from pathlib import Path
 
 CACHE_ENV = "MCPFLEET_CACHE_DIR"
+VIEWER_CACHE_ENV = "MCPFLEET_VIEWER_CACHE_DIR"
 
 
 def cache_dir() -> Path:
@@ -14,3 +16,12 @@ def cache_dir() -> Path:
         return Path(os.environ[CACHE_ENV])
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "mcpfleet" / "packs"
+
+
+def viewer_cache_dir() -> Path:
+    """Where ``mcpfleet view`` keeps runs' indexes: $MCPFLEET_VIEWER_CACHE_DIR, else $XDG_CACHE_HOME or ~/.cache,
+    /mcpfleet/viewer."""
+    if os.environ.get(VIEWER_CACHE_ENV):
+        return Path(os.environ[VIEWER_CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mcpfleet" / "viewer"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from mcpfleet.runner._util.plural import plural
-from mcpfleet.runner.cli.output import console, err, escape
+from mcpfleet.runner.cli.output import console, err, escape, run_app
 from mcpfleet.runner.cli.output import fail as _fail
 from mcpfleet.runner.cli.packs import DEFAULT_TASKS, tasks_at
 from mcpfleet.runner.cli.pods import pods
@@ -733,15 +733,7 @@ app.add_typer(toolcalls_app, name="toolcalls")
 
 
 def main() -> None:
-    try:
-        app()
-    except RuntimeError as exc:
-        # Python 3.11's Path.resolve() raises RuntimeError (not OSError) on a link that loops, from any of the
-        # places a command resolves a path the user gave (a pack, a states folder, a run folder, a DEST).
-        if not str(exc).startswith("Symlink loop"):
-            raise
-        err.print(f"[red]error:[/] {escape(exc)}: a symbolic link that loops; fix or remove it", highlight=False)
-        sys.exit(2)
+    run_app(app)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ from __future__ import annotations
 import sys
 
 INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C
+# Commands served by their own small typer app (cli/view.py's ``light_app``, the same functions): the full app
+# imports the EvalRun model, the services and the launcher, a second or more before ``view`` could serve.
+LIGHT = ("view", "show")
 
 
 def interrupted_line(argv: list[str]) -> str:
@@ -47,9 +50,14 @@ def main() -> None:
     """The CLI, with this module the only place that words a Ctrl-C: during the imports, inside a command (a
     run's own clean-up re-raises it) or in typer's parsing."""
     try:
-        from mcpfleet.runner.cli.app import main as cli_main
+        if sys.argv[1:2] and sys.argv[1] in LIGHT:
+            from mcpfleet.runner.cli.view import light_main
 
-        cli_main()
+            light_main()
+        else:
+            from mcpfleet.runner.cli.app import main as cli_main
+
+            cli_main()
     except KeyboardInterrupt:
         _say_interrupted()
     except SystemExit as exc:

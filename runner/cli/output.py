@@ -27,3 +27,16 @@ def fail(message: str, code: int = 2) -> NoReturn:
     """``error: <message>`` on stderr and exit ``code`` (2: the input was refused)."""
     err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def run_app(app: typer.Typer, **kwargs: object) -> None:
+    """Run a typer app as the ``mcpfleet`` command, a link that loops reported as one line."""
+    try:
+        app(**kwargs)
+    except RuntimeError as exc:
+        # Python 3.11's Path.resolve() raises RuntimeError (not OSError) on a link that loops, from any of the
+        # places a command resolves a path the user gave (a pack, a states folder, a run folder, a DEST).
+        if not str(exc).startswith("Symlink loop"):
+            raise
+        err.print(f"[red]error:[/] {escape(exc)}: a symbolic link that loops; fix or remove it", highlight=False)
+        sys.exit(2)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mcpfleet.runner.cli.output import console, err, escape
+from mcpfleet.runner.cli.output import console, err, escape, run_app
 from mcpfleet.runner.cli.output import fail as _fail
 
 if TYPE_CHECKING:
@@ -22,13 +22,13 @@ RUNS_HELP = (
 )
 
 
-def _open(refs: list[str], endpoint_url: str | None, region: str | None) -> list[Run]:
-    from mcpfleet.runner.report.load import ReportError
+def _open(refs: list[str], endpoint_url: str | None, region: str | None, use_cache: bool = True) -> list[Run]:
+    from mcpfleet.runner.report.roots import ReportError
     from mcpfleet.runner.report.viewer.runs import open_runs
     from mcpfleet.runner.results.store import StoreError
 
     try:
-        return open_runs(refs, endpoint_url, region)
+        return open_runs(refs, endpoint_url, region, use_cache)
     except (ReportError, StoreError) as exc:
         _fail(str(exc))
 
@@ -39,6 +39,9 @@ def view(
     host: Annotated[str, typer.Option(help="Address to listen on; the default is this machine only.")] = "127.0.0.1",
     endpoint_url: Annotated[str | None, typer.Option(help="S3 endpoint for non-AWS stores.")] = None,
     region: Annotated[str | None, typer.Option(help="S3 region.")] = None,
+    cache: Annotated[
+        bool, typer.Option(help="Keep a local run's index and search index in the viewer's cache, and read them.")
+    ] = True,
 ) -> None:
     """Serve the runs' pages: a task x model matrix per service, every trial's transcript, filters, search and
     run-to-run comparison, read from the run folders on demand (Ctrl-C stops)."""
@@ -48,12 +51,13 @@ def view(
 
     if not 0 <= port <= 65535:
         _fail(f"--port {port}: not a TCP port; give 0-65535 (0 picks a free one)")
-    loaded = _open(runs, endpoint_url, region)
+    loaded = _open(runs, endpoint_url, region, cache)
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(2048)  # before the URL is printed: a browser pointed at it at once is not refused
     except OSError as exc:
         _fail(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc}); give another")
     bound = sock.getsockname()[1]
@@ -68,7 +72,7 @@ def view(
             f"[yellow]warning:[/] --host {escape(host)}: anyone who can reach it reads these runs' transcripts",
             highlight=False,
         )
-    config = uvicorn.Config(make_app(loaded), log_level="warning", access_log=False, lifespan="off")
+    config = uvicorn.Config(make_app(loaded, search_index=cache), log_level="warning", access_log=False, lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
 
 
@@ -107,3 +111,14 @@ def show(
     else:
         for r in renderables:
             console.print(r)
+
+
+# ``mcpfleet view`` and ``mcpfleet show`` alone (entry.py runs this app for them): the same commands as in the full
+# app (cli/app.py registers these functions too), without its imports.
+light_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+light_app.command()(view)
+light_app.command()(show)
+
+
+def light_main() -> None:
+    run_app(light_app, prog_name="mcpfleet")

@@ -84,9 +84,9 @@ def register_root(root: Callable[[], Path | None]) -> None:
 def default_hidden() -> list[Path]:
     from pathlib import Path
 
-    from mcpfleet.runner._util.cachedir import cache_dir
+    from mcpfleet.runner._util.cachedir import cache_dir, viewer_cache_dir
 
-    out = [cache_dir(), Path(__file__).resolve().parents[2] / "tasks"]
+    out = [cache_dir(), viewer_cache_dir(), Path(__file__).resolve().parents[2] / "tasks"]
     out += [Path(p) for p in os.environ.get(HIDE_ENV, "").split(os.pathsep) if p.strip()]
     for root in _roots:
         try:

@@ -17,20 +17,19 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mcpfleet.runner._util.overlap import inside, resolved
+from mcpfleet.runner.report.roots import ReportError as ReportError  # re-exported: its callers import it here
+from mcpfleet.runner.report.roots import local_root
+from mcpfleet.runner.report.roots import open_run as open_run
 from mcpfleet.runner.report.scoring import ALL, ScoreRow, row_problem, summarize, value_problem
 from mcpfleet.runner.report.summary import harness_counts, mixed_harness, still_planned
 from mcpfleet.runner.results.records import now_iso
-from mcpfleet.runner.results.store import LocalStore, ResultStore, S3Store, parse_s3_uri
+from mcpfleet.runner.results.store import ResultStore
 from mcpfleet.runner.spec.evalrun import MAX_ATTEMPTS
 from mcpfleet.runner.toolcalls.case_records import breakdown, expand
 
 #: Record fields the report keeps (a result.json also holds per-turn details it does not need).
 _KEEP: tuple[str, ...] = ("trial_id", "run", "model", "service", "variant", "server", "task_id", "attempt")
 _KEEP += ("passed", "failure", "totals", "timings")
-
-
-class ReportError(ValueError):
-    """A run could not be read; the message says which and why."""
 
 
 @dataclass
@@ -43,28 +42,6 @@ class RunData:
     notes: list[str] = field(default_factory=list)
     index: int = 0
     label: str = ""  # run name, made unique within the report
-
-
-def open_run(ref: str, endpoint_url: str | None = None, region: str | None = None) -> ResultStore:
-    """The store of a run root: a local folder or ``s3://bucket/prefix/<run>[/<uid>]``."""
-    if ref.startswith("s3://"):
-        bucket, key = parse_s3_uri(ref)
-        if not key:
-            raise ReportError(f"{ref}: give the run root, s3://<bucket>/<prefix>/<run>[/<uid>], not a bare bucket")
-        return S3Store(bucket, "", key, None, endpoint_url, region)
-    if "://" in ref:
-        raise ReportError(f"{ref}: only local folders and s3:// URIs can be reported")
-    path = _local_root(ref)
-    if path.exists() and not path.is_dir():
-        kind = "a file (an EvalRun?)" if path.is_file() else "not a folder"
-        raise ReportError(f"{ref}: is {kind}, not a run folder; give the run folder, e.g. runs/<metadata.name>")
-    if not path.is_dir():
-        raise ReportError(f"{ref}: no such run folder")
-    if not any((path / n).exists() for n in ("summary.json", "trials", "run.json")):
-        subs = sorted(p.name for p in path.iterdir() if (p / "summary.json").exists() or (p / "trials").is_dir())
-        hint = f"; it holds the run(s) {', '.join(subs[:5])}: give one of those" if subs else ""
-        raise ReportError(f"{ref}: not a run folder (no summary.json or trials/){hint}")
-    return LocalStore(path)
 
 
 def _slim(rec: dict[str, Any]) -> dict[str, Any]:
@@ -147,14 +124,6 @@ def _run_name(
     )
 
 
-def _local_root(ref: str) -> Path:
-    """The folder a local run reference names (its summary.json or run.json stands for the run folder)."""
-    path = Path(ref)
-    if path.is_file() and path.name in ("summary.json", "run.json"):
-        path = path.parent
-    return path
-
-
 def output_inside_run(output: Path, refs: Iterable[str]) -> Path | None:
     """The local run folder among ``refs`` (resolved) that ``output`` would land in, else None: a report or an
     export written there would replace or sit among the run's own records (result.json, summary.json,
@@ -162,7 +131,7 @@ def output_inside_run(output: Path, refs: Iterable[str]) -> Path | None:
     for ref in refs:
         if "://" in ref:
             continue
-        root = resolved(_local_root(ref))
+        root = resolved(local_root(ref))
         if root.is_dir() and inside(output, root):
             return root
     return None

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 from mcpfleet.runner._util.sharing import shared_all
+from mcpfleet.runner.report.planned import PLAN_FILE as PLAN_FILE  # re-exported: its readers import it here
+from mcpfleet.runner.report.planned import planned as planned
+from mcpfleet.runner.report.planned import still_planned as still_planned
 from mcpfleet.runner.report.scoring import summarize
 from mcpfleet.runner.results.outcome import is_scored
 from mcpfleet.runner.results.records import now_iso
@@ -16,50 +18,11 @@ from mcpfleet.runner.spec.load import spec_hash
 from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.toolcalls.case_records import breakdown, expand
 
-PLAN_FILE = "plan.json"  # the planned trials' ids and spec hashes, for readers without the task pack
-
 
 def plan_file(run: EvalRun, trials: list[TrialSpec]) -> dict[str, Any]:
     """What ``planned`` reads back: written by the launcher when it plans and by the operator when it
     summarises, so that an export or report counts the records summary.json counts, and no other."""
     return {"run": run.name, "spec_hash": spec_hash(run), "trials": {t.trial_id: t.spec_hash for t in trials}}
-
-
-def planned(store: ResultStore) -> dict[str, str] | None:
-    """The run's planned trials (trial id -> spec hash), or None when plan.json is missing or damaged (older
-    runs; an operator run before its first summary): readers then fall back to the models and attempts."""
-    raw = store.read_json(PLAN_FILE)
-    trials = raw.get("trials") if isinstance(raw, dict) else None
-    if not isinstance(trials, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in trials.items()):
-        return None
-    return trials
-
-
-def still_planned(
-    store: ResultStore, models: set[str] | None = None, attempts: int | None = None
-) -> Callable[[dict[str, Any]], bool]:
-    """Which records the run plans now, as summary.json counts them: its planned trials (plan.json) at their
-    spec; without plan.json, its models and attempts (run.json). Records of dropped tasks, models or attempts,
-    and of an earlier spec, are left out. ``models``, ``attempts``: what to keep when neither file says."""
-    plan = planned(store)
-    if plan is not None:
-        return lambda r: plan.get(r["trial_id"]) == r.get("spec_hash")
-    run_json = store.read_json("run.json")  # damaged or foreign: its fields are ignored, never trusted
-    evalrun = run_json.get("evalrun") if isinstance(run_json, dict) else None
-    spec = evalrun.get("spec") if isinstance(evalrun, dict) else None
-    spec = spec if isinstance(spec, dict) else {}
-    listed = spec.get("models")
-    named = (
-        {m["name"] for m in listed if isinstance(m, dict) and isinstance(m.get("name"), str)}
-        if isinstance(listed, list)
-        else set()
-    )
-    models = named or models
-    given = spec.get("attempts")
-    attempts = given if isinstance(given, int) and not isinstance(given, bool) and given > 0 else attempts
-    return lambda r: (
-        (models is None or r.get("model") in models) and (attempts is None or int(r.get("attempt", 0)) <= attempts)
-    )
 
 
 def build_summary(

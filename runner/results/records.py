@@ -59,6 +59,10 @@ class VerifierRecord(BaseModel):
     duration_s: float = 0.0
     stdout: str = ""
     stderr: str = ""
+    # What ran, as environment/invocation.py writes it (placeholders for paths, no secret values); empty when no
+    # verifier ran, and in records older than these fields.
+    command: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
 
 
 class ServerFingerprint(BaseModel):

@@ -26,6 +26,7 @@ from mcpfleet.runner.agent import transcript
 from mcpfleet.runner.agent.conversation import MCPFLEET, MCPMARK
 from mcpfleet.runner.agent.metrics import TrialMetrics
 from mcpfleet.runner.agent.react import run_react_agent
+from mcpfleet.runner.environment.invocation import shown_invocation
 from mcpfleet.runner.environment.mcp_client import (
     AbandonedCalls,
     connect_http,
@@ -399,12 +400,16 @@ async def run_trial(
                 infra, infra_type = f"verifier could not start: {exc}", type(exc).__name__
             else:
                 timings.verify = v.duration_s
+                places = {"{trial}": workdir, "{state}": env.state_dir, "{task}": task.path}
+                command, shown_env = shown_invocation(task.verifier, env.verifier_args, verifier_env, places)
                 verifier = VerifierRecord(
                     exit_code=v.exit_code,
                     timed_out=v.timed_out,
                     duration_s=v.duration_s,
                     stdout=v.stdout,
                     stderr=v.stderr,
+                    command=command,
+                    env=shown_env,
                 )
         t = time.perf_counter()
         if ctx.warm is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import shutil
 import subprocess
@@ -128,6 +129,13 @@ async def test_a_browser_task_runs_through_the_operator_with_its_sites_as_sideca
     # The oracle drove the browser through the sidecar: its calls are browser tools, every one schema-valid.
     calls = [c["name"] for t in records["oracle"]["turns"] for c in t["tool_calls"]]
     assert "browser_navigate" in calls and records["oracle"]["totals"]["call_classes"] == {"schema_valid": len(calls)}
+    # The record names the verifier's command as a local trial's does: the pod's folders as placeholders.
+    verifier = records["oracle"]["verifier"]
+    assert verifier["command"] == ["python", "{task}/verify.py"], verifier
+    assert (
+        verifier["env"]["MCP_MESSAGES"] == "{trial}/messages.json"
+        and verifier["env"]["PLAYWRIGHT_WORK_DIR"] == "{trial}"
+    )
     # One pod per trial, each with the site and playwright-mcp sidecars started and ready before the runner.
     assert len(kubelet.started) == 2
     assert all(kubelet.sidecars[p] == ["site-shop", "mcp-playwright"] for p in kubelet.started), kubelet.sidecars
@@ -263,7 +271,13 @@ async def test_postgres_tasks_run_through_the_operator_with_the_database_as_a_si
             assert not processes_naming(str(workdir))
             # The database's login never reached the records.
             texts = [client.get_object(Bucket=bucket, Key=k)["Body"].read().decode() for k in s3_keys(s3, bucket)]
-            assert not any("POSTGRES_PASSWORD" in t or "pgpass" in t for t in texts)
+            assert not any("pgpass" in t for t in texts)
+            # ... the verifier's variables name it, never its value (issue 49: the verifier's command recorded).
+            shown = ['"POSTGRES_PASSWORD": "[secret]"', '"PGPASSWORD": "[secret]"']
+            assert not any("PASSWORD" in functools.reduce(lambda t, s: t.replace(s, ""), shown, t) for t in texts)
+            for rec in records.values():
+                assert rec["verifier"]["command"][:2] == ["python", "{task}/verify.py"], rec["verifier"]
+                assert rec["verifier"]["env"]["POSTGRES_PASSWORD"] == "[secret]", rec["verifier"]
     finally:
         oracle.close()
         shutil.rmtree(workdir, ignore_errors=True)

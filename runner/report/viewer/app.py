@@ -23,7 +23,7 @@ from mcpfleet.runner.report.viewer.comparison import Side, comparison
 from mcpfleet.runner.report.viewer.index import filter_rows
 from mcpfleet.runner.report.viewer.matrix import SORTS, matrices
 from mcpfleet.runner.report.viewer.runs import Run
-from mcpfleet.runner.report.viewer.search import scan
+from mcpfleet.runner.report.viewer.search import Found, scan
 
 STATIC = Path(__file__).parent / "static"
 CSP = (
@@ -59,8 +59,14 @@ def _int(text: str | None, default: int) -> int:
     return int(text) if text and text.isdigit() else default
 
 
-def make_app(runs: list[Run]) -> ASGIApp:
+def make_app(runs: list[Run], search_index: bool = False) -> ASGIApp:
+    """The viewer's app; ``search_index``: each local run's search index opened when one was built for its folder's
+    state, else built once the run was first searched (runs.Run.searched)."""
     lock = threading.Lock()
+    if search_index:
+        for run in runs:
+            run.build_index_on_search = True
+            run.open_search_index()
 
     def run_of(request: Request) -> tuple[int, Run] | Response:
         i = int(request.path_params["run"])
@@ -97,8 +103,13 @@ def make_app(runs: list[Run]) -> ASGIApp:
         found = None
         if q:
             ids = tuple(r.trial_id for r in rows)
+
+            def search() -> Found:  # the search index's candidates only, once it is ready
+                return scan(q, ids, run.read, candidates=run.candidates(q))
+
             with lock:  # one scan at a time (the machine's disk and cores are the limit), each answer cached
-                found = run.searches.get((run.ref, q, ids), lambda: scan(q, ids, run.read))
+                found = run.searches.get((run.ref, q, ids), search)
+            run.searched()
             hit = {h.trial_id for h in found.hits}
             rows = [r for r in rows if r.trial_id in hit]
         page = _int(request.query_params.get("page"), 1)

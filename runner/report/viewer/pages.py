@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 
 import jinja2
 
+from mcpfleet.runner.environment.invocation import recorded_verifier
 from mcpfleet.runner.report.viewer.comparison import Comparison
 from mcpfleet.runner.report.viewer.index import FILTERS, TrialRow, facets, label
 from mcpfleet.runner.report.viewer.logs import cause_line
@@ -226,6 +227,7 @@ def trial_page(
     start = max([s for s in starts if s <= start], default=0)  # a page's own start, whatever ?from= says
     shown, next_start = entries_page(transcript, start, turns)
     case_rows, case_count = cases_shown(cases)
+    verifier, verifier_command = recorded_verifier(rec)
     return render(
         "trial.html",
         title=row.trial_id,
@@ -249,7 +251,8 @@ def trial_page(
         meta_verification=_pretty((meta or {}).get("execution_result")) if isinstance(meta, dict) else "",
         system_prompt=system_prompt_note(transcript, str(rec.get("agent") or "")),
         server=rec.get("server") if isinstance(rec.get("server"), dict) else None,
-        verifier=rec.get("verifier") if isinstance(rec.get("verifier"), dict) else {},
+        verifier=verifier,
+        verifier_command=verifier_command,
         timings=rec.get("timings") if isinstance(rec.get("timings"), dict) else {},
         totals=rec.get("totals") if isinstance(rec.get("totals"), dict) else {},
     )

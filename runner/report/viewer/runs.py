@@ -9,18 +9,24 @@ kept, so paging through a long one parses it once.
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpfleet.runner.report.load import ReportError, open_run
-from mcpfleet.runner.report.summary import still_planned
+from mcpfleet.runner.report.planned import still_planned
+from mcpfleet.runner.report.roots import ReportError, open_run
+from mcpfleet.runner.report.viewer import cache, search_index
 from mcpfleet.runner.report.viewer.index import TrialRow, row_of, sort_rows
-from mcpfleet.runner.report.viewer.search import SearchCache
+from mcpfleet.runner.report.viewer.search import FILES, SearchCache, forms
+from mcpfleet.runner.report.viewer.search_index import SearchIndex
 from mcpfleet.runner.report.viewer.transcript import Transcript, normalise
-from mcpfleet.runner.results.store import ResultStore
+from mcpfleet.runner.results.store import LocalStore, ResultStore
 
 TRANSCRIPTS_KEPT = 4
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -32,9 +38,46 @@ class Run:
     by_id: dict[str, TrialRow]
     spec_hash: str = ""
     notes: list[str] = field(default_factory=list)
+    state: str = ""  # a local folder's state when its index was made (cache.py); "" for an S3 run
     searches: SearchCache = field(default_factory=SearchCache)
     matrix_pages: dict[str, str] = field(default_factory=dict)  # by sort: the index never changes while served
     _transcripts: OrderedDict[str, tuple[dict[str, Any] | None, Transcript]] = field(default_factory=OrderedDict)
+    build_index_on_search: bool = False  # the app's choice (make_app)
+    _search_index: SearchIndex | None = None
+    _building: bool = False
+
+    def open_search_index(self) -> bool:
+        """Open this run's search index if one was built for its folder's state (search_index.py); cheap."""
+        if self._search_index is None and self.state and isinstance(self.store, LocalStore):
+            path = cache.cache_file(self.store.root, "search.sqlite")
+            self._search_index = SearchIndex.open(path, self.state) if search_index.available() else None
+        return self._search_index is not None
+
+    def index_search(self) -> None:
+        """Open this run's search index, or build it; a failure leaves searches scanning. Only a local run with a
+        folder state has one."""
+        if self.open_search_index() or not self.state or not isinstance(self.store, LocalStore):
+            return
+        if not search_index.available():
+            return
+        path = cache.cache_file(self.store.root, "search.sqlite")
+        try:
+            self._search_index = SearchIndex.build(path, self.state, [r.trial_id for r in self.rows], self.read, FILES)
+        except (OSError, sqlite3.Error) as exc:
+            logger.warning("%s: no search index (%s); searches read every trial", self.label, exc)
+
+    def candidates(self, query: str) -> dict[str, set[str]] | None:
+        """The trials that can hold ``query`` by the search index, None when there is none (yet)."""
+        index = self._search_index
+        return None if index is None else index.matching(forms(query))
+
+    def searched(self) -> None:
+        """After a search that had no index: start building it in a thread of its own (once). Searches until it is
+        ready read every trial; building it at start would slow the first pages on a small machine, and building
+        it during that first search would slow the search."""
+        if self.build_index_on_search and self._search_index is None and not self._building:
+            self._building = True
+            threading.Thread(target=self.index_search, name=f"search index {self.label}", daemon=True).start()
 
     def read(self, trial_id: str, name: str) -> bytes | None:
         if trial_id not in self.by_id:
@@ -67,29 +110,52 @@ class Run:
         return rec, got
 
 
-def open_runs(refs: list[str], endpoint_url: str | None = None, region: str | None = None) -> list[Run]:
-    """Each run's index; labels made unique (two runs of one name get ``#1``, ``#2``)."""
+def _index(ref: str, store: ResultStore) -> tuple[list[TrialRow], str, str, list[str]]:
+    """The run's rows, name, spec hash and notes, from its records."""
+    found = list(store.iter_results())
+    if not found:
+        raise ReportError(f"{ref}: no trial records at {store.location()}")
+    keep = still_planned(store)  # as summary.json, report and export count them
+    records = [r for r in found if keep(r)]
+    if not records:
+        raise ReportError(f"{ref}: none of its {len(found)} trial records is of a trial its plan.json plans")
+    rows = sort_rows(row_of(r) for r in records)
+    run_json = store.read_json("run.json")
+    name = str(records[0].get("run") or ref)
+    spec_hash = str(run_json.get("spec_hash", "")) if isinstance(run_json, dict) else ""
+    notes = []
+    if len(records) < len(found):
+        notes.append(f"{len(found) - len(records)} record(s) of trials no longer planned are left out")
+    harnesses = sorted({r.harness for r in rows if r.harness})
+    if len(harnesses) > 1:
+        notes.append(f"records of {len(harnesses)} harnesses: {', '.join(harnesses)}")
+    return rows, name, spec_hash, notes
+
+
+def _cached_index(ref: str, store: ResultStore, use: bool) -> tuple[list[TrialRow], str, str, list[str], str]:
+    """``_index`` and the folder's state; a local run's index from the cache when the folder has not changed
+    since it was made (cache.py). An S3 run is read whole each time (its listing has no cheap state)."""
+    if not use or not isinstance(store, LocalStore):
+        return (*_index(ref, store), "")
+    state = cache.folder_state(store.root)
+    got = cache.load_index(store.root, state)
+    if got is not None:
+        return got["rows"], str(got.get("name")), str(got.get("spec_hash")), list(got.get("notes") or []), state
+    rows, name, spec_hash, notes = _index(ref, store)
+    cache.save_index(store.root, state, rows, name=name, spec_hash=spec_hash, notes=notes)
+    return rows, name, spec_hash, notes, state
+
+
+def open_runs(
+    refs: list[str], endpoint_url: str | None = None, region: str | None = None, use_cache: bool = True
+) -> list[Run]:
+    """Each run's index (``use_cache``: kept in and read from the viewer's cache); labels made unique (two runs of
+    one name get ``#1``, ``#2``)."""
     runs = []
     for ref in refs:
         store = open_run(ref, endpoint_url, region)
-        found = list(store.iter_results())
-        if not found:
-            raise ReportError(f"{ref}: no trial records at {store.location()}")
-        keep = still_planned(store)  # as summary.json, report and export count them
-        records = [r for r in found if keep(r)]
-        if not records:
-            raise ReportError(f"{ref}: none of its {len(found)} trial records is of a trial its plan.json plans")
-        rows = sort_rows(row_of(r) for r in records)
-        run_json = store.read_json("run.json")
-        name = records[0].get("run") or ref
-        spec_hash = run_json.get("spec_hash", "") if isinstance(run_json, dict) else ""
-        notes = []
-        if len(records) < len(found):
-            notes.append(f"{len(found) - len(records)} record(s) of trials no longer planned are left out")
-        harnesses = sorted({r.harness for r in rows if r.harness})
-        if len(harnesses) > 1:
-            notes.append(f"records of {len(harnesses)} harnesses: {', '.join(harnesses)}")
-        runs.append(Run(ref, str(name), store, rows, {r.trial_id: r for r in rows}, str(spec_hash), notes))
+        rows, name, spec_hash, notes, state = _cached_index(ref, store, use_cache)
+        runs.append(Run(ref, name, store, rows, {r.trial_id: r for r in rows}, spec_hash, notes, state=state))
     seen: dict[str, int] = {}
     for run in runs:
         seen[run.label] = seen.get(run.label, 0) + 1

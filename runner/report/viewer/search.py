@@ -1,18 +1,19 @@
-"""Full-text search over a run's trial files: messages.json, result.json and trial.log, read on demand.
+"""Full-text search over a run's trial files: messages.json, result.json and trial.log.
 
-A simple scan: each trial's three files are read (through the run's store: a local folder or S3) and searched
+Each trial's three files are read (through the run's store: a local folder or S3) and searched
 for the query case-insensitively, as written and in its JSON-escaped forms (a tool result sits inside a JSON
 string inside messages.json, so its quotes and backslashes are escaped once or twice there). The scan stops
 after ``MAX_HITS`` matching trials or ``MAX_BYTES`` read, and says so; answers are cached per run and query
-(the last ``CACHE`` queries), so paging through hits or reloading costs nothing. What it costs is in
-docs/reports.md.
+(the last ``CACHE`` queries), so paging through hits or reloading costs nothing. A local run's search index
+(search_index.py) names the trials that can match, and only those are read; without it (an S3 run, an index
+still being built) every trial searched is. What it costs is in docs/reports.md.
 """
 
 from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 FILES = ("messages.json", "result.json", "trial.log")
@@ -38,12 +39,17 @@ class Found:
     stopped: str = ""  # why the scan stopped early, "" when it covered every trial
 
 
-def needles(query: str) -> list[bytes]:
-    """The query's forms in a file's bytes, lower-cased: as is, JSON-escaped once and twice."""
+def forms(query: str) -> list[str]:
+    """The query's forms in a file's text, lower-cased: as is, JSON-escaped once and twice."""
     q = query.lower()
     once = [json.dumps(q, ensure_ascii=a)[1:-1] for a in (False, True)]
     twice = [json.dumps(o, ensure_ascii=a)[1:-1] for o in once for a in (False, True)]
-    return sorted({f.encode("utf-8", "backslashreplace") for f in [q, *once, *twice]}, key=len)
+    return sorted({q, *once, *twice}, key=len)
+
+
+def needles(query: str) -> list[bytes]:
+    """``forms`` as a file's bytes."""
+    return sorted({f.encode("utf-8", "backslashreplace") for f in forms(query)}, key=len)
 
 
 def find_in(data: bytes, forms: list[bytes]) -> int:
@@ -64,10 +70,12 @@ def scan(
     read: Callable[[str, str], bytes | None],
     max_hits: int = MAX_HITS,
     max_bytes: int = MAX_BYTES,
+    candidates: Mapping[str, Collection[str]] | None = None,
 ) -> Found:
-    """Trials whose files hold ``query``; ``read(trial_id, file)``: the file's bytes or None."""
+    """Trials whose files hold ``query``; ``read(trial_id, file)``: the file's bytes or None. With
+    ``candidates`` (search_index.py: the trials, and their files, that can hold it), only those are read."""
     out = Found(query)
-    forms = needles(query)
+    wanted = needles(query)
     if not query.strip():
         return out
     for trial_id in trial_ids:
@@ -78,12 +86,13 @@ def scan(
             out.stopped = f"stopped after reading {max_bytes:,} bytes"
             break
         out.scanned += 1
-        for name in FILES:
+        names = FILES if candidates is None else [n for n in FILES if n in candidates.get(trial_id, ())]
+        for name in names:
             data = read(trial_id, name)
             if not data:
                 continue
             out.bytes_read += len(data)
-            at = find_in(data, forms)
+            at = find_in(data, wanted)
             if at >= 0:
                 out.hits.append(Hit(trial_id, name, snippet(data, at)))
                 break

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mcpfleet.runner._util.printable import printable
+from mcpfleet.runner.environment.invocation import recorded_verifier
 from mcpfleet.runner.report.viewer.index import NOT_SCORED, TrialRow, label
 from mcpfleet.runner.report.viewer.logs import cause_line
 from mcpfleet.runner.report.viewer.matrix import Matrix
@@ -92,8 +93,14 @@ def trial_view(row: TrialRow, rec: Mapping[str, Any] | None, transcript: Transcr
             text = text[:FOLD_CHARS] + f"\n… {len(e.text) - FOLD_CHARS:,} more characters (entry {i}; --full shows all)"
         border = "red" if e.is_error else _BORDER.get(e.kind, "white")
         parts.append(Panel(_t(text), title=_t(title), title_align="left", border_style=border))
-    v = _dict(rec.get("verifier"))
-    verifier = f"exit code {v.get('exit_code')}{' (timed out)' if v.get('timed_out') else ''}\n"
+    v, command = recorded_verifier(rec)
+    if command:
+        verifier = f"command: {command}\n" + "".join(f"  {k}={val}\n" for k, val in v["env"].items())
+    elif row.service == "toolcall":
+        verifier = "command: none (a toolcall trial's cases are checked one by one)\n"
+    else:
+        verifier = "command: not recorded (no verifier ran, or a record older than the field)\n"
+    verifier += f"exit code {v.get('exit_code')}{' (timed out)' if v.get('timed_out') else ''}\n"
     verifier += f"stdout:\n{v.get('stdout', '')}\nstderr:\n{v.get('stderr', '')}"
     parts.append(Panel(_t(verifier), title="verifier", title_align="left"))
     if log:
