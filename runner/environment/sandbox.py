@@ -76,8 +76,9 @@ class Plan:
         return cls(*(tuple(found[kind]) for kind in cls.KINDS)), args[i + 1 :]
 
 
-def register_root(root: Callable[[], Path | None]) -> None:
-    """A folder every sandbox hides (asked when a plan is made): e.g. where the run's clusters live."""
+def register_root(root: Callable[[], Path | list[Path] | None]) -> None:
+    """A folder every sandbox hides (asked when a plan is made): e.g. where the run's clusters live; or a list of
+    folders, asked anew for each plan (the runs of an output folder, which grow)."""
     _roots.append(root)
 
 
@@ -91,7 +92,7 @@ def default_hidden() -> list[Path]:
     for root in _roots:
         try:
             if (path := root()) is not None:
-                out.append(path)
+                out += path if isinstance(path, list) else [path]
         except Exception:  # noqa: BLE001, S112 - a registered root that cannot say where it is hides nothing
             continue
     return out

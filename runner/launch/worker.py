@@ -187,14 +187,37 @@ _hidden: set[str] = set()
 
 def _hide_from_servers(*folders: str | Path | None) -> None:
     """The run's output and its task packs, hidden from every sandboxed server this worker starts (sandbox.py): a
-    trial's agent must not read other trials' transcripts, verifiers or oracle solutions through its server."""
+    trial's agent must not read other trials' transcripts, verifiers or oracle solutions through its server. The
+    first folder is the run's own; the other runs of its output folder are hidden with it."""
     from mcpfleet.runner.environment import sandbox
 
-    for folder in folders:
+    for i, folder in enumerate(folders):
         if folder is None or str(folder) in _hidden:
             continue
         _hidden.add(str(folder))
         sandbox.register_root(functools.partial(Path, folder))
+        if i == 0:
+            sandbox.register_root(functools.partial(beside_runs, Path(folder)))
+
+
+def beside_runs(run_root: Path) -> list[Path]:
+    """What a sandboxed server must not see of the output folder that holds ``run_root``: other runs' records are
+    world-readable once they end (a superuser trial's shell read a finished run's transcripts: tests/attacks). The
+    whole folder, unless it also holds what servers run from (the interpreter, mcpfleet's own checkout, the home
+    folder: a run written to '.' or '~'); then each run folder in it (a folder with run.json, summary.json or
+    trials/), listed anew for each server, so a run begun since is hidden too."""
+    import sys
+
+    output = run_root.resolve().parent
+    needed = [Path(sys.prefix), Path(__file__).resolve().parents[2], Path.home(), Path.cwd()]
+    if not any(n.resolve().is_relative_to(output) for n in needed):
+        return [output]
+    try:
+        entries = list(output.iterdir())
+    except OSError:
+        return []
+    marks = ("run.json", "summary.json", "trials")
+    return [p for p in entries if p.is_dir() and not p.is_symlink() and any((p / m).exists() for m in marks)]
 
 
 def run_item(item: WorkItem) -> dict[str, Any]:

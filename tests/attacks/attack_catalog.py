@@ -210,13 +210,6 @@ def _a(name: str, group: str, probe: str, blocked: str, *checks: Check, gap: str
     return Attack(name, group, probe, blocked, checks, gap)
 
 
-RECORDS_GAP = (
-    "other runs in the output folder are not hidden: a worker hides its own run's folder (<output.uri>/<name>), "
-    "and a finished run gets its mode back (0755 under umask 022), so a superuser trial's shell reads a sibling "
-    "run's messages.json"
-)
-
-
 FILE = not_in_records("CANARY_FILE_TEXT")
 ATTACKS = [
     # §1 grading, an ordinary login
@@ -326,7 +319,6 @@ ATTACKS = [
         "§2 superuser shell",
         "another run's transcript in no record",
         not_in_records("CANARY_TRANSCRIPT"),
-        gap=RECORDS_GAP,
     ),
     _a(
         "pg-cluster-proc",
