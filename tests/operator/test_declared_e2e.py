@@ -89,8 +89,8 @@ async def test_a_declared_server_whose_command_its_image_lacks_ends_its_try_as_a
     """No startup probe waits for the server: the helper cannot exec the command, says so on the server's stdout
     and exits, and the runner ends the try at once, its record naming the container and the helper's words."""
     pack = declared_pack(image_pack)
-    for extra in ("move_todo_2", "move_todo_3"):
-        shutil.rmtree(pack / "files" / "standard" / "tiny" / extra, ignore_errors=True)
+    for extra in ("move_todo_1", "move_todo_2"):  # one task: one try, one record
+        shutil.rmtree(pack / "files" / "standard" / "tiny" / extra)
     broken = {**SERVICE, "server": {**SERVICE["server"], "command": "mcp-server-not-in-image"}}
     (pack / "files" / "service.yaml").write_text(yaml.safe_dump(broken))
     run = evalrun("lacking", pack, s3, bucket, attempts=1, retries={"limit": 0, "backoffSeconds": 0})
