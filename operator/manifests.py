@@ -2,7 +2,8 @@
 
 One pod per trial: an init container materialises the initial state into an emptyDir, the MCP server
 runs as a native sidecar (init container with ``restartPolicy: Always``) serving streamable HTTP on
-localhost, and the runner container runs ``mcpfleet trial`` against it. Secrets arrive only through
+localhost or, a declared stdio server, on two FIFOs (services/bridge.py), and the runner container runs
+``mcpfleet trial`` against it, as its service's ``pod_mcp`` says. Secrets arrive only through
 ``secretKeyRef``; the pod has no service-account token and runs as non-root with no privilege escalation.
 """
 
@@ -282,8 +283,6 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
     ]
     runner_extra_env: list[dict[str, Any]] = []
     runner_args = [
-        "--mcp-url",
-        "http://127.0.0.1:$(MCP_PORT)/mcp",
         "--state-dir",
         STATE_MOUNT,
         "--termination-log",
@@ -317,8 +316,10 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
             volumes += known.pod_volumes(trial.service_params, context)
             extra_mounts, runner_extra_env = known.pod_runner(trial.service_params, context)
             runner_mounts += extra_mounts
+            runner_args[:0] = known.pod_mcp(trial.service_params, context)
         else:  # a service this build does not know: its image serves ``mcp-server-<service>`` over stdio
             sidecars = [stdio_server_sidecar(service, context)]
+            runner_args[:0] = Service().pod_mcp({}, context)
     meta: dict[str, Any] = {
         "name": pod_name(run.name, trial.trial_id, retry),
         # Always named: a pod is never applied to whichever namespace a kubectl context happens to have.
@@ -381,8 +382,6 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
             }
         ],
     }
-    if not with_server:  # no sidecar, and the runner is not told of one
-        runner_args[:2] = []
     if pod.service_account_name:
         spec["serviceAccountName"] = pod.service_account_name
     if pod.node_selector:

@@ -4,6 +4,7 @@
 #   - Node.js (for the pinned MCP servers) from Debian if missing,
 #   - the MCP servers at the versions pinned in servers/package-lock.json (npm ci; never fetched at run time),
 #   - PostgreSQL 15 from Debian (no default cluster: mcpfleet starts private ones per run),
+#   - mcpfleet-fifo-exec (servers/bridge, static: gcc from Debian if missing),
 #   - postgres-mcp in its own virtualenv, servers/postgres-mcp/.venv, pinned by hash (it needs mcp<2),
 #   - a project virtualenv in .venv with mcpfleet and its test dependencies.
 set -euo pipefail
@@ -19,6 +20,9 @@ command -v npm >/dev/null || need_apt+=(npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 # The pace store of a local run whose models set rateLimit or a budget (runner/launch/pacestore.py); the tests'.
 command -v redis-server >/dev/null || need_apt+=(redis-server)
+# The static bridge helper (servers/bridge) is compiled here: gcc and glibc's static library.
+command -v gcc >/dev/null || need_apt+=(gcc)
+[ -f /usr/lib/x86_64-linux-gnu/libc.a ] || [ -f /usr/lib/aarch64-linux-gnu/libc.a ] || need_apt+=(libc6-dev)
 PG_BIN="${MCPFLEET_PG_BIN:-/usr/lib/postgresql/15/bin}"
 if [ ! -x "$PG_BIN/initdb" ] || ! command -v pg_restore >/dev/null; then
   need_apt+=(postgresql-15 postgresql-client-15)
@@ -48,6 +52,15 @@ PY
 if [ ! -x servers/node_modules/.bin/mcp-server-filesystem ] || [ servers/package-lock.json -nt servers/node_modules/.package-lock.json ]; then
   echo "setup: npm ci (pinned MCP servers)"
   npm ci --prefix servers --no-audit --no-fund --loglevel=error
+fi
+
+# mcpfleet-fifo-exec: what a declared stdio server's trial-pod sidecar runs (the runner image builds the same
+# source); here for the test kubelet and `mcpfleet pods`' users. Rebuilt only when its source is newer.
+BRIDGE=servers/bridge/bin/mcpfleet-fifo-exec
+if [ ! -x "$BRIDGE" ] || [ servers/bridge/fifo-exec.c -nt "$BRIDGE" ]; then
+  echo "setup: gcc -static servers/bridge/fifo-exec.c"
+  mkdir -p servers/bridge/bin
+  gcc -static -O2 -s -Wall -Wextra -o "$BRIDGE.tmp" servers/bridge/fifo-exec.c && mv "$BRIDGE.tmp" "$BRIDGE"
 fi
 
 # postgres-mcp 0.3.0 (what MCPMark runs) declares Python >= 3.12 and needs mcp<2, so it gets a virtualenv of

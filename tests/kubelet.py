@@ -72,6 +72,7 @@ BIN_PATH = os.pathsep.join(
     p
     for p in [
         str(REPO / ".venv" / "bin"),  # the runner image
+        str(REPO / "servers" / "bridge" / "bin"),  # the runner image's mcpfleet-fifo-exec (built by setup.sh)
         str(REPO / "servers" / "gateway"),  # the MCP server images' mcpfleet-gateway and mcpfleet-probe
         str(REPO / "servers" / "node_modules" / ".bin"),  # the MCP server images (supergateway, servers)
         str(REPO / "servers" / "postgres" / "bin"),  # the database image's scripts
@@ -701,7 +702,9 @@ class Kubelet:
             for a in (c.get("command") or []) + (c.get("args") or [])
         ]
         tmp = {"TMPDIR": paths["/tmp"]} if self.tmp_env and "/tmp" in paths else {}  # its /tmp: the volume
-        full_env = {"PATH": BIN_PATH, "LANG": "C.UTF-8", **self.extra_env, **tmp, **env}
+        # PYTHONPATH as the tests run with: a worktree's mcpfleet is the runner image's (unset on CI: the checkout's).
+        python_path = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+        full_env = {"PATH": BIN_PATH, "LANG": "C.UTF-8", **python_path, **self.extra_env, **tmp, **env}
         return argv, full_env, term_file
 
     async def _spawn(self, argv: list[str], env: dict[str, str], poddir: Path, name: str) -> Proc:

@@ -334,7 +334,7 @@ def test_a_declared_servers_trial_pod_runs_its_image_and_each_variant_its_own(tm
         trial = pod["metadata"]["annotations"]["mcpfleet.io/trial-id"]
         [sidecar] = [c for c in pod["spec"]["initContainers"] if c["name"] == "mcp-files"]
         images[trial.split(".")[1]] = sidecar["image"]
-        assert "mcp-server-filesystem /state" in sidecar["args"]
+        assert sidecar["args"][-3:] == ["--", "mcp-server-filesystem", "/state"]  # through the FIFO bridge
     assert images == {"files@new": "registry.example/files:new", "files@old": "registry.example/files:old"}
 
 

@@ -109,8 +109,9 @@ def test_the_database_image_prebuilds_the_bundled_states_as_pods_use_them() -> N
     from mcpfleet.runner.tasks.discovery import discover
 
     db = (REPO / "servers" / "Dockerfile.postgres-db").read_text()
-    runner_base = re.search(r"^FROM\s+(\S+)", (REPO / "runner" / "Dockerfile").read_text(), re.M)
-    assert runner_base and re.search(rf"^FROM {re.escape(runner_base[1])} AS dumps$", db, re.M)
+    # The runner image's final stage (an earlier one builds the bridge helper).
+    runner_base = re.findall(r"^FROM\s+(\S+)", (REPO / "runner" / "Dockerfile").read_text(), re.M)[-1:]
+    assert runner_base and re.search(rf"^FROM {re.escape(runner_base[0])} AS dumps$", db, re.M)
     assert "docker build -f servers/Dockerfile.postgres-db -t ghcr.io/mcpfleet/postgres-db:0.1.0 .\n" in db
     assert "RUN python /build/state_dumps.py /build/tasks /dumps" in db
     assert 'mcpfleet-pg-init --prebuild "/dumps/$dump" /opt/mcpfleet/pg-prebuilt' in db
@@ -131,3 +132,15 @@ def test_the_database_image_prebuilds_the_bundled_states_as_pods_use_them() -> N
             used.add((Path(env["STATE_DUMP"]).name, env["DB_NAME"], env["DB_USER"]))
     # Every bundled task's pod finds its prebuilt directory, and nothing is prebuilt that no pod uses.
     assert planned == used and len({dump for dump, _, _ in used}) == 4, (planned, used)
+
+
+def test_the_runner_image_builds_the_static_bridge_helper_onto_its_path() -> None:
+    """The FIFO bridge's init container runs mcpfleet-fifo-exec from the runner image (services/bridge.py): built
+    static from servers/bridge in a stage of its own, copied onto the final stage's PATH."""
+    from mcpfleet.runner.services.bridge import HELPER
+
+    text = (REPO / "runner" / "Dockerfile").read_text()
+    assert "COPY servers/bridge/fifo-exec.c /src/" in text
+    assert re.search(r"^RUN gcc-12 -static .* -o /mcpfleet-fifo-exec /src/fifo-exec.c$", text, re.M)
+    assert f"COPY --from=bridge /mcpfleet-fifo-exec /usr/local/bin/{HELPER}" in text
+    assert text.index("AS bridge") < text.rindex("FROM ") < text.index("COPY --from=bridge")

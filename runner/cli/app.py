@@ -217,6 +217,12 @@ def trial(
     attempt: Annotated[int, typer.Option(min=1)] = 1,
     shard: Annotated[int, typer.Option(min=0, help="Shard of a sharded task (toolcall cases).")] = 0,
     mcp_url: Annotated[str | None, typer.Option(help="Streamable-HTTP MCP endpoint (a sidecar).")] = None,
+    mcp_fifo: Annotated[
+        Path | None, typer.Option(help="Folder of a sidecar's stdio server FIFOs, 'in' and 'out' (a pod's bridge).")
+    ] = None,
+    mcp_container: Annotated[
+        str | None, typer.Option(help="The container serving --mcp-fifo, named when it never answers.")
+    ] = None,
     state_dir: Annotated[Path | None, typer.Option(help="Already materialised initial state.")] = None,
     scripted_url: Annotated[
         str | None, typer.Option(envvar="MCPFLEET_SCRIPTED_URL", help="Scripted model server base URL.")
@@ -297,10 +303,12 @@ def trial(
         serve(metrics_port)
     # A pod's environment is its sidecars; locally the trial's service starts its run-scoped resource (a
     # PostgreSQL cluster) for this one trial.
-    with run_resources([] if mcp_url else [chosen.service]) as resources:
+    with run_resources([] if mcp_url or mcp_fifo else [chosen.service]) as resources:
         ctx = TrialContext(
             scripted_base_url=scripted_url,
             mcp_url=mcp_url,
+            mcp_fifo=mcp_fifo,
+            mcp_container=mcp_container,
             state_dir=state_dir,
             metrics=bool(metrics_port),
             resources=resources,

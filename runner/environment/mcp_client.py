@@ -1,4 +1,5 @@
-"""Connect to an MCP server over stdio (local) or streamable HTTP (a pod's sidecar) with one API."""
+"""Connect to an MCP server over stdio (local), streamable HTTP (a pod's sidecar) or a pod's FIFO bridge (a
+declared stdio server's sidecar) with one API."""
 
 from __future__ import annotations
 
@@ -14,11 +15,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO, Any, TextIO, cast
 
+import anyio
 import mcp.client.stdio as sdk_stdio
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CONNECTION_CLOSED
 
+from mcpfleet.runner.environment.fifo import OPEN_TIMEOUT_S, FifoServerGone, fifo_client
 from mcpfleet.runner.environment.server import SAFE_ENV, ServerCommand
 from mcpfleet.runner.environment.verifier import reaped_command
 
@@ -89,6 +93,43 @@ async def connect_http(url: str) -> AsyncIterator[ClientSession]:
         async with ClientSession(read, write) as session:
             _INITIALIZED[session] = await session.initialize()
             yield session
+
+
+# How long a bridged server may take to answer MCP's initialize once it has opened its FIFOs (it has no startup
+# probe: this is its readiness), before the try ends as an infrastructure error naming its container.
+FIFO_INITIALIZE_TIMEOUT_S = 120.0
+
+
+@asynccontextmanager
+async def connect_fifo(
+    folder: Path,
+    container: str = "the MCP server's",
+    open_timeout: float = OPEN_TIMEOUT_S,
+    initialize_timeout: float = FIFO_INITIALIZE_TIMEOUT_S,
+) -> AsyncIterator[ClientSession]:
+    """The stdio server of a trial pod's sidecar ``container``, over the FIFOs in ``folder`` (fifo.py). A server
+    that never opens them, exits before initialize's answer, or does not answer it in time raises FifoServerGone
+    naming the container and what it last wrote that was no JSON-RPC (the helper's "cannot run 'x'")."""
+    failure: FifoServerGone | None = None
+    async with fifo_client(folder, container, open_timeout) as ((read, write), stray):
+        async with ClientSession(read, write) as session:
+            try:
+                with anyio.fail_after(initialize_timeout):
+                    _INITIALIZED[session] = await session.initialize()
+            except (MCPError, TimeoutError) as exc:
+                if isinstance(exc, MCPError) and exc.error.code != CONNECTION_CLOSED:
+                    raise  # the server's own answer: its message says what is wrong
+                said = f"; it wrote: {' | '.join(stray)}" if stray else ""
+                what = "did not answer" if isinstance(exc, TimeoutError) else "closed its stdout before answering"
+                failure = FifoServerGone(
+                    f"the MCP server in container {container} {what} MCP's initialize{said}; see its log "
+                    f"(kubectl logs <pod> -c {container})"
+                )
+                failure.__cause__ = exc
+            else:
+                yield session
+    if failure is not None:  # raised once the transport is closed: as itself, not inside its task groups' group
+        raise failure
 
 
 class AbandonedCalls:

@@ -264,8 +264,8 @@ class Service:
     def pod_sidecars(self, params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
         """The trial pod's service containers, run after the state init container, in start order: native sidecars
         (init containers with ``restartPolicy: Always`` and a startup probe) and any one-shot init step between
-        them (e.g. building a database from the state). The runner reaches the MCP server at
-        ``http://127.0.0.1:<mcp_port>/mcp``. Default: one stdio server behind supergateway. ``params`` is
+        them (e.g. building a database from the state). The runner reaches the MCP server as ``pod_mcp`` says.
+        Default: one stdio server behind supergateway. ``params`` is
         ``trial_params(task)``."""
         return [stdio_server_sidecar(self.name, pod)]
 
@@ -278,6 +278,11 @@ class Service:
         """What the runner container needs of the service's volumes besides the pod's own: (volume mounts, env),
         e.g. the database's superuser login it grades with, which no sidecar mounts."""
         return [], []
+
+    def pod_mcp(self, params: dict[str, Any], pod: PodContext) -> list[str]:
+        """How the runner reaches the MCP server of ``pod_sidecars``: ``mcpfleet trial``'s arguments. Default: its
+        streamable HTTP on the pod's loopback (a declared stdio server: the FIFO bridge, services/bridge.py)."""
+        return ["--mcp-url", f"http://{LOOPBACK}:$(MCP_PORT)/mcp"]
 
     def shards(self, task: Task, spec: EvalRunSpec) -> int | None:
         """How many trials one attempt of ``task`` is cut into; None: one trial, unsharded (every MCP task)."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import shlex
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
@@ -21,7 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcpfleet.runner.environment.server import ServerCommand, servers_bin, servers_root
-from mcpfleet.runner.services.base import PodContext, Service, Spare, TrialEnv, stdio_server_sidecar
+from mcpfleet.runner.services.base import PodContext, Service, Spare, TrialEnv
+from mcpfleet.runner.services.bridge import (
+    bridge_init,
+    bridge_mount,
+    bridge_runner_args,
+    bridge_volume,
+    bridged_sidecar,
+)
 from mcpfleet.runner.spec.service_decl import (
     DECLARATION_FILE,
     ServerBlock,
@@ -206,11 +212,15 @@ class DeclaredService(Service):
             ports = await stack.enter_async_context(backing.started(self.declaration, self.path, state_dir))
             server = self.server
             url = substitute(server.url, state_dir, ports) if server.url else None
-            command = (
-                await asyncio.to_thread(self.server_command, state_dir, ports, [task.pack_root])
-                if with_server and not url
-                else ServerCommand("", [])
-            )
+            command = ServerCommand("", [])
+            if with_server and not url:
+                try:
+                    command = await asyncio.to_thread(self.server_command, state_dir, ports, [task.pack_root])
+                except FileNotFoundError:
+                    # A pod's runner (state materialised by its init container): the server is its own image's,
+                    # served by the sidecar, and the runner image need not hold it. Elsewhere: the error stands.
+                    if not materialised:
+                        raise
             yield TrialEnv(
                 state_dir,
                 command,
@@ -221,7 +231,14 @@ class DeclaredService(Service):
 
     # -- pods ------------------------------------------------------------------------------------------------
 
+    @property
+    def _bridged(self) -> bool:
+        """Whether a trial pod runs the server from its image over the FIFO bridge (a command; not a ``url``)."""
+        return self.server.command is not None and not self.server.url
+
     def pod_sidecars(self, params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
+        """The backing services, then the server from its own image over the FIFO bridge (bridge.py): the image
+        needs the server and nothing else, the helper comes from the runner image through the bridge volume."""
         from mcpfleet.runner.services.backing import pod_backing_sidecars
 
         server = self.server
@@ -233,9 +250,20 @@ class DeclaredService(Service):
             raise ValueError(f"no MCP sidecar image for service '{self.name}'; set {self.image_hint()}")
         argv = [server.command, *(substitute(a, pod.state_mount, ports) for a in server.args)]
         env = [{"name": k, "value": substitute(v, pod.state_mount, ports)} for k, v in server.env.items()]
-        container = stdio_server_sidecar(self.name, pod, command=shlex.join(argv), env=env)
-        container["image"] = server.image
-        return sidecars + [container]
+        return [*sidecars, bridge_init(pod), bridged_sidecar(self._container, server.image, argv, pod, env)]
+
+    @property
+    def _container(self) -> str:
+        return f"mcp-{self.name}"
+
+    def pod_volumes(self, params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
+        return [bridge_volume(pod)] if self._bridged else []
+
+    def pod_runner(self, params: dict[str, Any], pod: PodContext) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        return ([bridge_mount()] if self._bridged else []), []
+
+    def pod_mcp(self, params: dict[str, Any], pod: PodContext) -> list[str]:
+        return bridge_runner_args(self._container) if self._bridged else []
 
     def fingerprint_key(self) -> str:
         """What identifies the declaration and variant a trial measured (before the server's own fingerprint)."""

@@ -130,6 +130,10 @@ class TrialContext:
 
     scripted_base_url: str | None = None
     mcp_url: str | None = None  # a sidecar's streamable-HTTP endpoint; None = spawn stdio locally
+    # A sidecar's stdio server over the pod's FIFO bridge (services/bridge.py): the folder of its FIFOs, and the
+    # container serving them (named when it never answers).
+    mcp_fifo: Path | None = None
+    mcp_container: str | None = None
     state_dir: Path | None = None  # pre-materialised state (init container); None = materialise here
     env: dict[str, str] | None = None  # where API keys are looked up; defaults to the process environment
     backoff_initial: float | None = None  # overrides spec.provider.backoffInitialSeconds (tests)

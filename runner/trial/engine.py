@@ -29,6 +29,7 @@ from mcpfleet.runner.agent.react import run_react_agent
 from mcpfleet.runner.environment.invocation import shown_invocation
 from mcpfleet.runner.environment.mcp_client import (
     AbandonedCalls,
+    connect_fifo,
     connect_http,
     connect_stdio,
     server_info,
@@ -185,7 +186,9 @@ async def _run_agent(
         # The run's timeout counts the server's start and list_tools, as MCPMark's wait_for does (not LiteLLM's
         # import: MCPMark's modules import it before). A warm spare or a pod's sidecar is up already.
         clock = asyncio.get_running_loop().time()
-        if ctx.mcp_url or env.url:
+        if ctx.mcp_fifo is not None:
+            session = await stack.enter_async_context(connect_fifo(ctx.mcp_fifo, ctx.mcp_container or "mcp"))
+        elif ctx.mcp_url or env.url:
             session = await stack.enter_async_context(connect_http(ctx.mcp_url or str(env.url)))
         elif ctx.warm is not None:
             stack.callback(ctx.warm.release)  # it stops as the agent ends; the trial waits for it before the verifier
@@ -324,7 +327,11 @@ async def run_trial(
     started, t_total, wall_start = now_iso(), time.perf_counter(), time.time()
     timings = Timings()
     if ctx.warm is not None and (
-        ctx.warm.service != spec.service or ctx.warm.variant != spec.server or ctx.mcp_url or ctx.state_dir
+        ctx.warm.service != spec.service
+        or ctx.warm.variant != spec.server
+        or ctx.mcp_url
+        or ctx.mcp_fifo
+        or ctx.state_dir
     ):
         await ctx.warm.close()
         ctx = TrialContext(**{**ctx.__dict__, "warm": None})
