@@ -101,7 +101,7 @@ class RunState:
 
     def new_queue(self) -> WaitQueue:
         t = self.trials
-        return WaitQueue(t.ids, t.column(t.task_at), t.column(t.model_at), t.column(int))
+        return WaitQueue(t.ids, t.column(t.task_at), t.column(t.model_at), t.column(int), t.firsts())
 
     # -- rebuilding -------------------------------------------------------------------------------
     def adopt_record(self, record: dict[str, Any], backoff: float = 0.0) -> bool:

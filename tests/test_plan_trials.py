@@ -31,9 +31,10 @@ def evalrun(pack: Path, out: Path, **spec: Any) -> Any:
     return parse_evalrun(body)
 
 
-def mixed_pack(root: Path) -> Path:
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Filesystem and playwright tasks (oracles of different lengths: varied weights) and a sharded toolcall task."""
-    pack = root / "pack"
+    pack = tmp_path_factory.mktemp("mixed") / "pack"
     shutil.copytree(TASKS / "filesystem", pack / "filesystem")
     shutil.copytree(TASKS / "playwright", pack / "playwright")
     make_task(pack, DATA, "limbic", "set200")
@@ -71,11 +72,13 @@ def same_as_expand(run: Any, base: Path) -> Plan:
     assert list(lazy.ids) == [t.trial_id for t in listed]
     assert [tuple(p) for p in lazy.planned()] == [(t.trial_id, t.spec_hash) for t in listed]
     assert {(t.service, t.variant) for t in lazy.samples()} == {(t.service, t.variant) for t in listed}
+    firsts = list(Listed(listed).firsts())  # every trial's (task, model): the same first places
+    assert [p for i, p in enumerate(firsts) if p not in firsts[:i]] == list(dict.fromkeys(lazy.firsts()))
     return lazy
 
 
-def test_a_lazy_plan_is_expand_trial_for_trial(tmp_path: Path) -> None:
-    pack = mixed_pack(tmp_path)
+def test_a_lazy_plan_is_expand_trial_for_trial(tmp_path: Path, mixed: Path) -> None:
+    pack = mixed
     judge = {"model": "openai/gpt-5-mini", "apiKeySecretRef": {"name": "judge", "key": "token"}}
     run = evalrun(
         pack,
@@ -106,8 +109,8 @@ def test_server_variants_and_attempts_expand_alike(tmp_path: Path) -> None:
     assert {t.variant for t in lazy.values()} == {"v1", "v2"}
 
 
-def test_ids_not_in_the_plan_have_no_index(tmp_path: Path) -> None:
-    pack = mixed_pack(tmp_path)
+def test_ids_not_in_the_plan_have_no_index(tmp_path: Path, mixed: Path) -> None:
+    pack = mixed
     run = evalrun(pack, tmp_path / "out", models=[{"name": "a", "model": "scripted/oracle"}], attempts=2)
     lazy = lazy_plan(run, tmp_path)
     tid = next(t for t in lazy if ".filesystem." in t)
@@ -133,8 +136,8 @@ def test_ids_not_in_the_plan_have_no_index(tmp_path: Path) -> None:
         lazy.id_at(len(lazy))
 
 
-def test_listed_trials_answer_as_a_plan(tmp_path: Path) -> None:
-    pack = mixed_pack(tmp_path)
+def test_listed_trials_answer_as_a_plan(tmp_path: Path, mixed: Path) -> None:
+    pack = mixed
     run = evalrun(pack, tmp_path / "out", models=[{"name": "a", "model": "scripted/oracle"}], attempts=2)
     trials = plan(run, tmp_path)
     listed, lazy = Listed(trials), lazy_plan(run, tmp_path)

@@ -117,6 +117,11 @@ class Trials(Mapping[str, TrialSpec]):
         """Trial id -> ``of(index)``, computed per lookup (the launch order's task and model of a trial)."""
         return _Column(self, of)
 
+    def firsts(self) -> Iterator[tuple[str, str]]:
+        """(task, model) of the trials in plan order; only each task's and each model's first place matters (the
+        launch order's tie-breakers), so a plan may give fewer pairs in the same first-seen order."""
+        return ((self.task_at(i), self.model_at(i)) for i in range(len(self)))
+
     def samples(self) -> list[TrialSpec]:
         """One trial of each (service, server variant): what the operator checks a pod of before any exists."""
         seen: dict[tuple[str, str | None], TrialSpec] = {}
@@ -370,6 +375,20 @@ class Plan(Trials):
             + names.index(variant_name)
         )
         return i if self.id_at(i) == tid else None
+
+    def planned(self) -> Iterator[Planned]:
+        """Every trial's id and spec hash in plan order: ``expand``'s loops, not a lookup per trial."""
+        for t in self.tasks:
+            for shard in t.shards:
+                for attempt in range(1, self.attempts + 1):
+                    for model, m in enumerate(self.models):
+                        for variant in t.variants:
+                            tid = trial_id(m.name, t.task, attempt, shard, variant.name if variant else None)
+                            yield Planned(tid, self._hash(t, shard, attempt, model, variant))
+
+    def firsts(self) -> Iterator[tuple[str, str]]:
+        """Each task's first trials, one per model: the same first places as every trial's."""
+        return ((t.task.id, m.name) for t in self.tasks for m in self.models)
 
     def first_of_each(self) -> Iterator[int]:
         """The first trial of every variant of every task: every (service, variant) the plan has."""
