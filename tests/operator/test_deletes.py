@@ -42,7 +42,9 @@ def test_a_pod_without_its_name_label_is_deleted_by_name() -> None:
 
 class Api:
     def __init__(self, fail: bool = False) -> None:
-        self.fail, self.calls, self.one = fail, [], []
+        self.fail = fail
+        self.calls: list[str] = []
+        self.one: list[str] = []
 
     async def delete_pods(self, namespace: str, selector: str) -> list[str]:
         self.calls.append(selector)
