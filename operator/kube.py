@@ -113,6 +113,10 @@ class _RawCoreApi(Protocol):
         self, namespace: str, *, label_selector: str, _preload_content: bool
     ) -> aiohttp.ClientResponse: ...
 
+    async def delete_collection_namespaced_pod(
+        self, namespace: str, *, label_selector: str, _preload_content: bool
+    ) -> aiohttp.ClientResponse: ...
+
 
 class _RawCustomObjectsApi(Protocol):
     """Likewise for the status patch, which also needs ``_content_type`` (accepted through ``**kwargs``)."""
@@ -197,6 +201,19 @@ class Kube:
         if code >= 300:
             raise ApiException(status=code, reason="pod deletion failed")
         return True
+
+    async def delete_pods(self, namespace: str, selector: str) -> list[str]:
+        """Delete every pod the label selector matches, in one call (a deletecollection, graceful as one delete is);
+        the names of those it deleted."""
+        resp = await self.core.delete_collection_namespaced_pod(
+            namespace, label_selector=selector, _preload_content=False
+        )
+        _count("deletecollection", "pods", resp.status)
+        if resp.status >= 300:
+            resp.release()
+            raise ApiException(status=resp.status, reason="deleting pods failed")
+        data = await resp.json()
+        return [(p.get("metadata") or {}).get("name", "") for p in data.get("items") or []]
 
     async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         resp = await self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)

@@ -20,7 +20,7 @@ import bisect
 import collections
 import heapq
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 SQRT2 = math.sqrt(2.0)
 SQRT2PI = math.sqrt(2.0 * math.pi)
@@ -110,14 +110,24 @@ class WaitQueue:
     all of them) take turns, so every task is being measured before any one task takes many slots.
     """
 
-    def __init__(self, order: list[str], task_of: dict[str, str], model_of: dict[str, str]) -> None:
+    def __init__(
+        self,
+        order: Iterable[str],
+        task_of: Mapping[str, str],
+        model_of: Mapping[str, str],
+        pos: Mapping[str, int] | None = None,
+        firsts: Iterable[tuple[str, str]] | None = None,
+    ) -> None:
+        """``order``: the trial ids in plan order; ``task_of``, ``model_of``, ``pos``: each trial's task, model and
+        plan position (a run's plan computes them per lookup: nothing is held per trial but the waiting ones);
+        ``firsts``: (task, model) in plan order, where each first appears (default: of every trial in ``order``)."""
         self.task_of, self.model_of = task_of, model_of
-        self.pos = {tid: i for i, tid in enumerate(order)}
+        self.pos = pos if pos is not None else {tid: i for i, tid in enumerate(order)}
         self.rank: dict[str, int] = {}  # task -> plan position of its first trial (the tie-breaker)
         self.model_rank: dict[str, int] = {}
-        for tid in order:
-            self.rank.setdefault(task_of[tid], len(self.rank))
-            self.model_rank.setdefault(model_of[tid], len(self.model_rank))
+        for task, model in firsts if firsts is not None else ((task_of[t], model_of[t]) for t in order):
+            self.rank.setdefault(task, len(self.rank))
+            self.model_rank.setdefault(model, len(self.model_rank))
         self.by_task: dict[str, list[str]] = {}  # waiting trials, launch order first
         self.front: collections.deque[str] = collections.deque()  # put back after a failed create: first
         self.size = 0

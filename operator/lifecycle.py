@@ -18,7 +18,7 @@ from mcpfleet.operator import metrics
 from mcpfleet.operator.edits import EditKind, Replan, Resumed, edit, refused_message, replan, resumed, spec_problems
 from mcpfleet.operator.manifests import LABEL_RUN_UID
 from mcpfleet.operator.phase import Phase
-from mcpfleet.operator.planning import check_run, planned
+from mcpfleet.operator.planning import check_run, planned_lazily
 from mcpfleet.operator.projection import Event, condition, ending, figures, transition
 from mcpfleet.operator.projection import status as project_status
 from mcpfleet.operator.runstate import RunState, plan_hash
@@ -26,13 +26,13 @@ from mcpfleet.operator.shared import Shared
 from mcpfleet.runner._util.plural import plural
 from mcpfleet.runner._util.sharing import shared_all
 from mcpfleet.runner.plan.history import read_history
+from mcpfleet.runner.plan.trials import Trials
 from mcpfleet.runner.report.summary import PLAN_FILE, build_summary, mixed_harness, mixed_servers, plan_file
 from mcpfleet.runner.results.outcome import is_scored
 from mcpfleet.runner.results.records import now_iso, service_label
 from mcpfleet.runner.results.store import ResultStore, StoreError, open_store, store_config
 from mcpfleet.runner.spec.evalrun import EvalRun
 from mcpfleet.runner.spec.load import parse_evalrun
-from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.tasks.discovery import bundled_root
 
 STORE_FAILURES = (StoreError, OSError)  # the results store is unreachable: try the same step again later
@@ -97,8 +97,9 @@ class Lifecycle:
                 # The run keeps the frozen fields it was planned with, as the operator that watched did (an edit it
                 # refused, or one made while none did), and takes the rest (suspend, concurrency, ...) from the object.
                 run, planned_spec = kept.run, kept.spec
-            trials = await asyncio.to_thread(planned, run)  # an s3:// pack is fetched first
+            trials = await asyncio.to_thread(planned_lazily, run)  # an s3:// pack is fetched first
             self.check_pods(run, trials)
+            hashed = await asyncio.to_thread(plan_hash, trials)  # every trial's hash, computed once
             store = open_store(run.spec.output, run.name, bundled_root(), run_uid=self.uid)
         except STORE_FAILURES:
             raise  # an s3:// pack that cannot be read yet: drive() waits and tries again
@@ -106,7 +107,7 @@ class Lifecycle:
             await self.invalid("; ".join(spec_problems(exc)))  # also stops pods of a run planned before (a restart)
             return False
         succeeded = status.get("phase") == Phase.SUCCEEDED
-        decision = replan(self.plan_hash, plan_hash(trials), ran=bool(ran), kept=kept is not None, succeeded=succeeded)
+        decision = replan(self.plan_hash, hashed, ran=bool(ran), kept=kept is not None, succeeded=succeeded)
         if decision in (Replan.PLAN_CHANGED, Replan.REFUSED):
             self.phase = Phase.read(status.get("phase")) or Phase.RUNNING
         if decision is Replan.PLAN_CHANGED:
@@ -132,7 +133,7 @@ class Lifecycle:
                 self.set_refused(kept.refused)
             await self.write_status(force=True)
             return False
-        self.run, self.store, self.plan_hash = run, store, plan_hash(trials)
+        self.run, self.store, self.plan_hash = run, store, hashed
         failed = self.conditions.pop("Failed", None)  # a fixed spec runs again
         self.refailed_at = failed.get("lastTransitionTime") if failed and failed.get("status") == "True" else None
         stopped = self.conditions.get("ModelsStopped") or {}
@@ -142,14 +143,8 @@ class Lifecycle:
             self.set_condition("ModelsStopped", False, why, f"launches resumed for {models}")
         self.finished_at = None
 
-        def trial_service_label(t: Any) -> str:
-            return service_label({"service": t.service, "variant": t.variant})
-
-        metrics.init_run(
-            self.ns,
-            self.name,
-            [(m.name, s) for m in run.spec.models for s in sorted({trial_service_label(t) for t in trials})],
-        )
+        services = sorted({service_label({"service": t.service, "variant": t.variant}) for t in trials.samples()})
+        metrics.init_run(self.ns, self.name, [(m.name, s) for m in run.spec.models for s in services])
         self.state = RunState.plan(trials, run.spec.retries.limit)
         self.set_condition("Valid", True, "Planned", f"{plural(len(trials), 'trial')} planned")
         if kept is not None and kept.refused:
@@ -163,7 +158,7 @@ class Lifecycle:
         self.planned_unwritten = text != self.body.status.get("plannedSpec")
         self.planned_text = text
 
-    def check_pods(self, run: EvalRun, trials: list[TrialSpec]) -> None:
+    def check_pods(self, run: EvalRun, trials: Trials) -> None:
         """What only the operator needs (``planning.check_run``), as a ValueError naming the field."""
         check_run(run, trials, self.shared.settings)
 
@@ -233,7 +228,7 @@ class Lifecycle:
             for r in records  # infra errors measured nothing: never a conflict
             if r.get("trial_id") in self.state.trials
             and is_scored(r.get("failure"))
-            and r.get("spec_hash") != self.state.trials[r["trial_id"]].spec_hash
+            and r.get("spec_hash") != self.state.trials.spec_hash(r["trial_id"])
         ]
         if conflicts:
             await self.fail(
@@ -291,7 +286,7 @@ class Lifecycle:
         moved: tuple[ResultStore, list[dict[str, Any]]] | None = None  # the new output's store and its records
         try:
             run = parse_evalrun(raw)
-            trials = await asyncio.to_thread(planned, run)
+            trials = await asyncio.to_thread(planned_lazily, run)
             self.check_pods(run, trials)
             change = edit(
                 raw,
@@ -307,7 +302,7 @@ class Lifecycle:
             assert change.run is not None
             run = change.run
             if change.kind is EditKind.MERGED:  # the rest of the edit applies, with the frozen fields as planned
-                trials = await asyncio.to_thread(planned, run)
+                trials = await asyncio.to_thread(planned_lazily, run)
                 self.check_pods(run, trials)
                 if plan_hash(trials) != self.plan_hash:  # more changed under the run than the edit
                     await self.reject_edit(change.refused)
@@ -330,8 +325,7 @@ class Lifecycle:
             self.set_refused(change.refused)
         else:
             self.set_condition("Valid", True, "Planned", f"{plural(len(trials), 'trial')} planned")
-        self.state.trials = {t.trial_id: t for t in trials}
-        self.state.order = [t.trial_id for t in trials]
+        self.state.trials = trials
         self.state.retry_limit = run.spec.retries.limit
         self.state.done.keep(self.state.trials)
         if moved is not None:
@@ -390,7 +384,7 @@ class Lifecycle:
         """Every trial is done (or stopped): the summary and plan files, then the ending ``projection.ending``
         decides (Succeeded, or Failed with Complete=False), its conditions and event."""
         assert self.run is not None and self.state is not None and self.store is not None
-        trials = list(self.state.trials.values())
+        trials = list(self.state.trials.planned())  # (id, spec hash) of each: no TrialSpec built
         summary = await asyncio.to_thread(build_summary, self.run, trials, self.store, dict(self.state.stopped))
         await asyncio.to_thread(self.store.write_json, PLAN_FILE, plan_file(self.run, trials))
         await asyncio.to_thread(self.store.write_json, "summary.json", summary)

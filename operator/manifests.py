@@ -31,6 +31,9 @@ LABEL_SERVICE = f"{GROUP}/service"
 LABEL_TASK = f"{GROUP}/task"
 LABEL_ATTEMPT = f"{GROUP}/attempt"
 LABEL_RETRY = f"{GROUP}/retry"
+# The pod's own name as a label: the operator deletes the pods of counted tries in bulk, by a label selector
+# (``<label> in (names)``), and a field selector cannot select a set of names.
+LABEL_POD = f"{GROUP}/pod"
 ANN_TRIAL = f"{GROUP}/trial-id"
 ANN_SPEC_HASH = f"{GROUP}/spec-hash"
 # SIGTERM to SIGKILL for a trial pod: the runner stores its record in this window (the operator waits as long)
@@ -140,6 +143,7 @@ def pod_labels(run: EvalRun, trial: TrialSpec, retry: int) -> dict[str, str]:
         LABEL_TASK: _label_value(trial.task_id.rsplit("/", 1)[-1]),
         LABEL_ATTEMPT: str(trial.attempt),
         LABEL_RETRY: str(retry),
+        LABEL_POD: _label_value(pod_name(run.name, trial.trial_id, retry)),
     }
 
 

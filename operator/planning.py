@@ -6,6 +6,7 @@ Pure apart from reading the task pack (an s3:// pack is fetched into the cache f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from mcpfleet.operator.manifests import trial_pod
 from mcpfleet.operator.settings import OperatorSettings
 from mcpfleet.runner.launch.preflight import scripted_problems, selection
 from mcpfleet.runner.plan.expand import plan
+from mcpfleet.runner.plan.trials import Plan, Trials, as_trials, lazy_plan
 from mcpfleet.runner.spec.evalrun import EvalRun
 from mcpfleet.runner.spec.load import SpecError
 from mcpfleet.runner.spec.trial import TrialSpec
@@ -29,7 +31,15 @@ def planned(run: EvalRun) -> list[TrialSpec]:
     return plan(run, root, selection(run, root, states=False))
 
 
-def check_run(run: EvalRun, trials: list[TrialSpec], settings: OperatorSettings) -> None:
+def planned_lazily(run: EvalRun) -> Plan:
+    """``planned``, as the operator holds a run's plan: its trials computed when asked for (plan/trials.py)."""
+    if problems := scripted_problems(run):
+        raise SpecError(problems)
+    root = bundled_root()
+    return lazy_plan(run, root, selection(run, root, states=False))
+
+
+def check_run(run: EvalRun, trials: Trials | Sequence[TrialSpec], settings: OperatorSettings) -> None:
     """What only the operator needs, as a ValueError naming the field: records where it and every pod see them,
     a pod per service (its sidecar image, its placement), and nothing its allow-lists refuse."""
     uri = run.spec.output.uri
@@ -39,7 +49,7 @@ def check_run(run: EvalRun, trials: list[TrialSpec], settings: OperatorSettings)
             "resolve on its own disk; set s3://<bucket>/<prefix> (or an absolute path shared "
             "by the operator and every pod)"
         )
-    for trial in {(t.service, t.variant): t for t in trials}.values():  # each service, each server variant
+    for trial in as_trials(trials).samples():  # each service, each server variant
         trial_pod(run, trial, settings)  # raises ValueError naming spec.pod.sidecarImages.<svc>, spec.pod.dnsPolicy
     if refused := settings.pod_refusals(run.spec.pod):
         raise ValueError("; ".join(refused))

@@ -19,6 +19,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from mcpfleet.operator import metrics
 from mcpfleet.operator.admission import admission_seen, adopted_admission
+from mcpfleet.operator.deletes import PodDeletes, bulk_deletable
 from mcpfleet.operator.kube import ForeignPod, PodRefused
 from mcpfleet.operator.lifecycle import STORE_FAILURES, STORE_RETRY_SECONDS, Lifecycle
 from mcpfleet.operator.manifests import LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, pod_deadline, trial_pod
@@ -89,10 +90,9 @@ class Reconciler(Lifecycle):
         # run's launches back off (doubling up to MAX_BACKOFF_SECONDS, until create_retry_at) until a create passes.
         self.refusals_warned: dict[str, float] = {}
         self.create_backoff = 0.0
-        # Pods of tries already counted whose delete failed (5xx, 429, a lost answer): deleted again from
-        # check_deadlines (and while the run is settled) until gone; the earliest next attempt (monotonic).
-        self.to_delete: set[str] = set()
-        self.delete_retry_at = 0.0
+        # Pods of counted tries: deleted in bulk, and those whose delete failed again from check_deadlines (and while
+        # the run is settled) until gone (deletes.py).
+        self.deletes = PodDeletes(self.ns, self.uid, logger, STORE_RETRY_SECONDS)
         self.scheduling = Tracker()  # trials held up Pending, and why (scheduling.py): a condition and events
 
     def stopping(self) -> bool:
@@ -117,7 +117,8 @@ class Reconciler(Lifecycle):
                 if self.settled is not None and self.body.metadata.get("generation") == self.settled:
                     if self.unwritten:  # the last write failed: a terminal phase is never lost
                         await self.write_status()
-                    await self.retry_deletes()  # the last trials' pods, if deleting them failed
+                    await self.deletes.flush(self.shared.kube, force=True)  # the last trials' pods
+                    await self.deletes.retry(self.shared.kube)  # ... and those whose delete failed
                     if await self.expired():
                         break
                     await stopped.wait(1.0)  # the body is kopf's live view: an edit shows here at once
@@ -145,7 +146,7 @@ class Reconciler(Lifecycle):
         """One pass from plan to a terminal phase (or until the daemon stops)."""
         self.drop_state()
         self.run, self.store, self.deferred = None, None, []
-        self.to_delete.clear()  # the rebuild deletes the pods of recorded tries it finds
+        self.deletes.clear()  # the rebuild deletes the pods of recorded tries it finds
         while not stopped:
             try:
                 if not await self.load():
@@ -229,7 +230,7 @@ class Reconciler(Lifecycle):
         try:
             gone = not await self.shared.kube.delete_pod(self.ns, name)
         except Exception as exc:  # noqa: BLE001 - deleted again later; meanwhile it holds its slot if it runs
-            self.delete_later(name, exc)
+            self.deletes.later(name, exc)
             gone = False
         if gone or ended(pod):
             return
@@ -237,30 +238,13 @@ class Reconciler(Lifecycle):
         self.state.draining[name] = time.time() + float(grace) + TERMINATING_SLACK_SECONDS
         self.shared.inflight += 1
 
-    def delete_later(self, name: str, exc: BaseException) -> None:
-        self.logger.warning("deleting pod %s failed (will try again): %s", name, exc)
-        self.to_delete.add(name)
-
-    async def delete_counted(self, name: str) -> None:
-        """Delete the pod of a try already counted. A delete that fails (5xx, 429, a lost answer) must not raise: the
-        count stands, and the pod's events no longer lead anywhere, so retry_deletes tries it again."""
-        try:
-            await self.shared.kube.delete_pod(self.ns, name)
-        except Exception as exc:  # noqa: BLE001 - whatever failed, the pod is deleted again later
-            self.delete_later(name, exc)
-
-    async def retry_deletes(self) -> None:
-        """Delete again the pods whose delete failed (at most every STORE_RETRY_SECONDS; never raises)."""
-        if not self.to_delete or time.monotonic() < self.delete_retry_at:
-            return
-        for name in sorted(self.to_delete):
-            try:
-                await self.shared.kube.delete_pod(self.ns, name)
-            except Exception as exc:  # noqa: BLE001 - the API server still fails: the rest waits as well
-                self.logger.warning("deleting pod %s failed again (will try again): %s", name, exc)
-                self.delete_retry_at = time.monotonic() + STORE_RETRY_SECONDS
-                return
-            self.to_delete.discard(name)
+    async def delete_counted(self, name: str, bulk: bool = True) -> None:
+        """Delete the pod of a try already counted (deletes.py): in the next bulk delete, or at once (``bulk`` False:
+        its trial's next try reuses its name). A delete that fails never raises: the count stands, and it is retried."""
+        if bulk:
+            self.deletes.count(name)
+        else:
+            await self.deletes.one(self.shared.kube, name)
 
     def drained(self, name: str) -> None:
         assert self.state is not None
@@ -307,6 +291,7 @@ class Reconciler(Lifecycle):
         if self.state is None:
             await self.write_status()
             return
+        await self.deletes.flush(self.shared.kube, force=self.state.complete)  # counted tries' pods, in bulk
         if not self.run.spec.suspend and not self.stopping():
             self.mark_started()
             await self.launch()
@@ -428,7 +413,7 @@ class Reconciler(Lifecycle):
             return
         pods = [trial_pod(self.run, trial, self.shared.settings, retry) for trial, retry in picks]
         for (trial, retry), pod in zip(picks, pods, strict=True):
-            self.to_delete.discard(pod["metadata"]["name"])  # its name is a new try's now: never deleted for an old one
+            self.deletes.forget(pod["metadata"]["name"])  # its name is a new try's now: never deleted for an old one
             self.state.launched(trial, pod["metadata"]["name"], retry, time.time())
             self.shared.inflight += 1
         results = await asyncio.gather(
@@ -500,7 +485,7 @@ class Reconciler(Lifecycle):
         if name in self.state.draining and (kind == "DELETED" or ended(pod)):
             self.drained(name)
         if kind == "DELETED":
-            self.to_delete.discard(name or "")
+            self.deletes.forget(name or "")
         tid = trial_of(pod)
         inf = self.state.in_flight.get(tid)
         if inf is None or inf.pod != name:
@@ -569,7 +554,8 @@ class Reconciler(Lifecycle):
         if self.state is None:  # the run failed while this try's pod was being deleted: nothing left to count
             return
         assert self.store is not None and self.run is not None
-        trial = self.state.trials[tid]
+        flying = self.state.in_flight.get(tid)
+        trial = flying.trial if flying is not None else self.state.trials[tid]  # a try in flight holds its spec
         record = await asyncio.to_thread(self.store.read_result, tid)
         if self.state is None:  # the run stopped while the record was read (another trial's outcome failed it)
             return
@@ -605,7 +591,7 @@ class Reconciler(Lifecycle):
             else:
                 self.state.unlaunch(tid)
             self.shared.inflight -= 1
-            await self.delete_counted(pod["metadata"]["name"])
+            await self.delete_counted(pod["metadata"]["name"], bulk=False)  # the next try reuses its name
             self.dirty = True
             return
         said, stored = termination_message(pod), v.stored
@@ -659,7 +645,7 @@ class Reconciler(Lifecycle):
                 metrics.observe_record(self.ns, self.name, infra)
                 kopf.warn(self.body, reason="InfraError", message=f"{tid}: {reason} (gave up after {tries} tries)")
         self.shared.inflight -= 1
-        await self.delete_counted(pod["metadata"]["name"])
+        await self.delete_counted(pod["metadata"]["name"], bulk=bulk_deletable(pod))
         self.dirty = True
         if self.state is None:
             return
@@ -701,7 +687,7 @@ class Reconciler(Lifecycle):
         taken once it is gone); one whose runner certainly stopped, though its pod does not say so, is counted at
         once."""
         assert self.state is not None and self.run is not None
-        await self.retry_deletes()
+        await self.deletes.retry(self.shared.kube)
         now = time.time()
         for name in overdue_drains(self.state.draining, now):
             self.drained(name)

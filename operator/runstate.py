@@ -8,7 +8,7 @@ bounded projection of it (counts and per model x service figures, never per-tria
 from __future__ import annotations
 
 import collections
-import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 from mcpfleet.operator.finished import Finished
 from mcpfleet.operator.launchorder import WaitQueue
 from mcpfleet.runner.plan.history import measured_seconds
+from mcpfleet.runner.plan.trials import Trials, as_trials
 from mcpfleet.runner.results.outcome import (
     BUDGET_EXHAUSTED,
     CONFIG_ERROR,
@@ -65,9 +66,9 @@ class InFlight:
 
 @dataclass
 class RunState:
-    trials: dict[str, TrialSpec]
+    # The planned trials, computed per trial when asked for (plan/trials.py): only trials in flight hold a TrialSpec.
+    trials: Trials
     retry_limit: int
-    order: list[str] = field(default_factory=list)
     # Trial id -> its compact outcome, counted not held (finished.py): a finished trial's record is in the store.
     done: Finished = field(default_factory=Finished)
     in_flight: dict[str, InFlight] = field(default_factory=dict)  # trial id -> pod
@@ -88,17 +89,19 @@ class RunState:
     disruptions: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def plan(cls, trials: list[TrialSpec], retry_limit: int) -> RunState:
-        st = cls(trials={t.trial_id: t for t in trials}, retry_limit=retry_limit, order=[t.trial_id for t in trials])
+    def plan(cls, trials: Trials | Sequence[TrialSpec], retry_limit: int) -> RunState:
+        st = cls(trials=as_trials(trials), retry_limit=retry_limit)
         st.waiting = st.new_queue()
         return st
 
+    @property
+    def order(self) -> Sequence[str]:
+        """The trial ids in plan order."""
+        return self.trials.ids
+
     def new_queue(self) -> WaitQueue:
-        return WaitQueue(
-            self.order,
-            {tid: t.task_id for tid, t in self.trials.items()},
-            {tid: t.model.name for tid, t in self.trials.items()},
-        )
+        t = self.trials
+        return WaitQueue(t.ids, t.column(t.task_at), t.column(t.model_at), t.column(int), t.firsts())
 
     # -- rebuilding -------------------------------------------------------------------------------
     def adopt_record(self, record: dict[str, Any], backoff: float = 0.0) -> bool:
@@ -107,8 +110,8 @@ class RunState:
         of its wait, counted from when the failed try's record was stored: kept in memory only, it was lost with
         a restart, and every pending retry launched at once."""
         tid = str(record.get("trial_id") or "")
-        trial = self.trials.get(tid)
-        if trial is None or record.get("spec_hash") != trial.spec_hash:
+        planned = self.trials.spec_hash(tid)
+        if planned is None or record.get("spec_hash") != planned:
             return False
         tries = int(record.get("infra_attempts") or 1)
         failure = record.get("failure")
@@ -138,8 +141,8 @@ class RunState:
         """
         reset, infra = _utc(since) if since else EARLIEST, []
         for r in records:
-            trial = self.trials.get(str(r.get("trial_id") or ""))
-            if trial is None or r.get("spec_hash") != trial.spec_hash:
+            planned = self.trials.spec_hash(str(r.get("trial_id") or ""))
+            if planned is None or r.get("spec_hash") != planned:
                 continue
             at = _utc(r.get("finished_at"))  # compared as times: records may differ in offset or precision
             failure = r.get("failure")
@@ -152,12 +155,13 @@ class RunState:
     def finish_rebuild(self) -> None:
         old, self.waiting = self.waiting, self.new_queue()
         self.waiting.carry(old)
-        for tid in self.order:
+        for tid in self.trials:
             if tid not in self.done and tid not in self.in_flight:
                 self.waiting.append(tid)
         for tid, flight in self.in_flight.items():
             self.waiting.launched(tid, flight.created)
-        self.waiting.started.update(self.trials[t].task_id for t in [*self.done, *self.in_flight] if t in self.trials)
+        task_of = self.trials.task_of
+        self.waiting.started.update(task_of(t) for t in [*self.done, *self.in_flight] if t in self.trials)
 
     # -- launching --------------------------------------------------------------------------------
     def next_launches(self, n: int, per_model_free: dict[str, int], now: float) -> list[tuple[TrialSpec, int]]:
@@ -172,17 +176,13 @@ class RunState:
                 if tid in self.done or tid in self.in_flight:  # finished meanwhile (e.g. a record adopted)
                     self.waiting.take(task, tid)
                     continue
-                trial = self.trials[tid]
-                if (
-                    self.delayed.get(tid, 0) > now
-                    or free.get(trial.model.name, 0) <= 0
-                    or trial.model.name in self.stopped
-                ):
+                model = self.trials.model_of(tid)
+                if self.delayed.get(tid, 0) > now or free.get(model, 0) <= 0 or model in self.stopped:
                     continue
-                free[trial.model.name] -= 1
+                free[model] -= 1
                 self.delayed.pop(tid, None)
                 self.waiting.take(task, tid)
-                out.append((trial, self.retries.get(tid, 0)))
+                out.append((self.trials[tid], self.retries.get(tid, 0)))  # its spec, built now (launched)
                 break
             if len(out) >= n:
                 break
@@ -289,9 +289,9 @@ class RunState:
         """Every trial is finished, or belongs to a stopped model and is not running."""
         if not self.stopped and len(self.done) < len(self.trials):  # asked after every step: answer cheaply
             return False
+        model_of = self.trials.model_of
         return all(
-            tid in self.done or (t.model.name in self.stopped and tid not in self.in_flight)
-            for tid, t in self.trials.items()
+            tid in self.done or (model_of(tid) in self.stopped and tid not in self.in_flight) for tid in self.trials
         )
 
     @property
@@ -408,7 +408,6 @@ def _cost(record: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
-def plan_hash(trials: list[TrialSpec] | Any) -> str:
-    """One digest of the planned trials and what each measures: equal plans, equal results."""
-    lines = sorted(f"{t.trial_id}:{t.spec_hash}" for t in trials)
-    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+def plan_hash(trials: Trials | Sequence[TrialSpec]) -> str:
+    """One digest of the planned trials and what each measures: equal plans, equal results (``Trials.digest``)."""
+    return as_trials(trials).digest

@@ -40,7 +40,7 @@ DURATION = re.compile(r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0
 BASE_RULES = (  # exactly the verbs the operator uses (measured against the emulator's request log)
     {("mcpfleet.io", "evalruns", v) for v in ("list", "watch", "patch", "delete")}
     | {("mcpfleet.io", "evalruns/status", "patch"), ("mcpfleet.io", "evalruns/finalizers", "update")}
-    | {("", "pods", v) for v in ("get", "list", "watch", "create", "delete")}
+    | {("", "pods", v) for v in ("get", "list", "watch", "create", "delete", "deletecollection")}
     | {("", "events", "create")}
 )
 PEERING_VERBS = ("list", "watch", "patch", "create")  # kopf's keep-alives; `mcpfleet operator` creates the object

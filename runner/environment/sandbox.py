@@ -41,7 +41,7 @@ _CLONE_NEWNS, _CLONE_NEWNET = 0x00020000, 0x40000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT = 1, 2, 4, 8, 32
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 
-_roots: list[Callable[[], Path | None]] = []
+_roots: list[Callable[[], Path | list[Path] | None]] = []
 _available: bool | None = None
 
 

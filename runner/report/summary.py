@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from mcpfleet.runner._util.sharing import shared_all
+from mcpfleet.runner.plan.trials import Planned
 from mcpfleet.runner.report.planned import PLAN_FILE as PLAN_FILE  # re-exported: its readers import it here
 from mcpfleet.runner.report.planned import planned as planned
 from mcpfleet.runner.report.planned import still_planned as still_planned
@@ -19,16 +21,17 @@ from mcpfleet.runner.spec.trial import TrialSpec
 from mcpfleet.runner.toolcalls.case_records import breakdown, expand
 
 
-def plan_file(run: EvalRun, trials: list[TrialSpec]) -> dict[str, Any]:
+def plan_file(run: EvalRun, trials: Iterable[TrialSpec | Planned]) -> dict[str, Any]:
     """What ``planned`` reads back: written by the launcher when it plans and by the operator when it
     summarises, so that an export or report counts the records summary.json counts, and no other."""
     return {"run": run.name, "spec_hash": spec_hash(run), "trials": {t.trial_id: t.spec_hash for t in trials}}
 
 
 def build_summary(
-    run: EvalRun, trials: list[TrialSpec], store: ResultStore, stopped: dict[str, str] | None = None
+    run: EvalRun, trials: Iterable[TrialSpec | Planned], store: ResultStore, stopped: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """Aggregate the stored records of the planned trials (records of trials no longer planned are ignored).
+    ``trials``: the trials, or just their ids and spec hashes (the operator's plan builds no TrialSpec for it).
 
     ``stopped``: models whose launches were stopped (a configuration error, the retry budget), with why."""
     wanted = {t.trial_id: t.spec_hash for t in trials}
@@ -41,9 +44,9 @@ def build_summary(
         "run": run.name,
         "spec_hash": spec_hash(run),
         "generated_at": now_iso(),
-        "trials_planned": len(trials),
+        "trials_planned": len(wanted),
         "trials_recorded": len(results),
-        "complete": len(results) == len(trials),
+        "complete": len(results) == len(wanted),
         "not_scored": dict(sorted(not_scored.items())),  # infra, provider and config errors: re-run on resume
         "stopped": dict(sorted((stopped or {}).items())),
         "rows": summarize(scored, run.spec.attempts),

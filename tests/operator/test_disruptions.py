@@ -15,12 +15,18 @@ import kopf
 import pytest
 from test_outcomes import NS, launched_run, record, tid_of
 
-from mcpfleet.operator import metrics
+from mcpfleet.operator import deletes, metrics
 from mcpfleet.operator.reconciler import Reconciler
 from mcpfleet.operator.verdict import DISRUPTION_LIMIT
 from mcpfleet.runner.results.records import now_iso
 
 Events = list[tuple[str, str, str]]
+
+
+@pytest.fixture(autouse=True)
+def prompt_deletes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted tries' pods deleted in the step that counts them (deletes.py batches them for up to 1 s)."""
+    monkeypatch.setattr(deletes, "DELETE_EVERY_SECONDS", 0.0)
 
 
 @pytest.fixture

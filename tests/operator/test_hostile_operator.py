@@ -45,7 +45,7 @@ async def test_any_planning_failure_is_an_invalid_spec_not_a_crash_loop(
 ) -> None:
     """Before: only SpecError/TaskError/ValueError were caught; a TypeError from a pack's meta.json (finding 5)
     escaped the daemon, which kopf restarted again and again, with no status."""
-    real_plan = planning.plan
+    real_plan = planning.lazy_plan  # how the operator plans (planning.planned_lazily)
     calls = []
 
     def plan(run: Any, root: Any, tasks: Any = None) -> Any:
@@ -54,7 +54,7 @@ async def test_any_planning_failure_is_an_invalid_spec_not_a_crash_loop(
             raise TypeError("string indices must be integers, not 'str'")
         return real_plan(run, root, tasks)
 
-    monkeypatch.setattr(planning, "plan", plan)
+    monkeypatch.setattr(planning, "lazy_plan", plan)
     with run_kopf_in_thread("mcpfleet.operator.handlers", kube.kubeconfig_path, namespace=NS):
         kube.create(evalrun("plan-bug", image_pack, s3, bucket, **ONE))
         status = await wait_until(lambda: failed(kube, "plan-bug"), 30, "the run to fail")

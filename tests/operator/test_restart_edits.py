@@ -18,8 +18,15 @@ from conftest import make_tiny_pack
 from kubeemu import merge_patch
 from test_outcomes import FakeKube, edit, evalrun, reconciler, record, tid_of
 
+from mcpfleet.operator import deletes
 from mcpfleet.operator.reconciler import Reconciler
 from mcpfleet.runner.results.store import LocalStore
+
+
+@pytest.fixture(autouse=True)
+def prompt_deletes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted tries' pods deleted in the step that counts them (deletes.py batches them for up to 1 s)."""
+    monkeypatch.setattr(deletes, "DELETE_EVERY_SECONDS", 0.0)
 
 
 @pytest.fixture(autouse=True)

@@ -17,10 +17,17 @@ from test_disruptions import disruption
 from test_outcomes import edit, evalrun, reconciler, record, tid_of
 
 import mcpfleet.operator.reconciler as reconciler_module
+from mcpfleet.operator import deletes
 from mcpfleet.operator.kube import ForeignPod, Kube, PodRefused
 from mcpfleet.operator.manifests import LABEL_RUN_UID
 from mcpfleet.operator.reconciler import Reconciler
 from mcpfleet.runner.results.records import now_iso
+
+
+@pytest.fixture(autouse=True)
+def prompt_deletes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted tries' pods deleted in the step that counts them (deletes.py batches them for up to 1 s)."""
+    monkeypatch.setattr(deletes, "DELETE_EVERY_SECONDS", 0.0)
 
 
 class PodsKube:
@@ -65,6 +72,11 @@ class PodsKube:
 
     def remove(self, name: str) -> dict[str, Any]:
         return self.existing.pop(name)
+
+    async def delete_pods(self, namespace: str, selector: str) -> list[str]:
+        """A deletecollection by the operator's selector (``... <pod label> in (names)``): each named pod deleted."""
+        names = selector.split(" in (", 1)[1].rstrip(")").split(",")
+        return [name for name in names if await self.delete_pod(namespace, name)]
 
     async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         return list(self.existing.values())
@@ -303,7 +315,7 @@ async def test_a_finished_pod_whose_delete_failed_is_deleted_later(
     assert rec.state.done[tid]["passed"] and rec.phase == "Succeeded" and kube.deleted == [name]
     rec.deadlines_at = 0.0
     await rec.step()
-    assert kube.deleted == [name, name] and not rec.to_delete
+    assert kube.deleted == [name, name] and not rec.deletes.failed
     assert list(rec.state.done) == [tid] and rec.shared.inflight == 0
 
 
@@ -321,10 +333,10 @@ async def test_a_finished_pod_on_the_deadline_path_whose_delete_failed_is_delete
     kube.fail_delete.add(name)
     rec.deadlines_at = 0.0
     await rec.step()  # would raise if the delete's error escaped
-    assert rec.state.retries == {inf.trial.trial_id: 1} and name in rec.to_delete
+    assert rec.state.retries == {inf.trial.trial_id: 1} and name in rec.deletes.failed
     rec.deadlines_at = 0.0
     await rec.step()
-    assert kube.deleted.count(name) == 2 and name not in rec.to_delete
+    assert kube.deleted.count(name) == 2 and name not in rec.deletes.failed
 
 
 async def test_a_refused_pod_list_while_rebuilding_is_tried_again(
