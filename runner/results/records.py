@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, quote_plus
 
+import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mcpfleet.runner.spec import mcpmark_protocol as protocol
@@ -127,6 +128,23 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def parse_record(raw: bytes) -> Any:
+    """``raw`` as JSON, None when it is none (damaged, not UTF-8, NaN or Infinity, nested too deep).
+
+    pydantic-core's parser first: it reads a record in about a third of ``json.loads``'s time, and opening a
+    10,000-trial run (view, report, resume) is mostly this. Whatever it refuses goes to ``json.loads``, so the
+    answer is always ``json.loads``'s: a byte-order mark or an escaped lone surrogate, which only the standard
+    parser accepts, still reads (a finished trial must never turn unfinished and run again)."""
+    try:
+        return pydantic_core.from_json(raw, allow_inf_nan=False)
+    except ValueError:
+        pass
+    try:
+        return json.loads(raw, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        return None
+
+
 def usable_record(raw: bytes, trial_id: str | None = None) -> dict[str, Any] | None:
     """A stored result.json as every reader may take it, else None: the trial reads as unfinished (run again on
     resume, left out of every aggregate), never as a crash or a wrong score in each summary, report and export.
@@ -135,10 +153,7 @@ def usable_record(raw: bytes, trial_id: str | None = None) -> dict[str, Any] | N
     record that does not validate as a TrialResult with exact types (``"passed": "false"`` is no pass, an
     ``attempt`` of ``"1"`` no attempt); and, given ``trial_id`` (the folder or key it was read from), a record of
     another trial: a copied folder (``trials/X.bak``) would otherwise count X twice."""
-    try:
-        rec = json.loads(raw, parse_constant=_no_constant)
-    except (ValueError, RecursionError):
-        return None
+    rec = parse_record(raw)
     if not isinstance(rec, dict) or (trial_id is not None and rec.get("trial_id") != trial_id):
         return None
     try:

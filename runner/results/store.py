@@ -149,14 +149,17 @@ class LocalStore:
         except OSError:
             return None
 
-    def iter_results(self) -> Iterator[dict[str, Any]]:
+    def trial_names(self) -> list[str]:
+        """The names of the folders under ``trials/``, sorted: the trials that may have a record."""
         trials = self.root / "trials"
         if not trials.is_dir():
-            return
-        for d in sorted(trials.iterdir()):
-            if not d.is_dir():  # a stray file (NOTES.txt, .DS_Store) is no trial
-                continue
-            r = self.read_result(d.name)
+            return []
+        with os.scandir(trials) as entries:  # a stray file (NOTES.txt, .DS_Store) is no trial
+            return sorted(e.name for e in entries if e.is_dir())
+
+    def iter_results(self) -> Iterator[dict[str, Any]]:
+        for name in self.trial_names():
+            r = self.read_result(name)
             if r is not None:
                 yield r
 

@@ -20,16 +20,14 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import astuple, fields
 from pathlib import Path
 from typing import Any
 
 from mcpfleet.runner._util.cachedir import viewer_cache_dir as cache_dir
-from mcpfleet.runner.report.viewer.index import TrialRow
+from mcpfleet.runner.report.viewer.index import ROW_FIELDS, TrialRow, row_from_values
 
 VERSION = 1  # of the cache's format: a new one reads every run again
 STATE_FILES = ("plan.json", "run.json")
-_ROW_FIELDS = tuple(f.name for f in fields(TrialRow))
 
 
 def _stat(path: str) -> str:
@@ -74,23 +72,13 @@ def write_private(path: Path, write: Callable[[Path], object]) -> None:
             os.unlink(tmp)
 
 
-def _row(values: list[Any]) -> TrialRow:
-    """A row as the cache holds it, made as pickle makes one (its fields set, no __init__: 10,000 frozen
-    dataclasses' __init__ cost a third of a cached start)."""
-    if len(values) != len(_ROW_FIELDS):
-        raise ValueError("a row of another shape")
-    row = object.__new__(TrialRow)
-    row.__dict__.update(zip(_ROW_FIELDS, values, strict=True))
-    return row
-
-
 def load_index(root: Path, state: str) -> dict[str, Any] | None:
     """The cached index of ``root`` at ``state`` (rows as TrialRow), or None (none, stale, damaged)."""
     try:
         data = json.loads(cache_file(root, "index.json").read_bytes())
-        if not isinstance(data, dict) or data.get("state") != state or data.get("fields") != list(_ROW_FIELDS):
+        if not isinstance(data, dict) or data.get("state") != state or data.get("fields") != list(ROW_FIELDS):
             return None
-        data["rows"] = [_row(r) for r in data["rows"]]
+        data["rows"] = [row_from_values(r) for r in data["rows"]]
     except (OSError, ValueError, TypeError, KeyError):
         return None
     return data
@@ -98,7 +86,7 @@ def load_index(root: Path, state: str) -> dict[str, Any] | None:
 
 def save_index(root: Path, state: str, rows: list[TrialRow], **facts: Any) -> None:
     """Keep the index for the next start; a cache that cannot be written is only slower, never an error."""
-    data = {"state": state, "fields": list(_ROW_FIELDS), "rows": [astuple(r) for r in rows], **facts}
+    data = {"state": state, "fields": list(ROW_FIELDS), "rows": [tuple(r.__dict__.values()) for r in rows], **facts}
     body = json.dumps(data, ensure_ascii=False).encode("utf-8", "backslashreplace")
     with contextlib.suppress(OSError):
         write_private(cache_file(root, "index.json"), lambda p: p.write_bytes(body))

@@ -20,6 +20,7 @@ from mcpfleet.runner.report.planned import still_planned
 from mcpfleet.runner.report.roots import ReportError, open_run
 from mcpfleet.runner.report.viewer import cache, search_index
 from mcpfleet.runner.report.viewer.index import TrialRow, row_of, sort_rows
+from mcpfleet.runner.report.viewer.reading import read_rows
 from mcpfleet.runner.report.viewer.search import FILES, SearchCache, forms
 from mcpfleet.runner.report.viewer.search_index import SearchIndex
 from mcpfleet.runner.report.viewer.transcript import Transcript, normalise
@@ -112,20 +113,27 @@ class Run:
 
 def _index(ref: str, store: ResultStore) -> tuple[list[TrialRow], str, str, list[str]]:
     """The run's rows, name, spec hash and notes, from its records."""
-    found = list(store.iter_results())
+    keep = still_planned(store)  # as summary.json, report and export count them
+    if isinstance(store, LocalStore):
+        got = read_rows(store, keep)  # every core of the machine (reading.py)
+        found, kept, first_name = got.found, got.rows, got.run_name
+    else:
+        records = list(store.iter_results())
+        found = len(records)
+        records = [r for r in records if keep(r)]
+        kept = [row_of(r) for r in records]
+        first_name = str(records[0].get("run") or "") if records else None
     if not found:
         raise ReportError(f"{ref}: no trial records at {store.location()}")
-    keep = still_planned(store)  # as summary.json, report and export count them
-    records = [r for r in found if keep(r)]
-    if not records:
-        raise ReportError(f"{ref}: none of its {len(found)} trial records is of a trial its plan.json plans")
-    rows = sort_rows(row_of(r) for r in records)
+    if not kept:
+        raise ReportError(f"{ref}: none of its {found} trial records is of a trial its plan.json plans")
+    rows = sort_rows(kept)
     run_json = store.read_json("run.json")
-    name = str(records[0].get("run") or ref)
+    name = first_name or ref
     spec_hash = str(run_json.get("spec_hash", "")) if isinstance(run_json, dict) else ""
     notes = []
-    if len(records) < len(found):
-        notes.append(f"{len(found) - len(records)} record(s) of trials no longer planned are left out")
+    if len(kept) < found:
+        notes.append(f"{found - len(kept)} record(s) of trials no longer planned are left out")
     harnesses = sorted({r.harness for r in rows if r.harness})
     if len(harnesses) > 1:
         notes.append(f"records of {len(harnesses)} harnesses: {', '.join(harnesses)}")
