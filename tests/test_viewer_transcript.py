@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 import pytest
 
@@ -13,7 +15,7 @@ from mcpfleet.runner.report.viewer.comparison import Side, comparison
 from mcpfleet.runner.report.viewer.index import filter_rows, label, row_of
 from mcpfleet.runner.report.viewer.logs import cause_line
 from mcpfleet.runner.report.viewer.matrix import matrices
-from mcpfleet.runner.report.viewer.pages import cases_shown, entries_page, page_starts
+from mcpfleet.runner.report.viewer.pages import cases_shown, entries_page, matrix_page, page_starts, url
 from mcpfleet.runner.report.viewer.search import scan
 from mcpfleet.runner.report.viewer.transcript import CHAT, REACT, SDK, normalise
 from mcpfleet.runner.results.records import to_mcpmark_messages
@@ -207,6 +209,32 @@ def test_matrix_cells_rates_and_sorts() -> None:
     assert pg.columns == [("a @v2", "a", "v2")]
     with pytest.raises(ValueError, match="sort=x"):
         matrices(rows, "x")
+
+
+HOSTILE_NAME = 'm<script>alert(1)</script>&x=1+2 "q" #frag %41 Ünï 🦭'
+
+
+def test_links_quote_every_value_as_urlencode_does() -> None:
+    params = {"model": HOSTILE_NAME, "task": ["a b", "c&d", ""], "variant": "", "n": 3, "none": None, "k=&": "="}
+    want = urlencode([("model", HOSTILE_NAME), ("task", "a b"), ("task", "c&d"), ("n", "3"), ("k=&", "=")])
+    assert url("/run/0/trials", params) == "/run/0/trials?" + want
+    assert parse_qsl(url("/x", params).split("?", 1)[1])[0] == ("model", HOSTILE_NAME)
+    assert url("/x", {"a": ""}) == "/x"
+
+
+def test_the_matrix_page_escapes_names_and_links_each_cell_to_its_trials() -> None:
+    rows = [row_of(r) for r in [
+        rec(HOSTILE_NAME, "t<b>1", 1, True), rec(HOSTILE_NAME, "t<b>1", 2, False, "verifier_<i>failed"),
+        rec("plain", "t<b>1", 1, False, "abandoned"),
+    ]]  # fmt: skip
+    run = SimpleNamespace(label="run <u>x</u>", rows=rows, notes=[], spec_hash="", store=SimpleNamespace(location=str))
+    html = matrix_page(0, run, matrices(rows), "task")
+    assert "<script>alert" not in html and "t<b>1" not in html and "_<i>" not in html and "<u>" not in html
+    assert "t&lt;b&gt;1" in html and "verifier_&lt;i&gt;failed" in html
+    cell = urlencode({"service": "filesystem", "task": "t<b>1", "category": "cat", "model": HOSTILE_NAME})
+    assert f'href="/run/0/trials?{cell}"'.replace("&", "&amp;") in html
+    assert html.count('class="cell"') == 2 * 2  # two cells, each a <td> and its <a>
+    assert html.count('title="attempt 2: verifier_&lt;i&gt;failed"') == 1
 
 
 def test_search_finds_escaped_text_caps_and_reports_bytes() -> None:

@@ -7,12 +7,13 @@ never taken from a transcript, so no ``javascript:`` link can come from one.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, quote_plus
 
 import jinja2
 
@@ -20,7 +21,7 @@ from mcpfleet.runner.environment.invocation import recorded_verifier
 from mcpfleet.runner.report.viewer.comparison import Comparison
 from mcpfleet.runner.report.viewer.index import FILTERS, TrialRow, facets, label
 from mcpfleet.runner.report.viewer.logs import cause_line
-from mcpfleet.runner.report.viewer.matrix import SORTS, Matrix
+from mcpfleet.runner.report.viewer.matrix import SORTS, Matrix, MatrixRow
 from mcpfleet.runner.report.viewer.search import Found
 from mcpfleet.runner.report.viewer.transcript import Entry, Transcript
 from mcpfleet.runner.spec import mcpmark_protocol as protocol
@@ -42,14 +43,21 @@ _env = jinja2.Environment(
 )
 
 
+@functools.lru_cache(maxsize=65_536)
+def _quoted(text: str) -> str:
+    """One key or value as ``urlencode`` quotes it (a matrix repeats the same few values thousands of times)."""
+    return quote_plus(text)
+
+
 def url(path: str, params: Mapping[str, Any] | None = None) -> str:
-    """``path`` with the query string of ``params`` (lists as repeated keys, empty values left out)."""
+    """``path`` with the query string of ``params`` (lists as repeated keys, empty values left out), as
+    ``urlencode`` makes it."""
     items = []
     for k, v in (params or {}).items():
         for one in v if isinstance(v, list | tuple) else [v]:
             if one is not None and one != "":
-                items.append((k, str(one)))
-    return path + ("?" + urlencode(items) if items else "")
+                items.append(f"{_quoted(str(k))}={_quoted(str(one))}")
+    return path + ("?" + "&".join(items) if items else "")
 
 
 def trial_url(run: int, trial_id: str) -> str:
@@ -87,13 +95,41 @@ def runs_page(runs: Sequence[Any]) -> str:
     return render("runs.html", title="runs", runs=list(enumerate(runs)), shapes=shapes, warning=warning)
 
 
+@dataclass(frozen=True)
+class CellView:
+    """A matrix cell as the page shows it, worked out here once: a 10,000-trial matrix has thousands of cells, and
+    each method the template called per cell cost more than the rest of the page."""
+
+    href: str
+    marks: list[tuple[str, str, str]]
+    rate: str
+    why: str
+
+
+def matrix_rows(run_index: int, m: Matrix) -> list[tuple[MatrixRow, str, list[CellView | None]]]:
+    """Each row of ``m`` with its task link and its cells in column order (None: no attempt there)."""
+    trials = f"/run/{run_index}/trials"
+    out = []
+    for r in m.rows:
+        cells: list[CellView | None] = []
+        for col, model, variant in m.columns:
+            cell = r.cells.get(col)
+            if cell is None:
+                cells.append(None)
+                continue
+            params = {"service": m.service, "task": r.task, "category": r.category, "model": model, "variant": variant}
+            cells.append(CellView(url(trials, params), cell.marks(), _pct(cell.pass_rate), ", ".join(cell.failures())))
+        out.append((r, url(trials, {"service": m.service, "task": r.task}), cells))
+    return out
+
+
 def matrix_page(run_index: int, run: Any, matrices: list[Matrix], sort: str) -> str:
     return render(
         "matrix.html",
         title=f"{run.label}: matrix",
         run_index=run_index,
         run=run,
-        matrices=matrices,
+        matrices=[(m, matrix_rows(run_index, m)) for m in matrices],
         sort=sort,
         sorts=SORTS,
     )
