@@ -88,7 +88,13 @@ BIN_PATH = os.pathsep.join(
     ]
     if p
 )
-VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+VAR_REF = re.compile(r"\$\$|\$\(([^)]*)\)")  # Kubernetes' expansion: $$ is a literal $, $(NAME) a variable's value
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """``$(NAME)`` as the kubelet expands it in a container's command, args and env: the value of a variable defined
+    earlier, else left as written; ``$$`` reduced to ``$`` (how a literal ``$(NAME)`` is written)."""
+    return VAR_REF.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)
 
 
 def now() -> str:
@@ -743,9 +749,9 @@ class Kubelet:
             v = ports.get(v, v)
             # Paths in the literal are rewritten first, then $(VAR)s expand to values already rewritten (a value
             # that is a host path under /tmp must not be taken for the /tmp mount a second time).
-            env[e["name"]] = VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), rewrite(v))
+            env[e["name"]] = expand(rewrite(v), env)
         argv = [
-            VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), rewrite(a))
+            expand(rewrite(a), env)
             for a in (c.get("command") or []) + (c.get("args") or [])
         ]
         tmp = {"TMPDIR": paths["/tmp"]} if self.tmp_env and "/tmp" in paths else {}  # its /tmp: the volume

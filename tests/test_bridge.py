@@ -134,6 +134,37 @@ def test_a_pod_with_a_backing_sidecar_validates_and_its_port_travels_as_one_vari
     assert sorted(ports) == [8081, OperatorSettings().metrics_port]  # the server listens on none (the FIFOs)
 
 
+def test_a_declared_dollar_reaches_the_server_as_written_and_only_port_references_expand(tmp_path: Path) -> None:
+    """The kubelet expands ``$(VAR)`` in a container's command, args and env: a declaration's own ``$`` is doubled
+    (``$$`` is the kubelet's literal ``$``), so ``$(HOME)`` or ``$$`` in an argument reaches the server as written,
+    while ``{port:web}`` expands to the port."""
+    from kubelet import expand
+
+    web = {"name": "web", "image": "registry.example/web:1", "command": ["web", "--x", "$(HOME)"], "port": 8081,
+           "env": {"LITERAL": "a$$b $(MCPFLEET_PORT_WEB) {port:web}"}, "readiness": {"tcp": True}}  # fmt: skip
+    server = {
+        "command": "mcp-$(X)",
+        "args": ["--pattern", "$(HOME)/*.txt", "cost: $5", "{port:web}", "$({port:web})"],
+        "env": {"PORT_TEXT": "$(MCPFLEET_PORT_WEB)={port:web}"},
+        "image": "registry.example/files:1",
+    }
+    pod = pod_of(tmp_path, {**DECLARATION, "server": server, "backing": [web]})
+    kubernetes_validate.validate(pod, "1.37.0", strict=True)
+    inits = {c["name"]: c for c in pod["spec"]["initContainers"]}
+
+    def as_started(container: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+        env: dict[str, str] = {"HOME": "/home/x", "X": "y"}
+        for e in container.get("env") or []:
+            env[e["name"]] = expand(e["value"], env)
+        return [expand(a, env) for a in container.get("command", []) + container.get("args", [])], env
+
+    argv, env = as_started(inits["mcp-files"])
+    assert argv[4:] == ["mcp-$(X)", "--pattern", "$(HOME)/*.txt", "cost: $5", "8081", "$(8081)"]
+    assert env["PORT_TEXT"] == "$(MCPFLEET_PORT_WEB)=8081"
+    argv, env = as_started(inits["backing-web"])
+    assert argv == ["web", "--x", "$(HOME)"] and env["LITERAL"] == "a$$b $(MCPFLEET_PORT_WEB) 8081"
+
+
 def test_a_backing_port_that_is_the_runners_is_refused_naming_the_key(tmp_path: Path) -> None:
     taken = OperatorSettings().metrics_port
     web = {"name": "web", "image": "registry.example/web:1", "port": taken, "readiness": {"tcp": True}}

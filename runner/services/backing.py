@@ -21,7 +21,7 @@ import re
 import signal
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,6 +71,16 @@ def pod_ports(declaration: ServiceDeclaration) -> dict[str, int]:
         else:
             raise BackingError(f"backing service '{b.name}' has no port in this pod ({port_env(b.name)} unset)")
     return out
+
+
+def pod_value(text: str, state_mount: str, refs: Mapping[str, str]) -> str:
+    """A declared value as a trial pod's container gets it: ``{state}`` and ``{port:NAME}`` substituted, and every
+    ``$`` of the declaration's own text doubled, since the kubelet expands ``$(VAR)`` in a container's command, args
+    and env and reduces ``$$`` to ``$``: each argument reaches the server as written (``--pattern '$(HOME)'`` too),
+    and only mcpfleet's own port references are expanded."""
+    from mcpfleet.runner.spec.service_decl import substitute
+
+    return substitute(text.replace("$", "$$"), state_mount, refs)
 
 
 def free_port() -> int:
@@ -183,7 +193,6 @@ def pod_backing_sidecars(declaration: ServiceDeclaration, origin: Path, pod: Pod
     """The backing services as native sidecars of the trial pod, in start order. ValueError naming ``origin``
     (its service.yaml) and the key for one that has no image or no port (a pod needs both), or whose port another
     container of the pod listens on (they share one network)."""
-    from mcpfleet.runner.spec.service_decl import substitute
 
     refs = pod_port_refs(declaration)
     port_vars = pod_port_env(declaration)
@@ -209,7 +218,7 @@ def pod_backing_sidecars(declaration: ServiceDeclaration, origin: Path, pod: Pod
             if b.readiness.tcp
             else {"httpGet": {"path": b.readiness.http_get, "port": b.port}}
         )
-        own = [{"name": k, "value": substitute(v, pod.state_mount, refs)} for k, v in b.env.items()]
+        own = [{"name": k, "value": pod_value(v, pod.state_mount, refs)} for k, v in b.env.items()]
         container: dict[str, Any] = {
             "name": f"backing-{b.name}",
             "image": b.image,
@@ -222,6 +231,6 @@ def pod_backing_sidecars(declaration: ServiceDeclaration, origin: Path, pod: Pod
             "securityContext": pod.security,
         }
         if b.command:
-            container["command"] = [substitute(a, pod.state_mount, refs) for a in b.command]
+            container["command"] = [pod_value(a, pod.state_mount, refs) for a in b.command]
         out.append(container)
     return out

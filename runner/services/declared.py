@@ -242,7 +242,7 @@ class DeclaredService(Service):
     def pod_sidecars(self, params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
         """The backing services, then the server from its own image over the FIFO bridge (bridge.py): the image
         needs the server and nothing else, the helper comes from the runner image through the bridge volume."""
-        from mcpfleet.runner.services.backing import pod_backing_sidecars, pod_port_env, pod_port_refs
+        from mcpfleet.runner.services.backing import pod_backing_sidecars, pod_port_env, pod_port_refs, pod_value
 
         server = self.server
         refs = pod_port_refs(self.declaration)
@@ -251,8 +251,8 @@ class DeclaredService(Service):
             return sidecars
         if server.command is None or server.image is None:
             raise ValueError(f"no MCP sidecar image for service '{self.name}'; set {self.image_hint()}")
-        argv = [server.command, *(substitute(a, pod.state_mount, refs) for a in server.args)]
-        env = [{"name": k, "value": substitute(v, pod.state_mount, refs)} for k, v in server.env.items()]
+        argv = [server.command.replace("$", "$$"), *(pod_value(a, pod.state_mount, refs) for a in server.args)]
+        env = [{"name": k, "value": pod_value(v, pod.state_mount, refs)} for k, v in server.env.items()]
         env = [*pod_port_env(self.declaration), *env]
         return [*sidecars, bridge_init(pod), bridged_sidecar(self._container, server.image, argv, pod, env)]
 
