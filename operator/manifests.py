@@ -314,6 +314,7 @@ def trial_pod(run: EvalRun, trial: TrialSpec, settings: OperatorSettings, retry:
             security=_container_security(),
             images={**settings.sidecar_images, **pod.sidecar_images},
             volume_size_limit=pod.volume_size_limit,
+            taken_ports={settings.metrics_port: "the runner's metrics port (the chart's runner.metricsPort)"},
         )
         if known is not None:
             sidecars = known.pod_sidecars(trial.service_params, context)

@@ -2,10 +2,17 @@
 
 It does what a node does for the operator's trial pods, honestly enough that the e2e exercises the real
 trial code: init containers in order, native sidecars (``restartPolicy: Always``) kept running and gated
-on their HTTP, TCP or exec startupProbe (HTTP and TCP sent to the pod IP, here a non-loopback address of this host,
-as a node sends them: a server bound to 127.0.0.1 fails them), the main container, ``$(VAR)`` expansion, Secrets
-resolved from the API, termination messages, ``activeDeadlineSeconds``, image-pull failures on demand, and pod
-deletion. Once a sidecar is ready, the addresses listening on each of its ports are recorded (``bound``).
+on their HTTP, TCP or exec startupProbe (tests/kubelet_probes.py; HTTP and TCP sent to the pod IP, here a
+non-loopback address of this host, as a node sends them: a server bound to 127.0.0.1 fails them), the main
+container, ``$(VAR)`` expansion, Secrets resolved from the API, termination messages, ``activeDeadlineSeconds``,
+image-pull failures on demand, and pod deletion. Once a sidecar is ready, the addresses listening on each of its
+ports are recorded (``bound``).
+A native sidecar that exits before its startup probe passes, or whose probe fails ``failureThreshold`` times, is
+restarted as its ``restartPolicy: Always`` says (killed first if it still runs), after the kubelet's back-off (10 s,
+doubling), its status saying so (``restartCount``, ``lastState.terminated``, waiting ``CrashLoopBackOff``); the next
+init container starts only once it has started. When the main containers have exited, the sidecars are stopped one
+at a time in the reverse of their order in the spec, as Kubernetes documents. What each container was started with
+(``launched``) and each start, passed startup probe and restart (``events``) are kept per pod.
 
 Deletion is a node's: it binds each pod it runs to its node (``pods/<name>/binding``, as the scheduler
 would), so the API server deletes it gracefully. On a ``deletionTimestamp`` the kubelet sends SIGTERM to the
@@ -24,27 +31,25 @@ volume's folder (off by default: under a long ``workdir`` the path is too long f
 make there, Chromium's among them, so a test that turns it on gives a short ``workdir``).
 KUBELET_KEEP=1 in the environment keeps the pods' folders (container logs, volumes) for a post-mortem.
 
-Containers whose command is the runner image's ``mcpfleet`` are forked from a warm zygote (tests/warm_zygote.py,
-one per test process, shared by its kubelets) that has imported mcpfleet and LiteLLM once: each is still a process
-of its own with the container's argv, environment, folder, session and log (its /proc shows them), without paying
-~3.7 s of imports per container. Until the zygote is ready, and with ``warm=False`` or KUBELET_COLD=1, containers
-start with exec.
+Containers whose command is the runner image's ``mcpfleet`` are forked from a warm zygote (tests/warm_zygote.py, its
+kubelet end tests/kubelet_warm.py; one per test process, shared by its kubelets) that has imported mcpfleet and
+LiteLLM once: each is still a process of its own with the container's argv, environment, folder, session and log
+(its /proc shows them), without paying ~3.7 s of imports per container. Until the zygote is ready, and with
+``warm=False`` or KUBELET_COLD=1, containers start with exec.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import re
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
@@ -52,11 +57,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from kubelet_probes import SidecarFailed, listening, wait_startup
+from kubelet_warm import Proc, WarmZygote
 from proctree import processes_naming
 
 REPO = Path(__file__).resolve().parents[1]
 MCPFLEET = REPO / ".venv" / "bin" / "mcpfleet"  # the runner image's entry point
-_IMPORT_ENV = dict(os.environ)  # the warm zygote's: as this process started, before a test changed any variable
 
 
 def _pg_bin() -> str:
@@ -82,44 +88,17 @@ BIN_PATH = os.pathsep.join(
     ]
     if p
 )
-VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+VAR_REF = re.compile(r"\$\$|\$\(([^)]*)\)")  # Kubernetes' expansion: $$ is a literal $, $(NAME) a variable's value
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """``$(NAME)`` as the kubelet expands it in a container's command, args and env: the value of a variable defined
+    earlier, else left as written; ``$$`` reduced to ``$`` (how a literal ``$(NAME)`` is written)."""
+    return VAR_REF.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)
 
 
 def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _node_address() -> str | None:
-    """An address of this host other than loopback: the pod IP a real kubelet sends httpGet and tcpSocket probes to
-    (every pod here shares the host's network). None when the host has none (then probes go to 127.0.0.1)."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("192.0.2.1", 9))  # UDP: nothing is sent, the kernel only picks the outgoing address
-            address = str(s.getsockname()[0])
-    except OSError:
-        return None
-    return None if address.startswith("127.") else address
-
-
-POD_IP = _node_address() or "127.0.0.1"
-
-
-def listening(port: int) -> list[str]:
-    """The local addresses on which some socket listens on TCP ``port`` (from /proc/net/tcp and tcp6), sorted."""
-    found = set()
-    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            local, state = line.split()[1], line.split()[3]
-            address, _, hexport = local.partition(":")
-            if state != "0A" or int(hexport, 16) != port or len(address) != width:  # 0A: LISTEN
-                continue
-            raw = b"".join(bytes.fromhex(address[i : i + 8])[::-1] for i in range(0, width, 8))
-            found.add(socket.inet_ntop(socket.AF_INET if width == 8 else socket.AF_INET6, raw))
-    return sorted(found)
 
 
 def free_port() -> int:
@@ -129,6 +108,9 @@ def free_port() -> int:
 
 
 LEFTOVER_SETTLE_SECONDS = 2.0  # how long a pod's processes may outlive its last container before they are leftovers
+
+
+SIDECAR_BACKOFF_SECONDS = 10.0  # a node's first restart back-off (doubling to 300 s), CrashLoopBackOff's
 
 
 class PodFailed(Exception):
@@ -181,6 +163,10 @@ class Kubelet:
         # pod name -> {sidecar: {its containerPort: the addresses listening on it once ready}}, e.g. ["127.0.0.1"]
         self.bound: dict[str, dict[str, dict[int, list[str]]]] = {}
         self.init_logs: dict[str, dict[str, str]] = {}  # pod name -> {one-shot init container: its log}, kept
+        # pod name -> {container: (argv, env)} as started (after $(VAR) expansion and the host's rewrites)
+        self.launched: dict[str, dict[str, tuple[list[str], dict[str, str]]]] = {}
+        # pod name -> [(monotonic time, container, "start" | "probe <kind> <target>: <outcome>" | "restart <n>: ...")]
+        self.events: dict[str, list[tuple[float, str, str]]] = {}
         self.session: aiohttp.ClientSession | None = None
         self._watch: asyncio.Task[None] | None = None
         # Deletion: each pod's processes and folder, which container a process is, pods being terminated.
@@ -392,7 +378,7 @@ class Kubelet:
         rest = [p for p in reversed(procs) if p not in first]
         try:
             await self._stop(meta["name"], first, deadline)
-            await self._stop(meta["name"], rest, deadline)
+            await self._stop_in_turn(meta["name"], rest, deadline)
             if task is not None and not task.done():
                 # The pod's own task reports its containers' end (a terminal phase) once its main containers
                 # exit; one waiting on something else (an image pull, a startup probe) is stopped here.
@@ -425,6 +411,11 @@ class Kubelet:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(p.pid, signal.SIGKILL)
             await asyncio.gather(*(p.wait() for p in live), return_exceptions=True)
+
+    async def _stop_in_turn(self, pod: str, procs: list[Proc], deadline: float) -> None:
+        """Stop ``procs`` one after another (sidecars, in the reverse of their order), all within one grace."""
+        for p in procs:
+            await self._stop(pod, [p], deadline)
 
     async def _report_terminated(self, meta: dict[str, Any]) -> None:
         """A pod whose containers were stopped before it could report its end is Failed (the kubelet never
@@ -546,8 +537,7 @@ class Kubelet:
             for c in spec.get("initContainers") or []:
                 argv, env, term_file = await self._prepare(ns, c, mounts, ports, poddir)
                 if c.get("restartPolicy") == "Always":
-                    procs.append(await self._spawn(argv, env, poddir, c["name"]))
-                    await self._wait_startup(c, ports, procs[-1], env, poddir)
+                    await self._start_sidecar(pod, c, (argv, env), ports, poddir, procs, init_statuses)
                     self.sidecars.setdefault(name, []).append(c["name"])
                     self.bound.setdefault(name, {})[c["name"]] = {
                         p["containerPort"]: listening(int(ports[str(p["containerPort"])])) for p in c.get("ports") or []
@@ -564,6 +554,7 @@ class Kubelet:
                     )
                 else:
                     proc = await self._spawn(argv, env, poddir, c["name"])
+                    self._launched(name, c["name"], argv, env)
                     procs.append(proc)
                     code = await proc.wait()
                     log = (poddir / f"{c['name']}.log").read_text(errors="replace")
@@ -614,6 +605,8 @@ class Kubelet:
             )
             await asyncio.Event().wait()
         running = [(c, await self._spawn(argv, env, poddir, c["name"]), term) for c, argv, env, term in prepared]
+        for c, argv, env, _ in prepared:
+            self._launched(name, c["name"], argv, env)
         procs.extend(p for _, p, _ in running)
         await self._patch_status(
             ns,
@@ -640,12 +633,72 @@ class Kubelet:
             statuses.append(self._terminated(c, code, term, poddir))
         phase = "Succeeded" if all(s["state"]["terminated"]["exitCode"] == 0 for s in statuses) else "Failed"
         self.runner_exit[name] = time.monotonic()
-        # Sidecars stop when the main containers are done, as a node stops native sidecars: SIGTERM, the pod's
-        # grace, then SIGKILL; the pod's terminal phase only once they have stopped.
+        # Sidecars stop when the main containers are done, as a node stops native sidecars: one at a time in the
+        # reverse of their order, each SIGTERM then SIGKILL when the pod's grace is up; the pod's terminal phase
+        # only once they have stopped.
         grace = float(spec.get("terminationGracePeriodSeconds", 30))
-        await self._stop(name, [p for p in procs if p.returncode is None], time.monotonic() + grace)
+        await self._stop_in_turn(name, [p for p in reversed(procs) if p.returncode is None], time.monotonic() + grace)
         await self.leftover_check(name, poddir, {p.pid for p in procs})
         await self._finish(pod, phase, statuses)
+
+    def _event(self, pod: str, container: str, what: str) -> None:
+        self.events.setdefault(pod, []).append((time.monotonic(), container, what))
+
+    def _launched(self, pod: str, container: str, argv: list[str], env: dict[str, str]) -> None:
+        self.launched.setdefault(pod, {})[container] = (argv, env)
+        self._event(pod, container, "start")
+
+    async def _start_sidecar(
+        self,
+        pod: dict[str, Any],
+        c: dict[str, Any],
+        command: tuple[list[str], dict[str, str]],
+        ports: dict[str, str],
+        poddir: Path,
+        procs: list[Proc],
+        init_statuses: list[dict[str, Any]],
+    ) -> None:
+        """Start a native sidecar and return once its startup probe passed (at once without one); one that fails
+        first is restarted, as its node would, until it starts or the pod goes."""
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        ns, name = meta["namespace"], meta["name"]
+        argv, env = command
+        restarts, backoff = 0, SIDECAR_BACKOFF_SECONDS
+        while True:
+            proc = await self._spawn(argv, env, poddir, c["name"])
+            procs.append(proc)
+            self._launched(name, c["name"], argv, env)
+            try:
+                assert self.session is not None
+                note = functools.partial(self._event, name, c["name"])
+                await wait_startup(self.session, note, c, ports, proc, env, poddir)
+                return
+            except SidecarFailed as exc:
+                if proc.returncode is None:  # its startup probe failed: the node kills it, then restarts it
+                    grace = float(spec.get("terminationGracePeriodSeconds", 30))
+                    await self._stop(name, [proc], time.monotonic() + grace)
+                code = await proc.wait()
+                restarts += 1
+                self._event(name, c["name"], f"restart {restarts}: {exc}")
+                last = self._terminated(c, code, None, poddir)["state"]
+                waiting = {
+                    "reason": "CrashLoopBackOff",
+                    "message": f"back-off {backoff:g}s restarting failed container={c['name']} pod={name}",
+                }
+                status = {
+                    "name": c["name"],
+                    "ready": False,
+                    "started": False,
+                    "restartCount": restarts,
+                    "image": c.get("image", ""),
+                    "lastState": last,
+                    "state": {"waiting": waiting},
+                }
+                await self._patch_status(
+                    ns, name, {"phase": "Pending", "initContainerStatuses": [*init_statuses, status]}
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(2 * backoff, 300.0)
 
     def _terminated(self, c: dict[str, Any], code: int, term_file: Path | None, poddir: Path) -> dict[str, Any]:
         message = ""
@@ -696,9 +749,9 @@ class Kubelet:
             v = ports.get(v, v)
             # Paths in the literal are rewritten first, then $(VAR)s expand to values already rewritten (a value
             # that is a host path under /tmp must not be taken for the /tmp mount a second time).
-            env[e["name"]] = VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), rewrite(v))
+            env[e["name"]] = expand(rewrite(v), env)
         argv = [
-            VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), rewrite(a))
+            expand(rewrite(a), env)
             for a in (c.get("command") or []) + (c.get("args") or [])
         ]
         tmp = {"TMPDIR": paths["/tmp"]} if self.tmp_env and "/tmp" in paths else {}  # its /tmp: the volume
@@ -733,194 +786,6 @@ class Kubelet:
             log.close()
         self.container_of[proc.pid] = name
         return proc
-
-    async def _wait_startup(
-        self,
-        c: dict[str, Any],
-        ports: dict[str, str],
-        proc: Proc,
-        env: dict[str, str],
-        poddir: Path,
-    ) -> None:
-        probe = c.get("startupProbe") or {}
-        http = probe.get("httpGet")
-        tcp = probe.get("tcpSocket")
-        command = (probe.get("exec") or {}).get("command")
-        if command:  # ready once the command exits 0, run like `kubectl exec`: the container's environment
-            limit = probe.get("failureThreshold", 3) * probe.get("periodSeconds", 10)
-            exe = shutil.which(command[0], path=env["PATH"]) or command[0]
-            start = time.monotonic()
-            while time.monotonic() - start < limit:
-                if proc.returncode is not None:
-                    raise PodFailed("CrashLoopBackOff", f"sidecar {c['name']} exited {proc.returncode}")
-                check = await asyncio.create_subprocess_exec(
-                    exe,
-                    *command[1:],
-                    env=env,
-                    cwd=str(poddir),
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.DEVNULL,
-                    stderr=asyncio.subprocess.DEVNULL,
-                )
-                if await check.wait() == 0:
-                    return
-                await asyncio.sleep(0.05)
-            raise PodFailed("StartupProbeFailed", f"{command} never succeeded")
-        if tcp:  # ready once the port accepts a connection
-            limit = probe.get("failureThreshold", 3) * probe.get("periodSeconds", 10)
-            host_port = int(ports.get(str(tcp["port"]), tcp["port"]))
-            start = time.monotonic()
-            while time.monotonic() - start < limit:
-                if proc.returncode is not None:
-                    raise PodFailed("CrashLoopBackOff", f"sidecar {c['name']} exited {proc.returncode}")
-                try:
-                    _, writer = await asyncio.open_connection(POD_IP, host_port)
-                except OSError:
-                    await asyncio.sleep(0.05)
-                    continue
-                writer.close()
-                return
-            raise PodFailed("StartupProbeFailed", f"{POD_IP}:{host_port} never accepted a connection")
-        if not http:
-            return
-        port = http["port"]
-        if not str(port).isdigit():
-            port = next(p["containerPort"] for p in c.get("ports") or [] if p.get("name") == port)
-        url = f"http://{POD_IP}:{ports.get(str(port), port)}{http.get('path', '/')}"  # as a node would: the pod IP
-        limit = probe.get("failureThreshold", 3) * probe.get("periodSeconds", 10)
-        start = time.monotonic()
-        assert self.session is not None
-        while time.monotonic() - start < limit:
-            if proc.returncode is not None:
-                raise PodFailed("CrashLoopBackOff", f"sidecar {c['name']} exited {proc.returncode}")
-            with contextlib.suppress(aiohttp.ClientError, OSError):
-                async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=1)) as r:
-                    if r.status < 400:
-                        return
-            await asyncio.sleep(0.05)
-        raise PodFailed("StartupProbeFailed", f"{url} never answered")
-
-
-class WarmProcess:
-    """A container forked by the zygote: what the kubelet uses of an asyncio Process (pid, returncode, wait)."""
-
-    def __init__(self, pid: int, exited: asyncio.Future[int]):
-        self.pid = pid
-        self.returncode: int | None = None
-        self._exited = exited
-        exited.add_done_callback(self._settle)
-
-    def _settle(self, fut: asyncio.Future[int]) -> None:
-        if not fut.cancelled() and fut.exception() is None:
-            self.returncode = fut.result()
-
-    async def wait(self) -> int:
-        return await asyncio.shield(self._exited)
-
-
-Proc = asyncio.subprocess.Process | WarmProcess
-
-
-class WarmZygote:
-    """The kubelet's end of tests/warm_zygote.py, one per test process and shared by its kubelets (each test has an
-    event loop of its own, so a thread reads the zygote's answers and settles each spawn's futures on its loop).
-
-    It is started with the environment this module was imported with, before any test changed it; a container gets
-    only its own. A spawn cancelled before its pid came back (its pod went) is killed when the pid arrives."""
-
-    ROOM = 65536  # bytes of command line and environment a child may take over (tests/warm_zygote.py)
-    _shared: WarmZygote | None = None
-    _lock = threading.Lock()
-
-    @classmethod
-    def shared(cls) -> WarmZygote:
-        with cls._lock:
-            if cls._shared is None or cls._shared.proc.poll() is not None:
-                cls._shared = cls()
-            return cls._shared
-
-    def __init__(self) -> None:
-        ours, theirs = socket.socketpair()
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, str(Path(__file__).with_name("warm_zygote.py")), str(theirs.fileno()), "." * 8192],
-                pass_fds=[theirs.fileno()],
-                env={**_IMPORT_ENV, "WARM_ZYGOTE_ROOM": "." * self.ROOM},
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        finally:
-            theirs.close()
-        self.sock = ours
-        self.ready = threading.Event()  # set once its imports are done: until then containers start with exec
-        self.pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[int], asyncio.Future[int]]] = {}
-        self.abandoned: set[int] = set()  # spawns whose caller went before their pid came
-        self.next_id = 0
-        self.mutex = threading.Lock()
-        threading.Thread(target=self._read, name="warm-zygote", daemon=True).start()
-
-    @staticmethod
-    def _settle(loop: asyncio.AbstractEventLoop, fut: asyncio.Future[int], value: int | BaseException) -> None:
-        def now() -> None:
-            if not fut.done():
-                if isinstance(value, BaseException):
-                    fut.set_exception(value)
-                    fut.exception()  # retrieved: a container still running when its test ended has no exit
-                else:
-                    fut.set_result(value)
-
-        with contextlib.suppress(RuntimeError):  # that test's loop is closed: nobody waits any more
-            loop.call_soon_threadsafe(now)
-
-    def _read(self) -> None:
-        with self.sock.makefile("rb") as lines:
-            for line in lines:
-                msg = json.loads(line)
-                if "ready" in msg:
-                    self.ready.set()
-                    continue
-                with self.mutex:
-                    rid = msg["id"]
-                    if "pid" in msg and rid in self.abandoned:
-                        self.abandoned.discard(rid)
-                        self.pending.pop(rid, None)
-                        with contextlib.suppress(ProcessLookupError):
-                            os.killpg(msg["pid"], signal.SIGKILL)
-                        continue
-                    entry = self.pending.get(rid) if "pid" in msg else self.pending.pop(rid, None)
-                if entry is not None:
-                    loop, started, exited = entry
-                    if "pid" in msg:
-                        self._settle(loop, started, msg["pid"])
-                    else:
-                        self._settle(loop, exited, msg["exit"])
-        gone = RuntimeError("the kubelet's warm zygote exited (tests/warm_zygote.py)")
-        with self.mutex:
-            for loop, started, exited in self.pending.values():
-                self._settle(loop, started, gone)
-                self._settle(loop, exited, gone)
-            self.pending.clear()
-
-    async def spawn(self, argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> WarmProcess:
-        loop = asyncio.get_running_loop()
-        started: asyncio.Future[int] = loop.create_future()
-        exited: asyncio.Future[int] = loop.create_future()
-        request = {"argv": argv, "env": env, "cwd": str(cwd), "log": str(log)}
-        with self.mutex:
-            rid, self.next_id = self.next_id, self.next_id + 1
-            self.pending[rid] = (loop, started, exited)
-            self.sock.sendall(json.dumps({"id": rid, **request}).encode() + b"\n")
-        try:
-            pid = await asyncio.shield(started)
-        except asyncio.CancelledError:  # the pod went while its container was forked: no ghost may run on
-            with self.mutex:
-                if started.done() and not started.cancelled() and started.exception() is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(started.result(), signal.SIGKILL)
-                else:
-                    self.abandoned.add(rid)
-            raise
-        return WarmProcess(pid, exited)
 
 
 @contextlib.asynccontextmanager

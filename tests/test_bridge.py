@@ -92,6 +92,86 @@ def test_a_declared_stdio_server_runs_from_its_own_image_over_the_fifo_bridge_an
     assert args[:4] == bridge_runner_args("mcp-files") and "--mcp-url" not in args
 
 
+def test_a_pod_with_a_backing_sidecar_validates_and_its_port_travels_as_one_variable(tmp_path: Path) -> None:
+    """The backing service is a native sidecar before the bridge and the server, probed on its declared readiness;
+    ``{port:web}`` is ``$(MCPFLEET_PORT_WEB)`` in the sidecars (the kubelet expands it) and the runner reads that
+    variable for ``verifier.env``. No port of the pod is two containers'."""
+    web = {
+        "name": "web",
+        "image": "registry.example/web:1",
+        "command": ["web-server", "--port", "{port:web}", "--data", "{state}/web"],
+        "env": {"WEB_PORT": "{port:web}"},
+        "port": 8081,
+        "readiness": {"httpGet": "/healthz"},
+    }
+    server = {
+        "command": "mcp-server-filesystem",
+        "args": ["{state}"],
+        "env": {"WEB_URL": "http://127.0.0.1:{port:web}/"},
+        "image": "registry.example/files:1",
+    }
+    verifier = {"env": {"FILESYSTEM_TEST_DIR": "{state}", "WEB_URL": "http://127.0.0.1:{port:web}/"}}
+    pod = pod_of(tmp_path, {**DECLARATION, "server": server, "verifier": verifier, "backing": [web]})
+    kubernetes_validate.validate(pod, "1.37.0", strict=True)
+    spec = pod["spec"]
+    inits = {c["name"]: c for c in spec["initContainers"]}
+    assert list(inits) == ["state", "backing-web", "mcp-bridge", "mcp-files"]
+    sidecar = inits["backing-web"]
+    assert sidecar["restartPolicy"] == "Always" and sidecar["image"] == "registry.example/web:1"
+    assert sidecar["startupProbe"]["httpGet"] == {"path": "/healthz", "port": 8081}
+    assert sidecar["command"] == ["web-server", "--port", "$(MCPFLEET_PORT_WEB)", "--data", "/state/web"]
+    assert sidecar["env"] == [
+        {"name": "MCPFLEET_PORT_WEB", "value": "8081"},
+        {"name": "WEB_PORT", "value": "$(MCPFLEET_PORT_WEB)"},
+    ]
+    server_env = {e["name"]: e["value"] for e in inits["mcp-files"]["env"]}
+    assert (
+        server_env["MCPFLEET_PORT_WEB"] == "8081" and server_env["WEB_URL"] == "http://127.0.0.1:$(MCPFLEET_PORT_WEB)/"
+    )
+    [runner] = spec["containers"]
+    assert {"name": "MCPFLEET_PORT_WEB", "value": "8081"} in runner["env"]
+    ports = [p["containerPort"] for c in [*spec["initContainers"], runner] for p in c.get("ports") or []]
+    assert sorted(ports) == [8081, OperatorSettings().metrics_port]  # the server listens on none (the FIFOs)
+
+
+def test_a_declared_dollar_reaches_the_server_as_written_and_only_port_references_expand(tmp_path: Path) -> None:
+    """The kubelet expands ``$(VAR)`` in a container's command, args and env: a declaration's own ``$`` is doubled
+    (``$$`` is the kubelet's literal ``$``), so ``$(HOME)`` or ``$$`` in an argument reaches the server as written,
+    while ``{port:web}`` expands to the port."""
+    from kubelet import expand
+
+    web = {"name": "web", "image": "registry.example/web:1", "command": ["web", "--x", "$(HOME)"], "port": 8081,
+           "env": {"LITERAL": "a$$b $(MCPFLEET_PORT_WEB) {port:web}"}, "readiness": {"tcp": True}}  # fmt: skip
+    server = {
+        "command": "mcp-$(X)",
+        "args": ["--pattern", "$(HOME)/*.txt", "cost: $5", "{port:web}", "$({port:web})"],
+        "env": {"PORT_TEXT": "$(MCPFLEET_PORT_WEB)={port:web}"},
+        "image": "registry.example/files:1",
+    }
+    pod = pod_of(tmp_path, {**DECLARATION, "server": server, "backing": [web]})
+    kubernetes_validate.validate(pod, "1.37.0", strict=True)
+    inits = {c["name"]: c for c in pod["spec"]["initContainers"]}
+
+    def as_started(container: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+        env: dict[str, str] = {"HOME": "/home/x", "X": "y"}
+        for e in container.get("env") or []:
+            env[e["name"]] = expand(e["value"], env)
+        return [expand(a, env) for a in container.get("command", []) + container.get("args", [])], env
+
+    argv, env = as_started(inits["mcp-files"])
+    assert argv[4:] == ["mcp-$(X)", "--pattern", "$(HOME)/*.txt", "cost: $5", "8081", "$(8081)"]
+    assert env["PORT_TEXT"] == "$(MCPFLEET_PORT_WEB)=8081"
+    argv, env = as_started(inits["backing-web"])
+    assert argv == ["web", "--x", "$(HOME)"] and env["LITERAL"] == "a$$b $(MCPFLEET_PORT_WEB) 8081"
+
+
+def test_a_backing_port_that_is_the_runners_is_refused_naming_the_key(tmp_path: Path) -> None:
+    taken = OperatorSettings().metrics_port
+    web = {"name": "web", "image": "registry.example/web:1", "port": taken, "readiness": {"tcp": True}}
+    with pytest.raises(ValueError, match=rf"service.yaml: backing\[web\].port {taken} is also the runner's metrics"):
+        pod_of(tmp_path, {**DECLARATION, "backing": [web]})
+
+
 def test_bundled_services_and_url_servers_keep_their_transport(tmp_path: Path) -> None:
     """The bundled filesystem (its image has the gateway) stays behind supergateway over loopback HTTP; a declared
     ``url`` server is reached at its url, so the runner is told of no sidecar endpoint."""

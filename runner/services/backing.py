@@ -5,6 +5,11 @@ Locally each is a process of its own session under the reaper (it, and whatever 
 the run being SIGKILLed included), ready when its ``readiness`` holds on 127.0.0.1; in a pod, a native sidecar of
 the trial pod from its ``image``, with a startup probe. ``{port:NAME}`` is its port: the declared one, or a free one
 chosen per trial (locally; in a pod the declared one, which pods need).
+
+In a pod each port travels as an environment variable (``port_env``) that the kubelet expands (``$(VAR)``) in the
+sidecars' command, args and env, and that the runner reads for ``verifier.env``: nothing in the pod repeats a port
+number in two places (as the bundled browser's sites do, playwright.pod_sidecars), and the runner starts no backing
+service of its own there.
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,10 +35,52 @@ if TYPE_CHECKING:
 
 READY_TIMEOUT_S = 120.0
 POLL_S = 0.05
+PORT_ENV_PREFIX = "MCPFLEET_PORT_"
 
 
 class BackingError(RuntimeError):
     """A backing service that did not start or become ready: the trial's infrastructure error."""
+
+
+def port_env(name: str) -> str:
+    """The variable holding backing service ``name``'s port in a trial pod's containers (a DNS label: its '-' as
+    '_')."""
+    return PORT_ENV_PREFIX + name.upper().replace("-", "_")
+
+
+def pod_port_refs(declaration: ServiceDeclaration) -> dict[str, str]:
+    """``{port:NAME}`` in a pod's sidecars: a reference the kubelet expands from the container's environment."""
+    return {b.name: f"$({port_env(b.name)})" for b in declaration.backing}
+
+
+def pod_port_env(declaration: ServiceDeclaration) -> list[dict[str, Any]]:
+    """The port variables every container of the pod that names a backing port gets (first in its ``env``: a later
+    value may refer to them)."""
+    return [{"name": port_env(b.name), "value": str(b.port)} for b in declaration.backing if b.port is not None]
+
+
+def pod_ports(declaration: ServiceDeclaration) -> dict[str, int]:
+    """The runner's ``{port:NAME}`` in a trial pod: its port variable as the pod gave it, else the declared port."""
+    out = {}
+    for b in declaration.backing:
+        given = os.environ.get(port_env(b.name), "")
+        if given.isdigit():
+            out[b.name] = int(given)
+        elif b.port is not None:
+            out[b.name] = b.port
+        else:
+            raise BackingError(f"backing service '{b.name}' has no port in this pod ({port_env(b.name)} unset)")
+    return out
+
+
+def pod_value(text: str, state_mount: str, refs: Mapping[str, str]) -> str:
+    """A declared value as a trial pod's container gets it: ``{state}`` and ``{port:NAME}`` substituted, and every
+    ``$`` of the declaration's own text doubled, since the kubelet expands ``$(VAR)`` in a container's command, args
+    and env and reduces ``$$`` to ``$``: each argument reaches the server as written (``--pattern '$(HOME)'`` too),
+    and only mcpfleet's own port references are expanded."""
+    from mcpfleet.runner.spec.service_decl import substitute
+
+    return substitute(text.replace("$", "$$"), state_mount, refs)
 
 
 def free_port() -> int:
@@ -135,13 +183,21 @@ async def started(declaration: ServiceDeclaration, origin: Path, state_dir: Path
             await _stop(proc)
 
 
+def _port_name(name: str, index: int) -> str:
+    """The containerPort's name: an IANA service name (at most 15 characters, no '--', no '-' at either end),
+    unique in the pod (a truncated name could repeat another's, so the index is part of it)."""
+    return re.sub("-+", "-", f"b{index}-{name}")[:15].rstrip("-")
+
+
 def pod_backing_sidecars(declaration: ServiceDeclaration, origin: Path, pod: PodContext) -> list[dict[str, Any]]:
     """The backing services as native sidecars of the trial pod, in start order. ValueError naming ``origin``
-    (its service.yaml) and the key for one that has no image or no port (a pod needs both)."""
-    from mcpfleet.runner.spec.service_decl import substitute
+    (its service.yaml) and the key for one that has no image or no port (a pod needs both), or whose port another
+    container of the pod listens on (they share one network)."""
 
-    ports = {b.name: b.port or 0 for b in declaration.backing}
-    out = []
+    refs = pod_port_refs(declaration)
+    port_vars = pod_port_env(declaration)
+    taken = dict(pod.taken_ports)
+    out: list[dict[str, Any]] = []
     for b in declaration.backing:
         missing = [k for k, v in (("image", b.image), ("port", b.port)) if v is None]
         if missing or b.image is None or b.port is None:
@@ -149,6 +205,12 @@ def pod_backing_sidecars(declaration: ServiceDeclaration, origin: Path, pod: Pod
                 f"{origin}: backing[{b.name}] needs {' and '.join(missing)} in a trial pod (a sidecar's image, and the "
                 "port it listens on, which the pod's containers share)"
             )
+        if b.port in taken:
+            raise ValueError(
+                f"{origin}: backing[{b.name}].port {b.port} is also {taken[b.port]}'s in a trial pod, whose containers "
+                "share one network; give it another port"
+            )
+        taken[b.port] = f"backing[{b.name}]"
         # A user's image holds nothing of mcpfleet's, so the kubelet's own probes (to the pod IP: such an image
         # listens on every address; the chart's ingress policy admits none of its ports from outside the pod).
         check: dict[str, Any] = (
@@ -156,18 +218,19 @@ def pod_backing_sidecars(declaration: ServiceDeclaration, origin: Path, pod: Pod
             if b.readiness.tcp
             else {"httpGet": {"path": b.readiness.http_get, "port": b.port}}
         )
+        own = [{"name": k, "value": pod_value(v, pod.state_mount, refs)} for k, v in b.env.items()]
         container: dict[str, Any] = {
             "name": f"backing-{b.name}",
             "image": b.image,
             "restartPolicy": "Always",
-            "env": [{"name": k, "value": substitute(v, pod.state_mount, ports)} for k, v in b.env.items()],
-            "ports": [{"name": f"b-{b.name}"[:15], "containerPort": b.port, "protocol": "TCP"}],
+            "env": [*port_vars, *own],
+            "ports": [{"name": _port_name(b.name, len(out)), "containerPort": b.port, "protocol": "TCP"}],
             "startupProbe": {**check, "periodSeconds": 1, "failureThreshold": 120},
             "volumeMounts": [{"name": "state", "mountPath": pod.state_mount}, {"name": "tmp", "mountPath": "/tmp"}],
             "resources": pod.resources,
             "securityContext": pod.security,
         }
         if b.command:
-            container["command"] = [substitute(a, pod.state_mount, ports) for a in b.command]
+            container["command"] = [pod_value(a, pod.state_mount, refs) for a in b.command]
         out.append(container)
     return out

@@ -98,6 +98,9 @@ class PodContext:
     # a service whose pod needs more than its MCP server's image names the others (postgres: "postgres-db").
     images: dict[str, str] = field(default_factory=dict)
     volume_size_limit: str | None = None  # what each emptyDir of the pod may hold
+    # Ports the pod's own containers listen on, by port, with whose (the runner's metrics): the pod's containers
+    # share one network, so a service's sidecar may not take one of them.
+    taken_ports: dict[int, str] = field(default_factory=dict)
 
     def image(self, key: str) -> str:
         try:

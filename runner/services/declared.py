@@ -209,7 +209,10 @@ class DeclaredService(Service):
         if not materialised:
             await asyncio.to_thread(self.materialise, task, state_dir)
         async with AsyncExitStack() as stack:
-            ports = await stack.enter_async_context(backing.started(self.declaration, self.path, state_dir))
+            if materialised:  # a pod: its backing services are its sidecars, ready before this runner started
+                ports = backing.pod_ports(self.declaration)
+            else:
+                ports = await stack.enter_async_context(backing.started(self.declaration, self.path, state_dir))
             server = self.server
             url = substitute(server.url, state_dir, ports) if server.url else None
             command = ServerCommand("", [])
@@ -239,17 +242,18 @@ class DeclaredService(Service):
     def pod_sidecars(self, params: dict[str, Any], pod: PodContext) -> list[dict[str, Any]]:
         """The backing services, then the server from its own image over the FIFO bridge (bridge.py): the image
         needs the server and nothing else, the helper comes from the runner image through the bridge volume."""
-        from mcpfleet.runner.services.backing import pod_backing_sidecars
+        from mcpfleet.runner.services.backing import pod_backing_sidecars, pod_port_env, pod_port_refs, pod_value
 
         server = self.server
-        ports = {b.name: b.port or 0 for b in self.declaration.backing}
+        refs = pod_port_refs(self.declaration)
         sidecars = pod_backing_sidecars(self.declaration, self.path, pod)
         if server.url:
             return sidecars
         if server.command is None or server.image is None:
             raise ValueError(f"no MCP sidecar image for service '{self.name}'; set {self.image_hint()}")
-        argv = [server.command, *(substitute(a, pod.state_mount, ports) for a in server.args)]
-        env = [{"name": k, "value": substitute(v, pod.state_mount, ports)} for k, v in server.env.items()]
+        argv = [server.command.replace("$", "$$"), *(pod_value(a, pod.state_mount, refs) for a in server.args)]
+        env = [{"name": k, "value": pod_value(v, pod.state_mount, refs)} for k, v in server.env.items()]
+        env = [*pod_port_env(self.declaration), *env]
         return [*sidecars, bridge_init(pod), bridged_sidecar(self._container, server.image, argv, pod, env)]
 
     @property
@@ -260,7 +264,10 @@ class DeclaredService(Service):
         return [bridge_volume(pod)] if self._bridged else []
 
     def pod_runner(self, params: dict[str, Any], pod: PodContext) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        return ([bridge_mount()] if self._bridged else []), []
+        """The bridge's mount, and the backing services' port variables (``verifier.env``, a ``url``)."""
+        from mcpfleet.runner.services.backing import pod_port_env
+
+        return ([bridge_mount()] if self._bridged else []), pod_port_env(self.declaration)
 
     def pod_mcp(self, params: dict[str, Any], pod: PodContext) -> list[str]:
         return bridge_runner_args(self._container) if self._bridged else []

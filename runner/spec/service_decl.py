@@ -10,6 +10,7 @@ the file's keys: ``mcpfleet tasks validate`` and the run's preflight refuse unkn
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -184,8 +185,9 @@ class ServerVariant(SpecModel):
         return self.model_dump(include={"command", "args", "env", "url", "image"}, exclude_none=True)
 
 
-def substitute(text: str, state_dir: Path | str, ports: dict[str, int]) -> str:
-    """``{state}`` and ``{port:NAME}`` in one declared value."""
+def substitute(text: str, state_dir: Path | str, ports: Mapping[str, int | str]) -> str:
+    """``{state}`` and ``{port:NAME}`` in one declared value (a port: a number, or in a pod the ``$(VAR)`` that the
+    kubelet expands to it)."""
     out = text.replace(STATE_TOKEN, str(state_dir))
     return PORT_TOKEN.sub(lambda m: str(ports[m.group(1)]), out)
 
