@@ -72,7 +72,7 @@ class DeclaredService(Service):
     @asynccontextmanager
     async def spare(self, state_dir: Path, resource: Any) -> AsyncIterator[Spare]:
         # Off the event loop: a sandboxed command's plan and launcher file took ~8 ms of it (2 of CPU) on a loaded
-        # machine, while the worker's current trial, whose agent that loop runs, is mid-way (bench_declared_claim).
+        # machine, while the worker's current trial, whose agent that loop runs, is mid-way (docs/benchmarks.md).
         server = await asyncio.to_thread(self.server_command, state_dir, {}, [self.folder.parent])  # pack hidden
         yield DeclaredSpare(self, state_dir, server)
 
@@ -210,7 +210,7 @@ class DeclaredService(Service):
 
         Without backing services the server's command is made in the same worker thread as the state's copy, right
         after it: a second thread's hand-off (two wake-ups) cost a cold trial ~2 ms on a loaded machine, which the
-        bundled module, whose command is made on the loop in microseconds, does not pay (bench_declared_claim)."""
+        bundled module, whose command is made on the loop in microseconds, does not pay (docs/benchmarks.md)."""
         from mcpfleet.runner.services import backing
 
         server = self.server
