@@ -71,7 +71,10 @@ class DeclaredService(Service):
 
     @asynccontextmanager
     async def spare(self, state_dir: Path, resource: Any) -> AsyncIterator[Spare]:
-        yield DeclaredSpare(self, state_dir)
+        # Off the event loop: a sandboxed command's plan and launcher file took ~8 ms of it (2 of CPU) on a loaded
+        # machine, while the worker's current trial, whose agent that loop runs, is mid-way (docs/benchmarks.md).
+        server = await asyncio.to_thread(self.server_command, state_dir, {}, [self.folder.parent])  # pack hidden
+        yield DeclaredSpare(self, state_dir, server)
 
     @property
     def server(self) -> ServerBlock:
@@ -203,27 +206,28 @@ class DeclaredService(Service):
     async def _environment(
         self, task: Task, state_dir: Path, materialised: bool, with_server: bool
     ) -> AsyncIterator[TrialEnv]:
-        """``with_server`` False: a spare's claim, whose server is running already (its command is not made)."""
+        """``with_server`` False: a spare's claim, whose server is running already (its command is not made).
+
+        Without backing services the server's command is made in the same worker thread as the state's copy, right
+        after it: a second thread's hand-off (two wake-ups) cost a cold trial ~2 ms on a loaded machine, which the
+        bundled module, whose command is made on the loop in microseconds, does not pay (docs/benchmarks.md)."""
         from mcpfleet.runner.services import backing
 
-        if not materialised:
-            await asyncio.to_thread(self.materialise, task, state_dir)
+        server = self.server
+        make = with_server and not server.url  # a ``url`` server is running already: no command
+        early = make and not self.declaration.backing  # (a backing service's port may be in the command)
+        command = ServerCommand("", [])
+        if early or not materialised:
+            made = await asyncio.to_thread(self._prepare, task, state_dir, materialised, early)
+            command = made or command
         async with AsyncExitStack() as stack:
             if materialised:  # a pod: its backing services are its sidecars, ready before this runner started
                 ports = backing.pod_ports(self.declaration)
             else:
                 ports = await stack.enter_async_context(backing.started(self.declaration, self.path, state_dir))
-            server = self.server
             url = substitute(server.url, state_dir, ports) if server.url else None
-            command = ServerCommand("", [])
-            if with_server and not url:
-                try:
-                    command = await asyncio.to_thread(self.server_command, state_dir, ports, [task.pack_root])
-                except FileNotFoundError:
-                    # A pod's runner (state materialised by its init container): the server is its own image's,
-                    # served by the sidecar, and the runner image need not hold it. Elsewhere: the error stands.
-                    if not materialised:
-                        raise
+            if make and not early:
+                command = await asyncio.to_thread(self._command, task, state_dir, ports, materialised)
             yield TrialEnv(
                 state_dir,
                 command,
@@ -231,6 +235,22 @@ class DeclaredService(Service):
                 url=url,
                 prompt=self.prompt(state_dir, ports),
             )
+
+    def _prepare(self, task: Task, state_dir: Path, materialised: bool, command: bool) -> ServerCommand | None:
+        """In a worker thread: the state (unless ``materialised``), then the server's command if asked."""
+        if not materialised:
+            self.materialise(task, state_dir)
+        return self._command(task, state_dir, {}, materialised) if command else None
+
+    def _command(self, task: Task, state_dir: Path, ports: dict[str, int], materialised: bool) -> ServerCommand:
+        try:
+            return self.server_command(state_dir, ports, [task.pack_root])
+        except FileNotFoundError:
+            # A pod's runner (state materialised by its init container): the server is its own image's, served
+            # by the sidecar, and the runner image need not hold it. Elsewhere: the error stands.
+            if not materialised:
+                raise
+            return ServerCommand("", [])
 
     # -- pods ------------------------------------------------------------------------------------------------
 
@@ -283,9 +303,8 @@ class DeclaredSpare(Spare):
     """A declared ``warmStart`` server started on the worker's empty state folder; the claiming trial's state is
     copied in before its agent starts."""
 
-    def __init__(self, service: DeclaredService, state_dir: Path) -> None:
-        self.service, self.state_dir = service, state_dir
-        self.server = service.server_command(state_dir, {}, [service.folder.parent])  # the pack stays hidden
+    def __init__(self, service: DeclaredService, state_dir: Path, server: ServerCommand) -> None:
+        self.service, self.state_dir, self.server = service, state_dir, server
 
     def claim(self, task: Task) -> AbstractAsyncContextManager[TrialEnv]:
         return self.service._environment(task, self.state_dir, materialised=False, with_server=False)
