@@ -4,6 +4,7 @@ the matrix's cells and sorts, the search's scan, the comparison's flips and warn
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -272,3 +273,51 @@ def test_cause_line_picks_the_giving_up_line() -> None:
     log += "12:01 provider_error: RateLimitError: 429 (attempt 4, giving up)\n\n"
     assert cause_line(log) == "12:01 provider_error: RateLimitError: 429 (attempt 4, giving up)"
     assert cause_line("only line\n") == "only line" and cause_line("") == ""
+
+
+def test_a_matrix_of_many_tasks_is_paged_per_service_and_every_row_is_reachable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from starlette.testclient import TestClient
+
+    from mcpfleet.runner.report.viewer import pages
+    from mcpfleet.runner.report.viewer.app import make_app
+    from mcpfleet.runner.report.viewer.index import sort_rows
+    from mcpfleet.runner.report.viewer.runs import Run
+
+    monkeypatch.setattr(pages, "MATRIX_ROWS", 3)
+    rows = sort_rows(
+        [row_of(rec(m, f"t{i}", 1, i % 2 == 0)) for i in range(7) for m in ("a", "b")]
+        + [row_of(rec("a", "p0", 1, True, service="postgres"))]
+    )
+    run = Run("ref", "run", SimpleNamespace(location=lambda: "here"), rows, {r.trial_id: r for r in rows})  # type: ignore[arg-type]
+    web = TestClient(make_app([run]))
+
+    def tasks(html: str, service: str) -> list[str]:
+        section = html.split(f'id="service-{service}"', 1)[1].split("</section>", 1)[0]
+        return [t.split("/", 1)[1] for t in re.findall(r'rel="noopener">(cat/t\d+|cat/p\d+)</a></td>', section)]
+
+    first = web.get("/run/0").text
+    assert tasks(first, "filesystem") == ["t0", "t1", "t2"] and tasks(first, "postgres") == ["p0"]
+    assert "tasks 1–3 of 7" in first and 'href="/run/0?service=filesystem&amp;page=2">next' in first
+    assert first.count('class="rows-shown"') == 1  # postgres' one task needs no paging
+    seen = []
+    page, nxt = 1, "/run/0?service=filesystem&page=1"
+    while nxt:
+        html = web.get(nxt).text
+        assert 'id="service-postgres"' not in html and "only filesystem" in html
+        seen += tasks(html, "filesystem")
+        found = re.search(r'href="([^"]+)">next</a>', html)
+        nxt = found.group(1).replace("&amp;", "&") if found else ""
+        page += 1
+    assert seen == [f"t{i}" for i in range(7)] and page == 4
+    everything = web.get("/run/0", params={"service": "filesystem", "rows": "all"}).text
+    assert tasks(everything, "filesystem") == seen and 'class="rows-shown"' not in everything
+    # Column rates are over every row, not the page's; a sort keeps the service and starts at its first page.
+    fs_head = first.split('id="service-filesystem"', 1)[1].split("</thead>", 1)[0]
+    assert '<th class="col">a<br><small>57%</small>' in fs_head  # 4 of t0-t6, not 2 of the page's t0-t2
+    sorted_page = web.get("/run/0", params={"service": "filesystem", "page": "3", "sort": "difficulty"}).text
+    assert 'href="/run/0?sort=disagreement&amp;service=filesystem">disagreement' in sorted_page
+    assert web.get("/run/0", params={"service": "nope"}).status_code == 400
+    assert "give one of filesystem, postgres" in web.get("/run/0", params={"service": "nope"}).text
+    assert web.get("/run/0", params={"rows": "9"}).status_code == 400

@@ -26,6 +26,7 @@ from mcpfleet.runner.report.viewer.runs import Run
 from mcpfleet.runner.report.viewer.search import Found, scan
 
 STATIC = Path(__file__).parent / "static"
+MATRIX_PAGES_KEPT = 64  # rendered matrix pages kept per run (sorts x services x pages): the index never changes
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; "
     "base-uri 'none'; frame-ancestors 'none'"
@@ -87,9 +88,20 @@ def make_app(runs: list[Run], search_index: bool = False) -> ASGIApp:
         sort = request.query_params.get("sort", "task")
         if sort not in SORTS:
             return _bad(f"sort={sort}: not a sort order; give one of {', '.join(SORTS)}")
-        html = run.matrix_pages.get(sort)
+        service = request.query_params.get("service") or None
+        if service is not None and service not in run.services:
+            return _bad(f"service={service}: {run.label} has no such service; give one of {', '.join(run.services)}")
+        rows = request.query_params.get("rows", "")
+        if rows not in ("", "all"):
+            return _bad(f"rows={rows}: give rows=all (every task of a service on one page) or leave it out")
+        per_page = 0 if rows == "all" else pages.MATRIX_ROWS
+        page = _int(request.query_params.get("page"), 1) if service else 1
+        key = (sort, service, page, per_page)
+        html = run.matrix_pages.get(key)
         if html is None:
-            html = run.matrix_pages[sort] = pages.matrix_page(i, run, matrices(run.rows, sort), sort)
+            html = pages.matrix_page(i, run, matrices(run.rows, sort), sort, service, page, per_page)
+            if len(run.matrix_pages) < MATRIX_PAGES_KEPT:
+                run.matrix_pages[key] = html
         return HTMLResponse(html)
 
     def trials(request: Request) -> Response:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -28,6 +28,7 @@ from mcpfleet.runner.spec import mcpmark_protocol as protocol
 
 TEMPLATES = Path(__file__).parent / "templates"
 PAGE_SIZE = 200  # trials per list page
+MATRIX_ROWS = 100  # task rows per service on a matrix page (a browser lays out 1,250 of them in over a second)
 PAGE_CHARS = 1_000_000  # a transcript page's text: later entries on the next page
 PAGE_ENTRIES = 400  # and its entries (a page's DOM stays small however short they are)
 FOLD_CHARS = 1_500  # an entry longer than this is folded (<details>)
@@ -123,15 +124,73 @@ def matrix_rows(run_index: int, m: Matrix) -> list[tuple[MatrixRow, str, list[Ce
     return out
 
 
-def matrix_page(run_index: int, run: Any, matrices: list[Matrix], sort: str) -> str:
+@dataclass(frozen=True)
+class RowsShown:
+    """Which of a service's task rows a matrix page shows, and the links to the others."""
+
+    first: int  # 1-based
+    last: int
+    total: int
+    previous: str | None
+    next: str | None
+    all_of_them: str | None  # the service's every row on one page
+
+
+def matrix_slice(
+    run_index: int, m: Matrix, sort: str, service: str | None, page: int, per_page: int
+) -> tuple[list[MatrixRow], RowsShown]:
+    """The rows of ``m`` a page shows: ``per_page`` of them (its ``page``-th when the page is this service's own,
+    ``?service=``), every one with ``per_page`` 0; and where the rest are."""
+    n = len(m.rows)
+    own = service == m.service
+    if per_page <= 0 or n <= per_page:
+        return m.rows, RowsShown(1 if n else 0, n, n, None, None, None)
+    pages = -(-n // per_page)
+    page = min(max(page, 1), pages) if own else 1
+    start = (page - 1) * per_page
+    shown = m.rows[start : start + per_page]
+    base = f"/run/{run_index}"
+
+    def at(p: int) -> str:
+        return url(base, {"sort": sort if sort != "task" else "", "service": m.service, "page": p})
+
+    return shown, RowsShown(
+        start + 1,
+        start + len(shown),
+        n,
+        at(page - 1) if page > 1 else None,
+        at(page + 1) if page < pages else None,
+        url(base, {"sort": sort if sort != "task" else "", "service": m.service, "rows": "all"}),
+    )
+
+
+def matrix_page(
+    run_index: int,
+    run: Any,
+    matrices: list[Matrix],
+    sort: str,
+    service: str | None = None,
+    page: int = 1,
+    per_page: int = 0,
+) -> str:
+    """The matrix page: every service's (``service``: that one's only), each at most ``per_page`` task rows (0: all;
+    a 10,000-trial run can have thousands of tasks, and a browser lays a table of them out in seconds)."""
+    shown = []
+    for m in matrices:
+        if service is not None and m.service != service:
+            continue
+        rows, where = matrix_slice(run_index, m, sort, service, page, per_page)
+        shown.append((m, matrix_rows(run_index, replace(m, rows=rows)), where))
     return render(
         "matrix.html",
         title=f"{run.label}: matrix",
         run_index=run_index,
         run=run,
-        matrices=[(m, matrix_rows(run_index, m)) for m in matrices],
+        matrices=shown,
         sort=sort,
         sorts=SORTS,
+        service=service,
+        whole=url(f"/run/{run_index}", {"sort": sort if sort != "task" else ""}),
     )
 
 

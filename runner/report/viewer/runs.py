@@ -41,11 +41,15 @@ class Run:
     notes: list[str] = field(default_factory=list)
     state: str = ""  # a local folder's state when its index was made (cache.py); "" for an S3 run
     searches: SearchCache = field(default_factory=SearchCache)
-    matrix_pages: dict[str, str] = field(default_factory=dict)  # by sort: the index never changes while served
+    matrix_pages: dict[tuple[str, str | None, int, int], str] = field(default_factory=dict)  # rendered, by view
     _transcripts: OrderedDict[str, tuple[dict[str, Any] | None, Transcript]] = field(default_factory=OrderedDict)
     build_index_on_search: bool = False  # the app's choice (make_app)
     _search_index: SearchIndex | None = None
     _building: bool = False
+
+    @property
+    def services(self) -> list[str]:
+        return sorted({r.service for r in self.rows})
 
     def open_search_index(self) -> bool:
         """Open this run's search index if one was built for its folder's state (search_index.py); cheap."""
