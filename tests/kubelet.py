@@ -750,10 +750,7 @@ class Kubelet:
             # Paths in the literal are rewritten first, then $(VAR)s expand to values already rewritten (a value
             # that is a host path under /tmp must not be taken for the /tmp mount a second time).
             env[e["name"]] = expand(rewrite(v), env)
-        argv = [
-            expand(rewrite(a), env)
-            for a in (c.get("command") or []) + (c.get("args") or [])
-        ]
+        argv = [expand(rewrite(a), env) for a in (c.get("command") or []) + (c.get("args") or [])]
         tmp = {"TMPDIR": paths["/tmp"]} if self.tmp_env and "/tmp" in paths else {}  # its /tmp: the volume
         # PYTHONPATH as the tests run with: a worktree's mcpfleet is the runner image's (unset on CI: the checkout's).
         python_path = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
