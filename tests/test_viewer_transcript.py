@@ -290,7 +290,7 @@ def test_a_matrix_of_many_tasks_is_paged_per_service_and_every_row_is_reachable(
         [row_of(rec(m, f"t{i}", 1, i % 2 == 0)) for i in range(7) for m in ("a", "b")]
         + [row_of(rec("a", "p0", 1, True, service="postgres"))]
     )
-    run = Run("ref", "run", SimpleNamespace(location=lambda: "here"), rows, {r.trial_id: r for r in rows})  # type: ignore[arg-type]
+    run = Run("ref", "run", SimpleNamespace(location=lambda: "here"), rows, {r.trial_id: r for r in rows})
     web = TestClient(make_app([run]))
 
     def tasks(html: str, service: str) -> list[str]:
