@@ -14,6 +14,7 @@ import kopf
 
 from mcpfleet.operator import metrics
 from mcpfleet.operator.kube import PLURAL, VERSION, Kube, api_client
+from mcpfleet.operator.login import connection
 from mcpfleet.operator.manifests import GROUP, LABEL_RUN_UID
 from mcpfleet.operator.phase import ACTIVE, Phase
 from mcpfleet.operator.podevent import essentials
@@ -22,6 +23,7 @@ from mcpfleet.operator.settings import OperatorSettings, SettingsError
 from mcpfleet.operator.shared import Shared
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
+POD_WORKER_IDLE_SECONDS = 0.5
 
 
 class NoDiffBase(kopf.AnnotationsDiffBaseStorage):
@@ -50,7 +52,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         cfg = OperatorSettings.from_env()
     except SettingsError as exc:  # the install's values, not a run's: stop with the reason rather than retry
         raise kopf.PermanentError(str(exc)) from None
-    memo["shared"] = Shared(settings=cfg, kube=Kube(await api_client()))
+    memo["shared"] = Shared(settings=cfg, kube=Kube(await api_client(settings)))
     if cfg.operator_metrics_port:
         try:
             memo["metrics_server"] = metrics.serve(cfg.operator_metrics_port)
@@ -61,6 +63,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     if not any(isinstance(f, QuietPodEvents) for f in logging.getLogger("kopf.objects").filters):
         logging.getLogger("kopf.objects").addFilter(QuietPodEvents())
     settings.posting.level = logging.INFO
+    # A pod's event worker exits once its backlog has been empty this long (kopf's default: 5 s). Each worker holds
+    # its pod's last body, so at a few hundred trials a second the lingering ones were ~1,800 pod bodies, most of
+    # them of pods already gone, and the largest share of the operator's memory (docs/benchmarks.md, Operator
+    # memory). A trial's next pod event comes seconds to minutes later and starts a worker anew, at a task's cost.
+    settings.queueing.idle_timeout = POD_WORKER_IDLE_SECONDS
     settings.watching.server_timeout = 600
     settings.networking.request_timeout = 60
     # Filter trial pods on the server: the operator never receives the namespace's other pods at all.
@@ -83,6 +90,12 @@ def configure_peering(settings: kopf.OperatorSettings, cfg: OperatorSettings) ->
     settings.peering.lifetime = cfg.peering_lifetime
     priority = cfg.peering_priority
     settings.peering.priority = -(time.time_ns() // 1000) if priority is None else priority
+
+
+@kopf.on.login()
+async def login(settings: kopf.OperatorSettings, logger: Any, **_: Any) -> kopf.ConnectionInfo:
+    """kopf's watches log in as the operator's own calls do (login.py), not with a client library kopf finds."""
+    return await connection(settings, logger)
 
 
 @kopf.on.cleanup()

@@ -1,60 +1,134 @@
-"""The few Kubernetes API calls the operator makes itself (kopf covers watching and events).
+"""The few Kubernetes API calls the operator makes itself (kopf covers watching and events), as raw HTTP.
 
-Responses are not deserialised into models: the operator needs none of them, and skipping it saves CPU
-at 10,000 pods (and tolerates servers that omit fields the generated models insist on)."""
+Bodies are plain dicts, never a client library's generated models: the operator needs none of them, decoding them
+cost CPU at 10,000 pods (and broke on servers that omit fields the models insist on), and importing such a library
+cost 65 MB of the operator's memory (login.py)."""
 
 from __future__ import annotations
 
 import json
-import os
-from typing import Any, Protocol, cast
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aiohttp
+import kopf
 from aiohttp.helpers import get_env_proxy_for_url
-from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
 from mcpfleet.operator import metrics
+from mcpfleet.operator.login import connection
 from mcpfleet.operator.manifests import GROUP, LABEL_RUN_UID
 
 VERSION = "v1alpha1"
 PLURAL = "evalruns"
 MERGE = "application/merge-patch+json"
+REQUEST_TIMEOUT_SECONDS = 60.0  # as kopf's own calls (handlers.startup: settings.networking.request_timeout)
 
 
-async def api_client() -> client.ApiClient:
-    """In a pod: the service account; elsewhere: $KUBECONFIG or ~/.kube/config."""
-    cfg = client.Configuration()
-    if os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
-        config.load_incluster_config(client_configuration=cfg)
-    else:
-        await config.load_kube_config(config_file=os.environ.get("KUBECONFIG"), client_configuration=cfg)
-    api = client.ApiClient(configuration=cfg)
-    rest = api.rest_client
-    env_proxy(rest, cfg.host or "")
-    # The client's session trusts the environment, which aiohttp re-reads on every request, in two thread pool
-    # round trips (the proxy variables, then ~/.netrc): a tenth of the operator's CPU on a 5,080-pod sweep. The
-    # API server's proxy, if the environment names one, was resolved once above; nothing else is read from it.
-    session = rest.pool_manager
-    connector = session.connector
-    session.detach()
-    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=2**21)
-    return api
+class ApiError(Exception):
+    """A Kubernetes API call answered with an error status (a 4xx or 5xx)."""
+
+    def __init__(self, status: int, reason: str, body: bytes | None = None):
+        super().__init__(status, reason)
+        self.status, self.reason, self.body = status, reason, body
+
+    def __str__(self) -> str:
+        return f"({self.status}) {self.reason}"
 
 
-def env_proxy(rest: Any, host: str) -> None:
-    """What a session trusting the environment would use for ``host``: $HTTP(S)_PROXY unless $NO_PROXY says
-    otherwise, with credentials from the URL or ~/.netrc (a kubeconfig's own proxy-url wins)."""
-    if rest.proxy or not host:
-        return
+class ApiClient:
+    """A session to the API server with the operator's credentials (login.py): the few calls the operator makes
+    itself, as raw HTTP with plain dict bodies. A call refused as unauthorised (401: a rotated service-account
+    token, an expired plugin token) logs in again and is made once more."""
+
+    def __init__(self, info: kopf.ConnectionInfo, relogin: Callable[[], Awaitable[kopf.ConnectionInfo]]):
+        self.relogin = relogin
+        self.session: aiohttp.ClientSession | None = None
+        self._use(info)
+
+    def _use(self, info: kopf.ConnectionInfo) -> None:
+        self.server = info.server.rstrip("/")
+        self.headers = {"Accept": "application/json", "User-Agent": "mcpfleet-operator", **info.as_http_headers()}
+        self.proxy, self.proxy_headers = env_proxy(info.proxy_url, self.server)
+        self._ssl = info.as_ssl_context() if self.server.startswith("https:") else None
+
+    def _session(self) -> aiohttp.ClientSession:
+        # Not trusting the environment: aiohttp would re-read it on every request, in two thread pool round trips
+        # (the proxy variables, then ~/.netrc), a tenth of the operator's CPU on a 5,080-pod sweep. The API server's
+        # proxy, if the environment names one, was resolved once (env_proxy).
+        if self.session is None:
+            self.session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._ssl if self._ssl is not None else True),
+                trust_env=False,
+                read_bufsize=2**21,
+                timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_SECONDS),
+            )
+        return self.session
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
+        content_type: str = "application/json",
+    ) -> tuple[int, bytes]:
+        """(status, body) of one call; an unreachable server raises aiohttp's error, as any client would."""
+        data = json.dumps(body).encode() if body is not None else None
+        for attempt in (1, 2):
+            headers = {**self.headers, **({"Content-Type": content_type} if data is not None else {})}
+            async with self._session().request(
+                method,
+                self.server + path,
+                params=params,
+                data=data,
+                headers=headers,
+                proxy=self.proxy,
+                proxy_headers=self.proxy_headers,
+            ) as resp:
+                status, content = resp.status, await resp.read()
+            if status != 401 or attempt == 2:
+                return status, content
+            await self._login_again()
+        raise AssertionError("unreachable")
+
+    async def _login_again(self) -> None:
+        info = await self.relogin()
+        old, self.session = self.session, None
+        self._use(info)
+        if old is not None:
+            await old.close()
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+            self.session = None
+
+
+async def api_client(settings: kopf.OperatorSettings | None = None) -> ApiClient:
+    """In a pod: the service account; elsewhere: $KUBECONFIG or ~/.kube/config (login.py)."""
+    settings = settings or kopf.OperatorSettings()
+    logger = logging.getLogger("mcpfleet.operator.login")
+
+    async def login() -> kopf.ConnectionInfo:
+        return await connection(settings, logger)
+
+    return ApiClient(await login(), login)
+
+
+def env_proxy(own: str | None, host: str) -> tuple[str | None, dict[str, str] | None]:
+    """(proxy, its headers) for ``host``: the kubeconfig's own proxy-url if it names one, else what a session
+    trusting the environment would use: $HTTP(S)_PROXY unless $NO_PROXY says otherwise, with credentials from
+    the URL or ~/.netrc."""
+    if own or not host:
+        return own, None
     try:
         proxy, auth = get_env_proxy_for_url(URL(host))
     except LookupError:  # none set, or $NO_PROXY covers the API server
-        return
-    rest.proxy = str(proxy)
-    if auth is not None:
-        rest.proxy_headers = {**(rest.proxy_headers or {}), "Proxy-Authorization": auth.encode()}
+        return None, None
+    return str(proxy), ({"Proxy-Authorization": auth.encode()} if auth is not None else None)
 
 
 class ForeignPod(Exception):
@@ -66,11 +140,11 @@ class ForeignPod(Exception):
 REFUSED_FOR_GOOD = (400, 413, 422)
 
 
-class PodRefused(ApiException):
+class PodRefused(ApiError):
     """The API server refused to create a pod with a 4xx other than 409: ``message`` is what it said."""
 
     def __init__(self, status: int, message: str):
-        super().__init__(status=status, reason=message)
+        super().__init__(status, message)
         self.message = message
 
     @property
@@ -93,57 +167,17 @@ def _api_message(status: int, body: bytes | str | None) -> str:
     return text[:800] or f"HTTP {status}"
 
 
-class _RawCoreApi(Protocol):
-    """The CoreV1Api calls the operator makes, as the client runs them: plain dict bodies and, with
-    ``_preload_content=False``, the raw aiohttp response (the package's stubs declare models for both)."""
-
-    async def create_namespaced_pod(
-        self, namespace: str, body: dict[str, Any], *, _preload_content: bool
-    ) -> aiohttp.ClientResponse: ...
-
-    async def read_namespaced_pod(
-        self, name: str, namespace: str, *, _preload_content: bool
-    ) -> aiohttp.ClientResponse: ...
-
-    async def delete_namespaced_pod(
-        self, name: str, namespace: str, *, _preload_content: bool
-    ) -> aiohttp.ClientResponse: ...
-
-    async def list_namespaced_pod(
-        self, namespace: str, *, label_selector: str, _preload_content: bool
-    ) -> aiohttp.ClientResponse: ...
-
-    async def delete_collection_namespaced_pod(
-        self, namespace: str, *, label_selector: str, _preload_content: bool
-    ) -> aiohttp.ClientResponse: ...
+def pods_path(namespace: str, name: str | None = None) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods" + (f"/{name}" if name else "")
 
 
-class _RawCustomObjectsApi(Protocol):
-    """Likewise for the status patch, which also needs ``_content_type`` (accepted through ``**kwargs``)."""
-
-    async def patch_namespaced_custom_object_status(
-        self,
-        group: str,
-        version: str,
-        namespace: str,
-        plural: str,
-        name: str,
-        body: dict[str, Any],
-        *,
-        _content_type: str,
-        _preload_content: bool,
-    ) -> aiohttp.ClientResponse: ...
-
-    async def delete_namespaced_custom_object(
-        self, group: str, version: str, namespace: str, plural: str, name: str, *, _preload_content: bool
-    ) -> aiohttp.ClientResponse: ...
+def evalrun_path(namespace: str, name: str) -> str:
+    return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
 
 
 class Kube:
-    def __init__(self, api: client.ApiClient):
+    def __init__(self, api: ApiClient):
         self.api = api
-        self.core = cast(_RawCoreApi, client.CoreV1Api(api))
-        self.custom = cast(_RawCustomObjectsApi, client.CustomObjectsApi(api))
 
     async def create_pod(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any] | None:
         """Create; None once created. If it already exists as this run's (deterministic names make a repeat
@@ -151,34 +185,25 @@ class Kube:
         its last event may have gone by. A pod of that name left by another run (a deleted and re-created EvalRun
         of the same name, its old pod still terminating) is not ours to count: ForeignPod, so the caller tries
         again once it is gone."""
-        body: bytes | str | None = None
-        try:  # without preloading, the client returns an error response instead of raising: check both ways
-            resp = await self.core.create_namespaced_pod(namespace, pod, _preload_content=False)
-            code = resp.status
-            if 400 <= code < 500 and code != 409:
-                body = await resp.read()
-            resp.release()
-        except ApiException as exc:
-            code, body = exc.status, exc.body
+        code, body = await self.api.request("POST", pods_path(namespace), body=pod)
         _count("create", "pods", code)
         if code < 300:
             return None
         if 400 <= code < 500 and code != 409:
             raise PodRefused(code, _api_message(code, body))
         if code != 409:
-            raise ApiException(status=code, reason="pod creation failed")
+            raise ApiError(code, "pod creation failed", body)
         name, ours = pod["metadata"]["name"], pod["metadata"]["labels"].get(LABEL_RUN_UID)
         theirs, deleting = None, None  # gone meanwhile: not ours either, create it on the next try
         existing: dict[str, Any] = {}
-        resp = await self.core.read_namespaced_pod(name, namespace, _preload_content=False)
-        _count("get", "pods", resp.status)
-        if resp.status < 300:
-            existing = await resp.json()
+        code, body = await self.api.request("GET", pods_path(namespace, name))
+        _count("get", "pods", code)
+        if code < 300:
+            existing = json.loads(body)
             meta = existing.get("metadata") or {}
             theirs, deleting = (meta.get("labels") or {}).get(LABEL_RUN_UID), meta.get("deletionTimestamp")
-        resp.release()
-        if resp.status >= 300 and resp.status != 404:
-            raise ApiException(status=resp.status, reason="reading the existing pod failed")
+        elif code != 404:
+            raise ApiError(code, "reading the existing pod failed", body)
         if theirs != ours:
             raise ForeignPod(f"pod {name} exists and belongs to run {theirs or '(gone)'}, not {ours}")
         if deleting:  # a stopped try's pod still terminating: never taken for the new try (as a Job never does)
@@ -189,59 +214,43 @@ class Kube:
         """Delete gracefully: the pod's node sends its containers SIGTERM, gives them the pod's
         terminationGracePeriodSeconds, then SIGKILL, and removes the pod. A pod that has finished (or never ran
         on a node) goes at once. False if it was gone already (404)."""
-        try:  # as in create_pod: an error may come back as a response or as an exception
-            resp = await self.core.delete_namespaced_pod(name, namespace, _preload_content=False)
-            code = resp.status
-            resp.release()
-        except ApiException as exc:
-            code = exc.status
+        code, body = await self.api.request("DELETE", pods_path(namespace, name))
         _count("delete", "pods", code)
         if code == 404:
             return False
         if code >= 300:
-            raise ApiException(status=code, reason="pod deletion failed")
+            raise ApiError(code, "pod deletion failed", body)
         return True
 
     async def delete_pods(self, namespace: str, selector: str) -> list[str]:
         """Delete every pod the label selector matches, in one call (a deletecollection, graceful as one delete is);
         the names of those it deleted."""
-        resp = await self.core.delete_collection_namespaced_pod(
-            namespace, label_selector=selector, _preload_content=False
-        )
-        _count("deletecollection", "pods", resp.status)
-        if resp.status >= 300:
-            resp.release()
-            raise ApiException(status=resp.status, reason="deleting pods failed")
-        data = await resp.json()
-        return [(p.get("metadata") or {}).get("name", "") for p in data.get("items") or []]
+        code, body = await self.api.request("DELETE", pods_path(namespace), params={"labelSelector": selector})
+        _count("deletecollection", "pods", code)
+        if code >= 300:
+            raise ApiError(code, "deleting pods failed", body)
+        return [(p.get("metadata") or {}).get("name", "") for p in json.loads(body).get("items") or []]
 
     async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        resp = await self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
-        _count("list", "pods", resp.status)
-        if resp.status >= 300:  # an error body is not an empty list: nothing would be deleted or adopted
-            resp.release()
-            raise ApiException(status=resp.status, reason="listing pods failed")
-        data = await resp.json()
-        return list(data.get("items") or [])
+        code, body = await self.api.request("GET", pods_path(namespace), params={"labelSelector": selector})
+        _count("list", "pods", code)
+        if code >= 300:  # an error body is not an empty list: nothing would be deleted or adopted
+            raise ApiError(code, "listing pods failed", body)
+        return list(json.loads(body).get("items") or [])
 
     async def delete_evalrun(self, namespace: str, name: str) -> None:
         """Its finalizer lets the operator see it go; its pods go with it (ownerReferences)."""
-        resp = await self.custom.delete_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name, _preload_content=False
-        )
-        _count("delete", "evalruns", resp.status)
-        resp.release()
-        if resp.status >= 300 and resp.status != 404:
-            raise ApiException(status=resp.status, reason="deleting the EvalRun failed")
+        code, body = await self.api.request("DELETE", evalrun_path(namespace, name))
+        _count("delete", "evalruns", code)
+        if code >= 300 and code != 404:
+            raise ApiError(code, "deleting the EvalRun failed", body)
 
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        resp = await self.custom.patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, PLURAL, name, {"status": status}, _content_type=MERGE, _preload_content=False
-        )
-        _count("patch", "evalruns/status", resp.status)
-        resp.release()
-        if resp.status >= 300 and resp.status != 404:  # 404: the run is gone, nothing left to say
-            raise ApiException(status=resp.status, reason="writing the EvalRun's status failed")
+        path = evalrun_path(namespace, name) + "/status"
+        code, body = await self.api.request("PATCH", path, body={"status": status}, content_type=MERGE)
+        _count("patch", "evalruns/status", code)
+        if code >= 300 and code != 404:  # 404: the run is gone, nothing left to say
+            raise ApiError(code, "writing the EvalRun's status failed", body)
 
 
 def _count(verb: str, resource: str, code: int | None) -> None:

@@ -15,12 +15,11 @@ from typing import Any
 
 import aiohttp
 import kopf
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from mcpfleet.operator import metrics
 from mcpfleet.operator.admission import admission_seen, adopted_admission
 from mcpfleet.operator.deletes import PodDeletes, bulk_deletable
-from mcpfleet.operator.kube import ForeignPod, PodRefused
+from mcpfleet.operator.kube import ApiError, ForeignPod, PodRefused
 from mcpfleet.operator.lifecycle import STORE_FAILURES, STORE_RETRY_SECONDS, Lifecycle
 from mcpfleet.operator.manifests import LABEL_RUN_UID, TERMINATION_GRACE_SECONDS, pod_deadline, trial_pod
 from mcpfleet.operator.overdue import over_active_deadline, overdue_drains, overdue_try, past_ttl
@@ -50,9 +49,9 @@ from mcpfleet.runner.results.records import TrialResult, dumps, now_iso
 from mcpfleet.runner.spec.evalrun import EvalRun
 from mcpfleet.runner.spec.trial import TrialSpec
 
-# A Kubernetes API call that failed but may pass when tried again: a 5xx or 429 (ApiException), a connection reset, a
+# A Kubernetes API call that failed but may pass when tried again: a 5xx or 429 (ApiError), a connection reset, a
 # lost answer.
-API_FAILURES = (ApiException, aiohttp.ClientError, TimeoutError)
+API_FAILURES = (ApiError, aiohttp.ClientError, TimeoutError)
 LOST_POD_GRACE_SECONDS = float(TERMINATION_GRACE_SECONDS)  # a pod without one: the grace trial pods get
 # A deleted pod that never ran its runner, still there this long after its node should have killed it: its node
 # is lost (or stuck); it is counted failed rather than waited on for ever.
@@ -378,7 +377,7 @@ class Reconciler(Lifecycle):
                 self.store_unavailable(exc)
                 self.defer(events[i:])
                 return
-            except ApiException as exc:  # a delete the API refused: a Failed pod sends no further event to retry it
+            except ApiError as exc:  # a delete the API refused: a Failed pod sends no further event to retry it
                 self.logger.warning("a pod call failed (will try again): %s", exc)
                 self.defer(events[i:])
                 return

@@ -446,9 +446,7 @@ def run_operator(
     """Run the Kubernetes operator (EvalRun custom resources -> one pod per trial)."""
     import os
 
-    import kopf
-
-    import mcpfleet.operator  # noqa: F401 - registers the handlers
+    import mcpfleet.operator  # noqa: F401 - registers the handlers (before kopf: it keeps client libraries from kopf)
     from mcpfleet.operator.kube import api_client
     from mcpfleet.operator.peering import ensure_peering
     from mcpfleet.operator.settings import OperatorSettings, SettingsError
@@ -474,6 +472,8 @@ def run_operator(
 
         for problem in asyncio.run(peering_problems()):
             err.print(f"[yellow]warning:[/] peering: {escape(problem)}", highlight=False, soft_wrap=True)
+    import kopf  # (here, once mcpfleet.operator has imported it)
+
     # Log to stderr as `kopf run` does (INFO and up): kopf.run() alone configures no handler, so the operator's
     # warnings and failed reconcile steps reached only Kubernetes events, never `kubectl logs`.
     kopf.configure()

@@ -6,19 +6,19 @@ delete the API refused. The fake API here keeps a pod until it is removed (a los
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import kopf
 import pytest
 from conftest import make_tiny_pack
-from kubernetes_asyncio.client.exceptions import ApiException
 from test_disruptions import disruption
 from test_outcomes import edit, evalrun, reconciler, record, tid_of
 
 import mcpfleet.operator.reconciler as reconciler_module
 from mcpfleet.operator import deletes
-from mcpfleet.operator.kube import ForeignPod, Kube, PodRefused
+from mcpfleet.operator.kube import ApiError, ForeignPod, Kube, PodRefused
 from mcpfleet.operator.manifests import LABEL_RUN_UID
 from mcpfleet.operator.reconciler import Reconciler
 from mcpfleet.runner.results.records import now_iso
@@ -62,7 +62,7 @@ class PodsKube:
         self.deleted.append(name)
         if name in self.fail_delete:
             self.fail_delete.discard(name)
-            raise ApiException(status=500, reason="deleting failed")
+            raise ApiError(500, "deleting failed")
         if name not in self.existing:
             return False
         if name in self.lost:
@@ -254,28 +254,14 @@ async def test_a_refused_delete_of_an_evicted_pod_is_tried_again(tmp_path: Path)
     assert [p["metadata"]["name"] for p in kube.created] == [name, name]  # the same try again, once it was gone
 
 
-class _Response:
-    def __init__(self, status: int, body: dict[str, Any] | None = None):
-        self.status, self.body = status, body or {}
-
-    async def json(self) -> dict[str, Any]:
-        return self.body
-
-    def release(self) -> None:
-        pass
-
-
-class _Core:
-    """The two CoreV1Api calls of a create that finds the name taken."""
+class _Api:
+    """The two calls of a create that finds the name taken: 409, then the existing pod as read."""
 
     def __init__(self, existing: dict[str, Any]):
         self.existing = existing
 
-    async def create_namespaced_pod(self, namespace: str, pod: dict[str, Any], **_: Any) -> _Response:
-        return _Response(409)
-
-    async def read_namespaced_pod(self, name: str, namespace: str, **_: Any) -> _Response:
-        return _Response(200, self.existing)
+    async def request(self, method: str, path: str, **_: Any) -> tuple[int, bytes]:
+        return (409, b"") if method == "POST" else (200, json.dumps(self.existing).encode())
 
 
 @pytest.mark.parametrize(
@@ -287,8 +273,7 @@ class _Core:
     ],
 )
 async def test_the_api_client_never_takes_a_dying_pod_for_a_new_one(meta: dict[str, Any], outcome: Any) -> None:
-    kube = Kube.__new__(Kube)
-    kube.core = _Core({"metadata": meta})  # type: ignore[assignment]
+    kube = Kube(_Api({"metadata": meta}))  # type: ignore[arg-type]
     pod = {"metadata": {"name": "batch-m-1", "labels": {LABEL_RUN_UID: "uid-1"}}}
     if outcome is ForeignPod:
         with pytest.raises(ForeignPod):
@@ -352,7 +337,7 @@ async def test_a_refused_pod_list_while_rebuilding_is_tried_again(
         async def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
             self.lists += 1
             if self.lists == 1:
-                raise ApiException(status=429, reason="Too Many Requests")
+                raise ApiError(429, "Too Many Requests")
             return await super().list_pods(namespace, selector)
 
     kube = ListFailsOnce()
