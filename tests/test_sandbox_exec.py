@@ -27,8 +27,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only root sandboxes t
 @pytest.fixture(scope="module")
 def helper(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """This checkout's source, built as setup.sh and the runner image build it, warnings refused."""
-    if shutil.which("gcc") is None:
-        pytest.skip("no gcc to build servers/bridge/sandbox-exec.c")
+    if shutil.which("gcc") is None:  # scripts/setup.sh installs it (the bridge helpers are built with it)
+        pytest.fail("no gcc to build servers/bridge/sandbox-exec.c: run scripts/setup.sh")
     out = tmp_path_factory.mktemp("sbx-exec") / sandbox.HELPER
     build = ["gcc", "-static", "-O2", "-s", "-Wall", "-Wextra", "-Werror", "-o", str(out), str(SOURCE)]
     p = subprocess.run(build, capture_output=True, text=True, timeout=120)
