@@ -4,7 +4,7 @@
 #   - Node.js (for the pinned MCP servers) from Debian if missing,
 #   - the MCP servers at the versions pinned in servers/package-lock.json (npm ci; never fetched at run time),
 #   - PostgreSQL 15 from Debian (no default cluster: mcpfleet starts private ones per run),
-#   - mcpfleet-fifo-exec (servers/bridge, static: gcc from Debian if missing),
+#   - mcpfleet-fifo-exec and mcpfleet-sandbox-exec (servers/bridge, static: gcc from Debian if missing),
 #   - postgres-mcp in its own virtualenv, servers/postgres-mcp/.venv, pinned by hash (it needs mcp<2),
 #   - a project virtualenv in .venv with mcpfleet and its test dependencies.
 set -euo pipefail
@@ -61,6 +61,15 @@ if [ ! -x "$BRIDGE" ] || [ servers/bridge/fifo-exec.c -nt "$BRIDGE" ]; then
   echo "setup: gcc -static servers/bridge/fifo-exec.c"
   mkdir -p servers/bridge/bin
   gcc -static -O2 -s -Wall -Wextra -o "$BRIDGE.tmp" servers/bridge/fifo-exec.c && mv "$BRIDGE.tmp" "$BRIDGE"
+fi
+
+# mcpfleet-sandbox-exec: what a sandboxed trial server's `unshare` runs to make its mounts (sandbox.py's main in C,
+# ~17 ms sooner than Python per server start); without it the sandbox runs sandbox.py. Rebuilt the same way.
+SANDBOX_EXEC=servers/bridge/bin/mcpfleet-sandbox-exec
+if [ ! -x "$SANDBOX_EXEC" ] || [ servers/bridge/sandbox-exec.c -nt "$SANDBOX_EXEC" ]; then
+  echo "setup: gcc -static servers/bridge/sandbox-exec.c"
+  mkdir -p servers/bridge/bin
+  gcc -static -O2 -s -Wall -Wextra -o "$SANDBOX_EXEC.tmp" servers/bridge/sandbox-exec.c && mv "$SANDBOX_EXEC.tmp" "$SANDBOX_EXEC"
 fi
 
 # postgres-mcp 0.3.0 (what MCPMark runs) declares Python >= 3.12 and needs mcp<2, so it gets a virtualenv of

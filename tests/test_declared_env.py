@@ -46,7 +46,9 @@ def hides(launcher: str, pack: Path) -> bool:
     scratch folder such as the temp folder) and nothing of it bound back."""
     line = next(ln for ln in Path(launcher).read_text().splitlines() if ln.startswith("exec unshare"))
     argv = shlex.split(line)
-    plan, _ = sandbox.Plan.from_args(argv[argv.index(os.path.realpath(sandbox.__file__)) + 1 :])
+    entry = argv[argv.index("--") + 1 :]  # after unshare's own flags: the helper, or Python running sandbox.py
+    assert entry[0] == sandbox.helper() or entry[1:4] == ["-I", "-S", os.path.realpath(sandbox.__file__)], entry
+    plan, _ = sandbox.Plan.from_args(entry[1:] if entry[0] == sandbox.helper() else entry[4:])
     real = str(pack.resolve())
     covered = any(real == c or real.startswith(c.rstrip("/") + "/") for c in (*plan.hide, *plan.scratch))
     return covered and not any(k == real or k.startswith(real + "/") for k in plan.keep)

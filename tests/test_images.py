@@ -134,13 +134,18 @@ def test_the_database_image_prebuilds_the_bundled_states_as_pods_use_them() -> N
     assert planned == used and len({dump for dump, _, _ in used}) == 4, (planned, used)
 
 
-def test_the_runner_image_builds_the_static_bridge_helper_onto_its_path() -> None:
-    """The FIFO bridge's init container runs mcpfleet-fifo-exec from the runner image (services/bridge.py): built
+@pytest.mark.parametrize("source", ["fifo-exec", "sandbox-exec"])
+def test_the_runner_image_builds_the_static_bridge_helper_onto_its_path(source: str) -> None:
+    """The FIFO bridge's init container runs mcpfleet-fifo-exec from the runner image (services/bridge.py), and a
+    sandboxed server's ``unshare`` runs mcpfleet-sandbox-exec (environment/sandbox.py finds it on PATH): each built
     static from servers/bridge in a stage of its own, copied onto the final stage's PATH."""
-    from mcpfleet.runner.services.bridge import HELPER
+    from mcpfleet.runner.environment import sandbox
+    from mcpfleet.runner.services import bridge
 
+    helper = {"fifo-exec": bridge.HELPER, "sandbox-exec": sandbox.HELPER}[source]
+    assert helper == f"mcpfleet-{source}"
     text = (REPO / "runner" / "Dockerfile").read_text()
-    assert "COPY servers/bridge/fifo-exec.c /src/" in text
-    assert re.search(r"^RUN gcc-12 -static .* -o /mcpfleet-fifo-exec /src/fifo-exec.c$", text, re.M)
-    assert f"COPY --from=bridge /mcpfleet-fifo-exec /usr/local/bin/{HELPER}" in text
+    assert f"COPY servers/bridge/{source}.c /src/" in text
+    assert re.search(rf"^RUN gcc-12 -static .* -o /{helper} /src/{source}.c$", text, re.M)
+    assert f"COPY --from=bridge /{helper} /usr/local/bin/{helper}" in text
     assert text.index("AS bridge") < text.rindex("FROM ") < text.index("COPY --from=bridge")

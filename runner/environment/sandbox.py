@@ -17,7 +17,9 @@ mapping the run's user to root there (``unshare`` can then mount), the mounts lo
 them; the kernel must allow unprivileged user namespaces. ``preexec`` has no pid namespace, and without one a
 process of the run's own uid reaches every file around the mounts through ``/proc/<pid>/root`` of the run's
 processes: a plan for it is None when not root. Where nothing can be hidden, nothing is, with one warning.
-This module is also the ``command`` entry point (``python -I -S sandbox.py --hide P ... -- argv``): few imports.
+``command``'s second half, in the new namespaces, is ``mcpfleet-sandbox-exec`` (servers/bridge/sandbox-exec.c, a
+static C port of ``main``: ~17 ms sooner per server start than Python's start-up) where it is built, else this module
+(``python -I -S sandbox.py --hide P ... -- argv``): few imports. ``main`` stays the reference the C port follows.
 """
 
 from __future__ import annotations
@@ -41,8 +43,11 @@ _CLONE_NEWNS, _CLONE_NEWNET = 0x00020000, 0x40000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT = 1, 2, 4, 8, 32
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 
+HELPER = "mcpfleet-sandbox-exec"  # servers/bridge/bin/ (scripts/setup.sh) or on PATH (the runner image)
+
 _roots: list[Callable[[], Path | list[Path] | None]] = []
 _available: bool | None = None
+_helper: list[str | None] = []  # the helper's path once looked up (None: not found), so once per process
 
 
 class Plan:
@@ -112,9 +117,10 @@ def _under(path: str, root: str) -> bool:
 
 
 def reset() -> None:
-    """Forget ``available``'s answer (tests that turn the sandbox off and on)."""
+    """Forget ``available``'s and ``helper``'s answers (tests that turn the sandbox off and on)."""
     global _available
     _available = None
+    _helper.clear()
 
 
 def available() -> bool:
@@ -159,7 +165,10 @@ def plan(keep: Iterable[Path], hide: Iterable[Path] = (), *, own_pids: bool = Fa
     ``own_pids``: the caller enters it with ``command`` (a pid namespace of its own), the only way when not root."""
     if not available() or (os.geteuid() != 0 and not own_pids):
         return None
-    own: list[str | Path] = [__file__, sys.executable, sys.base_prefix]  # ``command`` runs this file with this Python
+    # ``command`` without the helper runs this file with this Python. With it, they need not stay visible (the
+    # helper is running before it covers anything), but they stay: a plan does not know which way it is entered,
+    # and a declared Python server may run on this interpreter (its standard library is under base_prefix).
+    own: list[str | Path] = [__file__, sys.executable, sys.base_prefix]
     keeps = sorted({os.path.realpath(p) for p in [*keep, *own] if os.path.exists(p)})
     wanted: dict[str, bool] = {}  # path -> writable
     for paths, writable in ((list(hide) + default_hidden(), False), (default_scratch(), True)):
@@ -285,9 +294,26 @@ def _unshare_flags() -> list[str]:
     return flags
 
 
+def helper() -> str | None:
+    """``mcpfleet-sandbox-exec`` (``main`` in C, without Python's start-up), built next to the pinned servers
+    (servers/bridge/bin) or on PATH; None when neither has it (then ``command`` runs ``main``)."""
+    if not _helper:
+        import shutil
+
+        from mcpfleet.runner.environment.server import servers_root
+
+        built = servers_root() / "bridge" / "bin" / HELPER
+        found = str(built) if os.access(built, os.X_OK) and built.is_file() else shutil.which(HELPER)
+        _helper.append(found)
+    return _helper[0]
+
+
 def command(argv: list[str], p: Plan) -> list[str]:
     """``argv`` run in a sandbox of its own, pid namespace and /proc included: ``unshare`` forks it as pid 1 of the
-    new namespace (when it ends, whatever it started there is killed), and kills it if ``unshare`` is killed."""
+    new namespace (when it ends, whatever it started there is killed), and kills it if ``unshare`` is killed.
+    In there, ``helper`` (or this module's ``main`` without it) makes the mounts and execs ``argv``."""
+    if (exe := helper()) is not None:
+        return [*_unshare_flags(), "--", exe, *p.args(), "--", *argv]
     me = os.path.realpath(__file__)
     return [*_unshare_flags(), "--", sys.executable, "-I", "-S", me, *p.args(), "--", *argv]
 
